@@ -1,0 +1,5 @@
+import sys
+
+from rosenna.cli import main
+
+sys.exit(main())
