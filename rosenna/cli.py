@@ -1,0 +1,50 @@
+"""The `rosenna` command: a thin shell over the library.
+
+Each subcommand lives in a module that exposes ``register(subparsers)``; ``register`` adds its
+parser and sets ``func`` (``args -> int``) as the parser default. Library code raises
+:class:`rosenna.errors.RosennaError`; only :func:`main` turns those into a message and status 2.
+"""
+
+import argparse
+import importlib
+import sys
+
+from rosenna import __version__
+from rosenna.errors import RosennaError
+
+# The subcommand modules, in the order `rosenna --help` lists them. One line per command.
+SUBCOMMANDS = (
+    "rosenna.commands.generate",
+    "rosenna.commands.verify",
+    "rosenna.commands.info",
+    "rosenna.commands.zoo",
+)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="rosenna",
+        description="Turn an ONNX model into a per-point C library and Fortran module.",
+    )
+    parser.add_argument("--version", action="version", version=f"rosenna {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in SUBCOMMANDS:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv=None):
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except RosennaError as exc:
+        print(f"rosenna {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rosenna: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,1 @@
+"""Subcommands of the rosenna CLI, one module each."""
