@@ -18,6 +18,7 @@ SUBCOMMANDS = (
     "rosenna.commands.verify",
     "rosenna.commands.info",
     "rosenna.commands.zoo",
+    "rosenna.commands.toolchain",
 )
 
 
