@@ -179,7 +179,7 @@ def _intel(notes):
         # e.g. "[level_zero:gpu:0] Intel(R) Level-Zero, Intel(R) Data Center GPU Max 1550 1.3 [1.3.26241]"
         match = re.match(r"\s*\[(level_zero|opencl|ext_oneapi_level_zero):gpu:\d+\]\s*([^,]*),\s*(.*)", line)
         if match and "Intel" in line:
-            model = re.sub(r"\s+\d+(\.\d+)*\s*\[.*\]\s*$", "", match.group(3)).strip()
+            model = re.sub(r"\s+(OpenCL\s+)?\d+(\.\d+)*\s*\[.*\]\s*$", "", match.group(3)).strip()
             if model not in models:
                 models.append(model)
     return [Gpu("intel", "", model, 1, "sycl-ls") for model in models]

@@ -130,6 +130,8 @@ class Profile:
         out = asdict(self)
         out["source"] = str(self.source)
         out["chain"] = [str(p) for p in self.chain]
+        for key in ("aliases", "gpu_vendor", "modules"):
+            out[key] = list(out[key])
         out["gpu"]["offload_arch"] = self.gpu.offload_arch
         out["gpu"]["offload_triple"] = self.gpu.offload_triple
         out["make_defaults"] = self.make_defaults()
