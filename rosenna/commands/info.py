@@ -1,0 +1,50 @@
+"""`rosenna info`: what a model becomes: x/y slices, ops after the passes, sizes."""
+
+from rosenna import ops
+from rosenna.commands.generate import add_model_options, options_from
+from rosenna.errors import UsageError
+from rosenna.generate import build_plan
+
+
+def register(subparsers):
+    p = subparsers.add_parser("info", help="show a model's layout, ops and sizes",
+                              description="Show the x/y slices, the ops after the passes, the parameter "
+                                          "count, embedded or file-loaded, and the per-point scratch bytes.")
+    add_model_options(p)
+    p.add_argument("--ops", action="store_true", help="list the supported ops and exit (MODEL may be omitted)")
+    p.set_defaults(func=run)
+    p._positionals._group_actions[0].nargs = "?"
+
+
+def describe(plan):
+    def slices(items):
+        return " ".join(f"{s.name}[{s.offset}:{s.offset + s.size}]" for s in items)
+
+    lines = [
+        f"model: {plan.name}  precision: {plan.precision}",
+        "inputs:",
+        *(f"  {s.name}  shape {list(s.shape)}  x[{s.offset}:{s.offset + s.size}]" for s in plan.inputs),
+        "outputs:",
+        *(f"  {s.name}  shape {list(s.shape)}  y[{s.offset}:{s.offset + s.size}]" for s in plan.outputs),
+        f"x: {slices(plan.inputs)}   ({plan.nx} values per point)",
+        f"y: {slices(plan.outputs)}   ({plan.ny} values per point)",
+        "ops after the passes:",
+        *(f"  {op:<20} {name}" for op, name in plan.ops),
+        f"parameters: {plan.parameters}",
+        f"weights: {'embedded' if plan.embed else 'file-loaded (' + plan.name + '.rwt)'}",
+        f"per-point scratch: {plan.scratch_bytes} bytes",
+        f"plan hash: {plan.hash}",
+    ]
+    return "\n".join(lines)
+
+
+def run(args):
+    if args.ops:
+        print("lowered:", " ".join(ops.lowered_ops()))
+        print("folded away (constant inputs only):", " ".join(ops.folded_ops()))
+        return 0
+    if not args.model:
+        raise UsageError("give MODEL.onnx (or --ops)")
+    _, plan = build_plan(args.model, options_from(args))
+    print(describe(plan))
+    return 0

@@ -1,0 +1,347 @@
+"""The Fortran module ``<name>_model.F90`` and its ``<name>_fortran.mk`` recipe."""
+
+from rosenna import abi
+from rosenna.emit.lang import FORTRAN
+from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
+
+MAX_LINE = 132
+VALUES_PER_LINE = 4
+#: Arrays up to this many values are initialised in their declaration; larger ones by DATA
+#: statements of DATA_CHUNK values (a declaration may not have more than 255 continuation lines).
+INLINE_LIMIT = 800
+DATA_CHUNK = 400
+
+
+def wrap(line):
+    """Split a free-form line longer than 132 characters with ``&`` continuations.
+
+    A trailing comment moves to a line of its own; a directive continues with its sentinel.
+    """
+    if len(line) <= MAX_LINE:
+        return [line]
+    stripped = line.lstrip()
+    indent = line[: len(line) - len(stripped)]
+    if stripped.startswith("!") and not stripped.startswith(("!$omp", "!$acc")):
+        return [line]
+    if " ! " in line and "'" not in line:
+        code, _, note = line.partition(" ! ")
+        return [indent + "! " + note.strip()] + wrap(code.rstrip())
+    sentinel = stripped[:5] + "& " if stripped.startswith(("!$omp", "!$acc")) else ""
+    lead = indent + (sentinel or "    & ")
+    out, rest = [], line
+    while len(rest) > MAX_LINE:
+        cut = rest.rfind(" ", len(lead) + 1, MAX_LINE - 2)
+        if cut < 0:
+            cut = MAX_LINE - 2
+        out.append(rest[:cut] + " &")
+        rest = lead + rest[cut:].lstrip()
+    out.append(rest)
+    return out
+
+
+def _resolver(plan, block=0):
+    def resolve(buf):
+        kind, ident, offset = plan.storage[buf]
+        if block and kind in "xy":
+            ident = ident + "b"
+        return ident, offset, kind != "w"
+    return resolve
+
+
+def _literals(plan, w):
+    return [FORTRAN.literal(float(v), plan.precision) for v in w.array]
+
+
+def _weight_decls(plan):
+    out = []
+    for w in plan.weights:
+        if plan.embed and w.size <= INLINE_LIMIT:
+            lit = _literals(plan, w)
+            rows = [", ".join(lit[i:i + VALUES_PER_LINE]) for i in range(0, len(lit), VALUES_PER_LINE)]
+            body = ", &\n      ".join(rows)
+            out.append(f"  real(rk), protected :: {w.ident}({w.size}) = [ &\n      {body} ]")
+        else:
+            out.append(f"  real(rk), protected :: {w.ident}({w.size})")
+            if plan.embed:
+                lit = _literals(plan, w)
+                for start in range(0, w.size, DATA_CHUNK):
+                    chunk = lit[start:start + DATA_CHUNK]
+                    rows = [", ".join(chunk[i:i + VALUES_PER_LINE]) for i in range(0, len(chunk), VALUES_PER_LINE)]
+                    out.append(f"  data {w.ident}({start + 1}:{start + len(chunk)}) / &\n      "
+                               + ", &\n      ".join(rows) + " /")
+        out.append(f"  !$omp declare target({w.ident})")
+        out.append(f"  !$acc declare {'copyin' if plan.embed else 'create'}({w.ident})")
+    return out
+
+
+def _declarations(plan, stmts, block=0, extra_int=()):
+    out = []
+    for name in used_scalars(stmts):
+        out.append(f"    real(rk) :: {name}{f'({block})' if block else ''}")
+    for i, size in enumerate(plan.scratch):
+        out.append(f"    real(rk) :: t{i}({size * (block or 1)})")
+    ints = list(used_loop_vars(stmts)) + list(extra_int)
+    if ints:
+        out.append(f"    integer :: {', '.join(ints)}")
+    return out
+
+
+def _reader(plan):
+    n = plan.name
+    cases = []
+    for w in plan.weights:
+        cases.append(f"      case ('{w.ident}')\n        k = {len(cases) + 1}\n"
+                     f"        if (seen(k) .or. total /= {w.size}_int64) return\n"
+                     f"        read (unit, iostat=ios) {w.ident}")
+    clears = "\n".join(f"      {w.ident} = 0" for w in plan.weights)
+    updates = ", ".join(w.ident for w in plan.weights)
+    count = len(plan.weights)
+    st = {key: f"{n}_status_{key.lower()}" for _, key, _ in abi.STATUS_CODES}
+    return f"""
+  !> Read the weights file and copy the weights to the device. Call once, before any offload
+  !> region that calls {n}_infer. status is one of the {n}_status_* codes.
+  subroutine {n}_init(path, status)
+    character(len=*), intent(in) :: path
+    integer, intent(out) :: status
+    integer :: unit, ios
+
+    open (newunit=unit, file=path, access='stream', form='unformatted', status='old', &
+          action='read', iostat=ios)
+    if (ios /= 0) then
+      status = {st['OPEN']}
+    else
+      call read_weights(unit, status)
+      close (unit)
+    end if
+    if (status /= {st['OK']}) then
+{clears}
+    end if
+    !$omp target update to({updates})
+    !$acc update device({updates})
+    ready = status == {st['OK']}
+  end subroutine {n}_init
+
+  subroutine read_weights(unit, status)
+    integer, intent(in) :: unit
+    integer, intent(out) :: status
+    character(len=8) :: magic
+    character(len={abi.RWT_HASH_LEN}) :: hash
+    character(len={abi.RWT_MAX_NAME}) :: tname
+    integer(int32) :: endian, version, dtype, count, length, rank, dims({abi.RWT_MAX_RANK})
+    integer(int64) :: total
+    integer :: ios, t, k
+    logical :: seen({count})
+
+    seen = .false.
+    status = {st['READ']}
+    read (unit, iostat=ios) magic
+    if (ios /= 0) return
+    if (magic /= 'RSNNAWT' // achar(0)) then
+      status = {st['MAGIC']}
+      return
+    end if
+    read (unit, iostat=ios) endian
+    if (ios /= 0) return
+    if (endian /= int(z'01020304', int32)) then
+      status = {st['ENDIAN']}
+      return
+    end if
+    read (unit, iostat=ios) version
+    if (ios /= 0) return
+    if (version /= {abi.RWT_VERSION}) then
+      status = {st['VERSION']}
+      return
+    end if
+    read (unit, iostat=ios) dtype
+    if (ios /= 0) return
+    if (dtype /= {abi.RWT_DTYPES[plan.precision]}) then
+      status = {st['DTYPE']}
+      return
+    end if
+    read (unit, iostat=ios) hash
+    if (ios /= 0) return
+    if (hash /= '{plan.hash}') then
+      status = {st['HASH']}
+      return
+    end if
+    read (unit, iostat=ios) count
+    if (ios /= 0 .or. count /= {count}) return
+    do t = 1, count
+      read (unit, iostat=ios) length
+      if (ios /= 0) return
+      if (length < 0 .or. length > {abi.RWT_MAX_NAME}) then
+        status = {st['CAPACITY']}
+        return
+      end if
+      tname = ''
+      if (length > 0) read (unit, iostat=ios) tname(1:length)
+      if (ios /= 0) return
+      select case (tname)
+{chr(10).join(f"      case ('{w.ident}')" for w in plan.weights)}
+      case default
+        status = {st['UNKNOWN_TENSOR']}
+        return
+      end select
+      read (unit, iostat=ios) rank
+      if (ios /= 0) return
+      if (rank < 0 .or. rank > {abi.RWT_MAX_RANK}) then
+        status = {st['CAPACITY']}
+        return
+      end if
+      if (rank > 0) read (unit, iostat=ios) dims(1:rank)
+      if (ios /= 0) return
+      if (any(dims(1:rank) < 0)) return
+      total = product(int(dims(1:rank), int64))
+      select case (tname)
+{chr(10).join(cases)}
+      end select
+      if (ios /= 0) return
+      seen(k) = .true.
+    end do
+    status = {st['OK']}
+  end subroutine read_weights
+"""
+
+
+def module(plan, stamp, block):
+    n = plan.name
+    point = Renderer(FORTRAN, plan.precision, _resolver(plan))
+    blocked = Renderer(FORTRAN, plan.precision, _resolver(plan, block), block=block)
+    kind = "real64" if plan.precision == "double" else "real32"
+    width = max(len(f"{n}_status_{key.lower()}") for _, key, _ in abi.STATUS_CODES)
+    statuses = "\n".join(f"  integer, parameter, public :: {f'{n}_status_{key.lower()}':<{width}} = {code:>2}  ! {text}"
+                         for code, key, text in abi.STATUS_CODES)
+    layout = [f"! x: {plan.nx} values per point; y: {plan.ny} values per point."]
+    for tag, slices in (("x", plan.inputs), ("y", plan.outputs)):
+        for s in slices:
+            layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
+    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init"])
+    file_loaded = not plan.embed
+
+    point_lines = _declarations(plan, plan.body) + [""] + point.lines(plan.body, 2)
+    block_lines = (_declarations(plan, plan.body, block, extra_int=("p", "e"))
+                   + [f"    real(rk) :: xb({n}_nx * {block}), yb({n}_ny * {block})", "",
+                      f"    do e = 0, {n}_nx - 1",
+                      "      !$omp simd",
+                      f"      do p = 0, {block - 1}",
+                      f"        xb(e*{block} + p + 1) = merge(x(e + 1, min(p + 1, count)), 0.0_rk, p < count)",
+                      "      end do",
+                      "    end do"]
+                   + blocked.lines(plan.body, 2)
+                   + [f"    do p = 0, count - 1",
+                      f"      do e = 0, {n}_ny - 1",
+                      f"        y(e + 1, p + 1) = yb(e*{block} + p + 1)",
+                      "      end do",
+                      "    end do"])
+    ready_check = ("    if (.not. ready) then\n"
+                   f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
+    text = f"""! {stamp}
+{chr(10).join(layout)}
+module {n}_model
+  use, intrinsic :: iso_c_binding, only: c_int, c_ptr
+  use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device
+  implicit none
+  private
+  public :: {', '.join(publics)}
+
+  !> The working precision of this generated code.
+  integer, parameter, public :: {n}_rk = {kind}
+  integer, parameter :: rk = {n}_rk
+  integer, parameter, public :: {n}_nx = {plan.nx}, {n}_ny = {plan.ny}
+
+  ! Status codes returned by {n}_init and {n}_infer_batch.
+{statuses}
+
+{chr(10).join(_weight_decls(plan))}
+{'  logical :: ready = .false.' if file_loaded else ''}
+
+  interface
+    !> The C library's {n}_infer_batch over device pointers (link lib{n}.a).
+    function {n}_infer_batch_dev(n, x, y, stream) result(status) bind(C, name='{n}_infer_batch')
+      import :: c_int, c_ptr
+      integer(c_int), value :: n
+      type(c_ptr), value :: x, y, stream
+      integer(c_int) :: status
+    end function {n}_infer_batch_dev
+  end interface
+
+contains
+
+  !> One point: x({n}_nx) -> y({n}_ny). Callable inside !$omp target and !$acc compute regions.
+  pure subroutine {n}_infer(x, y)
+    !$omp declare target
+    !$acc routine seq
+    real(rk), intent(in) :: x({n}_nx)
+    real(rk), intent(out) :: y({n}_ny)
+{chr(10).join(point_lines)}
+  end subroutine {n}_infer
+
+  !> n points, x({n}_nx, n) -> y({n}_ny, n): on the offload device when there is one (data
+  !> already mapped there is not copied again), else on the host in SIMD blocks of {block}.
+  subroutine {n}_infer_batch(n, x, y, status)
+    integer, intent(in) :: n
+    real(rk), intent(in) :: x({n}_nx, n)
+    real(rk), intent(out) :: y({n}_ny, n)
+    integer, intent(out) :: status
+    logical :: on_device
+    integer :: i, start
+
+{ready_check}    status = {n}_status_ok
+    on_device = .false.
+    !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
+    if (on_device) then
+      !$omp target teams distribute parallel do map(to: x) map(from: y)
+      do i = 1, n
+        call {n}_infer(x(:, i), y(:, i))
+      end do
+    else
+      !$omp parallel do schedule(static)
+      do start = 1, n, {block}
+        call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))
+      end do
+    end if
+  end subroutine {n}_infer_batch
+
+  !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
+  subroutine infer_block(count, x, y)
+    integer, intent(in) :: count
+    real(rk), intent(in) :: x({n}_nx, count)
+    real(rk), intent(inout) :: y({n}_ny, count)
+{chr(10).join(block_lines)}
+  end subroutine infer_block
+{_reader(plan) if file_loaded else ''}
+end module {n}_model
+"""
+    lines = []
+    for line in text.split("\n"):
+        lines.extend(wrap(line))
+    return "\n".join(lines).replace("\n\n\n", "\n\n")
+
+
+def makefile(plan, stamp, defaults):
+    n = plan.name
+    return f"""# {stamp}
+# Builds lib{n}_f.a and {n}_model.mod beside this file:
+#   make -f {n}_fortran.mk FC=gfortran ROSENNA_OFFLOAD_FLAGS=-fopenmp
+
+ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+ifeq ($(origin FC),default)
+FC = {defaults['FC']}
+endif
+FFLAGS ?= -O3
+ROSENNA_OFFLOAD_FLAGS ?= {defaults['ROSENNA_OFFLOAD_FLAGS']}
+
+all: $(ROSENNA_DIR)/lib{n}_f.a
+
+$(ROSENNA_DIR)/lib{n}_f.a: $(ROSENNA_DIR)/{n}_model.o
+\t$(AR) rcs $@ $^
+
+$(ROSENNA_DIR)/{n}_model.o: $(ROSENNA_DIR)/{n}_model.F90
+\t$(FC) $(FFLAGS) $(ROSENNA_OFFLOAD_FLAGS) -J$(ROSENNA_DIR) -c $< -o $@
+
+clean:
+\trm -f $(ROSENNA_DIR)/{n}_model.o $(ROSENNA_DIR)/{n}_model.mod $(ROSENNA_DIR)/lib{n}_f.a
+
+.PHONY: all clean
+"""

@@ -1,0 +1,114 @@
+"""Where the languages differ: one table per language, read by the one renderer in render.py.
+
+A table holds syntax (subscripts, loops, statements, comments), the index base, how literals are
+spelled in each precision, and the math-function names. Composite functions (sigmoid) are written
+once, in terms of the table's own ``exp`` and literal one.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def _c_literal(value, precision):
+    if math.isnan(value):
+        return "NAN" if precision == "single" else "(double)NAN"
+    if math.isinf(value):
+        text = "INFINITY" if precision == "single" else "(double)INFINITY"
+        return text if value > 0 else f"-{text}"
+    if precision == "single":
+        text = f"{float(np.float32(value)):.9g}"
+        suffix = "f"
+    else:
+        text = f"{float(value):.17g}"
+        suffix = ""
+    if not any(ch in text for ch in ".e"):
+        text += ".0"
+    return text + suffix
+
+
+def _f_literal(value, precision):
+    kind = "rk"
+    if math.isnan(value) or math.isinf(value):
+        if precision == "single":
+            bits = int(np.array([value], np.float32).view(np.int32)[0])
+            return f"transfer({bits}_int32, 1.0_{kind})"
+        bits = int(np.array([value], np.float64).view(np.int64)[0])
+        return f"transfer({bits}_int64, 1.0_{kind})"
+    if precision == "single":
+        text = f"{float(np.float32(value)):.9g}"
+    else:
+        text = f"{float(value):.17g}"
+    if not any(ch in text for ch in ".e"):
+        text += ".0"
+    return f"{text}_{kind}"
+
+
+@dataclass(frozen=True)
+class Lang:
+    name: str
+    index_base: int
+    subscript: str  # "{buf}[{idx}]"
+    loop_open: str  # uses {var}, {extent}, {last}
+    loop_close: str
+    assign: str  # "{target} = {expr}..."
+    accumulate: str
+    comment: str
+    select: str  # uses {lhs} {rhs} {a} {b}
+    literal: object  # (value, precision) -> str
+    math_single: dict = field(default_factory=dict)
+    math_double: dict = field(default_factory=dict)
+    simd: str = ""
+    indent: str = "    "
+
+    def fn(self, name, precision):
+        table = self.math_single if precision == "single" else self.math_double
+        return table[name]
+
+
+_C_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "fabs",
+           "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil"}
+
+C = Lang(
+    name="c",
+    index_base=0,
+    subscript="{buf}[{idx}]",
+    loop_open="for (int {var} = 0; {var} < {extent}; ++{var}) {{",
+    loop_close="}",
+    assign="{target} = {expr};",
+    accumulate="{target} += {expr};",
+    comment="/* {text} */",
+    select="({lhs} > {rhs} ? {a} : {b})",
+    literal=_c_literal,
+    math_single={k: v + "f" for k, v in _C_MATH.items()},
+    math_double=dict(_C_MATH),
+    simd="#pragma omp simd",
+    indent="    ",
+)
+
+_F_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "abs",
+           "max": "max", "min": "min", "pow": "pow", "floor": "floor", "ceil": "ceiling"}
+
+FORTRAN = Lang(
+    name="fortran",
+    index_base=1,
+    subscript="{buf}({idx})",
+    loop_open="do {var} = 0, {last}",
+    loop_close="end do",
+    assign="{target} = {expr}",
+    accumulate="{target} = {target} + {expr}",
+    comment="! {text}",
+    select="merge({a}, {b}, {lhs} > {rhs})",
+    literal=_f_literal,
+    math_single=dict(_F_MATH),
+    math_double=dict(_F_MATH),
+    simd="!$omp simd",
+    indent="  ",
+)
+
+#: Functions written once, in terms of a table's own entries: {one} is the literal 1, {exp} the
+#: table's exp, {tanh} its tanh, {0} the argument.
+COMPOSITE = {
+    "sigmoid": "{one} / ({one} + {exp}(-{0}))",
+}

@@ -1,0 +1,180 @@
+"""ONNX file -> :class:`rosenna.ir.Graph`.
+
+Steps: load; inline ONNX local functions; ``onnx.checker``; bind symbolic input dimensions (a
+symbolic leading dimension is the batch: 1 sample per point; others need ``--dim NAME=VALUE``);
+ONNX shape inference; then the IR: initializers as weights, nodes with python attribute values.
+"""
+
+import os
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from rosenna.errors import ModelError, UsageError
+from rosenna.ir import FLOAT_DTYPES, Graph, Node, Value
+from rosenna.onnx_types import numpy_dtype
+
+
+def load_model(path):
+    """Read and check an ONNX file; return the ``ModelProto`` with local functions inlined."""
+    if not os.path.exists(path):
+        raise ModelError(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: not a file")
+    try:
+        model = onnx.load(path)
+    except Exception as exc:  # protobuf raises several types for garbage input
+        raise ModelError(f"{path}: not an ONNX model ({type(exc).__name__}); give a .onnx file") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelError(f"{path}: not an ONNX model (no graph in the file); give a .onnx file")
+    if model.functions:
+        try:
+            from onnx import inliner
+
+            model = inliner.inline_local_functions(model)
+        except Exception as exc:
+            raise ModelError(f"{path}: cannot inline the model's local functions: {exc}") from None
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: the ONNX checker rejects the model: {first}") from None
+    return model
+
+
+def parse_dims(items):
+    """``["N=4", ...]`` -> ``{"N": 4}``; raise UsageError on a malformed item."""
+    dims = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+            raise UsageError(f"--dim {item!r}: expected NAME=VALUE with a positive integer VALUE")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def _bind_input_dims(model, dims, path):
+    """Replace symbolic input dimensions by integers, in place."""
+    used = set()
+    initializers = {init.name for init in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in initializers:
+            continue
+        ttype = inp.type.tensor_type
+        if not ttype.HasField("shape"):
+            raise ModelError(f"{path}: input {inp.name!r} has no shape; rosenna needs static shapes")
+        for axis, dim in enumerate(ttype.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                continue
+            label = dim.dim_param
+            if label and label in dims:
+                dim.dim_value = dims[label]
+                used.add(label)
+            elif axis == 0:
+                dim.dim_value = 1  # the batch: one sample per point
+            else:
+                shown = repr(label) if label else "unnamed"
+                raise ModelError(
+                    f"{path}: input {inp.name!r} has a symbolic dimension {shown} at axis {axis}; "
+                    f"bind it with --dim {label or 'NAME'}=VALUE"
+                    + ("" if label else " (give the dimension a name in the exporter)")
+                )
+    unknown = sorted(set(dims) - used)
+    if unknown:
+        raise UsageError(f"--dim {', '.join(unknown)}: no input of {path} has a dimension of that name")
+
+
+def _attribute_value(attr):
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", "replace") for v in value]
+    if isinstance(value, list) and value and isinstance(value[0], onnx.TensorProto):
+        return [numpy_helper.to_array(v) for v in value]
+    return value
+
+
+def _static_shape(type_proto):
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims = []
+    for dim in type_proto.tensor_type.shape.dim:
+        if not dim.HasField("dim_value"):
+            return None
+        dims.append(int(dim.dim_value))
+    return tuple(dims)
+
+
+def _elem_dtype(type_proto):
+    elem = type_proto.tensor_type.elem_type
+    return numpy_dtype(elem) if elem else None
+
+
+def import_model(path, dims=None):
+    """Load ``path`` and build the IR graph, with input dimensions bound by ``dims``."""
+    model = load_model(path)
+    _bind_input_dims(model, dims or {}, path)
+    try:
+        model = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:
+        raise ModelError(f"{path}: ONNX shape inference fails: {str(exc).splitlines()[0]}") from None
+
+    g = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    weights = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+    for sparse in g.sparse_initializer:
+        raise ModelError(f"{path}: sparse initializer {sparse.values.name!r} is not supported; store it dense")
+
+    values = {}
+    for info in list(g.input) + list(g.value_info) + list(g.output):
+        if info.name in weights:
+            continue
+        values[info.name] = Value(info.name, _static_shape(info.type), _elem_dtype(info.type))
+
+    inputs = [i.name for i in g.input if i.name not in weights]
+    if not inputs:
+        raise ModelError(f"{path}: the model has no run-time input; there is nothing to compute per point")
+    for name in inputs:
+        if values[name].dtype not in FLOAT_DTYPES:
+            raise ModelError(
+                f"{path}: input {name!r} has element type {values[name].dtype}; rosenna takes float32 or "
+                "float64 inputs (cast integer inputs to float in the model)"
+            )
+    for out in g.output:
+        dtype = values[out.name].dtype if out.name in values else weights[out.name].dtype
+        if dtype not in FLOAT_DTYPES:
+            raise ModelError(f"{path}: output {out.name!r} has element type {dtype}; rosenna produces float outputs")
+    model_dtypes = {values[name].dtype for name in inputs}
+    if len(model_dtypes) > 1:
+        raise ModelError(f"{path}: inputs mix float32 and float64; rosenna needs one float type per model")
+
+    nodes = []
+    for index, proto in enumerate(g.node):
+        name = proto.name or f"{proto.op_type}_{index}"
+        attrs = {a.name: _attribute_value(a) for a in proto.attribute}
+        node = Node(proto.op_type, name, list(proto.input), list(proto.output), attrs, proto.domain)
+        for out in node.outputs:
+            if out and out not in values:
+                values[out] = Value(out, None, None)
+        nodes.append(node)
+
+    producer = f"{model.producer_name} {model.producer_version}".strip()
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return Graph(stem, inputs, [o.name for o in g.output], values, weights, nodes, opset,
+                 model_dtypes.pop(), producer)
+
+
+def model_digest(path):
+    """A short hash of the model file's bytes, for provenance headers."""
+    import hashlib
+
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()[:16]
+
+
+def dtype_name(dtype):
+    return "float64" if np.dtype(dtype) == np.float64 else "float32"

@@ -1,0 +1,126 @@
+"""The graph IR: values with static shapes, nodes in topological order, constant weights.
+
+A :class:`Graph` is what the frontend builds and every pass rewrites. Names are the model's own
+(they may hold any characters); nothing here is ever pasted into generated source: the plan derives
+sanitized identifiers.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rosenna.errors import ModelError
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass
+class Value:
+    """A tensor flowing between nodes. ``shape`` is a tuple of ints once shapes are static."""
+
+    name: str
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape is not None else None
+
+
+@dataclass
+class Node:
+    """One operation. ``inputs`` may hold "" for an omitted optional input."""
+
+    op: str
+    name: str
+    inputs: list
+    outputs: list
+    attrs: dict = field(default_factory=dict)
+    domain: str = ""
+
+
+@dataclass
+class Graph:
+    """A model: runtime inputs and outputs, the values between them, weights, nodes."""
+
+    name: str
+    inputs: list  # names of runtime inputs, declaration order
+    outputs: list  # names of graph outputs, declaration order
+    values: dict  # name -> Value (runtime values only)
+    weights: dict  # name -> np.ndarray (constants)
+    nodes: list
+    opset: int
+    dtype: np.dtype  # the model's float type: float32 or float64
+    producer: str = ""
+
+    def producers(self):
+        """Map each value name to the node that writes it."""
+        return {out: node for node in self.nodes for out in node.outputs if out}
+
+    def consumers(self):
+        """Map each value name to the nodes that read it, in graph order."""
+        users = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name:
+                    users.setdefault(name, []).append(node)
+        return users
+
+    def is_const(self, name):
+        return name in self.weights
+
+    def shape_of(self, name):
+        if name in self.weights:
+            return tuple(self.weights[name].shape)
+        return self.values[name].shape
+
+    def new_name(self, base):
+        """A value or weight name not yet used in the graph."""
+        taken = set(self.values) | set(self.weights)
+        name, i = base, 1
+        while name in taken:
+            name = f"{base}_{i}"
+            i += 1
+        return name
+
+    def parameter_count(self):
+        used = {name for node in self.nodes for name in node.inputs if name in self.weights}
+        return int(sum(self.weights[name].size for name in used))
+
+
+def verify(graph, *, where="", require_shapes=False):
+    """Check the structural invariants every pass must keep; raise ModelError naming what broke.
+
+    Args:
+        graph: the graph to check.
+        where: the pass that just ran, for the message.
+        require_shapes: also demand a static shape on every value.
+    """
+    tag = f" (after {where})" if where else ""
+    defined = set(graph.inputs) | set(graph.weights)
+    for name in graph.inputs:
+        if name not in graph.values:
+            raise ModelError(f"internal: graph input {name!r} has no value record{tag}")
+    for node in graph.nodes:
+        for name in node.inputs:
+            if name and name not in defined:
+                raise ModelError(
+                    f"internal: node {node.name!r} ({node.op}) reads {name!r} before it is written{tag}"
+                )
+        for name in node.outputs:
+            if not name:
+                continue
+            if name in defined:
+                raise ModelError(f"internal: value {name!r} is written twice{tag}")
+            if name not in graph.values:
+                raise ModelError(f"internal: output {name!r} of node {node.name!r} has no value record{tag}")
+            defined.add(name)
+    for name in graph.outputs:
+        if name not in defined:
+            raise ModelError(f"internal: graph output {name!r} is never written{tag}")
+    if require_shapes:
+        for name, value in graph.values.items():
+            if name not in defined:
+                continue
+            if value.shape is None or any(not isinstance(d, int) or d < 0 for d in value.shape):
+                raise ModelError(f"value {name!r} has no static shape{tag}")

@@ -1,0 +1,228 @@
+"""The loop IR that ops lower into, and that every emitter renders.
+
+It is deliberately tiny: counted loops with constant extents, scalar locals, loads and stores into
+named buffers at affine indices, and arithmetic with a fixed set of math functions. Indices are
+0-based here; an emitter's language table says how a language writes them (Fortran adds 1).
+Buffers are named by the IR value or weight they hold; the plan maps each to storage.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Idx:
+    """An affine integer index: ``const + sum(coef * var)``, with ``terms`` sorted by variable."""
+
+    terms: tuple = ()
+    const: int = 0
+
+    @staticmethod
+    def of(value):
+        if isinstance(value, Idx):
+            return value
+        if isinstance(value, str):
+            return Idx(((value, 1),), 0)
+        return Idx((), int(value))
+
+    def __add__(self, other):
+        other = Idx.of(other)
+        coefs = dict(self.terms)
+        for var, coef in other.terms:
+            coefs[var] = coefs.get(var, 0) + coef
+        return Idx(tuple(sorted((v, c) for v, c in coefs.items() if c)), self.const + other.const)
+
+    __radd__ = __add__
+
+    def __mul__(self, factor):
+        factor = int(factor)
+        if factor == 0:
+            return Idx()
+        return Idx(tuple((v, c * factor) for v, c in self.terms), self.const * factor)
+
+    __rmul__ = __mul__
+
+    def __sub__(self, other):
+        return self + Idx.of(other) * -1
+
+    def substitute(self, var, value):
+        """Replace ``var`` by the affine index ``value``."""
+        out = Idx((), self.const)
+        for v, c in self.terms:
+            out = out + (Idx.of(value) * c if v == var else Idx(((v, c),), 0))
+        return out
+
+
+# Expressions ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Num:
+    """A floating-point literal, emitted losslessly in the generated precision."""
+    value: float
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Element ``idx`` of buffer ``buf`` (an IR value or weight name)."""
+    buf: str
+    idx: Idx
+
+
+@dataclass(frozen=True)
+class Var:
+    """A scalar local of the generated float type."""
+    name: str
+
+
+@dataclass(frozen=True)
+class Bin:
+    op: str  # one of + - * /
+    a: object
+    b: object
+
+
+@dataclass(frozen=True)
+class Fn:
+    """A math function from the emitters' function table (exp, tanh, max, sigmoid, ...)."""
+    name: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Select:
+    """``a if lhs > rhs else b`` (the only comparison the ops need)."""
+    lhs: object
+    rhs: object
+    a: object
+    b: object
+
+
+# Statements -------------------------------------------------------------------------------------
+
+@dataclass
+class Loop:
+    var: str
+    extent: int
+    body: list
+
+
+@dataclass
+class Assign:
+    """``target = expr`` or, with ``accumulate``, ``target += expr``."""
+    target: object  # Ref or Var
+    expr: object
+    accumulate: bool = False
+
+
+@dataclass
+class Comment:
+    text: str
+
+
+def add(a, b):
+    return Bin("+", a, b)
+
+
+def mul(a, b):
+    return Bin("*", a, b)
+
+
+class Builder:
+    """Collects statements; hands out loop variables by nesting depth.
+
+    ``loop(extent, body)`` calls ``body(var)`` where ``var`` is an :class:`Idx`; a loop of
+    extent 1 is not emitted, its body runs once with the index 0.
+    """
+
+    def __init__(self):
+        self.stmts = []
+        self._stack = [self.stmts]
+        self._depth = 0
+
+    def emit(self, stmt):
+        self._stack[-1].append(stmt)
+
+    def assign(self, target, expr, accumulate=False):
+        self.emit(Assign(target, expr, accumulate))
+
+    def loop(self, extent, body):
+        if extent == 1:
+            body(Idx())
+            return
+        var = f"i{self._depth}"
+        node = Loop(var, int(extent), [])
+        self.emit(node)
+        self._stack.append(node.body)
+        self._depth += 1
+        try:
+            body(Idx.of(var))
+        finally:
+            self._depth -= 1
+            self._stack.pop()
+
+    def nest(self, shape, body):
+        """Loop over every index of ``shape`` (row-major); ``body`` gets the list of indices."""
+        idx = []
+
+        def level(d):
+            if d == len(shape):
+                body(list(idx))
+                return
+
+            def inner(var):
+                idx.append(var)
+                level(d + 1)
+                idx.pop()
+
+            self.loop(shape[d], inner)
+
+        level(0)
+
+
+def strides(shape):
+    """Row-major element strides of ``shape``."""
+    out, step = [], 1
+    for dim in reversed(shape):
+        out.append(step)
+        step *= dim
+    return list(reversed(out))
+
+
+def flat_index(indices, shape):
+    """The row-major flat index of ``indices`` into ``shape``; size-1 axes contribute nothing."""
+    total = Idx()
+    for index, stride, dim in zip(indices, strides(shape), shape):
+        if dim != 1:
+            total = total + Idx.of(index) * stride
+    return total
+
+
+def broadcast_index(out_indices, out_shape, in_shape):
+    """Flat index into an input of ``in_shape`` broadcast (numpy rules) to ``out_shape``."""
+    offset = len(out_shape) - len(in_shape)
+    total = Idx()
+    for axis, (dim, stride) in enumerate(zip(in_shape, strides(in_shape))):
+        if dim != 1:
+            total = total + Idx.of(out_indices[axis + offset]) * stride
+    return total
+
+
+def walk(stmts):
+    """Yield every statement, depth-first."""
+    for stmt in stmts:
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from walk(stmt.body)
+
+
+def walk_expr(expr):
+    """Yield ``expr`` and every sub-expression."""
+    yield expr
+    if isinstance(expr, Bin):
+        yield from walk_expr(expr.a)
+        yield from walk_expr(expr.b)
+    elif isinstance(expr, Fn):
+        for arg in expr.args:
+            yield from walk_expr(arg)
+    elif isinstance(expr, Select):
+        for part in (expr.lhs, expr.rhs, expr.a, expr.b):
+            yield from walk_expr(part)

@@ -1,0 +1,61 @@
+"""The op registry: every ONNX op rosenna knows, each defined once in one module.
+
+Adding an op is one module (or one class in its family's module) and one line in ``_OPS``.
+"""
+
+from rosenna.ops import activation, constant, elementwise, gemm, indexing, layout, matmul
+
+_OPS = (
+    gemm.Gemm,
+    matmul.MatMul,
+    elementwise.Add,
+    elementwise.Sub,
+    elementwise.Mul,
+    elementwise.Div,
+    activation.Relu,
+    activation.Tanh,
+    activation.Sigmoid,
+    layout.Identity,
+    layout.Dropout,
+    layout.Flatten,
+    layout.Reshape,
+    layout.Squeeze,
+    layout.Unsqueeze,
+    layout.Transpose,
+    layout.Cast,
+    constant.Constant,
+    constant.Shape,
+    constant.Size,
+    constant.ConstantOfShape,
+    constant.Range,
+    constant.Expand,
+    indexing.Gather,
+    indexing.Concat,
+    indexing.Slice,
+)
+
+REGISTRY = {cls.name: cls() for cls in _OPS}
+
+
+def get(op_type):
+    """The :class:`~rosenna.ops.base.Op` for ``op_type``, or ``None``."""
+    return REGISTRY.get(op_type)
+
+
+def lowered_ops():
+    """Names of the ops that generate code or aliases (what the README's op list shows)."""
+    return sorted(name for name, op in REGISTRY.items() if op.lowerable or isinstance(op, layout.Alias)
+                  or name == "Transpose")
+
+
+def folded_ops():
+    """Names of the ops that rosenna only removes by constant folding."""
+    return sorted(set(REGISTRY) - set(lowered_ops()))
+
+
+def activation_expr(activation, x):
+    """Apply a fused activation ``(op_name, attrs)`` to the kernel expression ``x``."""
+    if activation is None:
+        return x
+    name, attrs = activation
+    return REGISTRY[name].expr(attrs, x)

@@ -1,0 +1,116 @@
+"""Gemm: ``Y = alpha * A' @ B' + beta * C`` with A' = A or A^T, B' = B or B^T.
+
+rosenna needs B (and C) constant: they are the layer's weights. ``canonicalize`` stores
+``alpha * B'`` transposed, as W[n][k], so each output is a dot product over contiguous memory,
+and ``beta * C`` as one bias per output. The bias is added after the dot product
+(``acc = 0; acc += w*x; y = acc + b``), never used to seed the accumulator: nvc miscompiles that
+form under ``distribute parallel for``. An activation that alone consumes the output is fused in
+by the ``fuse_activation`` pass (attribute ``_activation``) and applied at the store.
+
+Deviation: alpha is folded into W, so ``alpha * (A@B)`` becomes ``A @ (alpha*B)``; exact for
+alpha = 1, within a rounding of the reference otherwise.
+"""
+
+import numpy as np
+
+from rosenna.kernel import Num, Ref, Var, add, flat_index, mul
+from rosenna.ops.base import Op, const_input
+
+
+class Gemm(Op):
+    name = "Gemm"
+    attributes = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "_activation": None}
+
+    def _dims(self, node, graph):
+        a = graph.shape_of(node.inputs[0])
+        bshape = graph.shape_of(node.inputs[1])
+        m, k = (a[1], a[0]) if self.attr(node, "transA") else (a[0], a[1])
+        n = bshape[0] if self.attr(node, "transB") else bshape[1]
+        return m, k, n
+
+    def shape(self, node, graph):
+        m, _, n = self._dims(node, graph)
+        return [(m, n)]
+
+    def evaluate(self, node, inputs):
+        a, bmat = inputs[0], inputs[1]
+        if self.attr(node, "transA"):
+            a = a.T
+        if self.attr(node, "transB"):
+            bmat = bmat.T
+        y = self.attr(node, "alpha") * (a @ bmat)
+        if len(inputs) > 2 and inputs[2] is not None:
+            y = y + self.attr(node, "beta") * inputs[2]
+        return [y.astype(inputs[0].dtype)]
+
+    def check(self, node, graph):
+        problems = []
+        if len(graph.shape_of(node.inputs[0])) != 2:
+            problems.append("input A must be rank 2")
+        if not graph.is_const(node.inputs[1]):
+            problems.append("operand B is computed at run time; rosenna needs it constant (the layer's weights)")
+        if len(node.inputs) > 2 and node.inputs[2]:
+            if not graph.is_const(node.inputs[2]):
+                problems.append("bias C is computed at run time; rosenna needs it constant")
+            elif not problems:
+                m, _, n = self._dims(node, graph)
+                cshape = tuple(graph.shape_of(node.inputs[2]))
+                if cshape not in ((n,), (1, n), (m, n)):
+                    problems.append(
+                        f"bias C of shape {cshape} broadcasts to the ({m}, {n}) output; rosenna needs one "
+                        f"bias per output, shape ({n},), (1, {n}) or ({m}, {n}): re-export with a full bias"
+                    )
+        return problems
+
+    def canonicalize(self, node, graph):
+        if node.attrs.get("_canonical"):
+            return
+        weights = graph.weights
+        bmat = weights[node.inputs[1]]
+        w = bmat if self.attr(node, "transB") else bmat.T  # W[n][k]
+        alpha = self.attr(node, "alpha")
+        if alpha != 1.0:
+            w = alpha * w
+        w_name = graph.new_name(node.inputs[1] + "_t") if not self.attr(node, "transB") or alpha != 1.0 else node.inputs[1]
+        weights[w_name] = np.ascontiguousarray(w, dtype=bmat.dtype)
+        inputs = [node.inputs[0], w_name]
+        if len(node.inputs) > 2 and node.inputs[2]:
+            c = weights[node.inputs[2]]
+            beta = self.attr(node, "beta")
+            m, _, n = self._dims(node, graph)
+            bias = (beta * c if beta != 1.0 else c).reshape((n,) if c.size == n else (m, n))
+            c_name = node.inputs[2] if beta == 1.0 and bias.shape == c.shape else graph.new_name(node.inputs[2] + "_b")
+            weights[c_name] = np.ascontiguousarray(bias, dtype=c.dtype)
+            inputs.append(c_name)
+        node.inputs = inputs
+        node.attrs.update({"alpha": 1.0, "beta": 1.0, "transB": 1, "_canonical": True})
+
+    def lower(self, node, graph, b):
+        from rosenna.ops import activation_expr
+
+        m, k, n = self._dims(node, graph)
+        a_name, w_name = node.inputs[0], node.inputs[1]
+        bias = node.inputs[2] if len(node.inputs) > 2 else ""
+        trans_a = self.attr(node, "transA")
+        out = node.outputs[0]
+        acc = Var("acc")
+
+        def row(mi):
+            def col(ni):
+                b.assign(acc, Num(0.0))
+
+                def dot(ki):
+                    a_idx = flat_index([ki, mi] if trans_a else [mi, ki], graph.shape_of(a_name))
+                    b.assign(acc, mul(Ref(w_name, flat_index([ni, ki], (n, k))), Ref(a_name, a_idx)), accumulate=True)
+
+                b.loop(k, dot)
+                value = acc
+                if bias:
+                    bshape = graph.shape_of(bias)
+                    value = add(acc, Ref(bias, flat_index([ni] if len(bshape) == 1 else [mi, ni], bshape)))
+                value = activation_expr(node.attrs.get("_activation"), value)
+                b.assign(Ref(out, flat_index([mi, ni], (m, n))), value)
+
+            b.loop(n, col)
+
+        b.loop(m, row)

@@ -1,0 +1,77 @@
+"""MatMul with one constant operand: ``Y[..., m, n] = sum_k A[..., m, k] * B[k, n]`` (numpy rules).
+
+Either operand may be the constant, which must be rank 1 or 2; the runtime operand may have
+leading batch axes. A rank-2 runtime A times a constant B is rewritten to Gemm by the
+``matmul_to_gemm`` pass, so this lowering serves the remaining forms. Both operands computed at
+run time are refused.
+"""
+
+import numpy as np
+
+from rosenna.kernel import Num, Ref, Var, mul
+from rosenna.ops.base import Op
+
+
+def _promote(shape_a, shape_b):
+    """numpy matmul shapes: (rank-2 views of A and B, the output shape)."""
+    a = (1,) + tuple(shape_a) if len(shape_a) == 1 else tuple(shape_a)
+    bshape = tuple(shape_b) + (1,) if len(shape_b) == 1 else tuple(shape_b)
+    batch = np.broadcast_shapes(a[:-2], bshape[:-2])
+    out = tuple(batch) + (a[-2], bshape[-1])
+    if len(shape_a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(shape_b) == 1:
+        out = out[:-1]
+    return a, bshape, out
+
+
+class MatMul(Op):
+    name = "MatMul"
+
+    def shape(self, node, graph):
+        _, _, out = _promote(graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1]))
+        return [out]
+
+    def evaluate(self, node, inputs):
+        return [np.matmul(inputs[0], inputs[1])]
+
+    def check(self, node, graph):
+        a_const, b_const = (graph.is_const(n) for n in node.inputs[:2])
+        if not (a_const or b_const):
+            return ["both operands are computed at run time; rosenna needs one of them constant"]
+        const = node.inputs[1] if b_const else node.inputs[0]
+        if len(graph.shape_of(const)) > 2:
+            return [f"the constant operand has rank {len(graph.shape_of(const))}; rosenna takes rank 1 or 2"]
+        return []
+
+    def lower(self, node, graph, b):
+        a_name, b_name = node.inputs[:2]
+        a2, b2, _ = _promote(graph.shape_of(a_name), graph.shape_of(b_name))
+        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+        m, k, n = a2[-2], a2[-1], b2[-1]
+        out_full = batch + (m, n)
+        acc = Var("acc")
+
+        def body(idx):
+            *bi, mi, ni = idx
+            b.assign(acc, Num(0.0))
+
+            def dot(ki):
+                ia = _index(bi, [mi, ki], batch, a2)
+                ib = _index(bi, [ki, ni], batch, b2)
+                b.assign(acc, mul(Ref(a_name, ia), Ref(b_name, ib)), accumulate=True)
+
+            b.loop(k, dot)
+            b.assign(Ref(node.outputs[0], _index(bi, [mi, ni], batch, out_full)), acc)
+
+        b.nest(out_full, body)
+
+
+def _index(batch_idx, last_two, batch_shape, shape):
+    """Flat index into ``shape`` whose leading axes broadcast against ``batch_shape``."""
+    from rosenna.kernel import broadcast_index, flat_index
+
+    lead = len(shape) - 2
+    total = broadcast_index(batch_idx, batch_shape, shape[:lead]) if lead else 0
+    inner = flat_index(last_two, shape[-2:])
+    return inner + (total * (shape[-2] * shape[-1]) if lead else 0)

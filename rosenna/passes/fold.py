@@ -1,0 +1,101 @@
+"""Constant folding (and static shapes), and dead-code elimination.
+
+``fold_constants`` walks the nodes once, in order. A node whose inputs are all constant is
+evaluated (the op's numpy rule, else onnxruntime on that single node) and becomes a weight; a Shape
+or Size node is evaluated from its input's static shape. Every other node gets its output shapes
+from its op's shape rule, so the Shape->Gather->Unsqueeze->Concat->Reshape chains of
+dynamic-shape exports fold completely. Folding and shapes share one walk because each needs the
+other.
+"""
+
+import numpy as np
+
+from rosenna import ops
+from rosenna.errors import ModelError
+
+
+def fold_constants(graph):
+    kept = []
+    for node in graph.nodes:
+        op = ops.get(node.op) if node.domain in ("", "ai.onnx") else None
+        outputs = _try_fold(graph, node, op)
+        if outputs is not None:
+            for name, array in zip(node.outputs, outputs):
+                if name:
+                    graph.weights[name] = np.asarray(array)
+                    graph.values.pop(name, None)
+            continue
+        _settle_shapes(graph, node, op)
+        kept.append(node)
+    graph.nodes = kept
+
+
+def _try_fold(graph, node, op):
+    present = [name for name in node.inputs if name]
+    if op is not None and hasattr(op, "from_shape") and present:
+        shape = graph.values[present[0]].shape if present[0] in graph.values else graph.shape_of(present[0])
+        if shape is not None:
+            return [op.from_shape(node, shape)]
+    if not all(graph.is_const(name) for name in present):
+        return None
+    inputs = [graph.weights[name] if name else None for name in node.inputs]
+    result = op.evaluate(node, inputs) if op is not None else None
+    if result is None:
+        result = _fold_with_onnxruntime(graph, node)
+    return result
+
+
+def _fold_with_onnxruntime(graph, node):
+    """Evaluate one node whose inputs are constants with onnxruntime; None if it cannot."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    try:
+        attrs = [helper.make_attribute(k, v) for k, v in node.attrs.items() if not k.startswith("_")]
+        proto = helper.make_node(node.op, node.inputs, node.outputs, domain=node.domain or None)
+        proto.attribute.extend(attrs)
+        inits = [numpy_helper.from_array(graph.weights[n], n) for n in node.inputs if n]
+        outs = [helper.make_empty_tensor_value_info(n) for n in node.outputs if n]
+        g = helper.make_graph([proto], "fold", [], outs, inits)
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid(node.domain or "", graph.opset)])
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, {})
+    except Exception:
+        return None
+
+
+def _settle_shapes(graph, node, op):
+    shapes = None
+    if op is not None:
+        try:
+            shapes = op.shape(node, graph)
+        except Exception:
+            shapes = None
+    for i, name in enumerate(node.outputs):
+        if not name:
+            continue
+        value = graph.values[name]
+        if shapes is not None and i < len(shapes):
+            value.shape = tuple(int(d) for d in shapes[i])
+        if value.dtype is None and node.inputs and node.inputs[0] in graph.values:
+            value.dtype = graph.values[node.inputs[0]].dtype
+        if value.shape is None:
+            raise ModelError(
+                f"node {node.name!r} ({node.op}): the shape of its output {name!r} is not static; "
+                "bind symbolic dimensions with --dim NAME=VALUE"
+            )
+
+
+def eliminate_dead_code(graph):
+    """Drop nodes whose outputs nothing reads, then weights and values nothing references."""
+    needed = set(graph.outputs)
+    kept = []
+    for node in reversed(graph.nodes):
+        if any(out in needed for out in node.outputs if out):
+            kept.append(node)
+            needed.update(name for name in node.inputs if name)
+    graph.nodes = kept[::-1]
+    graph.weights = {k: v for k, v in graph.weights.items() if k in needed}
+    live = needed | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs if o}
+    graph.values = {k: v for k, v in graph.values.items() if k in live}

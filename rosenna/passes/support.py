@@ -1,0 +1,38 @@
+"""Refuse what cannot be lowered, all at once; then let each op put itself in canonical form."""
+
+from rosenna import ops
+from rosenna.errors import ModelError, UnsupportedOp
+from rosenna.ir import FLOAT_DTYPES
+
+WHERE_LISTED = "supported ops: README.md, section Operators, or `rosenna info --ops`"
+
+
+def check_supported(graph):
+    problems = []
+    for node in graph.nodes:
+        label = f"node {node.name!r} ({node.domain + '.' if node.domain else ''}{node.op})"
+        op = ops.get(node.op) if node.domain in ("", "ai.onnx") else None
+        if op is None:
+            problems.append(f"{label}: not an op rosenna supports")
+            continue
+        try:
+            reasons = op.check(node, graph)
+        except Exception as exc:  # an op's check must never crash the tool
+            reasons = [f"cannot be checked: {exc}"]
+        problems.extend(f"{label}: {reason}" for reason in reasons)
+    if problems:
+        raise UnsupportedOp(
+            f"the model uses {len(problems)} unsupported construct(s):\n  " + "\n  ".join(problems)
+            + f"\n{WHERE_LISTED}"
+        )
+    for name, value in graph.values.items():
+        if value.dtype is not None and value.dtype not in FLOAT_DTYPES:
+            raise ModelError(
+                f"value {name!r} has element type {value.dtype} at run time; rosenna computes float32 or "
+                "float64 values only"
+            )
+
+
+def canonicalize(graph):
+    for node in graph.nodes:
+        ops.get(node.op).canonicalize(node, graph)

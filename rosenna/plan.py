@@ -1,0 +1,226 @@
+"""The plan: where every value lives, the x/y layouts, the weight list, the lowered loops, a hash.
+
+- x holds the graph inputs concatenated in declaration order, y the outputs likewise.
+- A graph output is computed straight into its slice of y; an intermediate value lives in a
+  per-point scratch buffer. Scratch buffers are reused by liveness: a buffer is free again after
+  the last reader of the value it holds, never within the node that writes into it.
+- Alias nodes give their output the storage of their input.
+- Weights get derived identifiers ``w<i>_<sanitized name>``; model names never reach the source.
+"""
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rosenna import __version__, abi, ops
+from rosenna.kernel import Builder, Comment, Ref, walk, walk_expr, Assign
+from rosenna.ops.base import copy_lowering
+from rosenna.passes.relabel import ALIAS
+
+#: Parameters above which weights are file-loaded rather than embedded (override with --embed-weights
+#: / --no-embed, or a toolchain profile's ``embed_threshold``).
+EMBED_THRESHOLD = 1_000_000
+
+
+@dataclass
+class Slice:
+    """A graph input or output and its elements ``[offset, offset + size)`` of x or y."""
+    name: str  # the model's name (shown by `info`, sanitized in comments)
+    ident: str  # derived identifier
+    shape: tuple
+    offset: int
+    size: int
+
+
+@dataclass
+class Weight:
+    ident: str
+    source: str  # the model's name for it
+    array: np.ndarray  # flattened, in the generated precision
+
+    @property
+    def size(self):
+        return int(self.array.size)
+
+
+@dataclass
+class Plan:
+    name: str
+    precision: str  # "single" | "double"
+    inputs: list  # Slice
+    outputs: list  # Slice
+    nx: int
+    ny: int
+    weights: list  # Weight, in first-use order
+    scratch: list  # sizes of the per-point scratch buffers t0, t1, ...
+    storage: dict  # buffer name (value/weight) -> (kind, ident, offset); kind in x y t w
+    body: list  # kernel statements
+    ops: list  # (op, node label) after the passes, aliases included
+    embed: bool
+    producer: str = ""
+    hash: str = field(default="")
+
+    @property
+    def ctype(self):
+        return "double" if self.precision == "double" else "float"
+
+    @property
+    def itemsize(self):
+        return 8 if self.precision == "double" else 4
+
+    @property
+    def parameters(self):
+        return sum(w.size for w in self.weights)
+
+    @property
+    def scratch_bytes(self):
+        return sum(self.scratch) * self.itemsize
+
+
+_IDENT_BAD = re.compile(r"[^a-z0-9_]+")
+
+
+def sanitize(text, limit=24):
+    """A lowercase C/Fortran-safe fragment of ``text`` (may be empty)."""
+    frag = _IDENT_BAD.sub("_", text.lower()).strip("_")
+    frag = re.sub(r"_+", "_", frag)
+    return frag[:limit].rstrip("_")
+
+
+def comment_text(text, limit=60):
+    """``text`` made safe inside a C block comment and a Fortran comment: printable ASCII without
+    ``*/``, ``/*``, ``\\``, ``!``, ``&``, quotes or newlines."""
+    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in " _.,:;=+-()[]<>#@" else "_" for ch in text)
+    return safe[:limit]
+
+
+def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
+    """Lay out the graph (after the passes) and lower every node."""
+    storage, inputs, outputs = {}, [], []
+    offset = 0
+    for i, vname in enumerate(graph.inputs):
+        shape = graph.shape_of(vname)
+        size = int(np.prod(shape, dtype=np.int64))
+        inputs.append(Slice(vname, _io_ident("in", i, vname), shape, offset, size))
+        storage[vname] = ("x", "x", offset)
+        offset += size
+    nx = offset
+
+    # Alias classes: every value maps to the root whose storage it shares.
+    root = {}
+    for node in graph.nodes:
+        if node.op == ALIAS:
+            root[node.outputs[0]] = root.get(node.inputs[0], node.inputs[0])
+
+    def root_of(vname):
+        return root.get(vname, vname)
+
+    producer_of = {out: i for i, node in enumerate(graph.nodes) if node.op != ALIAS for out in node.outputs if out}
+
+    # Graph outputs go straight into y when their root is computed here and no other output holds it.
+    copies, y_taken = [], set()
+    offset = 0
+    for i, vname in enumerate(graph.outputs):
+        shape = graph.shape_of(vname)
+        size = int(np.prod(shape, dtype=np.int64))
+        outputs.append(Slice(vname, _io_ident("out", i, vname), shape, offset, size))
+        r = root_of(vname)
+        if r in producer_of and r not in y_taken:
+            storage[r] = ("y", "y", offset)
+            y_taken.add(r)
+        else:
+            copies.append((r, f"__y{i}", size))
+            storage[f"__y{i}"] = ("y", "y", offset)
+        offset += size
+    ny = offset
+
+    # Scratch by liveness over the lowered nodes.
+    last_use = {}
+    for i, node in enumerate(graph.nodes):
+        for vname in node.inputs:
+            if vname:
+                last_use[root_of(vname)] = i
+    for r, _, _ in copies:
+        last_use[r] = len(graph.nodes)
+    scratch, free, holder = [], [], {}
+    for i, node in enumerate(graph.nodes):
+        if node.op == ALIAS:
+            continue
+        for out in node.outputs:
+            if not out or out in storage:
+                continue
+            size = int(np.prod(graph.shape_of(out), dtype=np.int64))
+            pick = min(free, key=lambda b: (scratch[b] < size, abs(scratch[b] - size)), default=None)
+            if pick is None:
+                pick = len(scratch)
+                scratch.append(size)
+            else:
+                free.remove(pick)
+                scratch[pick] = max(scratch[pick], size)
+            storage[out] = ("t", f"t{pick}", 0)
+            holder[out] = pick
+        for out, pick in list(holder.items()):
+            if last_use.get(out, -1) <= i:  # free after the node, so no output shares an input's buffer
+                free.append(pick)
+                del holder[out]
+
+    # Lower.
+    b = Builder()
+    op_list = []
+    for node in graph.nodes:
+        label = comment_text(node.name)
+        if node.op == ALIAS:
+            op_list.append((f"{node.attrs['of']} (alias)", node.name))
+            continue
+        op_list.append((node.op if not node.attrs.get("_activation") else f"{node.op}+{node.attrs['_activation'][0]}", node.name))
+        b.emit(Comment(f"{node.op}{'+' + node.attrs['_activation'][0] if node.attrs.get('_activation') else ''}: {label}"))
+        ops.get(node.op).lower(node, graph, b)
+    for r, ybuf, size in copies:
+        b.emit(Comment(f"output copy: {comment_text(r)}"))
+        copy_lowering(b, r, ybuf, size)
+
+    # Resolve every buffer a statement names; weights in first-use order.
+    weights, wident = [], {}
+    dtype = np.float64 if precision == "double" else np.float32
+    for stmt in walk(b.stmts):
+        if not isinstance(stmt, Assign):
+            continue
+        for expr in (stmt.target, stmt.expr):
+            for sub in walk_expr(expr):
+                if not isinstance(sub, Ref):
+                    continue
+                buf = sub.buf
+                if buf in graph.weights and buf not in wident:
+                    ident = f"w{len(weights)}" + (f"_{sanitize(buf)}" if sanitize(buf) else "")
+                    wident[buf] = ident
+                    weights.append(Weight(ident, buf, np.ascontiguousarray(graph.weights[buf], dtype=dtype).reshape(-1)))
+                    storage[buf] = ("w", ident, 0)
+                elif buf not in storage:
+                    storage[buf] = storage[root_of(buf)]
+
+    params = sum(w.size for w in weights)
+    plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
+                embed=(params <= embed_threshold) if embed is None else bool(embed), producer=graph.producer)
+    plan.hash = plan_hash(plan)
+    return plan
+
+
+def _io_ident(kind, index, vname):
+    frag = sanitize(vname, 20)
+    return f"{kind}{index}" + (f"_{frag}" if frag else "")
+
+
+def plan_hash(plan):
+    """What generated code and its weights file must agree on: 32 hex digits."""
+    record = {
+        "abi": abi.RWT_VERSION,
+        "precision": plan.precision,
+        "nx": plan.nx,
+        "ny": plan.ny,
+        "weights": [(w.ident, w.size) for w in plan.weights],
+        "ops": [op for op, _ in plan.ops],
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
