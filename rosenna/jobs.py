@@ -1,0 +1,250 @@
+"""Batch job scripts that run ``rosenna gpu-gate`` on a GPU partition (Slurm or PBS).
+
+One body serves both schedulers; what differs (directive lines, job id, submit directory, how the
+gate step is launched) is the table :data:`SCHEDULERS`. ``gate/slurm/gpu-gate.sbatch`` and
+``gate/pbs/gpu-gate.pbs`` are this module's rendering with no profile (the job resolves the
+profile and its modules when it starts); ``rosenna gpu-gate --print-job slurm|pbs`` renders it for
+one profile, with that profile's name and modules written in. tests/test_jobs.py keeps the files
+in gate/ equal to :func:`render_job`'s output.
+
+What the job does, in order:
+
+1. load the module that provides rosenna (``ROSENNA_MODULE``, default ``rosenna``; empty when
+   rosenna is on PATH already);
+2. load the modules the toolchain profile names (its ``modules:`` list);
+3. ``rosenna toolchain detect``, so the log shows the node and the profile chosen;
+4. ``rosenna gpu-gate --toolchain T --out DIR $ROSENNA_GATE_ARGS`` where DIR is
+   ``${ROSENNA_GATE_OUT:-${SCRATCH:-<submit dir>}}/rosenna-gpu-gate-<job id>``;
+5. exit with the gate's status (non-zero on any FAIL), or 3 when the gate wrote no report.
+"""
+
+from dataclasses import dataclass
+
+from rosenna.errors import RosennaError
+
+# How long and how wide the job is. The rendered scripts carry these as plain directive lines,
+# so a site edits them there; they are here only so both schedulers start from the same numbers.
+WALLTIME = "00:30:00"
+CPUS = 8
+GPUS = 1
+JOB_NAME = "rosenna-gpu-gate"
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """What differs between the schedulers: data, not code."""
+
+    submit: str  # the command a site types
+    export_example: str  # how a submission passes a setting into the job
+    directives: tuple  # resource lines, with {job_name}, {walltime}, {cpus}, {gpus}
+    job_id: str  # shell expression for the job id
+    submit_dir: str  # shell expression for the directory the job was submitted from
+    launch: str  # prefix that runs the gate as a job step ("" runs it in the batch shell)
+
+
+SCHEDULERS = {
+    "slurm": Scheduler(
+        submit="sbatch gate/slurm/gpu-gate.sbatch",
+        export_example="sbatch --export=ALL,ROSENNA_TOOLCHAIN=nvhpc",
+        directives=(
+            "#SBATCH --job-name={job_name}",
+            "#SBATCH --nodes=1",
+            "#SBATCH --ntasks=1",
+            "#SBATCH --cpus-per-task={cpus}",
+            "# (older Slurm: --gres=gpu:{gpus} instead of --gpus)",
+            "#SBATCH --gpus={gpus}",
+            "#SBATCH --time={walltime}",
+            "#SBATCH --output={job_name}-%j.log",
+            "# To name the GPU partition and the account jobs are charged to, remove one '#':",
+            "##SBATCH --partition=gpu",
+            "##SBATCH --account=PROJECT",
+        ),
+        job_id="${SLURM_JOB_ID:?not running under Slurm}",
+        submit_dir="${SLURM_SUBMIT_DIR:-$PWD}",
+        launch="srun --ntasks=1 --cpus-per-task=${SLURM_CPUS_PER_TASK:-1}",
+    ),
+    "pbs": Scheduler(
+        submit="qsub gate/pbs/gpu-gate.pbs",
+        export_example="qsub -v ROSENNA_TOOLCHAIN=nvhpc",
+        directives=(
+            "#PBS -N {job_name}",
+            "#PBS -l select=1:ncpus={cpus}:ngpus={gpus}",
+            "#PBS -l walltime={walltime}",
+            "#PBS -j oe",
+            "# To name the GPU queue and the account jobs are charged to, remove one '#':",
+            "##PBS -q gpu",
+            "##PBS -A PROJECT",
+        ),
+        job_id="${PBS_JOBID:?not running under PBS}",
+        submit_dir="${PBS_O_WORKDIR:-$PWD}",
+        launch="",
+    ),
+}
+
+_HEADER = """\
+#!/bin/bash
+# rosenna GPU gate as a {kind_title} batch job: {submit}
+#
+# Resource lines: one node, {gpus} GPU, {cpus} cores, {walltime} of wall time. Edit them below;
+# the gate itself takes a few minutes (1,000,000 points per harness by default).
+{directives}
+#
+# Rendered by rosenna/jobs.py; {origin}
+#
+# Settings; override any at submission, e.g. {export_example}:
+#   ROSENNA_MODULE     module that provides rosenna; empty when rosenna is on PATH already
+#   ROSENNA_TOOLCHAIN  toolchain profile for the gate ({toolchain_default} by default)
+#   ROSENNA_GATE_ARGS  extra gpu-gate arguments, e.g. "--model mlp128" or "--host-fallback"
+#   ROSENNA_GATE_OUT   where the report folder goes (default $SCRATCH, else the submit directory)
+"""
+
+_BODY = r"""
+set -uo pipefail
+
+ROSENNA_MODULE=${ROSENNA_MODULE-rosenna}
+ROSENNA_TOOLCHAIN=${ROSENNA_TOOLCHAIN:-@TOOLCHAIN@}
+ROSENNA_GATE_ARGS=${ROSENNA_GATE_ARGS-}
+@PROFILE_MODULES@
+job_id=@JOB_ID@
+submit_dir=@SUBMIT_DIR@
+out_dir=${ROSENNA_GATE_OUT:-${SCRATCH:-$submit_dir}}/rosenna-gpu-gate-$job_id
+
+say() { printf '== %s\n' "$*"; }
+die() { printf 'rosenna-gpu-gate: %s\n' "$*" >&2; exit "${2:-2}"; }
+
+# Batch shells do not always define `module`: try the usual Lmod and Environment Modules inits.
+have_module() {
+    type module >/dev/null 2>&1 && return 0
+    local init
+    for init in "${LMOD_PKG:-/usr/share/lmod/lmod}/init/bash" /etc/profile.d/lmod.sh \
+                /etc/profile.d/modules.sh /usr/share/modules/init/bash; do
+        # shellcheck disable=SC1090
+        [ -r "$init" ] && . "$init" && type module >/dev/null 2>&1 && return 0
+    done
+    return 1
+}
+
+load_modules() {
+    [ $# -gt 0 ] || return 0
+    have_module || die "no 'module' command to load: $*"
+    say "module load $*"
+    module load "$@" || die "module load $* failed"
+}
+
+cd "$submit_dir" || die "cannot enter $submit_dir"
+say "job $job_id on $(hostname), output in $out_dir"
+
+if [ -n "$ROSENNA_MODULE" ]; then
+    load_modules "$ROSENNA_MODULE"
+fi
+command -v rosenna >/dev/null || die "rosenna is not on PATH (set ROSENNA_MODULE or PATH)"
+
+if [ -z "${ROSENNA_PROFILE_MODULES+set}" ]; then
+    # The modules the profile names, from its resolved JSON. Before they are loaded `auto` sees
+    # only what is on PATH at job start: name the profile (ROSENNA_TOOLCHAIN) to be sure.
+    profile_json=$(rosenna toolchain show "$ROSENNA_TOOLCHAIN" --json) \
+        || die "rosenna toolchain show $ROSENNA_TOOLCHAIN failed"
+    ROSENNA_PROFILE_MODULES=$(printf '%s' "$profile_json" | "${ROSENNA_PYTHON:-python3}" -c \
+        'import json, sys; print(" ".join(json.load(sys.stdin).get("modules", [])))') \
+        || die "cannot read the modules of profile $ROSENNA_TOOLCHAIN"
+fi
+# shellcheck disable=SC2086  # a space-separated list of module names
+load_modules $ROSENNA_PROFILE_MODULES
+
+say "rosenna --version"
+rosenna --version || die "rosenna --version failed"
+say "rosenna toolchain detect"
+rosenna toolchain detect || die "rosenna toolchain detect failed"
+
+mkdir -p "$out_dir" || die "cannot create $out_dir"
+# shellcheck disable=SC2086  # ROSENNA_GATE_ARGS is split into arguments on purpose
+set -- rosenna gpu-gate --toolchain "$ROSENNA_TOOLCHAIN" --out "$out_dir" $ROSENNA_GATE_ARGS
+say "@LAUNCH_SHOWN@$*"
+status=0
+@LAUNCH@"$@" || status=$?
+
+if [ "$status" -ne 0 ]; then
+    say "FAIL: rosenna gpu-gate exited $status; report: $out_dir/gate-report.md"
+    exit "$status"
+fi
+[ -s "$out_dir/gate-report.md" ] || die "the gate exited 0 but wrote no $out_dir/gate-report.md" 3
+say "PASS: report in $out_dir/gate-report.md"
+"""
+
+
+def render_job(kind, profile=None):
+    """The gpu-gate batch script for scheduler ``kind`` ("slurm" or "pbs").
+
+    Args:
+        kind: the scheduler, a key of :data:`SCHEDULERS`.
+        profile: a resolved toolchain profile (anything with ``.name`` and ``.modules``) to write
+            in: the job then uses that profile and loads its modules without asking rosenna.
+            ``None`` gives the generic script of gate/: profile ``auto``, modules looked up when
+            the job starts.
+
+    Raises:
+        RosennaError: for an unknown scheduler.
+    """
+    from rosenna import __version__
+
+    try:
+        scheduler = SCHEDULERS[kind]
+    except KeyError:
+        raise RosennaError(
+            f"unknown scheduler '{kind}' (known: {', '.join(sorted(SCHEDULERS))})"
+        ) from None
+    sizes = {"job_name": JOB_NAME, "walltime": WALLTIME, "cpus": CPUS, "gpus": GPUS}
+    if profile is None:
+        toolchain = "auto"
+        origin = "the profile and its modules are resolved when the job starts.\n# Regenerate: python -m rosenna.jobs gate"
+        profile_modules = ""
+    else:
+        toolchain = profile.name
+        origin = f"rosenna {__version__}, for profile '{profile.name}' and its modules."
+        modules = " ".join(profile.modules)
+        profile_modules = f'ROSENNA_PROFILE_MODULES=${{ROSENNA_PROFILE_MODULES-"{modules}"}}'
+    header = _HEADER.format(
+        kind_title={"slurm": "Slurm", "pbs": "PBS"}[kind],
+        submit=scheduler.submit,
+        export_example=scheduler.export_example,
+        directives="\n".join(line.format(**sizes) for line in scheduler.directives),
+        origin=origin,
+        toolchain_default=toolchain,
+        **sizes,
+    )
+    launch = f"{scheduler.launch} " if scheduler.launch else ""
+    body = (
+        _BODY.replace("@TOOLCHAIN@", toolchain)
+        .replace("@PROFILE_MODULES@\n", f"{profile_modules}\n" if profile_modules else "")
+        .replace("@JOB_ID@", scheduler.job_id)
+        .replace("@SUBMIT_DIR@", scheduler.submit_dir)
+        .replace("@LAUNCH_SHOWN@", launch)
+        .replace("@LAUNCH@", launch)
+    )
+    return header + body
+
+
+# Where the generic scripts live in a checkout, relative to its root.
+GATE_FILES = {"slurm": "slurm/gpu-gate.sbatch", "pbs": "pbs/gpu-gate.pbs"}
+
+
+def write_gate_scripts(gate_dir):
+    """Write the generic scripts into ``gate_dir`` (a checkout's gate/); return their paths."""
+    import os
+
+    written = []
+    for kind, relative in GATE_FILES.items():
+        path = os.path.join(gate_dir, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(render_job(kind))
+        os.chmod(path, 0o755)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+
+    for written_path in write_gate_scripts(sys.argv[1] if len(sys.argv) > 1 else "gate"):
+        print(written_path)
