@@ -1,0 +1,44 @@
+# rosenna: the two set-up commands of a fresh clone.
+#   make demo   venv + package, generate the bundled gemm_big example, build both archives, verify
+#   make test   venv + test dependencies (+ gfortran etc. when root on Debian/Ubuntu), pytest -n auto
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+DEMO   := build/demo
+
+.PHONY: demo test install test-deps system-deps clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(PY) setup.cfg pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+$(VENV)/.test-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q torch==2.13.0 onnxscript build
+	touch $@
+
+test-deps: $(VENV)/.test-installed
+
+system-deps:
+	@sh .ci/system-deps.sh
+
+demo: install
+	mkdir -p $(DEMO)
+	$(VENV)/bin/rosenna zoo gemm_big -o $(DEMO)/gemm_big.onnx
+	$(VENV)/bin/rosenna generate $(DEMO)/gemm_big.onnx --out $(DEMO)
+	$(MAKE) -f $(DEMO)/gemm_big.mk
+	$(MAKE) -f $(DEMO)/gemm_big_fortran.mk
+	$(VENV)/bin/rosenna verify $(DEMO)/gemm_big.onnx
+
+test: system-deps test-deps
+	$(PY) -m pytest -n auto
+
+clean:
+	rm -rf build
