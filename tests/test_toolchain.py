@@ -284,7 +284,7 @@ modules: [nvhpc/24.1, cuda/12.4]
     assert mine["cc"] == "/opt/nvidia/hpc_sdk/bin/nvc" and mine["fc"] == "nvfortran"
     assert mine["flags_acc"] == "-acc=gpu -gpu=cc80,managed"
     assert mine["flags_omp_offload"] == "-mp=gpu -gpu=cc80" and base["flags_omp_offload"] == "-mp=gpu -gpu=cc90"
-    assert mine["gpu"]["source"].startswith("cuda_arch")
+    assert mine["gpu"]["source"] == "cuda_arch" and base["gpu"]["source"] == "detected: NVIDIA H100 80GB HBM3 (nvidia-smi)"
     assert mine["flags_host"] == base["flags_host"] and mine["embed_threshold"] == base["embed_threshold"]
 
 

@@ -152,8 +152,12 @@ def _expand(data, source, environ, prefix=()):
     return data
 
 
-def _gpu_target(data, vendors, gpus):
-    """Choose the GPU the profile builds for: its own cuda_arch/amdgpu_target, a detected GPU, or defaults."""
+def _gpu_target(data, vendors, gpus, names):
+    """Choose the GPU the profile builds for: its own cuda_arch/amdgpu_target, a detected GPU, or defaults.
+
+    ``names`` are the placeholders the profile's strings use; ``source`` speaks only of the
+    architectures they need.
+    """
     cc = str(data["cuda_arch"]) if "cuda_arch" in data else ""
     gfx = data.get("amdgpu_target", "")
     detected = {}
@@ -165,33 +169,38 @@ def _gpu_target(data, vendors, gpus):
             vendor = "amd"
         else:
             vendor = vendors[0] if vendors else ""
+    derived = bool(names & {"offload_arch", "offload_triple"})
+    uses = [arch for arch, needed in (("cc", "cc" in names or (derived and vendor != "amd")),
+                                      ("gfx", "gfx" in names or (derived and vendor == "amd"))) if needed]
     sources = []
     if cc:
         sources.append("cuda_arch")
     elif "nvidia" in detected:
         g = detected["nvidia"]
         cc = g.arch
-        sources.append(f"detected: {g.model or 'NVIDIA GPU'} ({g.tool})")
+        if "cc" in uses:
+            sources.append(f"detected: {g.model or 'NVIDIA GPU'} ({g.tool})")
     if gfx:
         sources.append("amdgpu_target")
     elif "amd" in detected:
         g = detected["amd"]
         gfx = g.arch
-        sources.append(f"detected: {g.arch} ({g.tool})")
-    if not cc or not gfx:
+        if "gfx" in uses:
+            sources.append(f"detected: {g.arch} ({g.tool})")
+    if ("cc" in uses and not cc) or ("gfx" in uses and not gfx):
         sources.append("default")
-    return GpuTarget(vendor=vendor, cc=cc or DEFAULT_CC, gfx=gfx or DEFAULT_GFX, source="; ".join(sources))
+    source = "; ".join(sources) if uses else "not used by this profile"
+    return GpuTarget(vendor=vendor, cc=cc or DEFAULT_CC, gfx=gfx or DEFAULT_GFX, source=source)
 
 
-def _needs_gpu(data):
+def _placeholder_names(data):
+    """The placeholders the profile's templated strings use."""
     texts = [data.get("devflags", ""), data.get("device_link_flags", "")]
     texts += list(data.get("flags", {}).values()) + [data.get("probe", {}).get("command", "")]
     names = set()
     for text in texts:
         names |= placeholders_in(text, PROBE_PLACEHOLDERS)
-    needs_cc = bool(names & {"cc", "offload_arch", "offload_triple"}) and "cuda_arch" not in data
-    needs_gfx = bool(names & {"gfx", "offload_arch", "offload_triple"}) and "amdgpu_target" not in data
-    return needs_cc or needs_gfx
+    return names & {"cc", "gfx", "offload_arch", "offload_triple"}
 
 
 def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, reason=""):
@@ -204,13 +213,13 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
     environ = os.environ if environ is None else environ
     data, chain = catalog.merged(profile_file)
     data = _expand(data, profile_file.path, environ)
-    needs_gpu = _needs_gpu(data)
-    if gpus is None and detect_gpus and needs_gpu:
+    names = _placeholder_names(data)
+    fixed = not names or ("cuda_arch" in data and "amdgpu_target" in data) or (
+        names <= {"cc"} and "cuda_arch" in data) or (names <= {"gfx"} and "amdgpu_target" in data)
+    if gpus is None and detect_gpus and not fixed:
         gpus = detect_mod.detect_gpus()
     vendors = tuple(data.get("gpu_vendor", ()))
-    gpu = _gpu_target(data, vendors, gpus)
-    if not needs_gpu and "cuda_arch" not in data and "amdgpu_target" not in data:
-        gpu = GpuTarget(gpu.vendor, gpu.cc, gpu.gfx, "not used by this profile")
+    gpu = _gpu_target(data, vendors, gpus, names)
     values = gpu.placeholders()
     flags = {k: fill(v, values) for k, v in data.get("flags", {}).items()}
     compilers = data["compilers"]
