@@ -1,7 +1,6 @@
 """`rosenna toolchain list|show|detect|validate`: a thin shell over :mod:`rosenna.toolchain`."""
 
 import json
-import sys
 
 from rosenna import toolchain
 from rosenna.toolchain.catalog import Catalog, read_profile
