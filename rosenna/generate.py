@@ -56,7 +56,7 @@ def build_plan(model_path, options):
         raise UsageError(f"--lang {options.lang!r}: choose one of {', '.join(LANGS)}")
     if options.precision not in (None,) + PRECISIONS:
         raise UsageError(f"--precision {options.precision!r}: choose single or double")
-    name = options.name or default_name(model_path)
+    name = options.name if options.name is not None else default_name(model_path)
     check_name(name)
     graph = frontend.import_model(model_path, options.dims)
     passes.run(graph)

@@ -106,15 +106,15 @@ def gemm_bias_broadcast():
 
 
 def unsupported_ops():
-    """Two ops rosenna does not support: a custom-domain op and a NonMaxSuppression-free Det."""
+    """Two standard ops rosenna does not support, beside a supported one."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="ok"),
         helper.make_node("Det", ["r"], ["d"], name="the_det"),
-        helper.make_node("Unique", ["r"], ["u"], name="the_unique"),
-        helper.make_node("Add", ["d", "u"], ["y"], name="sum"),
+        helper.make_node("Hardmax", ["r"], ["h"], name="the_hardmax"),
     ]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [])
+                  [helper.make_tensor_value_info("d", TensorProto.FLOAT, []),
+                   helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 2])], [])
 
 
 def int_input():
