@@ -28,7 +28,11 @@ class Options:
     embed: bool = None  # None: by EMBED_THRESHOLD
     dims: dict = field(default_factory=dict)
     embed_threshold: int = planner.EMBED_THRESHOLD
+    #: Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory.
+    constant_limit: int = 2048
     make_defaults: dict = None
+    #: The resolved toolchain profile (rosenna.toolchain.Profile), or None for the defaults.
+    toolchain: object = None
 
 
 def default_name(path):

@@ -135,7 +135,17 @@ def compare(plan, lang, got, want, model_dtype):
 
 
 def verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, fflags=None):
-    """Run the whole check; return the list of :class:`Result`, one per output and language."""
+    """Run the whole check; return ``(plan, results)``, one :class:`Result` per output and language.
+
+    Compilers: the toolchain profile's host compilers and host-fallback flags when
+    ``options.toolchain`` is set, else $CC / $FC (default gcc / gfortran) with -fopenmp.
+    """
+    profile = options.toolchain
+    cc = compiler("CC", "gcc") if profile is None else shlex.split(profile.cc)
+    fc = None
+    if profile is not None:
+        cflags = cflags or profile.flags_host
+        fflags = fflags or profile.flags_host
     graph, plan = gen.build_plan(model_path, options)
     workdir = os.path.abspath(keep or tempfile.mkdtemp(prefix="rosenna-verify-"))
     plan, _ = gen.generate(model_path, workdir, options)
@@ -154,7 +164,7 @@ def verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, fflags
                 f"    if ({plan.name}_init(argv[4]) != 0) {{ fprintf(stderr, \"init failed\\n\"); return 4; }}\n")
             with open(os.path.join(workdir, "verify_c.c"), "w") as fh:
                 fh.write(C_HARNESS.format(init=init, **fmt))
-            cmd = compiler("CC", "gcc") + shlex.split(cflags or "-O2 -fopenmp") + [
+            cmd = cc + ["-O2"] + shlex.split(cflags or "-fopenmp") + [
                 "-I", workdir, os.path.join(workdir, "verify_c.c"), os.path.join(workdir, f"{plan.name}.c"),
                 "-o", exe, "-lm"]
         else:
@@ -163,7 +173,8 @@ def verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, fflags
                 f"  call {plan.name}_init(trim(arg), status)\n  if (status /= 0) error stop 4\n")
             with open(os.path.join(workdir, "verify_f.f90"), "w") as fh:
                 fh.write(F_HARNESS.format(init=init, **fmt))
-            cmd = compiler("FC", "gfortran") + shlex.split(fflags or "-O2 -fopenmp") + [
+            fc = fc or (compiler("FC", "gfortran") if profile is None else shlex.split(profile.fc))
+            cmd = fc + ["-O2"] + shlex.split(fflags or "-fopenmp") + [
                 "-J", workdir, os.path.join(workdir, f"{plan.name}_model.F90"),
                 os.path.join(workdir, "verify_f.f90"), "-o", exe]
         run(cmd, workdir, f"compiling the {lang} verify harness")

@@ -11,12 +11,22 @@ def add_model_options(p, lang_default="both"):
     p.add_argument("--precision", choices=PRECISIONS, help="working precision (default: the model's dtype)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", default=[],
                    help="bind a symbolic input dimension (repeatable)")
+    p.add_argument("--toolchain", metavar="NAME|auto",
+                   help="toolchain profile for compilers, flags and thresholds (`rosenna toolchain list`)")
 
 
 def options_from(args):
-    embed = getattr(args, "embed", None)
-    return Options(lang=args.lang, precision=args.precision, name=getattr(args, "name", None), embed=embed,
-                   dims=parse_dims(args.dim))
+    options = Options(lang=args.lang, precision=args.precision, name=getattr(args, "name", None),
+                      embed=getattr(args, "embed", None), dims=parse_dims(args.dim))
+    if getattr(args, "toolchain", None):
+        from rosenna import toolchain
+
+        profile = toolchain.resolve(args.toolchain)
+        options.toolchain = profile
+        options.make_defaults = {k: v for k, v in profile.make_defaults().items() if v}
+        options.embed_threshold = profile.embed_threshold
+        options.constant_limit = profile.constant_limit_bytes
+    return options
 
 
 def register(subparsers):

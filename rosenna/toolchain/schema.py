@@ -22,7 +22,7 @@ BACKENDS = ("cuda", "hip", "omp")
 # __constant__ data the per-SM constant cache misses and throughput falls (issue "native CUDA/HIP
 # kernel"); 1,000,000 weights: the size above which generate writes a weights file instead.
 DEFAULT_CONSTANT_LIMIT_BYTES = 2048
-DEFAULT_EMBED_THRESHOLD = 1_000_000
+from rosenna.plan import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # defined once, in the plan
 
 _STRING = {"type": "string"}
 _COMMAND = {"type": "string", "minLength": 1}
