@@ -1,0 +1,126 @@
+# Copyright rosenna developers.
+#
+# SPDX-License-Identifier: BSD-3-Clause
+"""Spack recipe for rosenna (Package API v2, Spack 1.x).
+
+Kept in the rosenna repository beside the code it installs; docs/spack.md records how it was
+tested with a Spack 1.x checkout and the spack-packages builtin repository.
+"""
+
+import glob
+import os
+
+from spack_repo.builtin.build_systems.python import PythonPackage
+
+from spack.package import *
+
+
+class Rosenna(PythonPackage):
+    """Compile ONNX models into per-point C and Fortran inference routines that run inside a
+    scientific solver's own CPU and GPU loops (OpenMP/OpenACC offload, CUDA/HIP kernels)."""
+
+    # rosenna has no public release host yet. The release sdist is the one `python -m build
+    # --sdist` makes, named as PyPI would serve it; until it is published there, a site points
+    # `url`/`git` at its own copy with packages.yaml `package_attributes` (docs/spack.md).
+    pypi = "rosenna/rosenna-0.1.0.tar.gz"
+    git = "https://github.com/rosenna/rosenna.git"
+
+    license("BSD-3-Clause")
+
+    version("main", branch="main")
+    # sha256 of the sdist of 0.1.0; docs/spack.md says how to refresh it when cutting a release.
+    version("0.1.0", sha256="a8da6951bfdc005abfb0330a935ee573e93f17c8adfd0880d6f686c930131ee3")
+
+    variant(
+        "verify",
+        default=True,
+        description="Depend on onnxruntime and the C and Fortran compilers that `rosenna verify` "
+        "and `rosenna gpu-gate` use (onnxruntime is a heavy build)",
+    )
+    variant(
+        "site_toolchains",
+        default="none",
+        description="Directory of site toolchain profiles (*.yaml) to install into "
+        "share/rosenna/toolchains beside the built-in ones",
+    )
+
+    # Keep in step with install_requires in setup.cfg: tests/test_packaging.py compares them.
+    depends_on("python@3.9:", type=("build", "run"))
+    depends_on("py-setuptools@61:", type="build")
+    depends_on("py-onnx@1.14:", type=("build", "run"))
+    depends_on("py-numpy@1.22:", type=("build", "run"))
+    depends_on("py-archspec@0.2:", type=("build", "run"))
+    depends_on("py-pyyaml@5.4:", type=("build", "run"))
+    depends_on("py-jsonschema@4.0:", type=("build", "run"))
+    with when("+verify"):
+        depends_on("py-onnxruntime@1.15:", type=("build", "run"))
+        # verify compiles the generated C and Fortran with the compilers of the spec. "build"
+        # too: Spack's python recipe expects a compiler wrapper beside any c dependency.
+        depends_on("c", type=("build", "run"))
+        depends_on("fortran", type=("build", "run"))
+
+    # The command modules import onnxruntime only where they run it; these import without it.
+    import_modules = ["rosenna", "rosenna.cli"]
+
+    @property
+    def toolchains_dir(self):
+        """Site profiles; rosenna searches it before its built-in profiles."""
+        return join_path(self.prefix.share, "rosenna", "toolchains")
+
+    @run_after("install")
+    def install_site_toolchains(self):
+        """Copy the profiles of ``site_toolchains=DIR`` into share/rosenna/toolchains.
+
+        The built-in profiles go to share/rosenna/toolchains/builtin through setup.cfg's
+        data_files. rosenna looks for site profiles in share/rosenna/toolchains of the prefix
+        it is installed in, before the built-in ones, so a site profile of the same name wins.
+        The variant records the directory, not its contents: after editing the files there,
+        reinstall (``spack install --overwrite rosenna``).
+        """
+        site_dir = self.spec.variants["site_toolchains"].value
+        if site_dir == "none":
+            return
+        profiles = sorted(glob.glob(join_path(site_dir, "*.yaml")))
+        if not profiles:
+            raise InstallError(f"site_toolchains={site_dir}: no *.yaml profiles in that directory")
+        mkdirp(self.toolchains_dir)
+        for profile in profiles:
+            install(profile, join_path(self.toolchains_dir, os.path.basename(profile)))
+
+    def _compiler_env(self):
+        """CC and FC for verify: the compilers the spec was concretized with."""
+        return {
+            "CC": self.spec["c"].package.cc,
+            "FC": self.spec["fortran"].package.fortran,
+        }
+
+    def test_version(self):
+        """rosenna --version prints the version of the spec"""
+        rosenna = which(self.prefix.bin.rosenna, required=True)
+        out = rosenna("--version", output=str.split, error=str.split)
+        expected = "rosenna" if self.spec.satisfies("@main") else f"rosenna {self.version}"
+        assert expected in out, f"expected {expected!r} in {out!r}"
+
+    def test_generate_verify_gemm_small(self):
+        """generate gemm_small, then verify it against onnxruntime with the spec's compilers"""
+        rosenna = which(self.prefix.bin.rosenna, required=True)
+        rosenna("zoo", "gemm_small", "-o", "gemm_small.onnx")
+        rosenna("generate", "gemm_small.onnx", "--out", "gemm_small")
+        generated = os.listdir("gemm_small")
+        assert any(f.endswith(".c") for f in generated), f"no C source in {generated}"
+        assert any(f.endswith((".f90", ".F90")) for f in generated), f"no Fortran in {generated}"
+        if not self.spec.satisfies("+verify"):
+            raise SkipTest("verify needs +verify (onnxruntime and the compilers)")
+        compilers = self._compiler_env()
+        print("verify with " + " ".join(f"{k}={v}" for k, v in compilers.items()))
+        with set_env(**compilers):
+            out = rosenna("verify", "gemm_small.onnx", output=str.split, error=str.split)
+        assert "FAIL" not in out, out
+
+    def test_toolchain_profiles(self):
+        """the built-in profiles are installed and rosenna lists them"""
+        builtin = join_path(self.toolchains_dir, "builtin")
+        assert glob.glob(join_path(builtin, "gcc.yaml")), f"no gcc.yaml in {builtin}"
+        rosenna = which(self.prefix.bin.rosenna, required=True)
+        out = rosenna("toolchain", "list", output=str.split, error=str.split)
+        assert "gcc" in out, out
