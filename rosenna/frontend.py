@@ -67,6 +67,9 @@ def _bind_input_dims(model, dims, path):
         for axis, dim in enumerate(ttype.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 continue
+            if dim.HasField("dim_value"):  # an explicit 0: an empty tensor, not a symbol
+                raise ModelError(f"{path}: input {inp.name!r} is empty (dimension 0 at axis {axis}); "
+                                 "rosenna needs at least one element per input")
             label = dim.dim_param
             if label and label in dims:
                 dim.dim_value = dims[label]

@@ -3,7 +3,8 @@
 Adding an op is one module (or one class in its family's module) and one line in ``_OPS``.
 """
 
-from rosenna.ops import activation, constant, elementwise, gemm, indexing, layout, matmul
+from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
+                         pad, pool, recurrent, softmax)
 
 _OPS = (
     gemm.Gemm,
@@ -12,9 +13,38 @@ _OPS = (
     elementwise.Sub,
     elementwise.Mul,
     elementwise.Div,
+    elementwise.Sum,
+    elementwise.Max,
+    elementwise.Min,
+    elementwise.PRelu,
     activation.Relu,
     activation.Tanh,
     activation.Sigmoid,
+    activation.LeakyRelu,
+    activation.Elu,
+    activation.Selu,
+    activation.HardSigmoid,
+    activation.Softplus,
+    activation.Softsign,
+    activation.Exp,
+    activation.Log,
+    activation.Sqrt,
+    activation.Erf,
+    activation.Gelu,
+    activation.Neg,
+    activation.Clip,
+    conv.Conv,
+    pool.MaxPool,
+    pool.AveragePool,
+    pool.GlobalAveragePool,
+    pool.GlobalMaxPool,
+    pad.Pad,
+    softmax.Softmax,
+    softmax.LogSoftmax,
+    normalization.BatchNormalization,
+    recurrent.LSTM,
+    recurrent.GRU,
+    indexing.Split,
     layout.Identity,
     layout.Dropout,
     layout.Flatten,

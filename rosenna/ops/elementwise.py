@@ -1,11 +1,18 @@
-"""Binary elementwise ops with numpy broadcasting: ``Y[i] = A[bcast(i)] (op) B[bcast(i)]``.
+"""Elementwise ops over several inputs with numpy (multidirectional) broadcasting.
 
-A size-1 constant operand is emitted as a literal rather than a weight.
+Add, Sub, Mul, Div:  ``Y[i] = A[bcast(i)] (op) B[bcast(i)]``
+Sum:                 ``Y[i] = X1[bcast(i)] + X2[bcast(i)] + ...`` (left to right)
+Max, Min:            the largest / smallest of the operands, as comparisons ``a > b ? a : b``
+PRelu:               ``Y[i] = X[i] > 0 ? X[i] : slope[bcast(i)] * X[i]`` (slope broadcasts to X)
+
+A size-1 constant operand is emitted as a literal rather than a weight. Operands may be run-time
+values or constants. Deviation: Max and Min of a NaN give what the comparison gives (the other
+operand or NaN, by position), not always NaN as numpy does.
 """
 
 import numpy as np
 
-from rosenna.kernel import Bin, Num, Ref, broadcast_index, flat_index
+from rosenna.kernel import Bin, Num, Ref, Select, broadcast_index, flat_index
 from rosenna.ops.base import Op
 
 
@@ -21,6 +28,10 @@ class Binary(Op):
     def evaluate(self, node, inputs):
         return [type(self).numpy_fn(inputs[0], inputs[1]).astype(np.result_type(inputs[0], inputs[1]))]
 
+    def combine(self, operands):
+        """The kernel expression of the op over its operand expressions."""
+        return Bin(self.symbol, operands[0], operands[1])
+
     def lower(self, node, graph, b):
         out_shape = self.shape(node, graph)[0]
 
@@ -30,8 +41,8 @@ class Binary(Op):
             return Ref(name, broadcast_index(idx, out_shape, graph.shape_of(name)))
 
         def body(idx):
-            lhs, rhs = (operand(name, idx) for name in node.inputs[:2])
-            b.assign(Ref(node.outputs[0], flat_index(idx, out_shape)), Bin(self.symbol, lhs, rhs))
+            operands = [operand(name, idx) for name in node.inputs if name]
+            b.assign(Ref(node.outputs[0], flat_index(idx, out_shape)), self.combine(operands))
 
         b.nest(out_shape, body)
 
@@ -64,3 +75,70 @@ class Div(Binary):
         if np.issubdtype(a.dtype, np.integer):  # shape arithmetic in exported graphs
             return [(np.trunc(a / b)).astype(a.dtype)]
         return super().evaluate(node, inputs)
+
+
+class Sum(Binary):
+    """Variadic: one or more operands."""
+    name = "Sum"
+
+    def evaluate(self, node, inputs):
+        out = inputs[0]
+        for other in inputs[1:]:
+            out = out + other
+        return [np.asarray(out)]
+
+    def combine(self, operands):
+        out = operands[0]
+        for other in operands[1:]:
+            out = Bin("+", out, other)
+        return out
+
+
+class Max(Binary):
+    name = "Max"
+
+    def evaluate(self, node, inputs):
+        out = inputs[0]
+        for other in inputs[1:]:
+            out = np.maximum(out, other)
+        return [np.asarray(out)]
+
+    def combine(self, operands):
+        out = operands[0]
+        for other in operands[1:]:
+            out = Select(other, out, other, out)
+        return out
+
+
+class Min(Binary):
+    name = "Min"
+
+    def evaluate(self, node, inputs):
+        out = inputs[0]
+        for other in inputs[1:]:
+            out = np.minimum(out, other)
+        return [np.asarray(out)]
+
+    def combine(self, operands):
+        out = operands[0]
+        for other in operands[1:]:
+            out = Select(out, other, other, out)
+        return out
+
+
+class PRelu(Binary):
+    name = "PRelu"
+
+    def evaluate(self, node, inputs):
+        x, slope = inputs
+        return [np.where(x > 0, x, slope * x).astype(x.dtype)]
+
+    def check(self, node, graph):
+        x, slope = (graph.shape_of(n) for n in node.inputs[:2])
+        if tuple(np.broadcast_shapes(x, slope)) != tuple(x):
+            return [f"slope of shape {tuple(slope)} does not broadcast to X of shape {tuple(x)}"]
+        return []
+
+    def combine(self, operands):
+        x, slope = operands
+        return Select(x, Num(0.0), x, Bin("*", slope, x))

@@ -1,11 +1,23 @@
-"""Gather, Concat and Slice: here they fold constant shape arithmetic (Shape->Gather->Concat ...).
+"""Gather, Concat, Slice and Split: copies that pick or join parts of values.
 
-Run-time lowerings come with the operators issue.
+Gather:  Y[pre, q, post] = X[pre, I[q], post] with I a constant (negative entries count from the
+         end); an arithmetic I is one loop nest, any other one nest per index.
+Concat:  Y = the inputs joined along ``axis``; run-time values and constants mix freely.
+Slice:   Y[.., i, ..] = X[.., start + i*step, ..] with constant starts/ends/axes/steps (inputs from
+         opset 10, attributes before), clamped as numpy clamps a slice.
+Split:   output k = X[.., offset_k + i, ..] along ``axis``; sizes from the ``split`` attribute
+         (opset < 13) or constant input, else equal parts (``num_outputs`` from opset 18: the last
+         part smaller when the extent does not divide).
+
+All of them also fold the constant shape arithmetic that exporters emit (Shape->Gather->Concat ...).
+Limits, refused with a reason: an index, start, end, step, axis or split size computed at run
+time; an index out of range.
 """
 
 import numpy as np
 
-from rosenna.ops.base import Op, onnx_ints
+from rosenna.kernel import Idx, Ref, flat_index
+from rosenna.ops.base import Op, const_input, onnx_ints
 
 
 class Gather(Op):
@@ -14,6 +26,45 @@ class Gather(Op):
 
     def evaluate(self, node, inputs):
         return [np.take(inputs[0], inputs[1], axis=self.attr(node, "axis"))]
+
+    def shape(self, node, graph):
+        data = graph.shape_of(node.inputs[0])
+        axis = self.attr(node, "axis") % len(data)
+        return [tuple(data[:axis]) + tuple(graph.shape_of(node.inputs[1])) + tuple(data[axis + 1:])]
+
+    def check(self, node, graph):
+        indices = const_input(graph, node, 1)
+        if indices is None:
+            return ["the indices are computed at run time; rosenna needs them constant"]
+        data = graph.shape_of(node.inputs[0])
+        extent = data[self.attr(node, "axis") % len(data)]
+        if indices.size and (indices.min() < -extent or indices.max() >= extent):
+            return [f"an index is outside [-{extent}, {extent})"]
+        return []
+
+    def lower(self, node, graph, b):
+        data = graph.shape_of(node.inputs[0])
+        axis = self.attr(node, "axis") % len(data)
+        picks = [int(v) % data[axis] for v in np.asarray(graph.weights[node.inputs[1]]).reshape(-1)]
+        pre, post = tuple(data[:axis]), tuple(data[axis + 1:])
+        out_shape = pre + (len(picks),) + post
+        src, dst = node.inputs[0], node.outputs[0]
+        step = picks[1] - picks[0] if len(picks) > 1 else 0
+        if all(p == picks[0] + k * step for k, p in enumerate(picks)):
+            def body(idx):
+                q = idx[len(pre)]
+                in_idx = idx[:len(pre)] + [Idx.of(q) * step + picks[0]] + idx[len(pre) + 1:]
+                b.assign(Ref(dst, flat_index(idx, out_shape)), Ref(src, flat_index(in_idx, data)))
+
+            b.nest(out_shape, body)
+            return
+        for q, pick in enumerate(picks):
+            def one(idx, q=q, pick=pick):
+                out_idx = idx[:len(pre)] + [q] + idx[len(pre):]
+                in_idx = idx[:len(pre)] + [pick] + idx[len(pre):]
+                b.assign(Ref(dst, flat_index(out_idx, out_shape)), Ref(src, flat_index(in_idx, data)))
+
+            b.nest(pre + post, one)
 
 
 class Concat(Op):
@@ -30,23 +81,145 @@ class Concat(Op):
     def evaluate(self, node, inputs):
         return [np.concatenate([i for i in inputs if i is not None], axis=self.attr(node, "axis"))]
 
+    def lower(self, node, graph, b):
+        out_shape = self.shape(node, graph)[0]
+        axis = self.attr(node, "axis") % len(out_shape)
+        offset = 0
+        for name in node.inputs:
+            if not name:
+                continue
+            shape = graph.shape_of(name)
+
+            def body(idx, name=name, shape=shape, offset=offset):
+                out_idx = list(idx)
+                out_idx[axis] = Idx.of(idx[axis]) + offset
+                b.assign(Ref(node.outputs[0], flat_index(out_idx, out_shape)), Ref(name, flat_index(idx, shape)))
+
+            if all(shape):
+                b.nest(shape, body)
+            offset += shape[axis]
+
+
+def slice_params(node, inputs_or_graph, shape, attr):
+    """``[(axis, start, step, count)]`` for the sliced axes, or None when not constant."""
+    def arg(position):
+        if isinstance(inputs_or_graph, list):
+            return inputs_or_graph[position] if len(inputs_or_graph) > position else None
+        return const_input(inputs_or_graph, node, position)
+
+    if len(node.inputs) > 1:
+        starts, ends = arg(1), arg(2)
+        if starts is None or ends is None:
+            return None
+        axes = arg(3) if len(node.inputs) > 3 and node.inputs[3] else None
+        steps = arg(4) if len(node.inputs) > 4 and node.inputs[4] else None
+        if (axes is None and len(node.inputs) > 3 and node.inputs[3]) or (
+                steps is None and len(node.inputs) > 4 and node.inputs[4]):
+            return None
+    else:
+        starts, ends, axes, steps = attr("starts"), attr("ends"), attr("axes"), None
+    starts, ends = onnx_ints(starts), onnx_ints(ends)
+    axes = onnx_ints(axes) if axes is not None else list(range(len(starts)))
+    steps = onnx_ints(steps) if steps is not None else [1] * len(starts)
+    out = []
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        axis %= len(shape)
+        first, stop, stride = slice(start, end, step).indices(shape[axis])
+        out.append((axis, first, stride, len(range(first, stop, stride))))
+    return out
+
 
 class Slice(Op):
     name = "Slice"
     attributes = {"starts": None, "ends": None, "axes": None}
 
+    def _params(self, node, inputs_or_graph, shape):
+        return slice_params(node, inputs_or_graph, shape, lambda key: self.attr(node, key))
+
     def evaluate(self, node, inputs):
         data = inputs[0]
-        if len(inputs) > 1:  # opset 10 on: starts, ends, axes, steps as inputs
-            starts, ends = onnx_ints(inputs[1]), onnx_ints(inputs[2])
-            axes = onnx_ints(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else list(range(len(starts)))
-            steps = onnx_ints(inputs[4]) if len(inputs) > 4 and inputs[4] is not None else [1] * len(starts)
-        else:
-            starts, ends = onnx_ints(self.attr(node, "starts")), onnx_ints(self.attr(node, "ends"))
-            axes = self.attr(node, "axes")
-            axes = onnx_ints(axes) if axes is not None else list(range(len(starts)))
-            steps = [1] * len(starts)
-        index = [slice(None)] * data.ndim
-        for start, end, axis, step in zip(starts, ends, axes, steps):
-            index[axis] = slice(start, end, step)
-        return [data[tuple(index)]]
+        for axis, first, step, count in self._params(node, inputs, data.shape):
+            data = np.take(data, range(first, first + step * count, step) if count else [], axis=axis)
+        return [data]
+
+    def shape(self, node, graph):
+        shape = list(graph.shape_of(node.inputs[0]))
+        for axis, _, _, count in self._params(node, graph, shape):
+            shape[axis] = count
+        return [tuple(shape)]
+
+    def check(self, node, graph):
+        if any(0 in onnx_ints(graph.weights[n]) for n in node.inputs[4:5] if n in graph.weights):
+            return ["a step is 0"]
+        if self._params(node, graph, graph.shape_of(node.inputs[0])) is None:
+            return ["starts, ends, axes or steps are computed at run time; rosenna needs them constant"]
+        return []
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        out_shape = self.shape(node, graph)[0]
+        mapping = {axis: (first, step) for axis, first, step, _ in self._params(node, graph, shape)}
+
+        def body(idx):
+            in_idx = [Idx.of(i) * mapping[a][1] + mapping[a][0] if a in mapping else i for a, i in enumerate(idx)]
+            b.assign(Ref(node.outputs[0], flat_index(idx, out_shape)), Ref(node.inputs[0], flat_index(in_idx, shape)))
+
+        if all(out_shape):
+            b.nest(out_shape, body)
+
+
+class Split(Op):
+    name = "Split"
+    attributes = {"axis": 0, "split": None, "num_outputs": None}
+
+    def _sizes(self, node, inputs_or_graph, shape):
+        axis = self.attr(node, "axis") % len(shape)
+        split = None
+        if len(node.inputs) > 1 and node.inputs[1]:
+            split = inputs_or_graph[1] if isinstance(inputs_or_graph, list) else const_input(inputs_or_graph, node, 1)
+            if split is None:
+                return axis, None
+        elif self.attr(node, "split") is not None:
+            split = self.attr(node, "split")
+        if split is not None:
+            return axis, onnx_ints(split)
+        parts = len(node.outputs)
+        extent = shape[axis]
+        size = -(-extent // parts)
+        if self.attr(node, "num_outputs") is None and extent % parts == 0:
+            size = extent // parts
+        return axis, [min(size, max(0, extent - k * size)) for k in range(parts)]
+
+    def shape(self, node, graph):
+        shape = graph.shape_of(node.inputs[0])
+        axis, sizes = self._sizes(node, graph, shape)
+        return [tuple(shape[:axis]) + (s,) + tuple(shape[axis + 1:]) for s in sizes]
+
+    def evaluate(self, node, inputs):
+        axis, sizes = self._sizes(node, inputs, inputs[0].shape)
+        return list(np.split(inputs[0], np.cumsum(sizes)[:-1], axis=axis))
+
+    def check(self, node, graph):
+        shape = graph.shape_of(node.inputs[0])
+        axis, sizes = self._sizes(node, graph, shape)
+        if sizes is None:
+            return ["the split sizes are computed at run time; rosenna needs them constant"]
+        if sum(sizes) != shape[axis] or len(sizes) != len(node.outputs):
+            return [f"split sizes {sizes} do not cover the extent {shape[axis]} with {len(node.outputs)} outputs"]
+        return []
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        axis, sizes = self._sizes(node, graph, shape)
+        offset = 0
+        for out, size in zip(node.outputs, sizes):
+            out_shape = tuple(shape[:axis]) + (size,) + tuple(shape[axis + 1:])
+
+            def body(idx, out=out, out_shape=out_shape, offset=offset):
+                in_idx = list(idx)
+                in_idx[axis] = Idx.of(idx[axis]) + offset
+                b.assign(Ref(out, flat_index(idx, out_shape)), Ref(node.inputs[0], flat_index(in_idx, shape)))
+
+            if out and all(out_shape):
+                b.nest(out_shape, body)
+            offset += size

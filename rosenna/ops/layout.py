@@ -2,6 +2,7 @@
 
 Identity, Flatten, Reshape, Squeeze, Unsqueeze, Cast between float types, and a Transpose that
 moves only size-1 axes produce no code and no copy: the plan gives the output the input's storage.
+Any other Transpose is a copy with the index remap ``Y[i_0, .., i_r] = X[j]``, ``j[perm[k]] = i_k``.
 
 Deviation: Cast between float32 and float64 is an alias because the generated code computes in one
 precision (``--precision``); the rounding a float64->float32->float64 round trip would apply is
@@ -10,6 +11,7 @@ not reproduced.
 
 import numpy as np
 
+from rosenna.kernel import Ref, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 from rosenna.onnx_types import numpy_dtype
 
@@ -150,10 +152,20 @@ class Transpose(Op):
         moved = [p for p in self._perm(node, len(shape)) if shape[p] != 1]
         return moved == sorted(moved)
 
-    def check(self, node, graph):
-        if self.is_alias(node, graph):
-            return []
-        return ["a Transpose that reorders axes longer than 1 (only size-1 moves are supported)"]
+    def lower(self, node, graph, b):
+        """A copy: ``Y[i_0, .., i_r] = X[j]`` with ``j[perm[k]] = i_k`` (an index remap)."""
+        shape = graph.shape_of(node.inputs[0])
+        perm = self._perm(node, len(shape))
+        out_shape = self.shape(node, graph)[0]
+
+        def body(idx):
+            src = [None] * len(shape)
+            for k, axis in enumerate(perm):
+                src[axis] = idx[k]
+            b.assign(Ref(node.outputs[0], flat_index(idx, out_shape)), Ref(node.inputs[0], flat_index(src, shape)))
+
+        if all(out_shape):
+            b.nest(out_shape, body)
 
 
 class Cast(Alias):
@@ -185,6 +197,13 @@ class Dropout(Alias):
         return [inputs[0]] + [np.ones(inputs[0].shape, bool)] * (len(node.outputs) - 1)
 
     def check(self, node, graph):
+        problems = []
         if len(node.outputs) > 1 and node.outputs[1] and node.outputs[1] in graph.consumers():
-            return ["the mask output is used"]
-        return []
+            problems.append("the mask output is used")
+        if len(node.inputs) > 2 and node.inputs[2]:  # opset 12: training_mode
+            training = const_input(graph, node, 2)
+            ratio = const_input(graph, node, 1)
+            if training is None or (bool(np.asarray(training).reshape(-1)[0]) and not (
+                    ratio is not None and float(np.asarray(ratio).reshape(-1)[0]) == 0.0)):
+                problems.append("training_mode is true or computed at run time; rosenna does inference only")
+        return problems

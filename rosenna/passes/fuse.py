@@ -1,4 +1,4 @@
-"""Fusions: MatMul + Add -> Gemm, and an activation into the Gemm it alone follows."""
+"""Fusions: MatMul + Add -> Gemm, and an activation into the Gemm or Conv it alone follows."""
 
 from rosenna import ops
 from rosenna.ops.activation import Unary
@@ -35,7 +35,7 @@ def matmul_add_to_gemm(graph):
 
 def fuse_activation(graph):
     for node in list(graph.nodes):
-        if node.op != "Gemm" or node.attrs.get("_activation"):
+        if node.op not in ("Gemm", "Conv") or node.attrs.get("_activation"):
             continue
         act = _sole_consumer(graph, node.outputs[0])
         if act is None or not isinstance(ops.get(act.op), Unary):

@@ -1,0 +1,463 @@
+"""Conformance against the ONNX backend node tests: every case of every op rosenna lowers.
+
+The cases are the ones ``onnx.backend.test`` ships (``data/node/test_*/model.onnx`` with
+``test_data_set_0/{input,output}_*.pb``). Wheels of onnx do not always include the data
+directory; then the cases are written once from onnx's own case generators into a cache
+(``$ROSENNA_ONNX_NODE_DATA``, default ``~/.cache/rosenna/onnx-node-<onnx version>``), under a
+file lock so parallel test workers share one copy.
+
+Each case is tried as given. rosenna takes weights, indices, pads and the like only as constants,
+and the node tests pass them as graph inputs, so a case refused as given is tried once more with
+every graph input but the first turned into an initializer holding the test's own data (the
+"frozen" variant). A case then ends as:
+
+- passed: generated, compiled and run in C and Fortran, every output within the ONNX runner's
+  tolerance (rtol 1e-3, atol 1e-7) of the expected output;
+- refused: both forms raise :class:`rosenna.errors.ModelError` (UnsupportedOp, or a value type
+  rosenna does not compute) with the reason recorded;
+- failed: anything else: a wrong number, a crash, a compile error. There must be none.
+
+Compiles are batched: each generated model is compiled on its own (``gcc -c``/``gfortran -c``, in
+parallel), then one C and one Fortran driver program run every case of the batch.
+
+``python -m rosenna.conformance --write docs/conformance.md`` runs everything and writes the table.
+"""
+
+import argparse
+import concurrent.futures
+import contextlib
+import fcntl
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: The ONNX backend runner's tolerance for node tests.
+RTOL, ATOL = 1e-3, 1e-7
+CFLAGS = ["-O1", "-fopenmp"]
+FFLAGS = ["-O1", "-fopenmp"]
+
+
+@dataclass
+class Case:
+    op: str
+    name: str
+    path: str
+
+
+@dataclass
+class Outcome:
+    case: Case
+    status: str  # passed | refused | failed
+    detail: str = ""
+    variant: str = "as given"
+    errors: dict = field(default_factory=dict)
+
+
+# -- the cases --------------------------------------------------------------------------------------
+def _installed_data_dir():
+    import onnx.backend.test
+
+    path = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "node")
+    return path if os.path.isdir(path) and os.listdir(path) else None
+
+
+def cache_dir():
+    import onnx
+
+    return os.environ.get("ROSENNA_ONNX_NODE_DATA") or os.path.join(
+        os.path.expanduser("~"), ".cache", "rosenna", f"onnx-node-{onnx.__version__}")
+
+
+def _write_cases(target, wanted):
+    """Write the node cases whose single node is one of ``wanted`` ops into ``target``."""
+    import warnings
+
+    from onnx import numpy_helper
+    from onnx.backend.test.case import node as node_cases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = node_cases.collect_testcases()
+    for case in cases:
+        if case.kind != "node" or len(case.model.graph.node) != 1:
+            continue
+        if case.model.graph.node[0].op_type not in wanted or case.model.graph.node[0].domain not in ("", "ai.onnx"):
+            continue
+        out = os.path.join(target, case.name)
+        data = os.path.join(out, "test_data_set_0")
+        os.makedirs(data, exist_ok=True)
+        with open(os.path.join(out, "model.onnx"), "wb") as fh:
+            fh.write(case.model.SerializeToString())
+        inputs, outputs = case.data_sets[0]
+        for kind, arrays, infos in (("input", inputs, case.model.graph.input),
+                                    ("output", outputs, case.model.graph.output)):
+            for j, (array, info) in enumerate(zip(arrays, infos)):
+                with open(os.path.join(data, f"{kind}_{j}.pb"), "wb") as fh:
+                    tensor = array if hasattr(array, "SerializeToString") and not isinstance(array, np.ndarray) \
+                        else numpy_helper.from_array(np.asarray(array), info.name)
+                    fh.write(tensor.SerializeToString())
+
+
+def data_dir(wanted):
+    """The directory of node cases (installed, or generated once into the cache)."""
+    installed = _installed_data_dir()
+    if installed:
+        return installed
+    target = cache_dir()
+    done = os.path.join(target, ".complete")
+    key = " ".join(sorted(wanted))
+    if os.path.exists(done) and open(done).read() == key:
+        return target
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(done) and open(done).read() == key:
+            return target
+        staging = tempfile.mkdtemp(prefix=".staging-", dir=os.path.dirname(target))
+        _write_cases(staging, set(wanted))
+        with open(os.path.join(staging, ".complete"), "w") as fh:
+            fh.write(key)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    return target
+
+
+def collect(ops=None):
+    """``{op: [Case]}`` for the ops rosenna lowers (or only ``ops``)."""
+    import onnx
+
+    from rosenna import ops as registry
+
+    wanted = list(registry.lowered_ops())
+    root = data_dir(wanted)
+    found = {}
+    for path in sorted(glob.glob(os.path.join(root, "test_*", "model.onnx"))):
+        model = onnx.load(path, load_external_data=False)
+        if len(model.graph.node) != 1:
+            continue
+        op = model.graph.node[0].op_type
+        if op in wanted and (ops is None or op in ops):
+            found.setdefault(op, []).append(Case(op, os.path.basename(os.path.dirname(path)), os.path.dirname(path)))
+    return found
+
+
+# -- one case -----------------------------------------------------------------------------------------
+def _load_data(case):
+    import onnx
+    from onnx import numpy_helper
+
+    def read(kind):
+        arrays = []
+        for j in range(len(glob.glob(os.path.join(case.path, "test_data_set_0", f"{kind}_*.pb")))):
+            tensor = onnx.TensorProto()
+            with open(os.path.join(case.path, "test_data_set_0", f"{kind}_{j}.pb"), "rb") as fh:
+                tensor.ParseFromString(fh.read())
+            arrays.append(numpy_helper.to_array(tensor))
+        return arrays
+
+    return read("input"), read("output")
+
+
+def _frozen(model, inputs):
+    """The model with every graph input but the first turned into an initializer."""
+    import onnx
+    from onnx import numpy_helper
+
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(model)
+    keep = [frozen.graph.input[0]]
+    for info, array in zip(list(frozen.graph.input)[1:], inputs[1:]):
+        frozen.graph.initializer.append(numpy_helper.from_array(array, info.name))
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(keep)
+    return frozen
+
+
+def _prepare(case, index, work):
+    """Generate the case's code into ``work``; return (Outcome or None, job) where a job is what
+    the drivers need: name, plan, x values, expected outputs."""
+    import onnx
+
+    from rosenna import generate as gen
+    from rosenna.errors import ModelError
+
+    model = onnx.load(os.path.join(case.path, "model.onnx"))
+    inputs, outputs = _load_data(case)
+    name = f"k{index:04d}"
+    reasons = []
+    for variant, proto, feed in (("as given", model, inputs), ("frozen", None, inputs[:1])):
+        if variant == "frozen":
+            if len(model.graph.input) < 2:
+                break
+            proto = _frozen(model, inputs)
+        path = os.path.join(work, f"{name}.onnx")
+        onnx.save(proto, path)
+        try:
+            plan, _ = gen.generate(path, work, gen.Options(lang="both", name=name, embed=True))
+        except ModelError as exc:
+            lines = str(exc).splitlines()
+            reasons.append("; ".join(line.strip() for line in lines[1:-1]) if len(lines) > 2 else lines[0])
+            continue
+        except Exception as exc:  # a crash of the generator is a failure, never a refusal
+            return Outcome(case, "failed", f"generate crashed: {type(exc).__name__}: {exc}", variant), None
+        return None, {"name": name, "plan": plan, "case": case, "variant": variant,
+                      "x": feed, "want": outputs}
+    reasons = [re.sub(r"^\S+\.onnx: ", "", r) for r in reasons] or ["refused"]
+    detail = f"frozen: {reasons[-1]}" if len(reasons) > 1 else reasons[0]
+    return Outcome(case, "refused", detail), None
+
+
+def _write_x(job, work):
+    plan = job["plan"]
+    dtype = np.float64 if plan.precision == "double" else np.float32
+    x = np.zeros(plan.nx, dtype)
+    for s, array in zip(plan.inputs, job["x"]):
+        if array.size != s.size:
+            raise ValueError(f"input {s.name}: {array.size} values for a slice of {s.size}")
+        x[s.offset:s.offset + s.size] = np.asarray(array, dtype).reshape(-1)
+    x.tofile(os.path.join(work, f"{job['name']}.x"))
+
+
+def _c_driver(jobs):
+    lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>"]
+    lines += [f'#include "{j["name"]}.h"' for j in jobs]
+    lines.append("")
+    for j in jobs:
+        n, plan = j["name"], j["plan"]
+        t = plan.ctype
+        lines.append(f"""static int run_{n}(void)
+{{
+    {t} *x = calloc({plan.nx} + 1, sizeof({t})), *y = calloc({plan.ny} + 1, sizeof({t}));
+    FILE *f = fopen("{n}.x", "rb");
+    if (!x || !y || !f || fread(x, sizeof({t}), {plan.nx}, f) != {plan.nx}) return 1;
+    fclose(f);
+    {n}_infer(x, y);
+    f = fopen("{n}.yc", "wb");
+    if (!f || fwrite(y, sizeof({t}), {plan.ny}, f) != {plan.ny}) return 1;
+    fclose(f);
+    free(x);
+    free(y);
+    return 0;
+}}
+""")
+    lines.append("int main(void)\n{\n    int bad = 0;")
+    lines += [f"    bad |= run_{j['name']}();" for j in jobs]
+    lines.append("    return bad;\n}\n")
+    return "\n".join(lines)
+
+
+def _f_driver(jobs):
+    subs = []
+    for j in jobs:
+        n = j["name"]
+        subs.append(f"""  subroutine run_{n}()
+    use {n}_model, only: {n}_infer, {n}_rk, {n}_nx, {n}_ny
+    real({n}_rk), allocatable :: x(:), y(:)
+    integer :: unit
+    allocate (x({n}_nx), y({n}_ny))
+    open (newunit=unit, file='{n}.x', access='stream', form='unformatted', status='old', action='read')
+    read (unit) x
+    close (unit)
+    call {n}_infer(x, y)
+    open (newunit=unit, file='{n}.yf', access='stream', form='unformatted', status='replace', action='write')
+    write (unit) y
+    close (unit)
+  end subroutine run_{n}
+""")
+    calls = "\n".join(f"  call run_{j['name']}()" for j in jobs)
+    return f"program conformance\n  implicit none\n{calls}\ncontains\n{''.join(subs)}end program conformance\n"
+
+
+def _compile(cmd, work):
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    return proc.returncode, (proc.stdout + proc.stderr)[-2000:]
+
+
+def _build_and_run(jobs, work, langs, outcomes_by_name):
+    cc, fc = os.environ.get("CC", "gcc"), os.environ.get("FC", "gfortran")
+    compiles = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        for j in jobs:
+            n = j["name"]
+            if "c" in langs:
+                compiles[(n, "c")] = pool.submit(_compile, [cc, *CFLAGS, "-c", f"{n}.c", "-o", f"{n}_c.o"], work)
+            if "fortran" in langs:
+                compiles[(n, "fortran")] = pool.submit(
+                    _compile, [fc, *FFLAGS, "-c", f"{n}_model.F90", "-o", f"{n}_f.o"], work)
+    built = {lang: [] for lang in langs}
+    for j in jobs:
+        for lang in langs:
+            rc, log = compiles[(j["name"], lang)].result()
+            if rc == 0:
+                built[lang].append(j)
+            else:
+                outcomes_by_name[j["name"]].errors[lang] = f"compile failed: {log.strip().splitlines()[-1:]}"
+    for lang in langs:
+        ok = built[lang]
+        if not ok:
+            continue
+        if lang == "c":
+            with open(os.path.join(work, "driver_c.c"), "w") as fh:
+                fh.write(_c_driver(ok))
+            cmd = [cc, *CFLAGS, "driver_c.c", *[f"{j['name']}_c.o" for j in ok], "-o", "driver_c", "-lm"]
+        else:
+            with open(os.path.join(work, "driver_f.f90"), "w") as fh:
+                fh.write(_f_driver(ok))
+            cmd = [fc, *FFLAGS, "driver_f.f90", *[f"{j['name']}_f.o" for j in ok], "-o", "driver_f"]
+        rc, log = _compile(cmd, work)
+        if rc != 0:
+            for j in ok:
+                outcomes_by_name[j["name"]].errors[lang] = f"driver build failed: {log[-300:]}"
+            continue
+        proc = subprocess.run([os.path.join(work, f"driver_{'c' if lang == 'c' else 'f'}")], cwd=work,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            for j in ok:
+                outcomes_by_name[j["name"]].errors.setdefault(
+                    lang, f"driver exited {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
+
+
+def _compare(job, work, lang):
+    plan = job["plan"]
+    dtype = np.float64 if plan.precision == "double" else np.float32
+    path = os.path.join(work, f"{job['name']}.y{'c' if lang == 'c' else 'f'}")
+    if not os.path.exists(path):
+        return "no output written"
+    y = np.fromfile(path, dtype=dtype)
+    for s, want in zip(plan.outputs, job["want"]):
+        want = np.asarray(want)
+        if want.size != s.size:
+            return f"output {s.name}: {s.size} values, expected {want.size}"
+        got = y[s.offset:s.offset + s.size].astype(np.float64)
+        ref = want.reshape(-1).astype(np.float64)
+        close = np.isclose(got, ref, rtol=RTOL, atol=ATOL, equal_nan=True)
+        if not close.all():
+            worst = int(np.argmax(np.where(close, 0, np.abs(got - ref) + 1)))
+            return (f"output {s.name}: element {worst} is {got[worst]!r}, expected {ref[worst]!r} "
+                    f"(rtol {RTOL}, atol {ATOL})")
+    return ""
+
+
+def run(cases, work, langs=("c", "fortran")):
+    """Run ``cases`` (a list of :class:`Case`) in the directory ``work``; return their Outcomes."""
+    os.makedirs(work, exist_ok=True)
+    outcomes, jobs = [], []
+    for index, case in enumerate(cases):
+        outcome, job = _prepare(case, index, work)
+        if job is not None:
+            try:
+                _write_x(job, work)
+            except ValueError as exc:
+                outcome, job = Outcome(case, "failed", str(exc), job["variant"]), None
+        if job is not None:
+            outcome = Outcome(case, "passed", "", job["variant"])
+            jobs.append(job)
+            job["outcome"] = outcome
+        outcomes.append(outcome)
+    by_name = {j["name"]: j["outcome"] for j in jobs}
+    if jobs:
+        _build_and_run(jobs, work, langs, by_name)
+    for j in jobs:
+        outcome = j["outcome"]
+        for lang in langs:
+            if lang not in outcome.errors:
+                problem = _compare(j, work, lang)
+                if problem:
+                    outcome.errors[lang] = problem
+        if outcome.errors:
+            outcome.status = "failed"
+            outcome.detail = "; ".join(f"{lang}: {msg}" for lang, msg in sorted(outcome.errors.items()))
+    return outcomes
+
+
+# -- the report -------------------------------------------------------------------------------------
+def markdown(results):
+    """docs/conformance.md from ``{op: [Outcome]}``."""
+    import onnx
+
+    total = {k: sum(1 for outs in results.values() for o in outs if o.status == k)
+             for k in ("passed", "refused", "failed")}
+    lines = [
+        "# Conformance: the ONNX backend node tests",
+        "",
+        "Generated by `python -m rosenna.conformance --write docs/conformance.md` "
+        f"(onnx {onnx.__version__}); `tests/test_conformance.py` runs the same cases.",
+        "",
+        "Every node test case of every op rosenna lowers is generated, compiled and run in C and in",
+        "Fortran, and compared with the expected outputs at the ONNX runner's tolerance",
+        f"(rtol {RTOL}, atol {ATOL}). rosenna takes weights, pads, indices and the like only as constants,",
+        "while the node tests feed them as graph inputs; a case refused as given is tried again with",
+        "every graph input but the first frozen into an initializer holding the test's data",
+        "(\"frozen\" below). Refused means rosenna raised its clear unsupported error for both forms;",
+        "failed (a wrong number, a crash, a compile error) must never happen.",
+        "",
+        f"Totals: {sum(total.values())} cases, {total['passed']} passed, {total['refused']} refused, "
+        f"{total['failed']} failed.",
+        "",
+        "| op | cases | passed (frozen) | refused | failed |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for op in sorted(results):
+        outs = results[op]
+        passed = [o for o in outs if o.status == "passed"]
+        frozen = sum(1 for o in passed if o.variant == "frozen")
+        lines.append(f"| {op} | {len(outs)} | {len(passed)} ({frozen}) | "
+                     f"{sum(o.status == 'refused' for o in outs)} | {sum(o.status == 'failed' for o in outs)} |")
+    lines += ["", "## Refused and failed cases, with the reason", "",
+              "\"frozen:\" gives the reason of the frozen form when the case was refused as given too.", ""]
+    for op in sorted(results):
+        bad = [o for o in results[op] if o.status != "passed"]
+        if not bad:
+            continue
+        lines.append(f"### {op}")
+        lines.append("")
+        groups = {}
+        for o in sorted(bad, key=lambda o: o.case.name):
+            groups.setdefault((o.status, _one_line(o.detail)), []).append(o.case.name)
+        for (status, detail), names in groups.items():
+            lines.append(f"- {status}: {', '.join(f'`{n}`' for n in names)}: {detail}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _one_line(text):
+    text = " ".join(text.split())
+    for prefix in ("the model uses 1 unsupported construct(s): ",):
+        text = text.replace(prefix, "")
+    return text.replace("|", "/")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m rosenna.conformance", description=__doc__.split("\n")[0])
+    parser.add_argument("--write", metavar="FILE", help="write the markdown report to FILE")
+    parser.add_argument("--op", action="append", help="only these ops (repeatable)")
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
+    args = parser.parse_args(argv)
+    found = collect(args.op)
+    results = {}
+    with contextlib.ExitStack() as stack:
+        root = args.keep or stack.enter_context(tempfile.TemporaryDirectory(prefix="rosenna-conf-"))
+        for op, cases in sorted(found.items()):
+            results[op] = run(cases, os.path.join(root, op))
+            counts = {k: sum(o.status == k for o in results[op]) for k in ("passed", "refused", "failed")}
+            print(f"{op:<20} {len(cases):>3} cases  {counts}", flush=True)
+            for o in results[op]:
+                if o.status == "failed":
+                    print(f"    FAILED {o.case.name}: {o.detail}", flush=True)
+    text = markdown(results)
+    if args.write:
+        with open(args.write, "w") as fh:
+            fh.write(text)
+    failed = sum(o.status == "failed" for outs in results.values() for o in outs)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
