@@ -22,7 +22,7 @@ def render(plan, lang, stamp, defaults):
     if lang in ("c", "both"):
         files["rosenna_rt.h"] = c.runtime_header()
         files[f"{plan.name}.h"] = c.header(plan, stamp)
-        files[f"{plan.name}.c"] = c.source(plan, stamp, block, batch_math=None)
+        files[f"{plan.name}.c"] = c.source(plan, stamp, block)
         files[f"{plan.name}.mk"] = c.makefile(plan, stamp, defaults)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, block)

@@ -90,25 +90,35 @@ class Renderer:
     def lines(self, stmts, depth=0):
         out = []
         pad = self.lang.indent * depth
+        run = []  # consecutive assignments: one SIMD loop over the block's points in blocked form
+
+        def flush():
+            if not run:
+                return
+            if self.block:
+                out.append(pad + self.lang.simd)
+                out.append(pad + self.lang.loop_open.format(var=self.POINT, extent=self.block, last=self.block - 1))
+                out.extend(pad + self.lang.indent + text for text in run)
+                out.append(pad + self.lang.loop_close)
+            else:
+                out.extend(pad + text for text in run)
+            run.clear()
+
         for stmt in stmts:
+            if isinstance(stmt, Assign):
+                form = self.lang.accumulate if stmt.accumulate else self.lang.assign
+                run.append(form.format(target=self.expr(stmt.target), expr=self.expr(stmt.expr)))
+                continue
+            flush()
             if isinstance(stmt, Comment):
                 out.append(pad + self.lang.comment.format(text=stmt.text))
             elif isinstance(stmt, Loop):
                 out.append(pad + self.lang.loop_open.format(var=stmt.var, extent=stmt.extent, last=stmt.extent - 1))
                 out.extend(self.lines(stmt.body, depth + 1))
                 out.append(pad + self.lang.loop_close)
-            elif isinstance(stmt, Assign):
-                form = self.lang.accumulate if stmt.accumulate else self.lang.assign
-                text = form.format(target=self.expr(stmt.target), expr=self.expr(stmt.expr))
-                if self.block:
-                    out.append(pad + self.lang.simd)
-                    out.append(pad + self.lang.loop_open.format(var=self.POINT, extent=self.block, last=self.block - 1))
-                    out.append(pad + self.lang.indent + text)
-                    out.append(pad + self.lang.loop_close)
-                else:
-                    out.append(pad + text)
             else:
                 raise TypeError(f"cannot render {stmt!r}")
+        flush()
         return out
 
 

@@ -13,8 +13,13 @@ alpha = 1, within a rounding of the reference otherwise.
 
 import numpy as np
 
-from rosenna.kernel import Num, Ref, Var, add, flat_index, mul
+from rosenna.kernel import Idx, Num, Ref, Var, add, flat_index, mul
 from rosenna.ops.base import Op, const_input
+
+
+#: Output columns computed per pass over the input: four independent accumulators share each load
+#: of A (register blocking on the host, instruction-level parallelism on a GPU thread).
+COLUMNS = 4
 
 
 class Gemm(Op):
@@ -92,25 +97,35 @@ class Gemm(Op):
         a_name, w_name = node.inputs[0], node.inputs[1]
         bias = node.inputs[2] if len(node.inputs) > 2 else ""
         trans_a = self.attr(node, "transA")
+        activation = node.attrs.get("_activation")
         out = node.outputs[0]
-        acc = Var("acc")
+        full, rest = divmod(n, COLUMNS)
 
-        def row(mi):
-            def col(ni):
+        def columns(mi, first, count):
+            """Outputs first .. first+count-1 of row mi: one pass over A feeds `count` dot products."""
+            accs = [Var(f"acc{j}") for j in range(count)]
+            for acc in accs:
                 b.assign(acc, Num(0.0))
 
-                def dot(ki):
-                    a_idx = flat_index([ki, mi] if trans_a else [mi, ki], graph.shape_of(a_name))
-                    b.assign(acc, mul(Ref(w_name, flat_index([ni, ki], (n, k))), Ref(a_name, a_idx)), accumulate=True)
+            def dot(ki):
+                a_ref = Ref(a_name, flat_index([ki, mi] if trans_a else [mi, ki], graph.shape_of(a_name)))
+                for j, acc in enumerate(accs):
+                    b.assign(acc, mul(Ref(w_name, (Idx.of(first) + j) * k + Idx.of(ki)), a_ref), accumulate=True)
 
-                b.loop(k, dot)
+            b.loop(k, dot)
+            for j, acc in enumerate(accs):
+                col = Idx.of(first) + j
                 value = acc
                 if bias:
                     bshape = graph.shape_of(bias)
-                    value = add(acc, Ref(bias, flat_index([ni] if len(bshape) == 1 else [mi, ni], bshape)))
-                value = activation_expr(node.attrs.get("_activation"), value)
-                b.assign(Ref(out, flat_index([mi, ni], (m, n))), value)
+                    b_idx = col if len(bshape) == 1 else Idx.of(mi) * n + col
+                    value = add(acc, Ref(bias, b_idx))
+                b.assign(Ref(out, Idx.of(mi) * n + col), activation_expr(activation, value))
 
-            b.loop(n, col)
+        def row(mi):
+            if full:
+                b.loop(full, lambda nb: columns(mi, Idx.of(nb) * COLUMNS, COLUMNS))
+            if rest:
+                columns(mi, Idx(const=full * COLUMNS), rest)
 
         b.loop(m, row)

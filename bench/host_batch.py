@@ -1,0 +1,146 @@
+"""Host throughput of a generated model: <name>_infer_batch (SIMD blocks on all cores) and a plain
+per-point loop, C and Fortran, against onnxruntime's session.run over the same points in one batch.
+
+    python bench/host_batch.py [--model gemm_big] [--points 1000000] [--repeats 5] [--cflags "-O3 -march=native"]
+
+Prints ns per point (median of the repeats) and writes nothing else.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from rosenna import zoo
+from rosenna.generate import Options, generate
+
+C_DRIVER = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <omp.h>
+#include "m.h"
+
+static int cmp(const void *a, const void *b) { double d = *(const double *)a - *(const double *)b; return (d > 0) - (d < 0); }
+
+int main(int argc, char **argv)
+{
+    int n = atoi(argv[1]), reps = atoi(argv[2]);
+    float *x = malloc(sizeof(float) * (size_t)n * M_NX), *y = malloc(sizeof(float) * (size_t)n * M_NY);
+    double tb[64], tp[64], sum = 0;
+    for (long i = 0; i < (long)n * M_NX; ++i) x[i] = (float)((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
+    for (int r = 0; r < reps; ++r) {
+        double t0 = omp_get_wtime();
+        m_infer_batch(n, x, y, NULL);
+        tb[r] = omp_get_wtime() - t0;
+        t0 = omp_get_wtime();
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < n; ++i) m_infer(x + (size_t)i * M_NX, y + (size_t)i * M_NY);
+        tp[r] = omp_get_wtime() - t0;
+    }
+    for (long i = 0; i < (long)n * M_NY; ++i) sum += y[i];
+    qsort(tb, reps, sizeof(double), cmp); qsort(tp, reps, sizeof(double), cmp);
+    printf("%.3f %.3f %g\n", tb[reps / 2] * 1e9 / n, tp[reps / 2] * 1e9 / n, sum);
+    return 0;
+}
+"""
+
+F_DRIVER = """program bench
+  use omp_lib
+  use m_model
+  implicit none
+  integer :: n, reps, r, i, status
+  character(len=32) :: arg
+  real(m_rk), allocatable :: x(:, :), y(:, :)
+  double precision :: tb(64), tp(64), t0
+  call get_command_argument(1, arg); read (arg, *) n
+  call get_command_argument(2, arg); read (arg, *) reps
+  allocate (x(m_nx, n), y(m_ny, n))
+  call random_number(x)
+  x = 2 * x - 1
+  do r = 1, reps
+    t0 = omp_get_wtime()
+    call m_infer_batch(n, x, y, status)
+    tb(r) = omp_get_wtime() - t0
+    t0 = omp_get_wtime()
+    !$omp parallel do schedule(static)
+    do i = 1, n
+      call m_infer(x(:, i), y(:, i))
+    end do
+    tp(r) = omp_get_wtime() - t0
+  end do
+  call sort(tb(1:reps)); call sort(tp(1:reps))
+  print '(f0.3, 1x, f0.3, 1x, g0)', tb(reps / 2 + 1) * 1d9 / n, tp(reps / 2 + 1) * 1d9 / n, sum(y)
+contains
+  subroutine sort(a)
+    double precision, intent(inout) :: a(:)
+    integer :: i, j
+    double precision :: t
+    do i = 2, size(a)
+      t = a(i); j = i - 1
+      do while (j >= 1)
+        if (a(j) <= t) exit
+        a(j + 1) = a(j); j = j - 1
+      end do
+      a(j + 1) = t
+    end do
+  end subroutine sort
+end program bench
+"""
+
+
+def onnxruntime_ns(path, nx, points, repeats):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count()
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    x = np.random.default_rng(0).uniform(-1, 1, (points, nx)).astype(np.float32)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        sess.run(None, {name: x})
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2] * 1e9 / points
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="gemm_big", choices=sorted(zoo.MODELS))
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--cflags", default="-O3 -march=native")
+    args = ap.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="rosenna-bench-")
+    path = zoo.save(args.model, os.path.join(work, "m.onnx"))
+    plan, _ = generate(path, work, Options(name="m"))
+    flags = args.cflags.split()
+    with open(os.path.join(work, "drv.c"), "w") as fh:
+        fh.write(C_DRIVER)
+    with open(os.path.join(work, "drv.f90"), "w") as fh:
+        fh.write(F_DRIVER)
+    subprocess.run(["gcc", *flags, "-fopenmp", "-I", work, os.path.join(work, "drv.c"), os.path.join(work, "m.c"),
+                    "-o", os.path.join(work, "drv_c"), "-lm"], check=True)
+    subprocess.run(["gfortran", *flags, "-fopenmp", "-J", work, os.path.join(work, "m_model.F90"),
+                    os.path.join(work, "drv.f90"), "-o", os.path.join(work, "drv_f")], check=True)
+    rows = []
+    for lang in ("c", "f"):
+        out = subprocess.run([os.path.join(work, f"drv_{lang}"), str(args.points), str(args.repeats)],
+                             capture_output=True, text=True, check=True).stdout.split()
+        rows.append((lang, float(out[0]), float(out[1])))
+    ort_ns = onnxruntime_ns(path, plan.nx, args.points, args.repeats)
+    print(f"model {args.model}, {args.points} points, {os.cpu_count()} cores, cflags {args.cflags}")
+    print(f"{'path':<34} {'ns/point':>9}")
+    print(f"{'onnxruntime session.run (1 batch)':<34} {ort_ns:>9.1f}")
+    for lang, batch, point in rows:
+        label = "C" if lang == "c" else "Fortran"
+        print(f"{label + ' <name>_infer_batch':<34} {batch:>9.1f}")
+        print(f"{label + ' per-point loop (omp parallel)':<34} {point:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
