@@ -8,6 +8,7 @@
 - Weights get derived identifiers ``w<i>_<sanitized name>``; model names never reach the source.
 """
 
+import functools
 import hashlib
 import json
 import re
@@ -23,6 +24,13 @@ from rosenna.passes.relabel import ALIAS
 #: Parameters above which weights are file-loaded rather than embedded (override with --embed-weights
 #: / --no-embed, or a toolchain profile's ``embed_threshold``).
 EMBED_THRESHOLD = 1_000_000
+
+#: Per-point scratch bytes above which a plan takes the whole-field path: ``<name>_infer_batch``
+#: runs ``<name>_infer_one`` (one parallel loop per op, intermediates in static device buffers) per
+#: sample instead of ``<name>_infer`` per point. 32 KiB of locals already costs a GPU thread most of
+#: its occupancy; a 3-layer 8-channel conv net over a 64x64 field needs ~400 KB. Plans with an
+#: LSTM or GRU always stay per point (their time loop is sequential).
+WHOLE_THRESHOLD = 32 * 1024
 
 
 @dataclass
@@ -44,6 +52,15 @@ class Weight:
     @property
     def size(self):
         return int(self.array.size)
+
+    @functools.cached_property
+    def decimals(self):
+        """Each value as the shortest-safe decimal text that round-trips (9 or 17 significant
+        digits), shared by every emitter; inf and nan are left to the language tables."""
+        digits = 17 if self.array.dtype == np.float64 else 9
+        fmt = f"%.{digits}g"
+        texts = [fmt % v for v in self.array.astype(np.float64).tolist()]
+        return [t if ("." in t or "e" in t or "n" in t) else t + ".0" for t in texts]
 
 
 @dataclass
@@ -78,6 +95,13 @@ class Plan:
     @property
     def scratch_bytes(self):
         return sum(self.scratch) * self.itemsize
+
+    @property
+    def path(self):
+        """"whole" (``<name>_infer_batch`` runs ``<name>_infer_one`` per sample) or "point"."""
+        from rosenna.emit import whole
+
+        return "whole" if whole.available(self) and self.scratch_bytes > WHOLE_THRESHOLD else "point"
 
 
 _IDENT_BAD = re.compile(r"[^a-z0-9_]+")

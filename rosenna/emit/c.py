@@ -1,6 +1,7 @@
 """The C library: ``rosenna_rt.h``, ``<name>.h``, ``<name>.c`` and the ``<name>.mk`` recipe."""
 
 from rosenna import __version__, abi
+from rosenna.emit import whole
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
 
@@ -156,7 +157,7 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
    pointers when an offload device is present, host pointers otherwise. Never allocates or
    transfers; returns ROSENNA_STATUS_OK, _DEVICE (not initialised) or _LAUNCH. */
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream);
-
+{whole.c_prototype(plan)}
 #ifdef __cplusplus
 }}
 #endif
@@ -166,7 +167,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream);
 
 
 def _values(plan, w):
-    lit = [C.literal(float(v), plan.precision) for v in w.array]
+    lit = C.weight_literals(w, plan.precision)
     rows = [", ".join(lit[i:i + VALUES_PER_LINE]) for i in range(0, len(lit), VALUES_PER_LINE)]
     return ",\n    ".join(rows)
 
@@ -335,7 +336,7 @@ def source(plan, stamp, block):
     point_body = "\n".join(_body(plan, point))
     block_body = "\n".join(_body(plan, blocked, scalar_len=block))
     weights = _weights(plan)
-    return f"""/* {stamp} */
+    head = f"""/* {stamp} */
 {chr(10).join(includes)}
 {chr(10) + weights + chr(10) if weights else ''}{reader}
 #pragma omp declare target
@@ -344,7 +345,8 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 {point_body}
 }}
 #pragma omp end declare target
-
+"""
+    batch = f"""
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes. xb and yb hold the block transposed. */
 static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
@@ -376,6 +378,9 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     return ROSENNA_STATUS_OK;
 }}
 """
+    if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
+        batch = whole.c_batch(plan)
+    return head + batch + whole.c_source(plan)
 
 
 def makefile(plan, stamp, defaults):

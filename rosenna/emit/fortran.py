@@ -1,6 +1,7 @@
 """The Fortran module ``<name>_model.F90`` and its ``<name>_fortran.mk`` recipe."""
 
 from rosenna import abi
+from rosenna.emit import whole
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
 
@@ -49,7 +50,7 @@ def _resolver(plan, block=0):
 
 
 def _literals(plan, w):
-    return [FORTRAN.literal(float(v), plan.precision) for v in w.array]
+    return FORTRAN.weight_literals(w, plan.precision)
 
 
 def _weight_decls(plan):
@@ -216,6 +217,7 @@ def module(plan, stamp, block):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
     publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init"])
+    publics += whole.fortran_publics(plan)
     file_loaded = not plan.embed
 
     point_lines = _declarations(plan, plan.body) + [""] + point.lines(plan.body, 2)
@@ -235,6 +237,32 @@ def module(plan, stamp, block):
                       "    end do"])
     ready_check = ("    if (.not. ready) then\n"
                    f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
+    batch_decls = "    logical :: on_device\n    integer :: i, start\n"
+    batch_stmts = f"""    on_device = .false.
+    !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
+    if (on_device) then
+      !$omp target teams distribute parallel do map(to: x) map(from: y)
+      do i = 1, n
+        call {n}_infer(x(:, i), y(:, i))
+      end do
+    else
+      !$omp parallel do schedule(static)
+      do start = 1, n, {block}
+        call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))
+      end do
+    end if
+"""
+    block_sub = f"""
+  !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
+  subroutine infer_block(count, x, y)
+    integer, intent(in) :: count
+    real(rk), intent(in) :: x({n}_nx, count)
+    real(rk), intent(inout) :: y({n}_ny, count)
+{chr(10).join(block_lines)}
+  end subroutine infer_block
+"""
+    if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
+        batch_decls, batch_stmts, block_sub = "    integer :: i\n", whole.fortran_batch_loop(plan), ""
     text = f"""! {stamp}
 {chr(10).join(layout)}
 module {n}_model
@@ -253,7 +281,7 @@ module {n}_model
   ! Status codes returned by {n}_init and {n}_infer_batch.
 {statuses}
 
-{chr(10).join(_weight_decls(plan))}
+{chr(10).join(_weight_decls(plan) + whole.fortran_declarations(plan))}
 {'  logical :: ready = .false.' if file_loaded else ''}
 
   interface
@@ -264,6 +292,7 @@ module {n}_model
       type(c_ptr), value :: x, y, stream
       integer(c_int) :: status
     end function {n}_infer_batch_dev
+{chr(10).join(whole.fortran_interface(plan))}
   end interface
 
 contains
@@ -284,33 +313,10 @@ contains
     real(rk), intent(in) :: x({n}_nx, n)
     real(rk), intent(out) :: y({n}_ny, n)
     integer, intent(out) :: status
-    logical :: on_device
-    integer :: i, start
-
+{batch_decls}
 {ready_check}    status = {n}_status_ok
-    on_device = .false.
-    !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
-    if (on_device) then
-      !$omp target teams distribute parallel do map(to: x) map(from: y)
-      do i = 1, n
-        call {n}_infer(x(:, i), y(:, i))
-      end do
-    else
-      !$omp parallel do schedule(static)
-      do start = 1, n, {block}
-        call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))
-      end do
-    end if
-  end subroutine {n}_infer_batch
-
-  !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
-  subroutine infer_block(count, x, y)
-    integer, intent(in) :: count
-    real(rk), intent(in) :: x({n}_nx, count)
-    real(rk), intent(inout) :: y({n}_ny, count)
-{chr(10).join(block_lines)}
-  end subroutine infer_block
-{_reader(plan) if file_loaded else ''}
+{batch_stmts}  end subroutine {n}_infer_batch
+{block_sub}{whole.fortran_subroutine(plan)}{_reader(plan) if file_loaded else ''}
 end module {n}_model
 """
     lines = []

@@ -62,6 +62,12 @@ class Lang:
     simd: str = ""
     indent: str = "    "
 
+    def weight_literals(self, weight, precision):
+        """Every value of a plan weight as a literal of this language."""
+        suffix = self.literal(1.0, precision)[len("1.0"):]
+        return [text + suffix if text[-1].isdigit() else self.literal(float(text), precision)
+                for text in weight.decimals]
+
     def fn(self, name, precision):
         table = self.math_single if precision == "single" else self.math_double
         return table[name]

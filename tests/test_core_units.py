@@ -1,0 +1,88 @@
+"""Pure-Python tier: IR verifier, passes, plan and emitted text, without compilers."""
+
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rosenna import frontend, ir, passes
+from rosenna.errors import ModelError
+from rosenna.generate import Options, build_plan
+from rosenna.emit import c, fortran
+
+
+def graph_after_passes(path):
+    graph = frontend.import_model(path)
+    passes.run(graph)
+    return graph
+
+
+def test_verifier_catches_use_before_definition(model):
+    graph = frontend.import_model(model("gemm_small"))
+    graph.nodes.reverse()
+    with pytest.raises(ModelError, match="before it is written"):
+        ir.verify(graph, where="a broken pass")
+
+
+def test_dynamic_shape_chain_folds_away(model):
+    graph = graph_after_passes(model("dynamic_reshape"))
+    assert [n.op for n in graph.nodes] == ["Alias", "Gemm"]
+    assert graph.nodes[1].attrs["_activation"][0] == "Sigmoid"
+
+
+def test_matmul_add_becomes_gemm(tmp_path):
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+                              [numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w"),
+                               numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "b")])
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = graph_after_passes(str(path))
+    assert [n.op for n in g.nodes] == ["Gemm"] and len(g.nodes[0].inputs) == 3
+
+
+def test_scratch_reused_by_liveness(model):
+    _, plan = build_plan(model("gemm_big"), Options())
+    # five layers, outputs 20/30/30/40 then y: two ping-pong buffers suffice
+    assert len(plan.scratch) == 2 and max(plan.scratch) == 40
+
+
+def test_identifiers_sanitized_and_unique_under_case_folding(model, tmp_path):
+    _, plan = build_plan(model("evil_names"), Options(name="evil"))
+    idents = [w.ident for w in plan.weights]
+    assert len({i.lower() for i in idents}) == len(idents)
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]{0,62}", i) for i in idents)
+    text = c.source(plan, "stamp", 16) + fortran.module(plan, "stamp", 16)
+    for bad in ('"', "*/ ", "ü", "Ä", "&!"):
+        body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#include",)))
+        assert bad not in body.replace('"RSNNAWT"', ""), bad
+
+
+def test_literals_round_trip(tmp_path):
+    """9/17 significant digits give the exact bits back, special values included."""
+    values = np.array([0.1, -0.0, 1e-45, 3.4028235e38, -1.17549435e-38, 1 / 3, np.inf, -np.inf, np.nan], np.float32)
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 9])],
+                              [numpy_helper.from_array(values.reshape(1, 9), "w")])
+    path = tmp_path / "lit.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    _, plan = build_plan(str(path), Options())
+    src = c.source(plan, "stamp", 16)
+    body = src[src.index("= {") + 3:src.index("};")]
+    texts = [t.strip() for t in body.split(",")]
+    assert texts[-3:] == ["INFINITY", "-INFINITY", "NAN"]
+    parsed = np.array([float(t.rstrip("f")) for t in texts[:-3]], np.float32)
+    assert parsed.tobytes() == values[:-3].tobytes()
+    mod = fortran.module(plan, "stamp", 16)
+    assert "transfer(2139095040_int32, 1.0_rk)" in mod  # +inf bits
+
+
+def test_generated_c_names_model_nodes_in_comments(model):
+    _, plan = build_plan(model("gemm_small"), Options())
+    src = c.source(plan, "stamp", 16)
+    assert "/* Gemm+Relu: fc0+act0 */" in src
