@@ -33,9 +33,24 @@ def describe(plan):
         f"parameters: {plan.parameters}",
         f"weights: {'embedded' if plan.embed else 'file-loaded (' + plan.name + '.rwt)'}",
         f"per-point scratch: {plan.scratch_bytes} bytes",
+        f"path: {_path(plan)}",
         f"plan hash: {plan.hash}",
     ]
     return "\n".join(lines)
+
+
+def _path(plan):
+    from rosenna.emit import whole
+    from rosenna.plan import WHOLE_THRESHOLD
+
+    if not whole.available(plan):
+        return (f"per-point ({plan.name}_infer; {plan.name}_infer_batch runs it per point); no "
+                f"{plan.name}_infer_one: the plan has an LSTM or GRU")
+    if plan.path == "whole":
+        return (f"whole-field: scratch above {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
+                f"{plan.name}_infer_one (one parallel loop per op) per sample")
+    return (f"per-point: scratch within {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
+            f"{plan.name}_infer per point; {plan.name}_infer_one is there too")
 
 
 def run(args):

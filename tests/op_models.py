@@ -1,0 +1,80 @@
+"""Models for the operator tests and benchmarks, built with onnx.helper from fixed seeds."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(nodes, inputs, outputs, inits, path, opset=17, name="m"):
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def convnet(path, height=64, width=64, channels=8, seed=0):
+    """field[N, 2, H, W] -> 3x3 Conv(8)+ReLU -> 3x3 Conv(8)+Tanh -> 3x3 Conv(1): a whole-field CNN."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    prev, cin = "field", 2
+    for i, (cout, act) in enumerate([(channels, "Relu"), (channels, "Tanh"), (1, None)]):
+        w = (rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(cin * 9)).astype(np.float32)
+        b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"conv{i}.weight"), numpy_helper.from_array(b, f"conv{i}.bias")]
+        nodes.append(helper.make_node("Conv", [prev, f"conv{i}.weight", f"conv{i}.bias"], [f"c{i}"], name=f"conv{i}",
+                                      pads=[1, 1, 1, 1]))
+        prev, cin = f"c{i}", cout
+        if act:
+            nodes.append(helper.make_node(act, [prev], [f"a{i}"], name=f"act{i}"))
+            prev = f"a{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["out"], name="out"))
+    return _save(nodes, [helper.make_tensor_value_info("field", TensorProto.FLOAT, ["N", 2, height, width])],
+                 [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 1, height, width])], inits, path,
+                 name="convnet")
+
+
+def lstm_cell(path, inputs=3, hidden=5, seed=1, seq=1):
+    """One LSTM step per call: x[seq,1,I], h0[1,1,H], c0[1,1,H] -> Y_h, Y_c (and a Linear head on Y_h)."""
+    rng = np.random.default_rng(seed)
+    w = (0.5 * rng.standard_normal((1, 4 * hidden, inputs))).astype(np.float32)
+    r = (0.5 * rng.standard_normal((1, 4 * hidden, hidden))).astype(np.float32)
+    b = (0.1 * rng.standard_normal((1, 8 * hidden))).astype(np.float32)
+    head = (rng.standard_normal((hidden, 1)) / np.sqrt(hidden)).astype(np.float32)
+    nodes = [
+        helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["", "hn", "cn"], name="lstm", hidden_size=hidden),
+        helper.make_node("Reshape", ["hn", "flat"], ["hflat"], name="flatten"),
+        helper.make_node("MatMul", ["hflat", "head"], ["pred"], name="head"),
+    ]
+    f = TensorProto.FLOAT
+    return _save(nodes,
+                 [helper.make_tensor_value_info("x", f, [seq, 1, inputs]),
+                  helper.make_tensor_value_info("h0", f, [1, 1, hidden]),
+                  helper.make_tensor_value_info("c0", f, [1, 1, hidden])],
+                 [helper.make_tensor_value_info("pred", f, [1, 1]),
+                  helper.make_tensor_value_info("hn", f, [1, 1, hidden]),
+                  helper.make_tensor_value_info("cn", f, [1, 1, hidden])],
+                 [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"), numpy_helper.from_array(b, "B"),
+                  numpy_helper.from_array(head, "head"), numpy_helper.from_array(np.array([1, hidden], np.int64), "flat")],
+                 path, name="lstm_cell")
+
+
+def lstm_sequence(path, steps=10, inputs=3, hidden=5, seed=1):
+    """The same cell as lstm_cell over a whole sequence (the reference for the stepping test)."""
+    rng = np.random.default_rng(seed)
+    w = (0.5 * rng.standard_normal((1, 4 * hidden, inputs))).astype(np.float32)
+    r = (0.5 * rng.standard_normal((1, 4 * hidden, hidden))).astype(np.float32)
+    b = (0.1 * rng.standard_normal((1, 8 * hidden))).astype(np.float32)
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y", "hn", "cn"], name="lstm",
+                              hidden_size=hidden)]
+    f = TensorProto.FLOAT
+    return _save(nodes,
+                 [helper.make_tensor_value_info("x", f, [steps, 1, inputs]),
+                  helper.make_tensor_value_info("h0", f, [1, 1, hidden]),
+                  helper.make_tensor_value_info("c0", f, [1, 1, hidden])],
+                 [helper.make_tensor_value_info("y", f, [steps, 1, 1, hidden]),
+                  helper.make_tensor_value_info("hn", f, [1, 1, hidden]),
+                  helper.make_tensor_value_info("cn", f, [1, 1, hidden])],
+                 [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"), numpy_helper.from_array(b, "B")],
+                 path, name="lstm_sequence")

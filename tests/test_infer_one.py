@@ -1,0 +1,163 @@
+"""The whole-field path: <name>_infer_one (and <name>_infer_batch over it) on the host, C and Fortran,
+against onnxruntime; which plans take it; and that LSTM/GRU plans have none."""
+
+import os
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import op_models
+from rosenna import generate as gen
+from rosenna.commands.info import describe
+from rosenna.emit import whole
+from rosenna.plan import WHOLE_THRESHOLD
+
+C_MAIN = """#include <stdio.h>
+#include <stdlib.h>
+#include "{n}.h"
+
+int main(int argc, char **argv)
+{{
+    int n = atoi(argv[1]), status = 0;
+    {t} *x = malloc(sizeof({t}) * (size_t)n * {NX});
+    {t} *one = malloc(sizeof({t}) * (size_t)n * {NY});
+    {t} *batch = malloc(sizeof({t}) * (size_t)n * {NY});
+    FILE *f = fopen(argv[2], "rb");
+    if (!x || !one || !batch || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
+    fclose(f);
+    for (int i = 0; i < n; ++i)
+        status |= {n}_infer_one(x + (size_t)i * {NX}, one + (size_t)i * {NY}, NULL);
+    status |= {n}_infer_batch(n, x, batch, NULL);
+    f = fopen(argv[3], "wb");
+    fwrite(one, sizeof({t}), (size_t)n * {NY}, f);
+    fwrite(batch, sizeof({t}), (size_t)n * {NY}, f);
+    fclose(f);
+    (void)argc;
+    return status;
+}}
+"""
+
+F_MAIN = """program main
+  use {n}_model
+  implicit none
+  integer :: n, i, unit, status, total
+  character(len=4096) :: arg
+  real({n}_rk), allocatable :: x(:, :), one(:, :), batch(:, :)
+
+  call get_command_argument(1, arg)
+  read (arg, *) n
+  allocate (x({n}_nx, n), one({n}_ny, n), batch({n}_ny, n))
+  call get_command_argument(2, arg)
+  open (newunit=unit, file=trim(arg), access='stream', form='unformatted', status='old', action='read')
+  read (unit) x
+  close (unit)
+  total = 0
+  do i = 1, n
+    call {n}_infer_one(x(:, i), one(:, i), status)
+    total = total + status
+  end do
+  call {n}_infer_batch(n, x, batch, status)
+  total = total + status
+  call get_command_argument(3, arg)
+  open (newunit=unit, file=trim(arg), access='stream', form='unformatted', status='replace', action='write')
+  write (unit) one
+  write (unit) batch
+  close (unit)
+  if (total /= 0) error stop 1
+end program main
+"""
+
+
+def run_whole(model_path, out, lang, samples=2, seed=0, embed=True):
+    """Generate, build and run infer_one and infer_batch; return (plan, x, y_one, y_batch)."""
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="both", embed=embed))
+    n = plan.name
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (samples, plan.nx)).astype(np.float32)
+    x.tofile(out / "x.bin")
+    fmt = {"n": n, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
+    if lang == "c":
+        (out / "main.c").write_text(C_MAIN.format(**fmt))
+        cmd = ["gcc", "-O2", "-fopenmp", "-I", str(out), "main.c", f"{n}.c", "-o", "main", "-lm"]
+    else:
+        (out / "main.f90").write_text(F_MAIN.format(**fmt))
+        cmd = ["gfortran", "-O2", "-fopenmp", f"{n}_model.F90", "main.f90", "-o", "main"]
+    subprocess.run(cmd, cwd=out, check=True, capture_output=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    subprocess.run([str(out / "main"), str(samples), "x.bin", "y.bin"], cwd=out, check=True, env=env)
+    y = np.fromfile(out / "y.bin", np.float32).reshape(2, samples, plan.ny)
+    return plan, x, y[0], y[1]
+
+
+def reference(model_path, plan, x):
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    outs = []
+    for sample in x:
+        feed = {s.name: sample[s.offset:s.offset + s.size].reshape(s.shape) for s in plan.inputs}
+        outs.append(np.concatenate([np.asarray(v).reshape(-1) for v in sess.run(None, feed)]))
+    return np.stack(outs)
+
+
+def assert_close(got, want, rtol=1e-5, atol=1e-5, what=""):
+    err = np.abs(got.astype(np.float64) - want)
+    worst = int(np.argmax(err - rtol * np.abs(want)))
+    assert np.all(err <= atol + rtol * np.abs(want)), (
+        f"{what}: worst element {worst}: got {got.reshape(-1)[worst]!r}, onnxruntime {want.reshape(-1)[worst]!r} "
+        f"(rtol {rtol}, atol {atol})")
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_convnet_64x64_through_infer_one(tmp_path, lang):
+    path = op_models.convnet(tmp_path / "convnet.onnx")
+    plan, x, one, batch = run_whole(path, tmp_path / "gen", lang)
+    assert plan.path == "whole" and plan.scratch_bytes > WHOLE_THRESHOLD
+    want = reference(path, plan, x)
+    assert_close(one, want, what=f"{lang} infer_one")
+    assert_close(batch, want, what=f"{lang} infer_batch (whole-field path)")
+
+
+def test_convnet_file_loaded_infer_one(tmp_path):
+    path = op_models.convnet(tmp_path / "convnet.onnx", height=16, width=16)
+    out = tmp_path / "gen"
+    plan, _ = gen.generate(path, str(out), gen.Options(lang="c", embed=False))
+    text = (out / f"{plan.name}.c").read_text()
+    assert f"int {plan.name}_infer_one(" in text and "return ROSENNA_STATUS_DEVICE" in text.split("_infer_one(")[-1]
+
+
+def test_small_plan_keeps_the_per_point_batch_and_has_infer_one(tmp_path):
+    from rosenna import zoo
+
+    path = zoo.save("gemm_big", str(tmp_path / "gemm_big.onnx"))
+    plan, x, one, batch = run_whole(path, tmp_path / "gen", "c", samples=5)
+    assert plan.path == "point"
+    want = reference(path, plan, x)
+    assert_close(one, want, what="gemm_big infer_one")
+    assert_close(batch, want, what="gemm_big infer_batch")
+    assert "for (int start = 0; start < n;" in (tmp_path / "gen" / "gemm_big.c").read_text()
+
+
+def test_recurrent_plans_have_no_infer_one(tmp_path):
+    path = op_models.lstm_cell(tmp_path / "cell.onnx")
+    plan, _ = gen.generate(path, str(tmp_path / "gen"), gen.Options(lang="both"))
+    assert not whole.available(plan) and plan.path == "point"
+    assert "infer_one" not in (tmp_path / "gen" / f"{plan.name}.h").read_text()
+    assert "infer_one" not in (tmp_path / "gen" / f"{plan.name}_model.F90").read_text()
+
+
+def test_info_reports_the_path(tmp_path):
+    path = op_models.convnet(tmp_path / "convnet.onnx")
+    _, plan = gen.build_plan(path, gen.Options())
+    text = describe(plan)
+    assert "path: whole-field" in text and f"{WHOLE_THRESHOLD}" in text
+
+
+def test_whole_field_code_compiles_clean(tmp_path):
+    path = op_models.convnet(tmp_path / "convnet.onnx")
+    out = tmp_path / "gen"
+    plan, _ = gen.generate(path, str(out), gen.Options(lang="both"))
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fopenmp", "-c",
+                    f"{plan.name}.c"], cwd=out, check=True)
+    subprocess.run(["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-c", f"{plan.name}_model.F90"],
+                   cwd=out, check=True)
