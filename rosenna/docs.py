@@ -17,14 +17,18 @@ def status_table():
 
 
 def ops_table():
-    rows = ["| op | what rosenna does with it |", "| --- | --- |"]
+    """One row per registered op: where it is defined and what rosenna does with it."""
+    rows = ["| op | defined in | what rosenna does with it |", "| --- | --- | --- |"]
+    folded = set(ops.folded_ops())
     for name in sorted(ops.REGISTRY):
-        op = ops.REGISTRY[name]
-        doc = (type(op).__doc__ or sys.modules[type(op).__module__].__doc__ or "").strip().splitlines()
-        summary = doc[0] if doc else ""
-        if name in ops.folded_ops():
+        cls = type(ops.REGISTRY[name])
+        module = sys.modules[cls.__module__]
+        own = (cls.__doc__ or "").strip()
+        summary = own.splitlines()[0] if own else re.split(r"[:.](\s|$)", (module.__doc__ or "").strip())[0]
+        if name in folded:
             summary = "folded at generation time (constant inputs or static shapes only)"
-        rows.append(f"| {name} | {summary} |")
+        where = "rosenna/ops/" + cls.__module__.rsplit(".", 1)[-1] + ".py"
+        rows.append(f"| {name} | `{where}` | {summary.strip()} |")
     return "\n".join(rows)
 
 
