@@ -324,7 +324,7 @@ def _build_and_run(jobs, work, langs, outcomes_by_name):
                     lang, f"driver exited {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
 
 
-def _compare(job, work, lang):
+def _compare(job, work, lang, rtol=RTOL, atol=ATOL):
     plan = job["plan"]
     dtype = np.float64 if plan.precision == "double" else np.float32
     path = os.path.join(work, f"{job['name']}.y{'c' if lang == 'c' else 'f'}")
@@ -337,15 +337,15 @@ def _compare(job, work, lang):
             return f"output {s.name}: {s.size} values, expected {want.size}"
         got = y[s.offset:s.offset + s.size].astype(np.float64)
         ref = want.reshape(-1).astype(np.float64)
-        close = np.isclose(got, ref, rtol=RTOL, atol=ATOL, equal_nan=True)
+        close = np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
         if not close.all():
             worst = int(np.argmax(np.where(close, 0, np.abs(got - ref) + 1)))
             return (f"output {s.name}: element {worst} is {got[worst]!r}, expected {ref[worst]!r} "
-                    f"(rtol {RTOL}, atol {ATOL})")
+                    f"(rtol {rtol}, atol {atol})")
     return ""
 
 
-def run(cases, work, langs=("c", "fortran")):
+def run(cases, work, langs=("c", "fortran"), rtol=RTOL, atol=ATOL):
     """Run ``cases`` (a list of :class:`Case`) in the directory ``work``; return their Outcomes."""
     os.makedirs(work, exist_ok=True)
     outcomes, jobs = [], []
@@ -368,7 +368,7 @@ def run(cases, work, langs=("c", "fortran")):
         outcome = j["outcome"]
         for lang in langs:
             if lang not in outcome.errors:
-                problem = _compare(j, work, lang)
+                problem = _compare(j, work, lang, rtol, atol)
                 if problem:
                     outcome.errors[lang] = problem
         if outcome.errors:
