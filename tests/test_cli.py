@@ -156,3 +156,13 @@ def test_python_dash_m(tmp_path):
 
 def test_no_command_is_usage_error(capsys):
     assert main([]) == 2
+
+
+def test_zoo_writes_a_checked_model_and_refuses_a_bad_path(tmp_path, capsys):
+    import onnx
+
+    assert main(["zoo", "mlp128", "-o", str(tmp_path / "m.onnx")]) == 0
+    onnx.checker.check_model(onnx.load(str(tmp_path / "m.onnx")))
+    (tmp_path / "file").write_text("x")
+    rc, _, err = run_cli(["zoo", "gemm_small", "-o", str(tmp_path / "file" / "m.onnx")], capsys)
+    assert_refused(rc, err, "cannot write")

@@ -3,6 +3,7 @@
 import numpy as np
 
 from rosenna import zoo
+from rosenna.errors import UsageError
 
 
 def register(subparsers):
@@ -16,6 +17,9 @@ def register(subparsers):
 
 def run(args):
     path = args.out or f"{args.model}.onnx"
-    zoo.save(args.model, path, np.float64 if args.double else np.float32)
+    try:
+        zoo.save(args.model, path, np.float64 if args.double else np.float32)
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write ({exc.strerror})") from None
     print(path)
     return 0
