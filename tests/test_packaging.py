@@ -321,8 +321,8 @@ def test_sdist_and_wheel_contents(tmp_path):
 
     with tarfile.open(sdist) as tf:
         members = {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name}
-    for needed in ["setup.cfg", "pyproject.toml", *package_files,
-                   *(f"toolchains/{p}" for p in profiles)]:
+    for needed in ["setup.cfg", "pyproject.toml", "gate/slurm/gpu-gate.sbatch",
+                   "gate/pbs/gpu-gate.pbs", *package_files, *(f"toolchains/{p}" for p in profiles)]:
         assert needed in members, f"{needed} missing from the sdist"
 
 
