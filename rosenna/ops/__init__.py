@@ -4,7 +4,7 @@ Adding an op is one module (or one class in its family's module) and one line in
 """
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
-                         pad, pool, recurrent, softmax)
+                         pad, pool, recurrent, reduce, resize, softmax)
 
 _OPS = (
     gemm.Gemm,
@@ -45,6 +45,11 @@ _OPS = (
     recurrent.LSTM,
     recurrent.GRU,
     indexing.Split,
+    resize.Resize,
+    reduce.ReduceMean,
+    reduce.ReduceSum,
+    reduce.ReduceMax,
+    reduce.ReduceMin,
     layout.Identity,
     layout.Dropout,
     layout.Flatten,

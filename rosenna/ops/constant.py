@@ -1,7 +1,8 @@
 """Ops that produce constants, and the shape arithmetic dynamic-shape exporters emit.
 
-None of these has a lowering: constant folding computes them at generation time (shapes are
-static), or the model is refused. Constant, Shape, Size, ConstantOfShape, Range, Expand.
+None of these but Expand has a lowering: constant folding computes them at generation time
+(shapes are static), or the model is refused. Constant, Shape, Size, ConstantOfShape, Range;
+Expand of a run-time value to a constant shape is a broadcasting copy.
 """
 
 import numpy as np
@@ -80,8 +81,27 @@ class Range(Op):
 
 
 class Expand(Op):
+    """Broadcast to a constant shape: folded when the input is constant, else a copy
+    ``Y[i] = X[bcast(i)]`` (what dynamic-shape exports leave after their shape chains fold)."""
     name = "Expand"
 
     def evaluate(self, node, inputs):
         shape = np.broadcast_shapes(inputs[0].shape, tuple(onnx_ints(inputs[1])))
         return [np.broadcast_to(inputs[0], shape).copy()]
+
+    def shape(self, node, graph):
+        return [tuple(np.broadcast_shapes(graph.shape_of(node.inputs[0]), tuple(onnx_ints(graph.weights[node.inputs[1]]))))]
+
+    def check(self, node, graph):
+        return [] if graph.is_const(node.inputs[1]) else ["the target shape is computed at run time"]
+
+    def is_alias(self, node, graph):
+        """An Expand that changes nothing (same shape) is a relabel."""
+        return graph.is_const(node.inputs[1]) and self.shape(node, graph)[0] == tuple(graph.shape_of(node.inputs[0]))
+
+    def lower(self, node, graph, b):
+        from rosenna.kernel import Ref, broadcast_index, flat_index
+
+        out_shape = self.shape(node, graph)[0]
+        b.nest(out_shape, lambda idx: b.assign(Ref(node.outputs[0], flat_index(idx, out_shape)), Ref(
+            node.inputs[0], broadcast_index(idx, out_shape, graph.shape_of(node.inputs[0])))))
