@@ -84,7 +84,7 @@ def test_poisson_guess_cuts_cg_iterations(tmp_path):
     make(ex, "all")
     out = run([ex / "build" / "poisson", "--cases", "3"])
     assert "PASS" in out, out
-    total = re.search(r"from 0 (\d+), from the net's guess (\d+)", out)
+    total = re.search(r"total Jacobi sweeps: from 0 (\d+), from the net.s guess (\d+)", out)
     zero, guess = int(total.group(1)), int(total.group(2))
     assert guess < 0.9 * zero, out
 

@@ -343,13 +343,21 @@ int main(int argc, char **argv)
     const long nc = NV * s.n_cells;
     double elapsed = 0.0;
     (void)w, (void)mu, (void)fx, (void)fy; /* used only in map clauses, which gcc's -Wunused misses */
+#ifdef _OPENMP
+#pragma omp target if (s.use_device) map(from: on_device)
+    on_device = !omp_is_initial_device();
+#endif
+    int on_device_all = 0;
+    MPI_Allreduce(&on_device, &on_device_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (require_device && !on_device_all) { /* before a long run on the host */
+        if (s.rank == 0)
+            printf("cns: --require-device, but an offload region ran on the host\nFAIL\n");
+        MPI_Finalize();
+        return 1;
+    }
 #pragma omp target data if (s.use_device) map(tofrom: u[0:nc]) \
     map(alloc: u1[0:nc], w[0:nc], mu[0:s.n_cells], fx[0:s.n_fx], fy[0:s.n_fy])
     {
-#ifdef _OPENMP
-#pragma omp target if (s.use_device) map(from: on_device)
-        on_device = !omp_is_initial_device();
-#endif
         for (int step = 0; step <= steps; ++step) {
             if (step == 1) { /* step 0 is an untimed warm-up: it loads the kernels */
                 MPI_Barrier(MPI_COMM_WORLD);
@@ -368,8 +376,7 @@ int main(int argc, char **argv)
 
     double per_step[2] = {elapsed / steps, s.halo_seconds / steps}, worst[2];
     MPI_Reduce(per_step, worst, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    int on_device_all = 0, finite = 1, finite_all = 0;
-    MPI_Reduce(&on_device, &on_device_all, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+    int finite = 1, finite_all = 0;
     for (int j = HALO; j < s.ny + HALO; ++j)
         for (int v = 0; v < NV; ++v)
             for (int i = 0; i < nx; ++i)
@@ -445,10 +452,6 @@ int main(int argc, char **argv)
         if (!finite_all)
             printf("non-finite values in the final state\n");
         ok &= finite_all;
-        if (require_device && !on_device_all) {
-            printf("--require-device, but an offload region ran on the host\n");
-            ok = 0;
-        }
         printf("%s\n", ok ? "PASS" : "FAIL");
         free(field);
         free(counts);

@@ -1,0 +1,162 @@
+#!/bin/bash
+# Builds and runs the examples on an NVIDIA GPU with GCC 12's nvptx OpenMP/OpenACC offload from
+# .gpu (../shared/gpu/README.md), prints per-step times, and counts what moves between host and
+# device inside the time loops.
+#
+#   examples/run_gpu.sh prepare   # here, where rosenna is installed: generate every example's
+#                                 # model sources into <example>/build/gpu (the GPU machine
+#                                 # needs no Python); then send .gpu and those build/gpu folders
+#   examples/run_gpu.sh run       # on the GPU machine, from the repository root
+#
+# Every program runs with --require-device, which fails unless omp_is_initial_device() (or
+# acc_on_device) says the offload region ran on the GPU: libgomp falls back to the host silently.
+#
+# Transfers: examples/tools/count_transfers.c, a CUPTI injection library built here with nvcc,
+# counts every host<->device copy of a run. Each program runs at two step counts; the difference
+# is what the extra steps moved. For ADR that should be nothing but libgomp's per-launch argument
+# blocks (tens of bytes; no field or weight data); for cns it is the halo rows, by design.
+# Results go to stdout and to $OUT (or build/gpu-out) as one .txt per run and summary.md.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+B=build/gpu
+SUR=examples/surrogates
+PG=examples/surrogates/poisson_guess
+CNS=examples/cns_closure
+
+prepare() {
+    local rosenna=${ROSENNA:-$root/.venv/bin/rosenna}
+    rm -rf $SUR/$B $PG/$B $CNS/$B
+    make -s -C $SUR BUILD=$B ROSENNA="$rosenna" $B/omp/adr_rate.h $B/acc/adr_rate.h &&
+    make -s -C $PG BUILD=$B ROSENNA="$rosenna" $B/gen/pguess.h &&
+    make -s -C $CNS BUILD=$B ROSENNA="$rosenna" $B/gen/sgs.h &&
+    echo "generated: $SUR/$B $PG/$B $CNS/$B"
+}
+
+if [ "${1:-run}" = prepare ]; then
+    prepare
+    exit $?
+fi
+
+out=${OUT:-$root/build/gpu-out}
+mkdir -p "$out"
+summary=$out/summary.md
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+source .gpu/setup.sh || { echo "run_gpu.sh: .gpu/setup.sh failed"; exit 2; }
+nvidia-smi -L 2>&1 | tee -a "$summary"
+export OMP_TARGET_OFFLOAD=MANDATORY   # ACC_DEVICE_TYPE=nvidia only for the OpenACC runs: libgomp
+                                    # refuses it in OpenMP programs on a machine without one
+
+# The generated sources came from elsewhere: make them newer than the .onnx so make keeps them.
+for d in $SUR $PG $CNS; do
+    [ -d $d/$B ] || { echo "run_gpu.sh: $d/$B missing: run 'examples/run_gpu.sh prepare' first"; exit 2; }
+    find $d/$B -type f -exec touch {} +
+done
+
+# The transfer counter, if this machine has nvcc and CUPTI.
+counter=
+cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+for inc in "$cuda/extras/CUPTI/include" "$cuda/include" "$cuda/targets/x86_64-linux/include"; do
+    [ -f "$inc/cupti.h" ] || continue
+    lib=$(dirname "$(find "$cuda" -name 'libcupti.so*' 2>/dev/null | head -1)")
+    if nvcc -shared -Xcompiler -fPIC -I"$inc" examples/tools/count_transfers.c -L"$lib" -lcupti \
+        -Xlinker -rpath,"$lib" -o "$out/libcount_transfers.so" > "$out/counter-build.log" 2>&1; then
+        counter=$out/libcount_transfers.so
+    fi
+    break
+done
+[ -n "$counter" ] && note "transfer counter: CUPTI injection ($counter)" ||
+    note "transfer counter: not built (no CUPTI here; see $out/counter-build.log): transfers not counted"
+
+# Build: all three examples in parallel; logs in $out.
+flags=(CC="$ROSENNA_GCC" FC="$ROSENNA_GFORTRAN" OFFLOAD="$GCC_OFFLOAD_FLAGS" BUILD=$B ROSENNA=false)
+t0=$(date +%s)
+make -C $SUR -j8 "${flags[@]}" all > "$out/build-surrogates.log" 2>&1 & p1=$!
+make -C $PG -j8 "${flags[@]}" all > "$out/build-poisson.log" 2>&1 & p2=$!
+make -C $CNS -j8 "${flags[@]}" all > "$out/build-cns.log" 2>&1 & p3=$!
+for p in $p1 $p2 $p3; do wait $p || note "build failed: see the logs below"; done
+note "build: $(( $(date +%s) - t0 )) s"
+for log in "$out"/build-*.log; do grep -E -i "error" "$log" | head -5; done
+
+mpirun_flags=(--oversubscribe)
+[ "$(id -u)" = 0 ] && mpirun_flags+=(--allow-run-as-root)
+
+# run NAME CMD...: one timed run, output to $out/NAME.txt; with the counter, transfers appended.
+run() {
+    local name=$1
+    shift
+    rm -f "$out/$name.transfers"
+    if [ -n "$counter" ]; then
+        CUDA_INJECTION64_PATH=$counter ROSENNA_TRANSFERS=$out/$name.transfers timeout 60 "$@" > "$out/$name.txt" 2>&1
+    else
+        timeout 60 "$@" > "$out/$name.txt" 2>&1
+    fi
+    local rc=$?
+    if [ $rc != 0 ] && [ -n "$counter" ]; then   # in case the injected counter is what broke it
+        echo "--- $name failed (exit $rc) with the counter; again without it"
+        rm -f "$out/$name.transfers"
+        timeout 60 "$@" > "$out/$name.txt" 2>&1
+        rc=$?
+    fi
+    echo "--- $name (exit $rc): $*"
+    cat "$out/$name.txt"
+    [ -f "$out/$name.transfers" ] && cat "$out/$name.transfers"
+    return $rc
+}
+
+# Sums the transfer lines of a run (one per MPI rank): "htod copies bytes dtoh copies bytes".
+transfers() {
+    awk '{h+=$3; hb+=$4; d+=$6; db+=$7} END {printf "%d %d %d %d", h, hb, d, db}' "$out/$1.transfers" 2>/dev/null
+}
+
+# loop_transfers NAME_SHORT NAME_LONG EXTRA_STEPS: what the extra steps moved.
+loop_transfers() {
+    [ -f "$out/$1.transfers" ] && [ -f "$out/$2.transfers" ] || { note "| $2 | not counted |"; return; }
+    read -r h1 hb1 d1 db1 <<< "$(transfers "$1")"
+    read -r h2 hb2 d2 db2 <<< "$(transfers "$2")"
+    note "| $2 | $3 extra steps | $((h2 - h1)) copies, $((hb2 - hb1)) B | $((d2 - d1)) copies, $((db2 - db1)) B | whole run: $h2 copies $hb2 B to the device, $d2 copies $db2 B back |"
+}
+
+status=0
+steps=200
+n=1024
+for prog in adr_c_omp adr_f_omp adr_c_acc adr_f_acc; do
+    acc=()
+    case $prog in *_acc) acc=(env ACC_DEVICE_TYPE=nvidia) ;; esac
+    run "$prog" "${acc[@]}" $SUR/$B/$prog --n $n --steps $steps --require-device || status=1
+    [ -n "$counter" ] && { run "${prog}_short" "${acc[@]}" $SUR/$B/$prog --n $n --steps $((steps / 2)) \
+        --require-device || status=1; }
+done
+run poisson $PG/$B/poisson --cases 8 --require-device || status=1
+cn=1024
+for prog in cns_c cns_f; do
+    for np in 1 2; do
+        run "${prog}_np$np" mpirun "${mpirun_flags[@]}" -np $np $CNS/$B/$prog --nx $cn --ny $cn --steps 100 \
+            --require-device --dump "$out/${prog}_np$np.bin" || status=1
+    done
+    [ -n "$counter" ] && { run "${prog}_np1_short" mpirun "${mpirun_flags[@]}" -np 1 $CNS/$B/$prog --nx $cn \
+        --ny $cn --steps 50 --require-device || status=1; }
+done
+
+note ""
+note "## Per-step times (from the runs above)"
+for f in "$out"/*.txt; do
+    case $f in *_short.txt | */summary.md) continue ;; esac
+    note "$(basename "$f" .txt): $(grep -h -E '^time per step|^total CG|ran on' "$f" | tr '\n' ' ')"
+done
+note ""
+note "## Host<->device copies inside the time loops (long run minus short run)"
+note "| program | difference | to the device | to the host | |"
+note "| --- | --- | --- | --- | --- |"
+for prog in adr_c_omp adr_f_omp adr_c_acc adr_f_acc; do loop_transfers "${prog}_short" "$prog" "2 x $((steps / 2))"; done
+for prog in cns_c cns_f; do loop_transfers "${prog}_np1_short" "${prog}_np1" 50; done
+note "(cns: halo rows by design, 2 stages x 2 sides x 2 rows x 4 variables x $cn x 8 B = $((2 * 2 * 2 * 4 * cn * 8)) B per step each way)"
+for prog in cns_c cns_f; do
+    if cmp -s "$out/${prog}_np1.bin" "$out/${prog}_np2.bin"; then note "$prog: 1 and 2 ranks give identical fields"
+    else note "$prog: 1 and 2 ranks differ (or a run failed)"; status=1; fi
+done
+rm -f "$out"/*.bin
+note "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
+exit $status
