@@ -375,11 +375,16 @@ def _root():
     return os.geteuid() == 0
 
 
+def _sbin(tool):
+    """An admin tool by path: a root shell's PATH may lack /usr/sbin."""
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin") or tool
+
+
 def _as_user(cmd):
     """``cmd`` as the non-root EasyBuild user when this is root, in a clean environment."""
     env = ["env", "-i", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin"]
     if _root():
-        return ["runuser", "-u", EB_USER, "--", *env, *cmd]
+        return [_sbin("runuser"), "-u", EB_USER, "--", *env, *cmd]
     return [*env, *cmd]
 
 
@@ -395,7 +400,7 @@ def _ensure_tools():
         if result.returncode:
             return f".ci/deps-packaging.sh could not install Lmod: {result.stderr[-2000:]}"
     if _root() and subprocess.run(["id", EB_USER], capture_output=True).returncode:
-        made = subprocess.run(["useradd", "--system", "--shell", "/bin/bash", EB_USER],
+        made = subprocess.run([_sbin("useradd"), "--system", "--shell", "/bin/bash", EB_USER],
                               capture_output=True, text=True)
         # A parallel worker may have made it first.
         if made.returncode and subprocess.run(["id", EB_USER], capture_output=True).returncode:
