@@ -287,3 +287,17 @@ def test_job_outside_slurm_is_refused(batch_env):
     assert result.returncode != 0
     assert "not running under Slurm" in result.stderr
 
+
+
+def test_renders_for_a_resolved_toolchain_profile(tmp_path, monkeypatch):
+    # What `rosenna gpu-gate --print-job` hands over: a Profile from rosenna.toolchain.
+    from rosenna.toolchain import resolve
+
+    site = tmp_path / "profiles"
+    site.mkdir()
+    (site / "sitegcc.yaml").write_text("extends: gcc\nmodules: [gcc/12.2.0]\n")
+    monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(site))
+    profile = resolve("sitegcc")
+    text = render_job("slurm", profile)
+    assert 'ROSENNA_PROFILE_MODULES=${ROSENNA_PROFILE_MODULES-"gcc/12.2.0"}' in text
+    assert "ROSENNA_TOOLCHAIN=${ROSENNA_TOOLCHAIN:-sitegcc}" in text
