@@ -39,7 +39,7 @@ class Scheduler:
     directives: tuple  # resource lines, with {job_name}, {walltime}, {cpus}, {gpus}
     job_id: str  # shell expression for the job id
     submit_dir: str  # shell expression for the directory the job was submitted from
-    launch: str  # prefix that runs the gate as a job step ("" runs it in the batch shell)
+    launch: str  # words that run the gate as a job step ("" runs it in the batch shell)
 
 
 SCHEDULERS = {
@@ -61,7 +61,7 @@ SCHEDULERS = {
         ),
         job_id="${SLURM_JOB_ID:?not running under Slurm}",
         submit_dir="${SLURM_SUBMIT_DIR:-$PWD}",
-        launch="srun --ntasks=1 --cpus-per-task=${SLURM_CPUS_PER_TASK:-1}",
+        launch='srun --ntasks=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}"',
     ),
     "pbs": Scheduler(
         submit="qsub gate/pbs/gpu-gate.pbs",
@@ -107,6 +107,7 @@ ROSENNA_GATE_ARGS=${ROSENNA_GATE_ARGS-}
 @PROFILE_MODULES@
 job_id=@JOB_ID@
 submit_dir=@SUBMIT_DIR@
+launch=(@LAUNCH@)
 out_dir=${ROSENNA_GATE_OUT:-${SCRATCH:-$submit_dir}}/rosenna-gpu-gate-$job_id
 
 say() { printf '== %s\n' "$*"; }
@@ -159,9 +160,10 @@ rosenna toolchain detect || die "rosenna toolchain detect failed"
 mkdir -p "$out_dir" || die "cannot create $out_dir"
 # shellcheck disable=SC2086  # ROSENNA_GATE_ARGS is split into arguments on purpose
 set -- rosenna gpu-gate --toolchain "$ROSENNA_TOOLCHAIN" --out "$out_dir" $ROSENNA_GATE_ARGS
-say "@LAUNCH_SHOWN@$*"
+set -- ${launch[@]+"${launch[@]}"} "$@"
+say "$*"
 status=0
-@LAUNCH@"$@" || status=$?
+"$@" || status=$?
 
 if [ "$status" -ne 0 ]; then
     say "FAIL: rosenna gpu-gate exited $status; report: $out_dir/gate-report.md"
@@ -212,14 +214,12 @@ def render_job(kind, profile=None):
         toolchain_default=toolchain,
         **sizes,
     )
-    launch = f"{scheduler.launch} " if scheduler.launch else ""
     body = (
         _BODY.replace("@TOOLCHAIN@", toolchain)
         .replace("@PROFILE_MODULES@\n", f"{profile_modules}\n" if profile_modules else "")
         .replace("@JOB_ID@", scheduler.job_id)
         .replace("@SUBMIT_DIR@", scheduler.submit_dir)
-        .replace("@LAUNCH_SHOWN@", launch)
-        .replace("@LAUNCH@", launch)
+        .replace("@LAUNCH@", scheduler.launch)
     )
     return header + body
 

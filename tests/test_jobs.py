@@ -301,3 +301,27 @@ def test_renders_for_a_resolved_toolchain_profile(tmp_path, monkeypatch):
     text = render_job("slurm", profile)
     assert 'ROSENNA_PROFILE_MODULES=${ROSENNA_PROFILE_MODULES-"gcc/12.2.0"}' in text
     assert "ROSENNA_TOOLCHAIN=${ROSENNA_TOOLCHAIN:-sitegcc}" in text
+
+
+def _shellcheck():
+    """shellcheck, installing it with .ci/deps-packaging.sh where this is root."""
+    import shutil
+
+    if not shutil.which("shellcheck") and os.geteuid() == 0:
+        subprocess.run(["bash", str(ROOT / ".ci" / "deps-packaging.sh")], capture_output=True,
+                       timeout=600)
+    return shutil.which("shellcheck")
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEDULERS))
+@pytest.mark.parametrize("pinned", [False, True])
+def test_rendered_scripts_pass_shellcheck(kind, pinned, tmp_path):
+    shellcheck = _shellcheck()
+    if not shellcheck:
+        pytest.skip("shellcheck is not installed and only root can install it "
+                    "(.ci/deps-packaging.sh)")
+    profile = SimpleNamespace(name="nvhpc", modules=("nvhpc/24.7",)) if pinned else None
+    script = tmp_path / "job.sh"
+    script.write_text(render_job(kind, profile))
+    result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
