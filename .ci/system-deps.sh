@@ -1,19 +1,32 @@
 #!/bin/sh
-# System packages the test suite compiles and runs with. Installed with apt-get when we are root
-# on Debian or Ubuntu; otherwise we stop and say what to install.
+# System packages the test suite builds and runs with, installed with apt-get when we are root on
+# Debian or Ubuntu; otherwise we stop (required) or warn (optional) and say what to install.
+#   gfortran                      required: the Fortran module is compiled and run by most tests
+#   libopenmpi-dev openmpi-bin    examples/cns_closure runs on 2 MPI ranks
+#   lmod python3-venv             the EasyBuild test installs rosenna as a module, as a non-root user
+#   shellcheck                    the gate job scripts are linted
+#   hipcc                         generated HIP kernels are compiled (not run) for gfx90a
 set -e
-PACKAGES="gfortran libopenmpi-dev openmpi-bin lmod"
-missing=""
-command -v gfortran >/dev/null 2>&1 || missing="$missing gfortran"
-command -v mpicc >/dev/null 2>&1 || missing="$missing libopenmpi-dev openmpi-bin"
-[ -e /usr/share/lmod/lmod/init/bash ] || [ -e /usr/share/lmod/lmod/init/sh ] || missing="$missing lmod"
+need() { command -v "$1" >/dev/null 2>&1; }
+required=""
+optional=""
+need gfortran || required="$required gfortran"
+need mpicc || optional="$optional libopenmpi-dev openmpi-bin"
+[ -r /usr/share/lmod/lmod/init/bash ] || optional="$optional lmod"
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || optional="$optional python3-venv"
+need shellcheck || optional="$optional shellcheck"
+need hipcc || optional="$optional hipcc"
+missing="$required$optional"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && [ -r /etc/os-release ] && grep -qiE '^ID(_LIKE)?=.*(debian|ubuntu)' /etc/os-release; then
     echo "installing system packages:$missing"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
-else
-    echo "missing system packages:$missing" >&2
+    exit 0
+fi
+if [ -n "$required" ]; then
+    echo "missing system packages:$required (and optionally$optional)" >&2
     echo "install them (Debian/Ubuntu: apt-get install$missing) and run make test again" >&2
     exit 1
 fi
+echo "note: the tests that need$optional will be skipped; install them to run those too" >&2
