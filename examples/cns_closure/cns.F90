@@ -345,19 +345,29 @@ contains
     end do
   end function max_wave_speed
 
-  !> Global sums of the conserved variables over the interior (host copy of u).
+  !> Global sums of the conserved variables over the interior (host copy of u), compensated
+  !> (Neumaier) as in cns.c: a plain running sum of a million cells rounds by ~1e-12 of the total.
   subroutine totals(out)
     real(rk), intent(out) :: out(nv)
-    real(rk) :: local(nv)
+    real(rk) :: local(nv), carry(nv), x, t
     integer :: i, j, v
     local = 0.0_rk
+    carry = 0.0_rk
     do j = 1, ny          ! the same summation order as cns.c
       do v = 1, nv
         do i = 1, nx
-          local(v) = local(v) + u(i, v, j)
+          x = u(i, v, j)
+          t = local(v) + x
+          if (abs(local(v)) >= abs(x)) then
+            carry(v) = carry(v) + ((local(v) - t) + x)
+          else
+            carry(v) = carry(v) + ((x - t) + local(v))
+          end if
+          local(v) = t
         end do
       end do
     end do
+    local = local + carry
     call mpi_allreduce(local, out, nv, mpi_double_precision, mpi_sum, mpi_comm_world, ierr)
   end subroutine totals
 
