@@ -8,7 +8,6 @@ keeps its contract (writes gate-report.md and gate-report.json, exits non-zero o
 ``--cc`` compiler it is given); everything else is the real command.
 """
 
-import importlib.util
 import json
 import os
 import shlex
@@ -21,11 +20,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from rosenna.cli import SUBCOMMANDS
 from rosenna.errors import RosennaError
 from rosenna.jobs import GATE_FILES, SCHEDULERS, render_job
 
 ROOT = Path(__file__).resolve().parent.parent
-HAVE_GPU_GATE = importlib.util.find_spec("rosenna.commands.gpu_gate") is not None
+HAVE_GPU_GATE = "rosenna.commands.gpu_gate" in SUBCOMMANDS
 # Small enough for CI's two cores; the real gate takes --points, the stand-in ignores it.
 GATE_ARGS = "--host-fallback --points 2000"
 
@@ -184,7 +184,10 @@ def batch_env(tmp_path):
         "extends: gcc\ndescription: a site profile that names modules\n"
         "modules: [gcc/12.2.0, openmpi/4.1]\n"
     )
-    (site / "brokenmods.yaml").write_text(
+    # Kept apart: on the search path, `auto` would choose it over gcc.
+    broken = tmp_path / "broken-toolchains"
+    broken.mkdir()
+    (broken / "brokenmods.yaml").write_text(
         "extends: gcc\ndescription: a profile naming a module the site lacks\n"
         "modules: [missing/compiler]\n"
     )
@@ -205,7 +208,7 @@ def batch_env(tmp_path):
         "STUB_MODULE_LOG": str(tmp_path / "modules.log"),
         "BASH_FUNC_module%%": MODULE_FUNCTION,
     }
-    return SimpleNamespace(tmp=tmp_path, env=env, submit=submit, scratch=scratch)
+    return SimpleNamespace(tmp=tmp_path, env=env, submit=submit, scratch=scratch, broken=broken)
 
 
 def _submit(batch_env, kind, **overrides):
@@ -267,7 +270,8 @@ def test_planted_gate_failure_fails_the_job(batch_env, kind):
 
 
 def test_missing_profile_module_fails_the_job_before_the_gate(batch_env):
-    job = _submit(batch_env, "slurm", ROSENNA_TOOLCHAIN="brokenmods")
+    path = f"{batch_env.broken}{os.pathsep}{batch_env.env['ROSENNA_TOOLCHAIN_PATH']}"
+    job = _submit(batch_env, "slurm", ROSENNA_TOOLCHAIN="brokenmods", ROSENNA_TOOLCHAIN_PATH=path)
     assert job.rc != 0, job.log
     assert "module load missing/compiler failed" in job.log, job.log
     assert not job.out_dir.exists(), "the gate ran although a module failed to load"
