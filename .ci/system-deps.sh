@@ -3,8 +3,7 @@
 # Debian or Ubuntu; otherwise we stop (required) or warn (optional) and say what to install.
 #   gfortran                      required: the Fortran module is compiled and run by most tests
 #   libopenmpi-dev openmpi-bin    examples/cns_closure runs on 2 MPI ranks
-#   lmod python3-venv             the EasyBuild test installs rosenna as a module, as a non-root user
-#   shellcheck                    the gate job scripts are linted
+#   lmod, python3-venv, shellcheck: the packaging tests' own list, .ci/deps-packaging.sh
 #   hipcc                         generated HIP kernels are compiled (not run) for gfx90a
 set -e
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -12,13 +11,15 @@ required=""
 optional=""
 need gfortran || required="$required gfortran"
 need mpicc || optional="$optional libopenmpi-dev openmpi-bin"
-[ -r /usr/share/lmod/lmod/init/bash ] || optional="$optional lmod"
-/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || optional="$optional python3-venv"
-need shellcheck || optional="$optional shellcheck"
 need hipcc || optional="$optional hipcc"
 missing="$required$optional"
-[ -z "$missing" ] && exit 0
+debian_root=false
 if [ "$(id -u)" = 0 ] && [ -r /etc/os-release ] && grep -qiE '^ID(_LIKE)?=.*(debian|ubuntu)' /etc/os-release; then
+    debian_root=true
+    bash "$(dirname "$0")/deps-packaging.sh"
+fi
+[ -z "$missing" ] && exit 0
+if $debian_root; then
     echo "installing system packages:$missing"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
