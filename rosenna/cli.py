@@ -19,6 +19,7 @@ SUBCOMMANDS = (
     "rosenna.commands.info",
     "rosenna.commands.zoo",
     "rosenna.commands.toolchain",
+    "rosenna.commands.gpu_gate",
 )
 
 

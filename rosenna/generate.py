@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from rosenna import __version__, abi, emit, frontend, passes, plan as planner
+from rosenna.emit import cuda as emit_cuda
 from rosenna.errors import RosennaError, UsageError
 
 LANGS = ("c", "fortran", "both")
@@ -29,7 +30,7 @@ class Options:
     dims: dict = field(default_factory=dict)
     embed_threshold: int = planner.EMBED_THRESHOLD
     #: Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory.
-    constant_limit: int = 2048
+    constant_limit: int = emit_cuda.CONSTANT_LIMIT
     make_defaults: dict = None
     #: The resolved toolchain profile (rosenna.toolchain.Profile), or None for the defaults.
     toolchain: object = None
@@ -87,7 +88,7 @@ def generate(model_path, out_dir, options):
     """
     graph, plan = build_plan(model_path, options)
     defaults = dict(DEFAULT_MAKE, **(options.make_defaults or {}))
-    files = emit.render(plan, options.lang, stamp(model_path, plan, options), defaults)
+    files = emit.render(plan, options.lang, stamp(model_path, plan, options), defaults, options.constant_limit)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:

@@ -102,7 +102,8 @@ def test_generate_prints_every_file(model, tmp_path, capsys):
     rc, out, err = run_cli(["generate", model("gemm_big"), "--no-embed", "--name", "gb", "--out", str(tmp_path)], capsys)
     assert rc == 0, err
     listed = sorted(os.path.basename(p) for p in out.split())
-    assert listed == sorted(["gb.c", "gb.h", "gb.mk", "gb.rwt", "gb_fortran.mk", "gb_model.F90", "rosenna_rt.h"])
+    assert listed == sorted(["gb.c", "gb.h", "gb.mk", "gb.rwt", "gb_fortran.mk", "gb_kernel.cu", "gb_model.F90",
+                             "rosenna_rt.h"])
     assert sorted(os.listdir(tmp_path)) == listed  # no staging directory left behind
 
 

@@ -18,10 +18,9 @@ PLACEHOLDERS = ("cc", "gfx", "offload_arch", "offload_triple")
 GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
 
-# Defaults of the storage thresholds, defined once here. 2048 bytes: above a couple of KB of
-# __constant__ data the per-SM constant cache misses and throughput falls (issue "native CUDA/HIP
-# kernel"); 1,000,000 weights: the size above which generate writes a weights file instead.
-DEFAULT_CONSTANT_LIMIT_BYTES = 2048
+# Defaults of the storage thresholds, each defined once where it is used: the __constant__ limit in
+# the CUDA/HIP emitter (measured on the H200: docs/benchmarks.md), the embed threshold in the plan.
+from rosenna.emit.cuda import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES
 from rosenna.plan import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # defined once, in the plan
 
 _STRING = {"type": "string"}
