@@ -1,0 +1,400 @@
+"""``rosenna gpu-gate`` as a library: prove a generated model runs on the GPU, right and fast.
+
+The gate generates the model twice (embedded and file-loaded weights), builds it, and runs the
+harnesses of :mod:`rosenna.gate.harness`:
+
+1. ``c-omp``: ``<name>_infer`` per point inside a C ``omp target teams distribute parallel for``;
+2. ``fortran-omp``: the same from Fortran, explicit-shape dummies;
+3. ``batch``: device-resident data handed to ``<name>_infer_batch`` (the native CUDA kernel with
+   ``--backend cuda``; the OpenMP one with ``omp``);
+4. ``cuda-user``: the user's own CUDA kernel calling ``<name>_infer`` per thread (cuda only).
+
+Each is compared with onnxruntime on the first :data:`CHECK` points (the tolerance of ``rosenna
+verify``), timed over N distinct points (median of repeats, data on the device outside the
+timed window), checked to have run on the device, and run at 0 and :data:`STEPS` extra steps over
+resident data under a CUPTI injection counter: the difference is what the loop moved between host
+and device, which must be nothing. A planted-transfer run shows the counter sees a copy.
+``host_fallback`` runs on a machine with no GPU (CI): omp backend, no device or transfer checks.
+
+The result: ``gate-report.md`` (every command and the tail of its output, the table, PASS/FAIL)
+and ``gate-report.json`` in ``out``; :func:`run` returns the report dict, ``report["pass"]``.
+"""
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from rosenna import __version__, zoo
+from rosenna.errors import BuildError, UsageError
+from rosenna.gate import harness
+
+#: Points compared with onnxruntime.
+CHECK = 256
+#: Steps of the transfer-counted loop.
+STEPS = 4
+#: Tolerances keyed on the ONNX model's dtype (as rosenna verify).
+TOLERANCE = {"float32": (1e-5, 1e-6), "float64": (1e-9, 1e-12)}
+BACKENDS = ("cuda", "hip", "omp")
+
+
+@dataclass
+class Config:
+    model: str = "gemm_big"  # a zoo name or an .onnx path
+    cc: str = None
+    fc: str = None  # "none": skip the Fortran harness
+    flags: str = None  # OpenMP offload flags for cc and fc
+    backend: str = None
+    host_fallback: bool = False
+    points: int = 1_000_000
+    out: str = "gpu-gate"
+    devcc: str = None
+    devflags: str = None
+    host_cc: str = "gcc"  # compiles <name>.c of the native-kernel archive
+    reps: int = 11
+    label: str = ""  # names the compiler set in the report
+
+
+@dataclass
+class Row:
+    harness: str
+    weights: str
+    status: str = "FAIL"
+    on_device: object = None
+    max_abs_err: float = None
+    worst: str = ""
+    ns_per_point: float = None
+    transfers: object = None  # (copies, bytes) in the counted loop, or "n/a"
+    note: str = ""
+
+
+@dataclass
+class Gate:
+    config: Config
+    log: list = field(default_factory=list)  # (command, rc, output tail)
+
+    # -- running commands ---------------------------------------------------------------------
+    def sh(self, argv, cwd=None, env=None, check=True, timeout=900):
+        text = " ".join(shlex.quote(a) for a in argv)
+        try:
+            proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+            out, rc = proc.stdout + proc.stderr, proc.returncode
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            out, rc = str(exc), -1
+        self.log.append((text if cwd is None else f"(cd {cwd} && {text})", rc, out[-3000:]))
+        if check and rc != 0:
+            raise BuildError(f"`{text}` failed with status {rc}:\n{out[-2000:]}")
+        return rc, out
+
+
+def _defaults(config):
+    c = Config(**asdict(config))
+    if c.host_fallback:
+        c.backend = c.backend or "omp"
+        c.cc = c.cc or os.environ.get("CC", "gcc")
+        c.fc = c.fc or os.environ.get("FC", "gfortran")
+        c.flags = c.flags if c.flags is not None else "-fopenmp"
+    else:
+        c.backend = c.backend or ("cuda" if shutil.which("nvcc") else "hip" if shutil.which("hipcc") else "omp")
+        c.cc = c.cc or os.environ.get("CC", "gcc")
+        c.fc = c.fc or os.environ.get("FC", "gfortran")
+        c.flags = c.flags if c.flags is not None else "-fopenmp -foffload=nvptx-none"
+    if c.backend not in BACKENDS:
+        raise UsageError(f"--backend {c.backend!r}: choose one of {', '.join(BACKENDS)}")
+    if c.backend == "cuda":
+        c.devcc = c.devcc or "nvcc"
+        c.devflags = c.devflags or "-O3 -arch=sm_90"
+    elif c.backend == "hip":
+        c.devcc = c.devcc or "hipcc"
+        c.devflags = c.devflags or "-O3 --offload-arch=gfx90a"
+    if c.points < 1:
+        raise UsageError("--points must be at least 1")
+    return c
+
+
+def _model_path(config, out):
+    if config.model in zoo.MODELS:
+        path = os.path.join(out, f"{config.model}.onnx")
+        zoo.save(config.model, path)
+        return path
+    if not os.path.isfile(config.model):
+        raise UsageError(f"--model {config.model!r}: neither a built-in model ({', '.join(zoo.MODELS)}) nor a file")
+    return os.path.abspath(config.model)
+
+
+def _reference(model_path, plan, x):
+    """onnxruntime on each of the first CHECK points, with the plan's input shapes."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    dtype = np.float64 if plan.precision == "double" else np.float32
+    rows = []
+    for p in range(x.shape[0]):
+        feed = {}
+        for name, s in zip(names, plan.inputs):
+            feed[name] = x[p, s.offset:s.offset + s.size].astype(dtype).reshape(s.shape)
+        outs = session.run(None, feed)
+        rows.append(np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in outs]))
+    return np.array(rows)
+
+
+def _transfers(output):
+    for line in output.splitlines():
+        if line.startswith("ROSENNA_TRANSFERS "):
+            parts = line.split()
+            if parts[1] == "unavailable":
+                return None
+            nums = [int(v) for v in parts[2::3]], [int(v) for v in parts[3::3]]
+            return nums[0][0] + nums[0][1], nums[1][0] + nums[1][1]  # host<->device copies, bytes
+    return None
+
+
+def _value(output, key):
+    for line in output.splitlines():
+        if line.startswith(key + " "):
+            return float(line.split()[1])
+    return None
+
+
+def _cupti_dirs(devcc):
+    root = os.path.dirname(os.path.dirname(os.path.realpath(shutil.which(devcc) or devcc)))
+    env = os.environ.get("ROSENNA_CUPTI_DIR")
+    cands = ([env] if env else []) + [os.path.join(root, "extras", "CUPTI"), root,
+                                      os.path.join(root, "targets", "x86_64-linux")]
+    for base in cands:
+        inc = os.path.join(base, "include")
+        for lib in ("lib64", "lib"):
+            libdir = os.path.join(base, lib)
+            if os.path.isfile(os.path.join(inc, "cupti.h")) and any(
+                    f.startswith("libcupti.so") for f in (os.listdir(libdir) if os.path.isdir(libdir) else [])):
+                return inc, libdir
+    return None
+
+
+def run(config):
+    """Run the gate; returns the report dict (``report["pass"]``) and writes the report files."""
+    c = _defaults(config)
+    out = os.path.abspath(c.out)
+    os.makedirs(out, exist_ok=True)
+    gate = Gate(c)
+    from rosenna.generate import Options, build_plan, generate
+
+    model_path = _model_path(c, out)
+    _, plan = build_plan(model_path, Options(lang="c"))
+    n = plan.name
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1.0, 1.0, size=(c.points, plan.nx)).astype(np.float32)
+    xfile = os.path.join(out, "x.bin")
+    x.tofile(xfile)
+    check = min(CHECK, c.points)
+    ref = _reference(model_path, plan, x[:check])
+    import onnx
+
+    dtype = "float64" if onnx.load(model_path).graph.input[0].type.tensor_type.elem_type == 11 else "float32"
+    rtol, atol = TOLERANCE[dtype]
+
+    counter = None
+    if not c.host_fallback and c.backend == "cuda":
+        dirs = _cupti_dirs(c.devcc)
+        if dirs:
+            src = os.path.join(out, "count_transfers.cu")
+            with open(src, "w") as f:
+                f.write(harness.COUNTER)
+            counter = os.path.join(out, "libcount_transfers.so")
+            rc, _ = gate.sh([c.devcc, "-shared", "-Xcompiler", "-fPIC", "-I", dirs[0], src, "-L", dirs[1], "-lcupti",
+                             "-Xlinker", f"-rpath,{dirs[1]}", "-o", counter], check=False)
+            counter = counter if rc == 0 else None
+
+    fmt = {"n": n, "N": n.upper(), "check": check}
+    rows, results = [], {}
+    variants = (("embedded", True), ("file-loaded", False))
+    for label, embed in variants:
+        vdir = os.path.join(out, label)
+        omp_dir, nat_dir = os.path.join(vdir, "omp"), os.path.join(vdir, c.backend)
+        for d in {omp_dir, nat_dir}:
+            generate(model_path, d, Options(lang="both", embed=embed))
+        defs = [] if embed else ["-DROSENNA_WEIGHTS"]
+        env = dict(os.environ)
+        if not embed:
+            env["ROSENNA_GATE_WEIGHTS"] = os.path.join(omp_dir, f"{n}.rwt")
+        flags = shlex.split(c.flags)
+        builds = []  # (harness name, executable or None, note, env)
+        try:
+            gate.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", "CFLAGS=-O2",
+                     f"ROSENNA_OFFLOAD_FLAGS={c.flags}"], cwd=omp_dir)
+            src = os.path.join(vdir, "h1_c_omp.c")
+            _write(src, harness.C_OMP.format(**fmt))
+            exe = os.path.join(vdir, "h1_c_omp")
+            gate.sh([c.cc, "-O2", *flags, *defs, "-I", omp_dir, src, os.path.join(omp_dir, f"lib{n}.a"), "-lm", "-o", exe])
+            builds.append(("c-omp", exe, ""))
+        except BuildError as exc:
+            builds.append(("c-omp", None, str(exc).splitlines()[0]))
+        if c.fc != "none":
+            try:
+                gate.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", "FFLAGS=-O2",
+                         f"ROSENNA_OFFLOAD_FLAGS={c.flags}"], cwd=omp_dir)
+                src = os.path.join(vdir, "h2_fortran_omp.F90")
+                _write(src, harness.FORTRAN_OMP.format(**fmt))
+                exe = os.path.join(vdir, "h2_fortran_omp")
+                gate.sh([c.fc, "-O2", *flags, *defs, "-I", omp_dir, "-J", vdir, src, os.path.join(omp_dir, f"lib{n}_f.a"),
+                         "-o", exe])
+                builds.append(("fortran-omp", exe, ""))
+            except BuildError as exc:
+                builds.append(("fortran-omp", None, str(exc).splitlines()[0]))
+        try:
+            if c.backend == "omp":
+                src = os.path.join(vdir, "h3_batch.c")
+                _write(src, harness.C_BATCH_OMP.format(**fmt))
+                exe = os.path.join(vdir, "h3_batch")
+                gate.sh([c.cc, "-O2", *flags, *defs, "-I", omp_dir, src, os.path.join(omp_dir, f"lib{n}.a"), "-lm", "-o", exe])
+            else:
+                gate.sh(["make", "-s", "-f", f"{n}.mk", f"ROSENNA_BACKEND={c.backend}", f"CC={c.host_cc}", "CFLAGS=-O2",
+                         "ROSENNA_OFFLOAD_FLAGS=", f"DEVCC={c.devcc}", f"DEVFLAGS={c.devflags}"], cwd=nat_dir)
+                if c.backend == "hip":
+                    raise BuildError("the batch and user-kernel harnesses are written for the CUDA runtime; "
+                                     "the hip archive was built (compile-only here)")
+                src = os.path.join(vdir, "h3_batch.c")
+                _write(src, harness.C_BATCH_CUDA.format(**fmt))
+                exe = os.path.join(vdir, "h3_batch")
+                gate.sh([c.devcc, "-O2", *defs, "-I", nat_dir, src, os.path.join(nat_dir, f"lib{n}.a"), "-o", exe])
+            builds.append(("batch", exe, ""))
+        except BuildError as exc:
+            builds.append(("batch", None, str(exc).splitlines()[0]))
+        if c.backend == "cuda":
+            try:
+                src = os.path.join(vdir, "h4_cuda_user.cu")
+                _write(src, harness.CUDA_USER.format(**fmt))
+                exe = os.path.join(vdir, "h4_cuda_user")
+                gate.sh([c.devcc, *shlex.split(c.devflags), "-rdc=true", *defs, "-I", nat_dir, src,
+                         os.path.join(nat_dir, f"lib{n}_device.a"), os.path.join(nat_dir, f"lib{n}.a"), "-o", exe])
+                builds.append(("cuda-user", exe, ""))
+            except BuildError as exc:
+                builds.append(("cuda-user", None, str(exc).splitlines()[0]))
+
+        for name, exe, note in builds:
+            row = Row(name, label, note=note)
+            rows.append(row)
+            if exe is None:
+                continue
+            yfile = exe + ".y"
+            runs = {}
+            for steps in (0, STEPS):
+                run_env = dict(env)
+                if counter:
+                    run_env["CUDA_INJECTION64_PATH"] = counter
+                rc, output = gate.sh([exe, str(c.points), str(c.reps), str(steps), xfile, yfile], env=run_env, check=False)
+                if rc != 0:
+                    row.note = f"exit status {rc}: {output.strip().splitlines()[-1] if output.strip() else ''}"
+                    break
+                runs[steps] = output
+            if len(runs) < 2:
+                continue
+            row.on_device = bool(_value(runs[STEPS], "ON_DEVICE"))
+            row.ns_per_point = _value(runs[STEPS], "NS_PER_POINT")
+            got = np.fromfile(yfile, dtype=np.float64 if plan.precision == "double" else np.float32)
+            got = got.reshape(check, plan.ny).astype(np.float64)
+            err = np.abs(got - ref)
+            bad = err > atol + rtol * np.abs(ref)
+            worst = np.unravel_index(np.argmax(err - (atol + rtol * np.abs(ref))), err.shape)
+            row.max_abs_err = float(err.max())
+            row.worst = (f"point {worst[0]} y[{worst[1]}]: got {got[worst]:.9g}, onnxruntime {ref[worst]:.9g}, "
+                         f"tolerance {atol + rtol * abs(ref[worst]):.2g}")
+            ok = not bad.any()
+            if c.host_fallback:
+                row.transfers = "n/a (host)"
+            else:
+                t0, t1 = _transfers(runs[0]), _transfers(runs[STEPS])
+                row.transfers = (t1[0] - t0[0], t1[1] - t0[1]) if (t0 and t1) else "not counted"
+                ok = ok and row.on_device and row.transfers == (0, 0)
+            row.status = "PASS" if ok else "FAIL"
+            if not row.on_device and not c.host_fallback:
+                row.note = (row.note + "; " if row.note else "") + "ran on the host"
+            results.setdefault("exes", {})[(name, label)] = (exe, yfile, env)
+
+    # The counter must see a planted transfer (one 4-byte copy per counted step).
+    planted = None
+    if counter and results.get("exes"):
+        key = ("batch", "embedded") if ("batch", "embedded") in results["exes"] else next(iter(results["exes"]))
+        exe, yfile, env = results["exes"][key]
+        seen = []
+        for steps in (0, STEPS):
+            run_env = dict(env, CUDA_INJECTION64_PATH=counter)
+            rc, output = gate.sh([exe, str(min(c.points, 4096)), "1", str(steps), xfile, yfile + ".plant", "1"],
+                                 env=run_env, check=False)
+            seen.append(_transfers(output) if rc == 0 else None)
+        if seen[0] and seen[1]:
+            copies = seen[1][0] - seen[0][0]
+            planted = {"harness": f"{key[0]} ({key[1]})", "planted": STEPS, "counted": copies,
+                       "status": "PASS" if copies >= STEPS else "FAIL"}
+        else:
+            planted = {"harness": f"{key[0]} ({key[1]})", "planted": STEPS, "counted": None, "status": "FAIL"}
+
+    report = _report(c, plan, rows, planted, gate.log, counter, out)
+    return report
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _machine():
+    gpu = "none"
+    if shutil.which("nvidia-smi"):
+        try:
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=30).stdout.strip() or "none"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return {"host": platform.node(), "gpu": gpu, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def _report(c, plan, rows, planted, log, counter, out):
+    ok = all(r.status == "PASS" for r in rows) and (planted is None or planted["status"] == "PASS")
+    if not c.host_fallback and planted is None:
+        ok = False
+    mode = "host fallback (no device checks)" if c.host_fallback else f"device, backend {c.backend}"
+    report = {
+        "rosenna": __version__, "model": plan.name, "points": c.points, "mode": mode,
+        "machine": _machine(), "config": asdict(c),
+        "transfer_counter": "CUPTI injection (CUDA_INJECTION64_PATH)" if counter else "none",
+        "rows": [asdict(r) for r in rows], "planted_transfer": planted, "pass": ok,
+    }
+    lines = [f"# rosenna gpu-gate: {plan.name}, {'PASS' if ok else 'FAIL'}", "",
+             f"- rosenna {__version__}; {report['machine']['date']}; host {report['machine']['host']}; "
+             f"GPU {report['machine']['gpu']}",
+             f"- mode: {mode}; points: {c.points}; repeats: {c.reps} (median); checked against onnxruntime on "
+             f"{min(CHECK, c.points)} points",
+             f"- compilers: cc `{c.cc}`, fc `{c.fc}`, offload flags `{c.flags}`"
+             + (f"; native kernel `{c.devcc} {c.devflags}`, host cc `{c.host_cc}`" if c.backend != "omp" else ""),
+             f"- transfers: {report['transfer_counter']}; each harness ran at 0 and {STEPS} extra steps over resident "
+             "data, the difference is what the loop moved (copies, bytes)", "",
+             "| harness | weights | status | on device | max abs err | ns/point | transfers in loop | note |",
+             "| --- | --- | --- | --- | --- | ---: | --- | --- |"]
+    for r in rows:
+        err = f"{r.max_abs_err:.2e}" if r.max_abs_err is not None else ""
+        ns = f"{r.ns_per_point:.4f}" if r.ns_per_point is not None else ""
+        xfer = r.transfers if isinstance(r.transfers, str) or r.transfers is None else f"{r.transfers[0]} ({r.transfers[1]} B)"
+        lines.append(f"| {r.harness} | {r.weights} | {r.status} | {r.on_device} | {err} | {ns} | {xfer} | {r.note} |")
+    if planted:
+        lines += ["", f"Planted transfer: {planted['planted']} copies planted in {planted['harness']}, "
+                      f"{planted['counted']} counted: {planted['status']}"]
+    fails = [r for r in rows if r.status != "PASS" and r.worst]
+    if fails:
+        lines += ["", "Worst points:"] + [f"- {r.harness} ({r.weights}): {r.worst}" for r in fails]
+    lines += ["", "## Commands", ""]
+    for cmd, rc, output in log:
+        lines += [f"### `{cmd}`", "", f"status {rc}", "", "```", output.strip() or "(no output)", "```", ""]
+    with open(os.path.join(out, "gate-report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "gate-report.json"), "w") as f:
+        json.dump(report, f, indent=1, default=str)
+        f.write("\n")
+    return report

@@ -1,0 +1,46 @@
+"""rosenna gpu-gate in host-fallback mode (what CI can run), through the CLI in-process."""
+
+import json
+import shutil
+
+import pytest
+
+from rosenna.cli import main
+
+pytestmark = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("gfortran")), reason="needs gcc, gfortran")
+
+
+def test_host_fallback_passes(tmp_path, capsys):
+    out = tmp_path / "gate"
+    assert main(["gpu-gate", "--host-fallback", "--model", "gemm_small", "--points", "300", "--out", str(out)]) == 0
+    report = json.loads((out / "gate-report.json").read_text())
+    assert report["pass"] and report["mode"].startswith("host fallback")
+    rows = {(r["harness"], r["weights"]) for r in report["rows"]}
+    for weights in ("embedded", "file-loaded"):
+        assert {("c-omp", weights), ("fortran-omp", weights), ("batch", weights)} <= rows
+    assert all(r["status"] == "PASS" and r["max_abs_err"] is not None for r in report["rows"])
+    text = (out / "gate-report.md").read_text()
+    assert "| harness |" in text and "## Commands" in text and "PASS" in capsys.readouterr().out
+
+
+def test_wrong_code_fails(tmp_path, monkeypatch):
+    """A harness whose output is off is reported FAIL with the worst point, and the exit status is 1."""
+    from rosenna.gate import harness
+
+    monkeypatch.setattr(harness, "C_OMP", harness.C_OMP.replace("    qsort(t, reps", "    y[0] += 1.0f;\n    qsort(t, reps"))
+    out = tmp_path / "gate"
+    assert main(["gpu-gate", "--host-fallback", "--model", "gemm_small", "--points", "50", "--fc", "none",
+                 "--out", str(out)]) == 1
+    report = json.loads((out / "gate-report.json").read_text())
+    bad = [r for r in report["rows"] if r["status"] == "FAIL"]
+    assert bad and all(r["harness"] == "c-omp" for r in bad) and "onnxruntime" in bad[0]["worst"]
+
+
+def test_print_job(capsys):
+    assert main(["gpu-gate", "--print-job", "slurm"]) == 0
+    assert "#SBATCH" in capsys.readouterr().out
+
+
+def test_bad_model_is_a_usage_error(tmp_path, capsys):
+    assert main(["gpu-gate", "--host-fallback", "--model", str(tmp_path / "nope.onnx"), "--out", str(tmp_path)]) == 2
+    assert "neither a built-in model" in capsys.readouterr().err
