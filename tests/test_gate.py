@@ -17,7 +17,8 @@ def test_host_fallback_passes(tmp_path, capsys):
     assert report["pass"] and report["mode"].startswith("host fallback")
     rows = {(r["harness"], r["weights"]) for r in report["rows"]}
     for weights in ("embedded", "file-loaded"):
-        assert {("c-omp", weights), ("fortran-omp", weights), ("batch", weights)} <= rows
+        assert {("c-omp", weights), ("fortran-omp", weights), ("c-acc", weights), ("fortran-acc", weights),
+                ("batch", weights)} <= rows
     assert all(r["status"] == "PASS" and r["max_abs_err"] is not None for r in report["rows"])
     text = (out / "gate-report.md").read_text()
     assert "| harness |" in text and "## Commands" in text and "PASS" in capsys.readouterr().out

@@ -17,6 +17,8 @@ def register(subparsers):
     p.add_argument("--cc", help="C compiler of the per-point harnesses (default $CC or gcc)")
     p.add_argument("--fc", help="Fortran compiler (default $FC or gfortran; 'none' skips the Fortran harness)")
     p.add_argument("--flags", help="OpenMP offload flags for --cc and --fc (default -fopenmp -foffload=nvptx-none)")
+    p.add_argument("--acc-flags", help="OpenACC flags for --cc and --fc: also run the OpenACC harnesses "
+                                       "(e.g. --acc-flags=\"-fopenacc -foffload=nvptx-none\"; host fallback: -fopenacc)")
     p.add_argument("--backend", choices=gate.BACKENDS, help="batched backend (default cuda when nvcc is found)")
     p.add_argument("--devflags", help="device compiler flags (default -O3 -arch=sm_90 for cuda)")
     p.add_argument("--host-fallback", action="store_true",
@@ -47,7 +49,9 @@ def run(args):
         config.flags = profile.flags_host if args.host_fallback else profile.flags_omp_offload
         config.backend = profile.backend
         config.devcc, config.devflags = profile.devcc or None, profile.devflags or None
-    for key in ("cc", "fc", "flags", "backend", "devflags"):
+    if profile is not None and profile.flags_acc and not args.host_fallback:
+        config.acc_flags = profile.flags_acc
+    for key in ("cc", "fc", "flags", "acc_flags", "backend", "devflags"):
         if getattr(args, key) is not None:
             setattr(config, key, getattr(args, key))
     if args.points < 1:

@@ -3,8 +3,9 @@
 The gate generates the model twice (embedded and file-loaded weights), builds it, and runs the
 harnesses of :mod:`rosenna.gate.harness`:
 
-1. ``c-omp``: ``<name>_infer`` per point inside a C ``omp target teams distribute parallel for``;
-2. ``fortran-omp``: the same from Fortran, explicit-shape dummies;
+1. ``c-omp``: ``<name>_infer`` per point inside a C ``omp target teams distribute parallel for``
+   (and ``c-acc``: inside an OpenACC ``parallel loop gang vector``, when OpenACC flags are given);
+2. ``fortran-omp``: the same from Fortran, explicit-shape dummies (and ``fortran-acc``);
 3. ``batch``: device-resident data handed to ``<name>_infer_batch`` (the native CUDA kernel with
    ``--backend cuda``; the OpenMP one with ``omp``);
 4. ``cuda-user``: the user's own CUDA kernel calling ``<name>_infer`` per thread (cuda only).
@@ -50,6 +51,7 @@ class Config:
     cc: str = None
     fc: str = None  # "none": skip the Fortran harness
     flags: str = None  # OpenMP offload flags for cc and fc
+    acc_flags: str = None  # OpenACC flags for cc and fc: runs the OpenACC harnesses (host fallback: -fopenacc)
     backend: str = None
     host_fallback: bool = False
     points: int = 1_000_000
@@ -100,6 +102,7 @@ def _defaults(config):
         c.cc = c.cc or os.environ.get("CC", "gcc")
         c.fc = c.fc or os.environ.get("FC", "gfortran")
         c.flags = c.flags if c.flags is not None else "-fopenmp"
+        c.acc_flags = c.acc_flags if c.acc_flags is not None else "-fopenacc"
     else:
         c.backend = c.backend or ("cuda" if shutil.which("nvcc") else "hip" if shutil.which("hipcc") else "omp")
         c.cc = c.cc or os.environ.get("CC", "gcc")
@@ -248,6 +251,8 @@ def run(config):
                 builds.append(("fortran-omp", exe, ""))
             except BuildError as exc:
                 builds.append(("fortran-omp", None, str(exc).splitlines()[0]))
+        if c.acc_flags:
+            builds += _acc_builds(gate, c, fmt, vdir, model_path, embed, defs)
         try:
             if c.backend == "omp":
                 src = os.path.join(vdir, "h3_batch.c")
@@ -287,6 +292,8 @@ def run(config):
             runs = {}
             for steps in (0, STEPS):
                 run_env = dict(env)
+                if name.endswith("-acc") and not c.host_fallback:
+                    run_env.setdefault("ACC_DEVICE_TYPE", "nvidia")
                 if counter:
                     run_env["CUDA_INJECTION64_PATH"] = counter
                 rc, output = gate.sh([exe, str(c.points), str(c.reps), str(steps), xfile, yfile], env=run_env, check=False)
@@ -340,6 +347,41 @@ def run(config):
     return report
 
 
+def _acc_builds(gate, c, fmt, vdir, model_path, embed, defs):
+    """Harnesses 1b and 2b: the per-point routine inside OpenACC ``parallel loop gang vector``
+    loops, against archives built with the OpenACC flags."""
+    from rosenna.generate import Options, generate
+
+    n = fmt["n"]
+    acc_dir = os.path.join(vdir, "acc")
+    generate(model_path, acc_dir, Options(lang="both", embed=embed))
+    flags = shlex.split(c.acc_flags)
+    builds = []
+    try:
+        gate.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", "CFLAGS=-O2",
+                 f"ROSENNA_OFFLOAD_FLAGS={c.acc_flags}"], cwd=acc_dir)
+        src, exe = os.path.join(vdir, "h1b_c_acc.c"), os.path.join(vdir, "h1b_c_acc")
+        _write(src, harness.C_ACC.format(**fmt))
+        gate.sh([c.cc, "-O2", *flags, *defs, "-I", acc_dir, src, os.path.join(acc_dir, f"lib{n}.a"), "-lm", "-o", exe])
+        builds.append(("c-acc", exe, ""))
+    except BuildError as exc:
+        builds.append(("c-acc", None, str(exc).splitlines()[0]))
+    if c.fc != "none":
+        try:
+            gate.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", "FFLAGS=-O2",
+                     f"ROSENNA_OFFLOAD_FLAGS={c.acc_flags}"], cwd=acc_dir)
+            src, exe = os.path.join(vdir, "h2b_fortran_acc.F90"), os.path.join(vdir, "h2b_fortran_acc")
+            _write(src, harness.FORTRAN_ACC.format(**fmt))
+            mod_dir = os.path.join(vdir, "acc-mod")
+            os.makedirs(mod_dir, exist_ok=True)
+            gate.sh([c.fc, "-O2", *flags, *defs, "-I", acc_dir, "-J", mod_dir, src, os.path.join(acc_dir, f"lib{n}_f.a"),
+                     "-o", exe])
+            builds.append(("fortran-acc", exe, ""))
+        except BuildError as exc:
+            builds.append(("fortran-acc", None, str(exc).splitlines()[0]))
+    return builds
+
+
 def _write(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -372,7 +414,7 @@ def _report(c, plan, rows, planted, log, counter, out):
              f"GPU {report['machine']['gpu']}",
              f"- mode: {mode}; points: {c.points}; repeats: {c.reps} (median); checked against onnxruntime on "
              f"{min(CHECK, c.points)} points",
-             f"- compilers: cc `{c.cc}`, fc `{c.fc}`, offload flags `{c.flags}`"
+             f"- compilers: cc `{c.cc}`, fc `{c.fc}`, offload flags `{c.flags}`, OpenACC flags `{c.acc_flags}`"
              + (f"; native kernel `{c.devcc} {c.devflags}`, host cc `{c.host_cc}`" if c.backend != "omp" else ""),
              f"- transfers: {report['transfer_counter']}; each harness ran at 0 and {STEPS} extra steps over resident "
              "data, the difference is what the loop moved (copies, bytes)", "",

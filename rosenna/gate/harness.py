@@ -354,3 +354,91 @@ extern "C" int InitializeInjection(void)
     return 1;
 }
 """
+
+C_ACC = r"""/* Gate harness 1b: {n}_infer per point inside the harness's own OpenACC parallel loop. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <openacc.h>
+#include "{n}.h"
+
+#define NX {N}_NX
+#define NY {N}_NY
+
+static int by_value(const void *a, const void *b)
+{{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}}
+
+static double now(void)
+{{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}}
+
+static void step(long n, const float *x, float *y)
+{{
+#pragma acc parallel loop gang vector present(x[0:n * NX], y[0:n * NY])
+    for (long i = 0; i < n; ++i)
+        {n}_infer(x + i * NX, y + i * NY);
+}}
+
+int main(int argc, char **argv)
+{{
+    if (argc < 6)
+        return 2;
+    const long n = atol(argv[1]);
+    const int reps = atoi(argv[2]), steps = atoi(argv[3]), plant = argc > 6 && atoi(argv[6]);
+    float *x = malloc(sizeof(float) * n * NX), *y = calloc((size_t)n * NY, sizeof(float));
+    double *t = malloc(sizeof(double) * reps);
+    FILE *f = fopen(argv[4], "rb");
+    if (!f || fread(x, sizeof(float), (size_t)n * NX, f) != (size_t)n * NX)
+        return 3;
+    fclose(f);
+#ifdef ROSENNA_WEIGHTS
+    if ({n}_init(getenv("ROSENNA_GATE_WEIGHTS")) != 0) {{
+        fprintf(stderr, "{n}_init failed\n");
+        return 4;
+    }}
+#endif
+    int on_device = 0;
+#pragma acc serial copyout(on_device)
+    on_device = !acc_on_device(acc_device_host);
+#pragma acc enter data copyin(x[0:n * NX]) create(y[0:n * NY])
+    for (int r = 0; r < reps; ++r) {{
+        const double t0 = now();
+        step(n, x, y);
+        t[r] = now() - t0;
+    }}
+    for (int s = 0; s < steps; ++s) {{
+        step(n, x, y);
+        if (plant) {{
+#pragma acc update self(y[0:1])
+        }}
+    }}
+#pragma acc exit data copyout(y[0:n * NY]) delete(x[0:n * NX])
+    qsort(t, reps, sizeof(double), by_value);
+    f = fopen(argv[5], "wb");
+    fwrite(y, sizeof(float), (size_t)(n < {check} ? n : {check}) * NY, f);
+    fclose(f);
+    printf("ON_DEVICE %d\nNS_PER_POINT %.6f\n", on_device, t[reps / 2] * 1e9 / n);
+    return 0;
+}}
+"""
+
+FORTRAN_ACC = FORTRAN_OMP.replace(
+    "! Gate harness 2: {n}_infer per point inside the harness's own OpenMP target loop",
+    "! Gate harness 2b: {n}_infer per point inside the harness's own OpenACC parallel loop").replace(
+    "  use omp_lib\n", "  use openacc\n").replace(
+    "  !$omp target map(from: on_device)\n  if (.not. omp_is_initial_device()) on_device = 1\n  !$omp end target\n",
+    "  !$acc serial copyout(on_device)\n  if (.not. acc_on_device(acc_device_host)) on_device = 1\n  !$acc end serial\n").replace(
+    "  !$omp target enter data map(to: x) map(alloc: y)\n", "  !$acc enter data copyin(x) create(y)\n").replace(
+    "      !$omp target update from(y(1:1, 1:1))\n", "      !$acc update self(y(1:1, 1:1))\n").replace(
+    "  !$omp target exit data map(from: y) map(delete: x)\n", "  !$acc exit data copyout(y) delete(x)\n").replace(
+    "    t0 = omp_get_wtime()\n", "    call system_clock(clock0, rate)\n").replace(
+    "    t(r) = omp_get_wtime() - t0\n", "    call system_clock(clock1)\n    t(r) = dble(clock1 - clock0) / dble(rate)\n").replace(
+    "  double precision :: t0, tmp\n", "  double precision :: tmp\n  integer(8) :: clock0, clock1, rate\n").replace(
+    "    !$omp target teams distribute parallel do\n", "    !$acc parallel loop gang vector present(x, y)\n").replace(
+    "    !$omp end target teams distribute parallel do\n", "")
