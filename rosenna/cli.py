@@ -7,6 +7,7 @@ parser and sets ``func`` (``args -> int``) as the parser default. Library code r
 
 import argparse
 import importlib
+import os
 import sys
 
 from rosenna import __version__
@@ -50,3 +51,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("rosenna: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`rosenna toolchain list | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
