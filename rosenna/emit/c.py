@@ -6,6 +6,8 @@ from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
 
 VALUES_PER_LINE = 6
+#: Embedded weights above this many bytes use ROSENNA_CONST_LARGE (see rosenna_rt.h).
+CONST_BANK_BYTES = 48 * 1024
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops.
 BATCH_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
               "double": {"exp": "rosenna_exp", "tanh": "rosenna_tanh"}}
@@ -106,7 +108,12 @@ def runtime_header():
 /* Storage of embedded weights (read-only). <name>_kernel.cu redefines it for CUDA/HIP and says
    which of ROSENNA_CONSTANT_MEMORY and ROSENNA_GLOBAL_MEMORY its model got. */
 #ifndef ROSENNA_CONST
-#define ROSENNA_CONST static const
+#define ROSENNA_CONST const
+#endif
+/* Embedded weights of models above CONST_BANK_BYTES: GCC's nvptx offload puts const data in the
+   64 KiB constant bank, so larger models keep their (never written) weights in global memory. */
+#ifndef ROSENNA_CONST_LARGE
+#define ROSENNA_CONST_LARGE
 #endif
 
 #if defined(__cplusplus)
@@ -177,16 +184,22 @@ def _values(plan, w):
     return ",\n    ".join(rows)
 
 
+def symbol(plan, ident):
+    """The C symbol of a weight or whole-field buffer (see ``Lang.global_name``)."""
+    return C.symbol(plan.name, ident)
+
+
 def _weights(plan):
     t = plan.ctype
-    names = ", ".join(w.ident for w in plan.weights)
+    names = ", ".join(symbol(plan, w.ident) for w in plan.weights)
+    storage = "ROSENNA_CONST" if plan.parameters * plan.itemsize <= CONST_BANK_BYTES else "ROSENNA_CONST_LARGE"
     out = ["#pragma omp declare target"]
     for w in plan.weights:
         out.append(f"/* {w.ident}: {w.size} values */")
         if plan.embed:
-            out.append(f"ROSENNA_CONST {t} {w.ident}[{w.size}] = {{\n    {_values(plan, w)}\n}};")
+            out.append(f"{storage} {t} {symbol(plan, w.ident)}[{w.size}] = {{\n    {_values(plan, w)}\n}};")
         else:
-            out.append(f"static {t} {w.ident}[{w.size}];")
+            out.append(f"{t} {symbol(plan, w.ident)}[{w.size}];")
     out.append("#pragma omp end declare target")
     if plan.weights:
         clause = "copyin" if plan.embed else "create"
@@ -199,6 +212,8 @@ def _resolver(plan, block=0):
         kind, ident, offset = plan.storage[buf]
         if block and kind in "xy":
             ident = ident + "b"
+        if kind == "w":
+            ident = symbol(plan, ident)
         return ident, offset, kind != "w"
     return resolve
 
@@ -217,9 +232,9 @@ def _body(plan, renderer, scalar_len=None, depth=1):
 def _reader(plan):
     """The .rwt reader: every check of abi's format, in its documented order."""
     n, t = plan.name, plan.ctype
-    table = "\n".join(f'    {{"{w.ident}", {w.ident}, {w.size}u}},' for w in plan.weights)
-    clears = "\n".join(f"    memset({w.ident}, 0, sizeof {w.ident});" for w in plan.weights)
-    names = ", ".join(w.ident for w in plan.weights)
+    table = "\n".join(f'    {{"{w.ident}", {symbol(plan, w.ident)}, {w.size}u}},' for w in plan.weights)
+    clears = "\n".join(f"    memset({symbol(plan, w.ident)}, 0, sizeof {symbol(plan, w.ident)});" for w in plan.weights)
+    names = ", ".join(symbol(plan, w.ident) for w in plan.weights)
     count = len(plan.weights)
     return f"""
 static int {n}_ready;

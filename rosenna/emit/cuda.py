@@ -200,9 +200,9 @@ def _plan_weights(plan):
     for w in plan.weights:
         if plan.embed:
             values = ",\n    ".join(", ".join(row) for row in _chunks(C.weight_literals(w, plan.precision)))
-            out.append(f"static ROSENNA_CONST {t} {w.ident}[{w.size}] = {{\n    {values}\n}};")
+            out.append(f"static ROSENNA_CONST {t} {cemit.symbol(plan, w.ident)}[{w.size}] = {{\n    {values}\n}};")
         else:
-            out.append(f"static __device__ {t} {w.ident}[{w.size}];")
+            out.append(f"static __device__ {t} {cemit.symbol(plan, w.ident)}[{w.size}];")
     return "\n".join(out)
 
 
@@ -572,7 +572,7 @@ extern "C" int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 
 def _copies(plan):
     t = plan.ctype
-    return "\n".join(f"    if (rosennaMemcpyToSymbol({w.ident}, host[{i}], sizeof({t}) * {w.size}, 0, "
+    return "\n".join(f"    if (rosennaMemcpyToSymbol({cemit.symbol(plan, w.ident)}, host[{i}], sizeof({t}) * {w.size}, 0, "
                      f"rosennaMemcpyHostToDevice) != rosennaSuccess)\n        return ROSENNA_STATUS_DEVICE;"
                      for i, w in enumerate(plan.weights))
 

@@ -61,6 +61,13 @@ class Lang:
     math_double: dict = field(default_factory=dict)
     simd: str = ""
     indent: str = "    "
+    #: How a weight or buffer is named at file or module scope. C symbols are model-prefixed and
+    #: externally visible: offload runtimes map declare-target variables by name (clang-16 will
+    #: not update a static one, nor map one for a kernel in another translation unit).
+    global_name: str = "{ident}"
+
+    def symbol(self, model, ident):
+        return self.global_name.format(model=model, ident=ident)
 
     def weight_literals(self, weight, precision):
         """Every value of a plan weight as a literal of this language."""
@@ -91,6 +98,7 @@ C = Lang(
     math_double=dict(_C_MATH),
     simd="#pragma omp simd",
     indent="    ",
+    global_name="{model}_{ident}",
 )
 
 _F_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "abs",

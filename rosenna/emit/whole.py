@@ -120,11 +120,13 @@ def _scalars(stmts):
     return used_scalars(stmts)
 
 
-def _resolver(plan):
+def _resolver(plan, lang=C):
     def resolve(buf):
         kind, ident, offset = plan.storage[buf]
         if kind == "t":
             ident = buffer_ident(int(ident[1:]))
+        if kind in "tw" and lang is C:
+            ident = C.symbol(plan.name, ident)
         return ident, offset, kind != "w"
     return resolve
 
@@ -193,7 +195,7 @@ def c_source(plan):
         return ""
     n, t = plan.name, plan.ctype
     renderer = Renderer(C, plan.precision, _resolver(plan))
-    buffers = "\n".join(f"static {t} {buffer_ident(i)}[{size}];" for i, size in enumerate(plan.scratch))
+    buffers = "\n".join(f"{t} {C.symbol(plan.name, buffer_ident(i))}[{size}];" for i, size in enumerate(plan.scratch))
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
@@ -259,7 +261,7 @@ def fortran_subroutine(plan):
     if not available(plan):
         return ""
     n = plan.name
-    renderer = Renderer(FORTRAN, plan.precision, _resolver(plan))
+    renderer = Renderer(FORTRAN, plan.precision, _resolver(plan, FORTRAN))
     body = _region_lines(plan, FORTRAN, renderer, 2)
     decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.body)]
     loops = used_loop_vars(plan.body)

@@ -38,6 +38,11 @@ from rosenna.gate import harness
 
 #: Points compared with onnxruntime.
 CHECK = 256
+#: Small host-to-device blocks a runtime may copy per launch of an offload region (measured on the
+#: H200: libgomp's OpenMP plugin copies one of 24 B (C) or 56 B (Fortran), its OpenACC one two of
+#: 16 B (C) or 30 B (Fortran)): the region's arguments, not data.
+LAUNCH_ARG_BLOCKS = 2
+
 #: Steps of the transfer-counted loop.
 STEPS = 4
 #: Tolerances keyed on the ONNX model's dtype (as rosenna verify).
@@ -149,13 +154,21 @@ def _reference(model_path, plan, x):
 
 
 def _transfers(output):
+    """(data copies, data bytes, launch-argument copies, their bytes) from the counter's line.
+
+    Launch-argument copies are host-to-device copies of at most 256 bytes (the counter's
+    LAUNCH_ARGS_MAX); every other copy, in any direction, is data.
+    """
     for line in output.splitlines():
         if line.startswith("ROSENNA_TRANSFERS "):
             parts = line.split()
             if parts[1] == "unavailable":
                 return None
-            nums = [int(v) for v in parts[2::3]], [int(v) for v in parts[3::3]]
-            return nums[0][0] + nums[0][1], nums[1][0] + nums[1][1]  # host<->device copies, bytes
+            fields = dict(zip(parts[1::3], zip(map(int, parts[2::3]), map(int, parts[3::3]))))
+            small = fields.get("small_htod", (0, 0))
+            copies = fields["htod"][0] + fields["dtoh"][0] - small[0]
+            nbytes = fields["htod"][1] + fields["dtoh"][1] - small[1]
+            return copies, nbytes, small[0], small[1]
     return None
 
 
@@ -318,8 +331,20 @@ def run(config):
                 row.transfers = "n/a (host)"
             else:
                 t0, t1 = _transfers(runs[0]), _transfers(runs[STEPS])
-                row.transfers = (t1[0] - t0[0], t1[1] - t0[1]) if (t0 and t1) else "not counted"
-                ok = ok and row.on_device and row.transfers == (0, 0)
+                if t0 and t1:
+                    data, nbytes, args, arg_bytes = (b - a for a, b in zip(t0, t1))
+                    row.transfers = (data, nbytes)
+                    # An OpenMP target (or OpenACC) region's arguments travel in one small block per
+                    # launch (one launch per step here); that is the runtime's launch, not data. Only
+                    # those harnesses get that allowance; any other copy fails every harness.
+                    allowed = LAUNCH_ARG_BLOCKS * STEPS if name.endswith(("-omp", "-acc")) else 0
+                    if args:
+                        row.note = (row.note + "; " if row.note else "") + (
+                            f"{args} launch-argument block(s) of {arg_bytes // max(args, 1)} B")
+                    ok = ok and row.on_device and data == 0 and args <= allowed
+                else:
+                    row.transfers = "not counted"
+                    ok = False
             row.status = "PASS" if ok else "FAIL"
             if not row.on_device and not c.host_fallback:
                 row.note = (row.note + "; " if row.note else "") + "ran on the host"
@@ -337,7 +362,7 @@ def run(config):
                                  env=run_env, check=False)
             seen.append(_transfers(output) if rc == 0 else None)
         if seen[0] and seen[1]:
-            copies = seen[1][0] - seen[0][0]
+            copies = (seen[1][0] + seen[1][2]) - (seen[0][0] + seen[0][2])
             planted = {"harness": f"{key[0]} ({key[1]})", "planted": STEPS, "counted": copies,
                        "status": "PASS" if copies >= STEPS else "FAIL"}
         else:
@@ -418,7 +443,7 @@ def _report(c, plan, rows, planted, log, counter, out):
              + (f"; native kernel `{c.devcc} {c.devflags}`, host cc `{c.host_cc}`" if c.backend != "omp" else ""),
              f"- transfers: {report['transfer_counter']}; each harness ran at 0 and {STEPS} extra steps over resident "
              "data, the difference is what the loop moved (copies, bytes)", "",
-             "| harness | weights | status | on device | max abs err | ns/point | transfers in loop | note |",
+             "| harness | weights | status | on device | max abs err | ns/point | data transfers in loop | note |",
              "| --- | --- | --- | --- | --- | ---: | --- | --- |"]
     for r in rows:
         err = f"{r.max_abs_err:.2e}" if r.max_abs_err is not None else ""

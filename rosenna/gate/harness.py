@@ -303,6 +303,10 @@ struct head {
 };
 
 static unsigned long long copies[3], bytes[3]; /* htod, dtoh, other */
+/* Host-to-device copies of at most LAUNCH_ARGS_MAX bytes: libgomp's nvptx plugin passes each
+   target region's arguments (the mapped pointers) in such a block, one per launch. */
+#define LAUNCH_ARGS_MAX 256
+static unsigned long long small_htod, small_htod_bytes;
 
 static void CUPTIAPI requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -322,6 +326,10 @@ static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
         const int k = m->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD ? 0 : m->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? 1 : 2;
         copies[k] += 1;
         bytes[k] += m->bytes;
+        if (k == 0 && m->bytes <= LAUNCH_ARGS_MAX) {
+            small_htod += 1;
+            small_htod_bytes += m->bytes;
+        }
     }
     free(buffer);
 }
@@ -329,8 +337,8 @@ static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
 static void report(void)
 {
     cuptiActivityFlushAll(1);
-    fprintf(stderr, "ROSENNA_TRANSFERS htod %llu %llu dtoh %llu %llu other %llu %llu\n", copies[0], bytes[0],
-            copies[1], bytes[1], copies[2], bytes[2]);
+    fprintf(stderr, "ROSENNA_TRANSFERS htod %llu %llu dtoh %llu %llu other %llu %llu small_htod %llu %llu\n",
+            copies[0], bytes[0], copies[1], bytes[1], copies[2], bytes[2], small_htod, small_htod_bytes);
 }
 
 static void CUPTIAPI on_resource(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data)
