@@ -116,6 +116,14 @@ def runtime_header():
 #define ROSENNA_CONST_LARGE
 #endif
 
+/* Whether OpenMP offload regions run on a device (else the generated code takes its host paths). */
+#if defined(_OPENMP) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#include <omp.h>
+#define ROSENNA_OMP_DEVICE() (omp_get_num_devices() > 0 && omp_get_default_device() != omp_get_initial_device())
+#else
+#define ROSENNA_OMP_DEVICE() 0
+#endif
+
 #if defined(__cplusplus)
 #define ROSENNA_RESTRICT __restrict__
 #else
@@ -360,7 +368,7 @@ def source(plan, stamp, block):
     includes = [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <string.h>"]
-    includes += ["", "#ifdef _OPENMP", "#include <omp.h>", "#endif"]
+    includes += [""]
     reader = _reader(plan) if not plan.embed else ""
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
@@ -395,14 +403,12 @@ static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSEN
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
-{ready_check}#ifdef _OPENMP
-    if (omp_get_num_devices() > 0 && omp_get_default_device() != omp_get_initial_device()) {{
+{ready_check}    if (ROSENNA_OMP_DEVICE()) {{
 #pragma omp target teams distribute parallel for is_device_ptr(x, y)
         for (int i = 0; i < n; ++i)
             {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});
         return ROSENNA_STATUS_OK;
     }}
-#endif
 #pragma omp parallel for schedule(static)
     for (int start = 0; start < n; start += {block})
         {n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym});

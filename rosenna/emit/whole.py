@@ -26,7 +26,9 @@ from rosenna.emit.lang import C, FORTRAN
 from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
 from rosenna.kernel import Assign, Comment, Loop, Ref, Var, walk, walk_expr
 
-#: How each language opens and closes the regions, and declares what a region needs.
+#: How each language opens and closes the regions, and declares what a region needs; the "_host"
+#: forms run the same regions on the host's threads when there is no offload device (libgomp's host
+#: fallback of a `target teams` region costs more than the region's work).
 DIRECTIVES = {
     "c": {
         "parallel": "#pragma omp target teams distribute parallel for{collapse} is_device_ptr(x, y)",
@@ -44,6 +46,26 @@ DIRECTIVES = {
         "serial": "!$omp target{private}",
         "serial_open": None,
         "serial_close": "!$omp end target",
+        "collapse": " collapse({n})",
+        "private": " private({names})",
+        "scalar": None,
+    },
+    "c_host": {
+        "parallel": "#pragma omp parallel for{collapse}",
+        "parallel_end": None,
+        "serial": None,
+        "serial_open": "{",
+        "serial_close": "}",
+        "collapse": " collapse({n})",
+        "private": None,
+        "scalar": "{t} {names};",
+    },
+    "fortran_host": {
+        "parallel": "!$omp parallel do{collapse}{private}",
+        "parallel_end": "!$omp end parallel do",
+        "serial": None,
+        "serial_open": None,
+        "serial_close": None,
         "collapse": " collapse({n})",
         "private": " private({names})",
         "scalar": None,
@@ -131,9 +153,10 @@ def _resolver(plan, lang=C):
     return resolve
 
 
-def _region_lines(plan, lang, renderer, depth):
-    """The body of ``<name>_infer_one`` (after declarations), as lines."""
-    table = DIRECTIVES[lang.name]
+def _region_lines(plan, lang, renderer, depth, host=False):
+    """The body of ``<name>_infer_one`` (after declarations), as lines: offloaded regions, or with
+    ``host`` the same regions on the host's threads."""
+    table = DIRECTIVES[lang.name + ("_host" if host else "")]
     pad = lang.indent * depth
     t = plan.ctype
     lines = []
@@ -147,7 +170,8 @@ def _region_lines(plan, lang, renderer, depth):
         priv = table["private"].format(names=private) if table["private"] and private else ""
         if kind == "parallel":
             collapse = table["collapse"].format(n=len(chain)) if len(chain) > 1 else ""
-            lines.append(table["parallel"].format(collapse=collapse, private=priv))
+            lines.append(pad + table["parallel"].format(collapse=collapse, private=priv)
+                         if table["parallel"].startswith("!") else table["parallel"].format(collapse=collapse, private=priv))
             level = depth
             for loop in chain:
                 lines.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent,
@@ -161,7 +185,8 @@ def _region_lines(plan, lang, renderer, depth):
             if table["parallel_end"]:
                 lines.append(table["parallel_end"])
         else:
-            lines.append(table["serial"].format(private=priv))
+            if table["serial"]:
+                lines.append(table["serial"].format(private=priv))
             level = depth
             if table["serial_open"]:
                 lines.append(pad + table["serial_open"])
@@ -199,12 +224,18 @@ def c_source(plan):
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
-    body = "\n".join(_region_lines(plan, C, renderer, 1))
+    device = "\n".join(_region_lines(plan, C, renderer, 2))
+    host = "\n".join(_region_lines(plan, C, renderer, 1, host=True))
     return f"""{declare}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
-{ready}{body}
+{ready}    if (ROSENNA_OMP_DEVICE()) {{
+{device}
+        return ROSENNA_STATUS_OK;
+    }}
+    /* No offload device: the same loops on the host's threads. */
+{host}
     return ROSENNA_STATUS_OK;
 }}
 """
@@ -262,17 +293,19 @@ def fortran_subroutine(plan):
         return ""
     n = plan.name
     renderer = Renderer(FORTRAN, plan.precision, _resolver(plan, FORTRAN))
-    body = _region_lines(plan, FORTRAN, renderer, 2)
+    device = _region_lines(plan, FORTRAN, renderer, 3)
+    host = _region_lines(plan, FORTRAN, renderer, 3, host=True)
     decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.body)]
     loops = used_loop_vars(plan.body)
     if loops:
         decls.append(f"    integer :: {', '.join(loops)}")
+    decls.append("    logical :: on_device")
     ready = (f"    if (.not. ready) then\n      status = {n}_status_device\n      return\n    end if\n"
              if not plan.embed else "")
     return f"""
   !> One sample over the whole field, x({n}_nx) -> y({n}_ny): one parallel loop per op, the
   !> intermediate activations in module buffers on the device, shared by every call (calls must not
-  !> overlap).
+  !> overlap). Without an offload device the same loops run on the host's threads.
   subroutine {n}_infer_one(x, y, status)
     real(rk), intent(in) :: x({n}_nx)
     real(rk), intent(out) :: y({n}_ny)
@@ -280,9 +313,15 @@ def fortran_subroutine(plan):
 {chr(10).join(decls)}
 
 {ready}    status = {n}_status_ok
-    !$omp target data map(to: x) map(from: y)
-{chr(10).join(body)}
-    !$omp end target data
+    on_device = .false.
+    !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
+    if (on_device) then
+      !$omp target data map(to: x) map(from: y)
+{chr(10).join(device)}
+      !$omp end target data
+    else
+{chr(10).join(host)}
+    end if
   end subroutine {n}_infer_one
 """
 
