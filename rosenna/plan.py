@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rosenna import __version__, abi, ops
+from rosenna import abi, ops
 from rosenna.kernel import Builder, Comment, Ref, walk, walk_expr, Assign
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS

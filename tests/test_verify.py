@@ -1,6 +1,5 @@
 """Host tier: generated code built with gcc/gfortran and compared with onnxruntime."""
 
-import numpy as np
 import pytest
 
 from rosenna.cli import main

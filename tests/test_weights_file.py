@@ -4,7 +4,6 @@
 import struct
 import subprocess
 
-import numpy as np
 import pytest
 
 from rosenna import abi

@@ -3,7 +3,7 @@
 from rosenna import __version__, abi
 from rosenna.emit import whole
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
+from rosenna.emit.render import Renderer, used_scalars
 
 VALUES_PER_LINE = 6
 #: Embedded weights above this many bytes use ROSENNA_CONST_LARGE (see rosenna_rt.h).

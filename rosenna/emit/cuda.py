@@ -377,7 +377,7 @@ def _narrow_kernel(plan, choice, acts):
     if shared:
         quads = choice.packed_size // 4
         weights = "w"
-        lines += [f"    /* The weights, copied once per block: broadcast 16-byte reads (run 2: 0.279 vs 0.357 ns for gemm_big). */",
+        lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (run 2: 0.279 vs 0.357 ns for gemm_big). */",
                   f"    __shared__ float4 w4[{quads}];",
                   f"    for (int e = threadIdx.x; e < {quads}; e += {POINT_THREADS})",
                   f"        w4[e] = __ldg(reinterpret_cast<const float4 *>({n}_packed) + e);",
@@ -415,7 +415,7 @@ def _narrow_kernel(plan, choice, acts):
                  "            return ROSENNA_STATUS_LAUNCH;\n"
                  "    }\n"
                  f"    const long wanted = ((long)n + {POINT_THREADS - 1}) / {POINT_THREADS};\n")
-        blocks = f"(unsigned)(wanted < 4L * sms ? wanted : 4L * sms)"
+        blocks = "(unsigned)(wanted < 4L * sms ? wanted : 4L * sms)"
     launch = f"    {n}_batch_kernel<<<{blocks}, {POINT_THREADS}, 0, (rosennaStream_t)stream>>>(n, x, y);"
     return "\n".join(lines), launch, setup
 
@@ -528,7 +528,7 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
 {_routine_upload(plan) if not plan.embed else ''}#else /* the batched kernel */
 """)
     if choice.layers:
-        parts.append(f"/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */")
+        parts.append("/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */")
         if plan.embed:
             parts.append(f"static ROSENNA_CONST __align__(16) float {n}_packed[{choice.packed_size}] = {{\n"
                          f"    {_literals(choice.packed())}\n}};")

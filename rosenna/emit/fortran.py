@@ -230,7 +230,7 @@ def module(plan, stamp, block):
                       "      end do",
                       "    end do"]
                    + blocked.lines(plan.body, 2)
-                   + [f"    do p = 0, count - 1",
+                   + ["    do p = 0, count - 1",
                       f"      do e = 0, {n}_ny - 1",
                       f"        y(e + 1, p + 1) = yb(e*{block} + p + 1)",
                       "      end do",

@@ -19,10 +19,9 @@ generated precision); 3-D convolutions are refused.
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from rosenna.kernel import Idx, Num, Ref, Var, add, mul
-from rosenna.ops.base import Op, const_input, onnx_ints
+from rosenna.ops.base import Op, onnx_ints
 
 
 @dataclass

@@ -14,7 +14,7 @@ alpha = 1, within a rounding of the reference otherwise.
 import numpy as np
 
 from rosenna.kernel import Idx, Num, Ref, Var, add, flat_index, mul
-from rosenna.ops.base import Op, const_input
+from rosenna.ops.base import Op
 
 
 #: Output columns computed per pass over the input: four independent accumulators share each load
@@ -70,23 +70,14 @@ class Gemm(Op):
     def canonicalize(self, node, graph):
         if node.attrs.get("_canonical"):
             return
-        weights = graph.weights
-        bmat = weights[node.inputs[1]]
-        w = bmat if self.attr(node, "transB") else bmat.T  # W[n][k]
-        alpha = self.attr(node, "alpha")
-        if alpha != 1.0:
-            w = alpha * w
-        w_name = graph.new_name(node.inputs[1] + "_t") if not self.attr(node, "transB") or alpha != 1.0 else node.inputs[1]
-        weights[w_name] = np.ascontiguousarray(w, dtype=bmat.dtype)
-        inputs = [node.inputs[0], w_name]
+        m, _, n = self._dims(node, graph)
+        bmat = graph.weights[node.inputs[1]]
+        w = (bmat if self.attr(node, "transB") else bmat.T) * self.attr(node, "alpha")  # W[n][k]
+        inputs = [node.inputs[0], _store(graph, node.inputs[1], w)]
         if len(node.inputs) > 2 and node.inputs[2]:
-            c = weights[node.inputs[2]]
-            beta = self.attr(node, "beta")
-            m, _, n = self._dims(node, graph)
-            bias = (beta * c if beta != 1.0 else c).reshape((n,) if c.size == n else (m, n))
-            c_name = node.inputs[2] if beta == 1.0 and bias.shape == c.shape else graph.new_name(node.inputs[2] + "_b")
-            weights[c_name] = np.ascontiguousarray(bias, dtype=c.dtype)
-            inputs.append(c_name)
+            c = graph.weights[node.inputs[2]]
+            bias = (self.attr(node, "beta") * c).reshape((n,) if c.size == n else (m, n))
+            inputs.append(_store(graph, node.inputs[2], bias))
         node.inputs = inputs
         node.attrs.update({"alpha": 1.0, "beta": 1.0, "transB": 1, "_canonical": True})
 
@@ -129,3 +120,15 @@ class Gemm(Op):
                 columns(mi, Idx(const=full * COLUMNS), rest)
 
         b.loop(m, row)
+
+
+def _store(graph, name, array):
+    """``name`` when ``array`` equals that weight exactly, else a new weight holding ``array``
+    (the original may be shared with other nodes, so it is never changed in place)."""
+    original = graph.weights[name]
+    array = np.ascontiguousarray(array, dtype=original.dtype)
+    if array.shape == original.shape and np.array_equal(array, original, equal_nan=True):
+        return name
+    new = graph.new_name(name + "_canonical")
+    graph.weights[new] = array
+    return new

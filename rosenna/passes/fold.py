@@ -47,7 +47,6 @@ def _try_fold(graph, node, op):
 
 def _fold_with_onnxruntime(graph, node):
     """Evaluate one node whose inputs are constants with onnxruntime; None if it cannot."""
-    import onnx
     import onnxruntime as ort
     from onnx import helper, numpy_helper
 
