@@ -13,10 +13,10 @@ to the host silently) and ``NS_PER_POINT x``.
 Placeholders: ``{n}`` the model name, ``{N}`` its upper-case form, ``{check}`` points written back.
 """
 
-C_OMP = r"""/* Gate harness 1: {n}_infer per point inside the harness's own OpenMP target loop. */
+_C_PER_POINT = r"""/* Gate harness @TITLE@ */
 #include <stdio.h>
 #include <stdlib.h>
-#include <omp.h>
+@INCLUDES@
 #include "{n}.h"
 
 #define NX {N}_NX
@@ -28,9 +28,9 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }}
 
-static void step(long n, const float *x, float *y)
+@CLOCK@static void step(long n, const float *x, float *y)
 {{
-#pragma omp target teams distribute parallel for
+@LOOP@
     for (long i = 0; i < n; ++i)
         {n}_infer(x + i * NX, y + i * NY);
 }}
@@ -54,21 +54,20 @@ int main(int argc, char **argv)
     }}
 #endif
     int on_device = 0;
-#pragma omp target map(from : on_device)
-    on_device = !omp_is_initial_device();
-#pragma omp target enter data map(to : x[0:n * NX]) map(alloc : y[0:n * NY])
+@ON_DEVICE@
+@ENTER@
     for (int r = 0; r < reps; ++r) {{
-        const double t0 = omp_get_wtime();
+        const double t0 = @NOW@;
         step(n, x, y);
-        t[r] = omp_get_wtime() - t0;
+        t[r] = @NOW@ - t0;
     }}
     for (int s = 0; s < steps; ++s) {{
         step(n, x, y);
         if (plant) {{
-#pragma omp target update from(y[0:1])
+@PLANT@
         }}
     }}
-#pragma omp target exit data map(from : y[0:n * NY]) map(release : x[0:n * NX])
+@EXIT@
     qsort(t, reps, sizeof(double), by_value);
     f = fopen(argv[5], "wb");
     fwrite(y, sizeof(float), (size_t)(n < {check} ? n : {check}) * NY, f);
@@ -77,6 +76,43 @@ int main(int argc, char **argv)
     return 0;
 }}
 """
+
+#: Where the C per-point harnesses differ: the offload model's directives, as a table.
+_C_MODELS = {
+    "omp": {
+        "TITLE": "1: {n}_infer per point inside the harness's own OpenMP target loop.",
+        "INCLUDES": "#include <omp.h>",
+        "CLOCK": "",
+        "LOOP": "#pragma omp target teams distribute parallel for",
+        "ON_DEVICE": "#pragma omp target map(from : on_device)\n    on_device = !omp_is_initial_device();",
+        "ENTER": "#pragma omp target enter data map(to : x[0:n * NX]) map(alloc : y[0:n * NY])",
+        "NOW": "omp_get_wtime()",
+        "PLANT": "#pragma omp target update from(y[0:1])",
+        "EXIT": "#pragma omp target exit data map(from : y[0:n * NY]) map(release : x[0:n * NX])",
+    },
+    "acc": {
+        "TITLE": "1b: {n}_infer per point inside the harness's own OpenACC parallel loop.",
+        "INCLUDES": "#include <time.h>\n#include <openacc.h>",
+        "CLOCK": ("static double now(void)\n{{\n    struct timespec ts;\n    clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+                  "    return ts.tv_sec + 1e-9 * ts.tv_nsec;\n}}\n\n"),
+        "LOOP": "#pragma acc parallel loop gang vector present(x[0:n * NX], y[0:n * NY])",
+        "ON_DEVICE": "#pragma acc serial copyout(on_device)\n    on_device = !acc_on_device(acc_device_host);",
+        "ENTER": "#pragma acc enter data copyin(x[0:n * NX]) create(y[0:n * NY])",
+        "NOW": "now()",
+        "PLANT": "#pragma acc update self(y[0:1])",
+        "EXIT": "#pragma acc exit data copyout(y[0:n * NY]) delete(x[0:n * NX])",
+    },
+}
+
+
+def _c_per_point(model):
+    text = _C_PER_POINT
+    for key, value in _C_MODELS[model].items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+C_OMP = _c_per_point("omp")
 
 FORTRAN_OMP = r"""! Gate harness 2: {n}_infer per point inside the harness's own OpenMP target loop, arrays passed
 ! to the loop's subroutine as explicit-shape dummies (no descriptor re-mapped per step).
@@ -363,78 +399,7 @@ extern "C" int InitializeInjection(void)
 }
 """
 
-C_ACC = r"""/* Gate harness 1b: {n}_infer per point inside the harness's own OpenACC parallel loop. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include <openacc.h>
-#include "{n}.h"
-
-#define NX {N}_NX
-#define NY {N}_NY
-
-static int by_value(const void *a, const void *b)
-{{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}}
-
-static double now(void)
-{{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}}
-
-static void step(long n, const float *x, float *y)
-{{
-#pragma acc parallel loop gang vector present(x[0:n * NX], y[0:n * NY])
-    for (long i = 0; i < n; ++i)
-        {n}_infer(x + i * NX, y + i * NY);
-}}
-
-int main(int argc, char **argv)
-{{
-    if (argc < 6)
-        return 2;
-    const long n = atol(argv[1]);
-    const int reps = atoi(argv[2]), steps = atoi(argv[3]), plant = argc > 6 && atoi(argv[6]);
-    float *x = malloc(sizeof(float) * n * NX), *y = calloc((size_t)n * NY, sizeof(float));
-    double *t = malloc(sizeof(double) * reps);
-    FILE *f = fopen(argv[4], "rb");
-    if (!f || fread(x, sizeof(float), (size_t)n * NX, f) != (size_t)n * NX)
-        return 3;
-    fclose(f);
-#ifdef ROSENNA_WEIGHTS
-    if ({n}_init(getenv("ROSENNA_GATE_WEIGHTS")) != 0) {{
-        fprintf(stderr, "{n}_init failed\n");
-        return 4;
-    }}
-#endif
-    int on_device = 0;
-#pragma acc serial copyout(on_device)
-    on_device = !acc_on_device(acc_device_host);
-#pragma acc enter data copyin(x[0:n * NX]) create(y[0:n * NY])
-    for (int r = 0; r < reps; ++r) {{
-        const double t0 = now();
-        step(n, x, y);
-        t[r] = now() - t0;
-    }}
-    for (int s = 0; s < steps; ++s) {{
-        step(n, x, y);
-        if (plant) {{
-#pragma acc update self(y[0:1])
-        }}
-    }}
-#pragma acc exit data copyout(y[0:n * NY]) delete(x[0:n * NX])
-    qsort(t, reps, sizeof(double), by_value);
-    f = fopen(argv[5], "wb");
-    fwrite(y, sizeof(float), (size_t)(n < {check} ? n : {check}) * NY, f);
-    fclose(f);
-    printf("ON_DEVICE %d\nNS_PER_POINT %.6f\n", on_device, t[reps / 2] * 1e9 / n);
-    return 0;
-}}
-"""
+C_ACC = _c_per_point("acc")
 
 FORTRAN_ACC = FORTRAN_OMP.replace(
     "! Gate harness 2: {n}_infer per point inside the harness's own OpenMP target loop",
