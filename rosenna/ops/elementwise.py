@@ -10,6 +10,8 @@ values or constants. Deviation: Max and Min of a NaN give what the comparison gi
 operand or NaN, by position), not always NaN as numpy does.
 """
 
+import functools
+
 import numpy as np
 
 from rosenna.kernel import Bin, Num, Ref, Select, broadcast_index, flat_index
@@ -77,53 +79,50 @@ class Div(Binary):
         return super().evaluate(node, inputs)
 
 
-class Sum(Binary):
-    """Variadic: one or more operands."""
+class Variadic(Binary):
+    """One or more operands, folded left to right with a pairwise rule (numpy and kernel)."""
+
+    def pair(self, a, b):
+        raise NotImplementedError
+
+    def kernel_pair(self, a, b):
+        raise NotImplementedError
+
+    def evaluate(self, node, inputs):
+        return [np.asarray(functools.reduce(self.pair, inputs))]
+
+    def combine(self, operands):
+        return functools.reduce(self.kernel_pair, operands)
+
+
+class Sum(Variadic):
     name = "Sum"
 
-    def evaluate(self, node, inputs):
-        out = inputs[0]
-        for other in inputs[1:]:
-            out = out + other
-        return [np.asarray(out)]
+    def pair(self, a, b):
+        return a + b
 
-    def combine(self, operands):
-        out = operands[0]
-        for other in operands[1:]:
-            out = Bin("+", out, other)
-        return out
+    def kernel_pair(self, a, b):
+        return Bin("+", a, b)
 
 
-class Max(Binary):
+class Max(Variadic):
     name = "Max"
 
-    def evaluate(self, node, inputs):
-        out = inputs[0]
-        for other in inputs[1:]:
-            out = np.maximum(out, other)
-        return [np.asarray(out)]
+    def pair(self, a, b):
+        return np.maximum(a, b)
 
-    def combine(self, operands):
-        out = operands[0]
-        for other in operands[1:]:
-            out = Select(other, out, other, out)
-        return out
+    def kernel_pair(self, a, b):
+        return Select(b, a, b, a)
 
 
-class Min(Binary):
+class Min(Variadic):
     name = "Min"
 
-    def evaluate(self, node, inputs):
-        out = inputs[0]
-        for other in inputs[1:]:
-            out = np.minimum(out, other)
-        return [np.asarray(out)]
+    def pair(self, a, b):
+        return np.minimum(a, b)
 
-    def combine(self, operands):
-        out = operands[0]
-        for other in operands[1:]:
-            out = Select(out, other, other, out)
-        return out
+    def kernel_pair(self, a, b):
+        return Select(a, b, b, a)
 
 
 class PRelu(Binary):
