@@ -156,7 +156,7 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
             storage[r] = ("y", "y", offset)
             y_taken.add(r)
         else:
-            copies.append((r, f"__y{i}", size))
+            copies.append((r, f"__y{i}", size, vname))
             storage[f"__y{i}"] = ("y", "y", offset)
         offset += size
     ny = offset
@@ -167,7 +167,7 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
         for vname in node.inputs:
             if vname:
                 last_use[root_of(vname)] = i
-    for r, _, _ in copies:
+    for r, _, _, _ in copies:
         last_use[r] = len(graph.nodes)
     scratch, free, holder = [], [], {}
     for i, node in enumerate(graph.nodes):
@@ -202,8 +202,8 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
         op_list.append((node.op if not node.attrs.get("_activation") else f"{node.op}+{node.attrs['_activation'][0]}", node.name))
         b.emit(Comment(f"{node.op}{'+' + node.attrs['_activation'][0] if node.attrs.get('_activation') else ''}: {label}"))
         ops.get(node.op).lower(node, graph, b)
-    for r, ybuf, size in copies:
-        b.emit(Comment(f"output copy: {comment_text(r)}"))
+    for r, ybuf, size, vname in copies:
+        b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))
         copy_lowering(b, r, ybuf, size)
 
     # Resolve every buffer a statement names; weights in first-use order.

@@ -149,3 +149,28 @@ def write(name, directory):
     if not path.exists():
         onnx.save(BUILDERS[name](), str(path))
     return str(path)
+
+
+def output_aliases():
+    """Outputs that are not computed by a node of their own: the input itself (Identity), a
+    constant, the same value twice, and a reshape of an intermediate that is also an output."""
+    rng = np.random.default_rng(9)
+    nodes = [
+        helper.make_node("Identity", ["x"], ["echo"], name="echo"),
+        helper.make_node("Gemm", ["x", "w"], ["h"], name="fc", transB=1),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("Identity", ["r"], ["r_again"], name="again"),
+        helper.make_node("Reshape", ["r", "shape"], ["r_flat"], name="flat"),
+        helper.make_node("Identity", ["k"], ["const_out"], name="const"),
+    ]
+    f = TensorProto.FLOAT
+    return _model(nodes, [helper.make_tensor_value_info("x", f, [1, 3])],
+                  [helper.make_tensor_value_info("echo", f, [1, 3]), helper.make_tensor_value_info("r", f, [1, 4]),
+                   helper.make_tensor_value_info("r_again", f, [1, 4]), helper.make_tensor_value_info("r_flat", f, [4]),
+                   helper.make_tensor_value_info("const_out", f, [2])],
+                  [numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w"),
+                   numpy_helper.from_array(np.array([4], np.int64), "shape"),
+                   numpy_helper.from_array(np.array([1.5, -2.25], np.float32), "k")])
+
+
+BUILDERS["output_aliases"] = output_aliases

@@ -13,6 +13,7 @@ CASES = [
     ("two_in_two_out", "single", True), ("two_in_two_out", "double", False),
     ("matmul_const", "single", False), ("matmul_const", "double", True),
     ("evil_names", "single", False), ("dynamic_reshape", "single", True),
+    ("output_aliases", "single", True), ("output_aliases", "double", False),
 ]
 
 
