@@ -226,8 +226,10 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
                     storage[buf] = storage[root_of(buf)]
 
     params = sum(w.size for w in weights)
+    # A model without weights has nothing to load: it is embedded whatever was asked.
+    embedded = (params <= embed_threshold if embed is None else bool(embed)) or not weights
     plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
-                embed=(params <= embed_threshold) if embed is None else bool(embed), producer=graph.producer)
+                embed=embedded, producer=graph.producer)
     plan.hash = plan_hash(plan)
     return plan
 

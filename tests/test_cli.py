@@ -167,3 +167,18 @@ def test_zoo_writes_a_checked_model_and_refuses_a_bad_path(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     rc, _, err = run_cli(["zoo", "gemm_small", "-o", str(tmp_path / "file" / "m.onnx")], capsys)
     assert_refused(rc, err, "cannot write")
+
+
+def test_model_without_weights_is_embedded_even_with_no_embed(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Tanh", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "noweights.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    rc = main(["verify", str(path), "--no-embed", "--cases", "4", "--keep", str(tmp_path / "v")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "weights embedded" in out and not (tmp_path / "v" / "noweights.rwt").exists()
