@@ -8,6 +8,8 @@ Buffers are named by the IR value or weight they hold; the plan maps each to sto
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Idx:
@@ -226,3 +228,12 @@ def walk_expr(expr):
     elif isinstance(expr, Select):
         for part in (expr.lhs, expr.rhs, expr.a, expr.b):
             yield from walk_expr(part)
+
+
+def decimal_texts(values):
+    """Each value of a float32 or float64 array as decimal text that reads back to the same bits:
+    9 or 17 significant digits; "inf", "-inf" and "nan" are left for the language tables."""
+    array = np.asarray(values)
+    fmt = "%.17g" if array.dtype == np.float64 else "%.9g"
+    texts = [fmt % v for v in array.astype(np.float64).ravel().tolist()]
+    return [t if ("." in t or "e" in t or "n" in t) else t + ".0" for t in texts]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rosenna import abi, ops
-from rosenna.kernel import Builder, Comment, Ref, walk, walk_expr, Assign
+from rosenna.kernel import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 
@@ -55,12 +55,8 @@ class Weight:
 
     @functools.cached_property
     def decimals(self):
-        """Each value as the shortest-safe decimal text that round-trips (9 or 17 significant
-        digits), shared by every emitter; inf and nan are left to the language tables."""
-        digits = 17 if self.array.dtype == np.float64 else 9
-        fmt = f"%.{digits}g"
-        texts = [fmt % v for v in self.array.astype(np.float64).tolist()]
-        return [t if ("." in t or "e" in t or "n" in t) else t + ".0" for t in texts]
+        """The values as round-trip decimal texts, computed once and shared by every emitter."""
+        return decimal_texts(self.array)
 
 
 @dataclass

@@ -189,7 +189,7 @@ VALUES_PER_LINE = 6
 
 
 def _literals(values):
-    lits = [C.literal(float(v), "single") for v in values]
+    lits = C.literals(np.asarray(values, np.float32), "single")
     rows = [", ".join(lits[i:i + VALUES_PER_LINE]) for i in range(0, len(lits), VALUES_PER_LINE)]
     return ",\n    ".join(rows)
 

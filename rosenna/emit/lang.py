@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rosenna.kernel import decimal_texts
+
 
 def _c_literal(value, precision):
     if math.isnan(value):
@@ -69,11 +71,21 @@ class Lang:
     def symbol(self, model, ident):
         return self.global_name.format(model=model, ident=ident)
 
-    def weight_literals(self, weight, precision):
-        """Every value of a plan weight as a literal of this language."""
+    def literals(self, values, precision, texts=None):
+        """Literals of this language for an array (``texts``: its decimal_texts, if known)."""
+        texts = decimal_texts(values) if texts is None else texts
         suffix = self.literal(1.0, precision)[len("1.0"):]
-        return [text + suffix if text[-1].isdigit() else self.literal(float(text), precision)
-                for text in weight.decimals]
+        if np.isfinite(values).all():
+            return [text + suffix for text in texts] if suffix else list(texts)
+        return [text + suffix if text[-1].isdigit() else self.literal(float(text), precision) for text in texts]
+
+    def weight_literals(self, weight, precision):
+        """Every value of a plan weight as a literal of this language (computed once per language)."""
+        key = (self.name, precision)
+        cache = weight.__dict__.setdefault("_literals", {})
+        if key not in cache:
+            cache[key] = self.literals(weight.array, precision, weight.decimals)
+        return cache[key]
 
     def fn(self, name, precision):
         table = self.math_single if precision == "single" else self.math_double
