@@ -51,7 +51,7 @@ DIRECTIVES = {
         "scalar": None,
     },
     "c_host": {
-        "parallel": "#pragma omp parallel for{collapse}",
+        "parallel": "#pragma omp parallel for simd{collapse}",
         "parallel_end": None,
         "serial": None,
         "serial_open": "{",
