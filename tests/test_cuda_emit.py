@@ -109,3 +109,46 @@ def test_bad_backend_is_refused(zoo_dir, tmp_path):
     proc = subprocess.run(["make", "-s", "-f", "gemm_small.mk", "ROSENNA_BACKEND=sycl"], cwd=tmp_path,
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "choose omp, cuda or hip" in proc.stderr
+
+
+def _beyond_mlp(tmp_path):
+    """Models past the MLP kernels: a conv net on the whole-field path (infer_one, one launch per
+    region) and an LSTM cell on the point kernel."""
+    import op_models
+
+    return {"convnet": op_models.convnet(tmp_path / "convnet.onnx"),
+            "lstm_cell": op_models.lstm_cell(tmp_path / "lstm_cell.onnx")}
+
+
+def test_whole_field_plan_gets_one_launch_per_region(tmp_path):
+    from rosenna.emit import whole
+
+    path = _beyond_mlp(tmp_path)["convnet"]
+    plan = build_plan(str(path), Options(lang="c"))[1]
+    assert plan.path == "whole"  # 64x64, 8 channels: far too much scratch for one thread
+    text = cuda.kernel_source(plan, "stamp")
+    regions = [r for r in whole.regions(plan.body) if r[0] != "comment"]
+    assert text.count("<<<") == text.count("__global__") == len(regions)  # no per-point kernel
+    assert 'extern "C" int convnet_infer_one(' in text
+    assert "convnet_infer_one(x + (long)i * " in text  # infer_batch: one sample at a time
+    # the C file's OpenMP infer_one steps aside for the kernel file's
+    generate(str(path), str(tmp_path / "g"), Options(lang="c"))
+    src = (tmp_path / "g" / "convnet.c").read_text()
+    assert src.index("#ifndef ROSENNA_NATIVE_KERNEL", src.index("int convnet_infer_batch")) < src.index("int convnet_infer_one(")
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "file-loaded"])
+@pytest.mark.parametrize("name", ["convnet", "lstm_cell"])
+def test_nvcc_compiles_beyond_mlp(tmp_path, name, embed):
+    path = _beyond_mlp(tmp_path)[name]
+    generate(str(path), str(tmp_path / "g"), Options(lang="c", embed=embed))
+    _build(tmp_path / "g", name, "cuda", "-O2 -arch=sm_90")
+
+
+@pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
+@pytest.mark.parametrize("name", ["convnet", "lstm_cell"])
+def test_hipcc_compiles_beyond_mlp(tmp_path, name):
+    path = _beyond_mlp(tmp_path)[name]
+    generate(str(path), str(tmp_path / "g"), Options(lang="c", embed=False))
+    _build(tmp_path / "g", name, "hip", "-O2 --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))

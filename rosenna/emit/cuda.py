@@ -33,6 +33,7 @@ import numpy as np
 
 from rosenna import ops
 from rosenna.emit import c as cemit
+from rosenna.emit import whole
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer
 from rosenna.kernel import Var
@@ -468,7 +469,7 @@ def _point_kernel(plan):
             "{\n"
             f"    const long i = (long)blockIdx.x * {POINT_THREADS} + threadIdx.x;\n"
             "    if (i < n)\n"
-            f"        {n}_infer(x + i * {nxm}, y + i * {nym});\n"
+            f"        {n}_point(x + i * {nxm}, y + i * {nym});\n"
             "}")
     launch = (f"    {n}_batch_kernel<<<(unsigned)((n + {POINT_THREADS - 1}) / {POINT_THREADS}), {POINT_THREADS}, 0, "
               f"(rosennaStream_t)stream>>>(n, x, y);")
@@ -495,7 +496,11 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     else:
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
     body = "\n".join(cemit._body(plan, renderer))
-    point_needed = "defined(ROSENNA_DEVICE_ROUTINE)" if choice.kind != "point" else "1"
+    # The plan's own weight layout serves the per-point routine, the point kernel and infer_one;
+    # the per-point function serves the first two.
+    point_kernel = choice.kind == "point" and plan.path != "whole"
+    point_fn_needed = "1" if point_kernel else "defined(ROSENNA_DEVICE_ROUTINE)"
+    weights_needed = "1" if (point_kernel or whole.available(plan)) else "defined(ROSENNA_DEVICE_ROUTINE)"
 
     parts = [f"""/* {stamp}
  * {n}_kernel.cu: the native batched kernel ({n}_infer_batch) and, compiled with
@@ -511,14 +516,12 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
 #define ROSENNA_CONST {'ROSENNA_CONSTANT_MEMORY' if choice.constant else 'ROSENNA_GLOBAL_MEMORY'}
 """]
     if plan.weights:
-        parts.append(f"#if {point_needed}\n/* The weights as the per-point routine reads them (the C file's layout). */")
+        parts.append(f"#if {weights_needed}\n/* The weights as the per-point routine reads them (the C file's layout). */")
         parts.append(_plan_weights(plan))
-        parts.append(f"\n/* One point: the same loops as {n}.c's {n}_infer. */\n"
-                     f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                     f"{{\n{body}\n}}\n#endif\n")
-    else:
-        parts.append(f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                     f"{{\n{body}\n}}")
+        parts.append("#endif")
+    parts.append(f"#if {point_fn_needed}\n/* One point: the same loops as {n}.c's {n}_infer. */\n"
+                 f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                 f"{{\n{body}\n}}\n#endif\n")
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
 /* The per-point routine for the user's own kernels (link them with the device linker). */
 extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
@@ -545,7 +548,13 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
             acts.append(name)
         parts.append(_WIDE_LIB if choice.kind == "mlp-wide" else _NARROW_LIB)
         parts.append("}  // namespace\n")
-    if choice.kind == "mlp-narrow":
+    parts.append(whole.cuda_source(plan))
+    if plan.path == "whole":  # per-point locals too large for a thread: one sample at a time
+        kernel, setup = "", ""
+        launch = (f"    for (int i = 0; i < n; ++i) {{\n"
+                  f"        const int status = {n}_infer_one(x + (long)i * {plan.nx}, y + (long)i * {plan.ny}, stream);\n"
+                  f"        if (status != ROSENNA_STATUS_OK)\n            return status;\n    }}")
+    elif choice.kind == "mlp-narrow":
         kernel, launch, setup = _narrow_kernel(plan, choice, acts)
     elif choice.kind == "mlp-wide":
         kernel, launch, setup = _wide_kernel(plan, choice, acts)
@@ -591,7 +600,7 @@ extern "C" int {n}_routine_upload(const {t} *const *host)
 
 def _upload(plan, choice):
     n, t = plan.name, plan.ctype
-    copies = _copies(plan) if choice.kind == "point" else ""
+    copies = _copies(plan) if (choice.kind == "point" or whole.available(plan)) else ""  # see weights_needed
     pack = ""
     if choice.layers:
         steps = []

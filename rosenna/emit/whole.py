@@ -331,3 +331,73 @@ def fortran_batch_loop(plan):
     n = plan.name
     return (f"    do i = 1, n\n      call {n}_infer_one(x(:, i), y(:, i), status)\n"
             f"      if (status /= {n}_status_ok) return\n    end do\n")
+
+
+# -- CUDA / HIP ---------------------------------------------------------------------------------------
+#: Threads per block of the whole-field kernels.
+CUDA_THREADS = 256
+
+
+def cuda_source(plan):
+    """``<name>_infer_one`` for ``<name>_kernel.cu``: one kernel launch per region, a thread per
+    element of the region's collapsed loops (a serial region is one thread), the intermediates in
+    static ``__device__`` buffers. Returns "" when the plan has no ``<name>_infer_one``.
+
+    The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
+    declares in ``__constant__`` or ``__device__`` storage.
+    """
+    if not available(plan):
+        return ""
+    n, t = plan.name, plan.ctype
+    renderer = Renderer(C, plan.precision, _resolver(plan))
+    buffers = "\n".join(f"static __device__ {t} {C.symbol(n, buffer_ident(i))}[{size}];"
+                         for i, size in enumerate(plan.scratch))
+    kernels, launches, note = [], [], ""
+    for kind, chain, body in regions(plan.body):
+        if kind == "comment":
+            note = body[0].text
+            continue
+        k = len(launches)
+        extents = [loop.extent for loop in chain]
+        total = 1
+        for extent in extents:
+            total *= extent
+        lines = [f"/* {note} */" if note else f"/* region {k} */",
+                 f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_region{k}(const {t} *ROSENNA_RESTRICT x, "
+                 f"{t} *ROSENNA_RESTRICT y)",
+                 "{"]
+        if kind == "parallel":
+            lines += [f"    const long tid = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
+                      f"    if (tid >= {total}l)", "        return;"]
+            stride = total
+            for loop in chain:
+                stride //= loop.extent
+                index = "tid" if stride == 1 else f"tid / {stride}l"
+                lines.append(f"    const int {loop.var} = (int)({index} % {loop.extent}l);")
+        scalars = used_scalars(body)
+        if scalars:
+            lines.append(f"    {t} {', '.join(scalars)};")
+        code = renderer.lines(body, 1)
+        unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}[" in line for line in code)]
+        lines += code + unused + ["}"]
+        kernels.append("\n".join(lines))
+        blocks = (total + CUDA_THREADS - 1) // CUDA_THREADS if kind == "parallel" else 1
+        threads = CUDA_THREADS if kind == "parallel" else 1
+        launches.append(f"    {n}_region{k}<<<{blocks}, {threads}, 0, s>>>(x, y);")
+        note = ""
+    ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
+    return f"""
+/* {n}_infer_one: one sample over the whole field, one launch per region of the plan. */
+{buffers}
+
+{chr(10).join(kernels)}
+
+/* x[{plan.nx}] and y[{plan.ny}] are device pointers; launches on the caller's stream, never
+   synchronises. The buffers are shared by every call: calls on different streams must not overlap. */
+extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
+{{
+    rosennaStream_t s = (rosennaStream_t)stream;
+{ready}{chr(10).join(launches)}
+    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+}}
+"""
