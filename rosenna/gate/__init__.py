@@ -242,30 +242,11 @@ def run(config):
             env["ROSENNA_GATE_WEIGHTS"] = os.path.join(omp_dir, f"{n}.rwt")
         flags = shlex.split(c.flags)
         builds = []  # (harness name, executable or None, note, env)
-        try:
-            gate.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", "CFLAGS=-O2",
-                     f"ROSENNA_OFFLOAD_FLAGS={c.flags}"], cwd=omp_dir)
-            src = os.path.join(vdir, "h1_c_omp.c")
-            _write(src, harness.C_OMP.format(**fmt))
-            exe = os.path.join(vdir, "h1_c_omp")
-            gate.sh([c.cc, "-O2", *flags, *defs, "-I", omp_dir, src, os.path.join(omp_dir, f"lib{n}.a"), "-lm", "-o", exe])
-            builds.append(("c-omp", exe, ""))
-        except BuildError as exc:
-            builds.append(("c-omp", None, str(exc).splitlines()[0]))
-        if c.fc != "none":
-            try:
-                gate.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", "FFLAGS=-O2",
-                         f"ROSENNA_OFFLOAD_FLAGS={c.flags}"], cwd=omp_dir)
-                src = os.path.join(vdir, "h2_fortran_omp.F90")
-                _write(src, harness.FORTRAN_OMP.format(**fmt))
-                exe = os.path.join(vdir, "h2_fortran_omp")
-                gate.sh([c.fc, "-O2", *flags, *defs, "-I", omp_dir, "-J", vdir, src, os.path.join(omp_dir, f"lib{n}_f.a"),
-                         "-o", exe])
-                builds.append(("fortran-omp", exe, ""))
-            except BuildError as exc:
-                builds.append(("fortran-omp", None, str(exc).splitlines()[0]))
+        builds += _per_point_builds(gate, c, fmt, vdir, omp_dir, defs, "omp")
         if c.acc_flags:
-            builds += _acc_builds(gate, c, fmt, vdir, model_path, embed, defs)
+            acc_dir = os.path.join(vdir, "acc")
+            generate(model_path, acc_dir, Options(lang="both", embed=embed))
+            builds += _per_point_builds(gate, c, fmt, vdir, acc_dir, defs, "acc")
         try:
             if c.backend == "omp":
                 src = os.path.join(vdir, "h3_batch.c")
@@ -372,38 +353,45 @@ def run(config):
     return report
 
 
-def _acc_builds(gate, c, fmt, vdir, model_path, embed, defs):
-    """Harnesses 1b and 2b: the per-point routine inside OpenACC ``parallel loop gang vector``
-    loops, against archives built with the OpenACC flags."""
-    from rosenna.generate import Options, generate
+#: The per-point harnesses of each directive model: (offload flags attribute of the config,
+#: C template, Fortran template, file stem of the C harness, of the Fortran one).
+PER_POINT = {
+    "omp": ("flags", "C_OMP", "FORTRAN_OMP", "h1_c_omp", "h2_fortran_omp"),
+    "acc": ("acc_flags", "C_ACC", "FORTRAN_ACC", "h1b_c_acc", "h2b_fortran_acc"),
+}
 
+
+def _per_point_builds(gate, c, fmt, vdir, lib_dir, defs, model):
+    """Harnesses 1 and 2 (OpenMP target) or 1b and 2b (OpenACC ``parallel loop gang vector``): the
+    per-point routine inside the harness's own loop, C and Fortran, against archives built in
+    ``lib_dir`` with that model's offload flags. Returns ``(name, executable or None, note)``."""
     n = fmt["n"]
-    acc_dir = os.path.join(vdir, "acc")
-    generate(model_path, acc_dir, Options(lang="both", embed=embed))
-    flags = shlex.split(c.acc_flags)
+    flags_attr, c_template, f_template, c_stem, f_stem = PER_POINT[model]
+    offload = getattr(c, flags_attr)
+    flags = shlex.split(offload)
     builds = []
     try:
         gate.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", "CFLAGS=-O2",
-                 f"ROSENNA_OFFLOAD_FLAGS={c.acc_flags}"], cwd=acc_dir)
-        src, exe = os.path.join(vdir, "h1b_c_acc.c"), os.path.join(vdir, "h1b_c_acc")
-        _write(src, harness.C_ACC.format(**fmt))
-        gate.sh([c.cc, "-O2", *flags, *defs, "-I", acc_dir, src, os.path.join(acc_dir, f"lib{n}.a"), "-lm", "-o", exe])
-        builds.append(("c-acc", exe, ""))
+                 f"ROSENNA_OFFLOAD_FLAGS={offload}"], cwd=lib_dir)
+        src, exe = os.path.join(vdir, c_stem + ".c"), os.path.join(vdir, c_stem)
+        _write(src, getattr(harness, c_template).format(**fmt))
+        gate.sh([c.cc, "-O2", *flags, *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"), "-lm", "-o", exe])
+        builds.append((f"c-{model}", exe, ""))
     except BuildError as exc:
-        builds.append(("c-acc", None, str(exc).splitlines()[0]))
+        builds.append((f"c-{model}", None, str(exc).splitlines()[0]))
     if c.fc != "none":
         try:
             gate.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", "FFLAGS=-O2",
-                     f"ROSENNA_OFFLOAD_FLAGS={c.acc_flags}"], cwd=acc_dir)
-            src, exe = os.path.join(vdir, "h2b_fortran_acc.F90"), os.path.join(vdir, "h2b_fortran_acc")
-            _write(src, harness.FORTRAN_ACC.format(**fmt))
-            mod_dir = os.path.join(vdir, "acc-mod")
+                     f"ROSENNA_OFFLOAD_FLAGS={offload}"], cwd=lib_dir)
+            src, exe = os.path.join(vdir, f_stem + ".F90"), os.path.join(vdir, f_stem)
+            _write(src, getattr(harness, f_template).format(**fmt))
+            mod_dir = os.path.join(vdir, f"{model}-mod")
             os.makedirs(mod_dir, exist_ok=True)
-            gate.sh([c.fc, "-O2", *flags, *defs, "-I", acc_dir, "-J", mod_dir, src, os.path.join(acc_dir, f"lib{n}_f.a"),
+            gate.sh([c.fc, "-O2", *flags, *defs, "-I", lib_dir, "-J", mod_dir, src, os.path.join(lib_dir, f"lib{n}_f.a"),
                      "-o", exe])
-            builds.append(("fortran-acc", exe, ""))
+            builds.append((f"fortran-{model}", exe, ""))
         except BuildError as exc:
-            builds.append(("fortran-acc", None, str(exc).splitlines()[0]))
+            builds.append((f"fortran-{model}", None, str(exc).splitlines()[0]))
     return builds
 
 
