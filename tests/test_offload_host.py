@@ -105,3 +105,27 @@ def test_per_point_in_offload_loops_matches_plain_loop_and_languages_agree(gener
     y_f = np.fromfile(work / f"y_f_{tag}.bin", np.float32).reshape(N, plan.ny)
     assert np.abs(y_c).max() > 0.01  # a model that computed nothing would pass the comparisons
     np.testing.assert_allclose(y_f, y_c, rtol=1e-6, atol=1e-7)
+
+
+_UPDATE_CALL = {"-fopenacc": r"GOACC_update \(-1, (\d+),", "-fopenmp": r"GOMP_target_update_ext \(-1, (\d+),"}
+
+
+@pytest.mark.parametrize("model_flag", ["-fopenmp", "-fopenacc"])
+def test_init_updates_every_weight_on_the_device(generated, model_flag):
+    """What GCC lowers <name>_init's device updates to: one map entry per weight. GCC 12 lowers
+    `acc update device(W)` of a file-scope `acc declare` array to an update of nothing, which left
+    the device with zero weights on the H200 while every host test passed; this reads the lowered
+    call instead of running on a device."""
+    import re
+
+    work, plan = generated
+    if plan.embed:
+        pytest.skip("embedded weights are initialised in the device image; no update")
+    counts = {}
+    for lang, compiler, src in (("c", ["gcc"], "m.c"), ("fortran", ["gfortran", "-J", str(work)], "m_model.F90")):
+        dump = work / f"{lang}{model_flag}.optimized"
+        subprocess.run([*compiler, model_flag, "-O2", "-Wno-unknown-pragmas", "-c", str(work / src), "-o",
+                        str(work / f"{lang}{model_flag}.o"), f"-fdump-tree-optimized={dump}"], check=True)
+        counts[lang] = [int(m) for m in re.findall(_UPDATE_CALL[model_flag], dump.read_text())]
+    expected = len(plan.weights)
+    assert counts == {"c": [expected], "fortran": [expected]}, f"device updates map {counts}, want {expected} each"

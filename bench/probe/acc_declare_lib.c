@@ -1,7 +1,7 @@
-/* Probe for the GCC 12 OpenACC file-loaded failure (README Limits): is the device copy that
-   `acc update device` fills the one an `acc routine` reads? Built into a static library, as the
-   generated <name>.c is. refresh() copies the mapped buffer into the global on the device: if the
-   two copies differ, "plain" prints zeros and "refresh" prints 1 2 3 4. */
+/* Probe for the GCC 12 OpenACC file-loaded failure: `acc update device(gw)` of a file-scope
+   `acc declare create` array compiles to GOACC_update with no map entries (see
+   -fdump-tree-optimized), so the device keeps zeros; `acc update device(gw[0:4])` is honoured.
+   Built into a static library, as the generated <name>.c is. */
 float gw[4];
 #pragma acc declare create(gw)
 
@@ -11,17 +11,13 @@ float readw(int i)
     return gw[i];
 }
 
-void init(void)
+void init(int section)
 {
     for (int i = 0; i < 4; ++i)
         gw[i] = (float)(i + 1);
+    if (section) {
+#pragma acc update device(gw[0:4])
+    } else {
 #pragma acc update device(gw)
-}
-
-void refresh(void)
-{
-    const float *src = gw;
-#pragma acc parallel loop present(src[0:4])
-    for (int i = 0; i < 4; ++i)
-        gw[i] = src[i];
+    }
 }

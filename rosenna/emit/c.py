@@ -241,8 +241,11 @@ def _reader(plan):
     """The .rwt reader: every check of abi's format, in its documented order."""
     n, t = plan.name, plan.ctype
     table = "\n".join(f'    {{"{w.ident}", {symbol(plan, w.ident)}, {w.size}u}},' for w in plan.weights)
-    clears = "\n".join(f"    memset({symbol(plan, w.ident)}, 0, sizeof {symbol(plan, w.ident)});" for w in plan.weights)
+    clears = "\n".join(f"        memset({symbol(plan, w.ident)}, 0, sizeof {symbol(plan, w.ident)});" for w in plan.weights)
     names = ", ".join(symbol(plan, w.ident) for w in plan.weights)
+    # GCC 12 compiles `acc update device(W)` of a file-scope `acc declare` array W into an update
+    # of nothing (the device kept zeros); an explicit array section is honoured.
+    sections = ", ".join(f"{symbol(plan, w.ident)}[0:{w.size}]" for w in plan.weights)
     count = len(plan.weights)
     return f"""
 static int {n}_ready;
@@ -347,7 +350,7 @@ int {n}_init(const char *path)
     }}
 #pragma omp target update to({names})
 #if defined(_OPENACC)
-#pragma acc update device({names})
+#pragma acc update device({sections})
 #endif
 #ifdef ROSENNA_NATIVE_KERNEL
     if (status == ROSENNA_STATUS_OK) {{

@@ -96,6 +96,9 @@ def _reader(plan):
                      f"        read (unit, iostat=ios) {w.ident}")
     clears = "\n".join(f"      {w.ident} = 0" for w in plan.weights)
     updates = ", ".join(w.ident for w in plan.weights)
+    # gfortran 12 compiles `acc update device(w)` of a module `acc declare` array into an update of
+    # nothing; an explicit section is honoured (the C emitter says the same).
+    sections = ", ".join(f"{w.ident}(1:{w.size})" for w in plan.weights)
     count = len(plan.weights)
     st = {key: f"{n}_status_{key.lower()}" for _, key, _ in abi.STATUS_CODES}
     return f"""
@@ -118,7 +121,7 @@ def _reader(plan):
 {clears}
     end if
     !$omp target update to({updates})
-    !$acc update device({updates})
+    !$acc update device({sections})
     ready = status == {st['OK']}
   end subroutine {n}_init
 
