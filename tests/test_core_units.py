@@ -86,3 +86,19 @@ def test_generated_c_names_model_nodes_in_comments(model):
     _, plan = build_plan(model("gemm_small"), Options())
     src = c.source(plan, "stamp", 16)
     assert "/* Gemm+Relu: fc0+act0 */" in src
+
+
+def test_per_point_scratch_is_thread_private_for_clang_device_passes(model):
+    """clang's OpenMP device passes put a declare-target function's local arrays on a per-team
+    stack that falls back to device malloc (NULL once a million threads exhaust the heap: the
+    illegal address of the H200 clang-16 gate). The per-point routine names every scratch array
+    thread-private for those passes only; the host SIMD block routine keeps plain arrays."""
+    _, plan = build_plan(model("gemm_big"), Options())
+    src = c.source(plan, "stamp", 16)
+    guard = "#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))"
+    pragma = "#pragma omp allocate(t0, t1) allocator(omp_thread_mem_alloc)"
+    point = src[src.index(f"void {plan.name}_infer("):]
+    point = point[:point.index("\n}\n")]
+    assert f"{guard}\n{pragma}\n#endif" in point
+    assert point.index("float t1[40];") < point.index(pragma) < point.index("/* Gemm")
+    assert src.count(pragma) == 1
