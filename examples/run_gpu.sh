@@ -1,7 +1,8 @@
 #!/bin/bash
-# Builds and runs the examples on an NVIDIA GPU with GCC 12's nvptx OpenMP/OpenACC offload from
-# .gpu (../shared/gpu/README.md), prints per-step times, and counts what moves between host and
-# device inside the time loops.
+# Builds and runs the examples on an NVIDIA GPU with GCC 12's nvptx OpenMP/OpenACC offload and
+# clang-16's OpenMP offload from .gpu (../shared/gpu/README.md), and the ADR solver on rosenna's
+# native CUDA backend (nvcc); prints per-step times, and counts what moves between host and device
+# inside the time loops.
 #
 #   examples/run_gpu.sh prepare   # here, where rosenna is installed: generate every example's
 #                                 # model sources into <example>/build/gpu (the GPU machine
@@ -27,7 +28,7 @@ CNS=examples/cns_closure
 prepare() {
     local rosenna=${ROSENNA:-$root/.venv/bin/rosenna}
     rm -rf $SUR/$B $PG/$B $CNS/$B
-    make -s -C $SUR BUILD=$B ROSENNA="$rosenna" $B/omp/adr_rate.h $B/acc/adr_rate.h &&
+    make -s -C $SUR BUILD=$B ROSENNA="$rosenna" $B/omp/adr_rate.h $B/acc/adr_rate.h $B/cuda/adr_rate.h &&
     make -s -C $PG BUILD=$B ROSENNA="$rosenna" $B/gen/pguess.h &&
     make -s -C $CNS BUILD=$B ROSENNA="$rosenna" $B/gen/sgs.h &&
     echo "generated: $SUR/$B $PG/$B $CNS/$B"
@@ -70,13 +71,26 @@ done
 [ -n "$counter" ] && note "transfer counter: CUPTI injection ($counter)" ||
     note "transfer counter: not built (no CUPTI here; see $out/counter-build.log): transfers not counted"
 
-# Build: all three examples in parallel; logs in $out.
+# clang-16 builds the C programs in a tree of its own, from copies of the generated sources.
+BC=build/gpu-clang
+for d in $SUR $PG $CNS; do
+    rm -rf $d/$BC && mkdir -p $d/$BC && cp -r $d/$B/. $d/$BC/
+done
+
+# Build: every example with GCC 12 (C and Fortran), the C ones with clang-16, and adr_cuda with
+# nvcc, in parallel; logs in $out.
 flags=(CC="$ROSENNA_GCC" FC="$ROSENNA_GFORTRAN" OFFLOAD="$GCC_OFFLOAD_FLAGS" BUILD=$B ROSENNA=false)
+cflags=(CC="$ROSENNA_CLANG" OFFLOAD="$CLANG_OFFLOAD_FLAGS" BUILD=$BC ROSENNA=false)
 t0=$(date +%s)
-make -C $SUR -j8 "${flags[@]}" all > "$out/build-surrogates.log" 2>&1 & p1=$!
-make -C $PG -j8 "${flags[@]}" all > "$out/build-poisson.log" 2>&1 & p2=$!
-make -C $CNS -j8 "${flags[@]}" all > "$out/build-cns.log" 2>&1 & p3=$!
-for p in $p1 $p2 $p3; do wait $p || note "build failed: see the logs below"; done
+pids=()
+make -C $SUR -j8 "${flags[@]}" all > "$out/build-surrogates.log" 2>&1 & pids+=($!)
+make -C $PG -j8 "${flags[@]}" all > "$out/build-poisson.log" 2>&1 & pids+=($!)
+make -C $CNS -j8 "${flags[@]}" all > "$out/build-cns.log" 2>&1 & pids+=($!)
+make -C $SUR -j8 BUILD=$B ROSENNA=false CC=gcc CUDA_ARCH=-arch=sm_90 cuda > "$out/build-cuda.log" 2>&1 & pids+=($!)
+make -C $SUR -j8 "${cflags[@]}" $BC/adr_c_omp > "$out/build-clang-surrogates.log" 2>&1 & pids+=($!)
+make -C $PG -j8 "${cflags[@]}" $BC/poisson > "$out/build-clang-poisson.log" 2>&1 & pids+=($!)
+make -C $CNS -j8 "${cflags[@]}" $BC/cns_c > "$out/build-clang-cns.log" 2>&1 & pids+=($!)
+for p in "${pids[@]}"; do wait $p || note "build failed: see the logs below"; done
 note "build: $(( $(date +%s) - t0 )) s"
 for log in "$out"/build-*.log; do grep -E -i "error" "$log" | head -5; done
 
@@ -122,6 +136,7 @@ loop_transfers() {
 status=0
 steps=200
 n=1024
+cn=1024
 for prog in adr_c_omp adr_f_omp adr_c_acc adr_f_acc; do
     acc=()
     case $prog in *_acc) acc=(env ACC_DEVICE_TYPE=nvidia) ;; esac
@@ -129,10 +144,24 @@ for prog in adr_c_omp adr_f_omp adr_c_acc adr_f_acc; do
     [ -n "$counter" ] && { run "${prog}_short" "${acc[@]}" $SUR/$B/$prog --n $n --steps $((steps / 2)) \
         --require-device || status=1; }
 done
+# The native CUDA backend: per cell from the solver's kernel, and through the batched kernel.
+for mode in cell batch; do
+    extra=(); [ $mode = batch ] && extra=(--batch)
+    run "adr_cuda_$mode" $SUR/$B/adr_cuda --n $n --steps $steps "${extra[@]}" || status=1
+    [ -n "$counter" ] && { run "adr_cuda_${mode}_short" $SUR/$B/adr_cuda --n $n --steps $((steps / 2)) \
+        "${extra[@]}" || status=1; }
+done
+# clang-16 OpenMP offload (its runtime from .gpu).
+export LD_LIBRARY_PATH=$CLANG_OMP_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+run adr_c_omp_clang $SUR/$BC/adr_c_omp --n $n --steps $steps --require-device || status=1
+[ -n "$counter" ] && { run adr_c_omp_clang_short $SUR/$BC/adr_c_omp --n $n --steps $((steps / 2)) \
+    --require-device || status=1; }
+run poisson_clang $PG/$BC/poisson --cases 2 --require-device || status=1
+run cns_c_clang_np1 mpirun "${mpirun_flags[@]}" -np 1 $CNS/$BC/cns_c --nx $cn --ny $cn --steps 100 \
+    --require-device --dump "$out/cns_c_clang_np1.bin" || status=1
 # Two cases only: each Jacobi sweep of a 64 x 64 field is one tiny kernel launch, and ~40,000
 # launches per case (libgomp, GCC 12) took more than 60 s for 8 cases on the H200 on 2026-12-02.
 run poisson $PG/$B/poisson --cases 2 --require-device || status=1
-cn=1024
 for prog in cns_c cns_f; do
     for np in 1 2; do
         run "${prog}_np$np" mpirun "${mpirun_flags[@]}" -np $np $CNS/$B/$prog --nx $cn --ny $cn --steps 100 \
@@ -152,13 +181,17 @@ note ""
 note "## Host<->device copies inside the time loops (long run minus short run)"
 note "| program | difference | to the device | to the host | |"
 note "| --- | --- | --- | --- | --- |"
-for prog in adr_c_omp adr_f_omp adr_c_acc adr_f_acc; do loop_transfers "${prog}_short" "$prog" "2 x $((steps / 2))"; done
+for prog in adr_c_omp adr_f_omp adr_c_acc adr_f_acc adr_cuda_cell adr_cuda_batch adr_c_omp_clang; do
+    loop_transfers "${prog}_short" "$prog" "2 x $((steps / 2))"
+done
 for prog in cns_c cns_f; do loop_transfers "${prog}_np1_short" "${prog}_np1" 50; done
 note "(cns: halo rows by design, 2 stages x 2 sides x 2 rows x 4 variables x $cn x 8 B = $((2 * 2 * 2 * 4 * cn * 8)) B per step each way)"
 for prog in cns_c cns_f; do
     if cmp -s "$out/${prog}_np1.bin" "$out/${prog}_np2.bin"; then note "$prog: 1 and 2 ranks give identical fields"
     else note "$prog: 1 and 2 ranks differ (or a run failed)"; status=1; fi
 done
+if cmp -s "$out/cns_c_np1.bin" "$out/cns_c_clang_np1.bin"; then note "cns_c: GCC and clang builds give identical fields"
+else note "cns_c: GCC and clang builds differ (contraction or math library; see the runs' checks)"; fi
 rm -f "$out"/*.bin
 note "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

@@ -74,6 +74,21 @@ def test_adr_surrogate_matches_analytic_rate_c_fortran_omp_acc(tmp_path):
     assert "FAIL" in out
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (compiles; nothing runs it here)")
+def test_adr_cuda_backend_builds_with_the_generated_recipes(tmp_path):
+    """adr_cuda (the solver's own CUDA kernels calling adr_rate_infer, and --batch through
+    adr_rate_infer_batch) links against both archives of the cuda backend. It runs on a GPU only
+    (examples/run_gpu.sh; docs/benchmarks.md has the H200 numbers)."""
+    ex = copy_example("surrogates", tmp_path)
+    make(ex, "cuda", "CUDA_ARCH=-arch=sm_90")
+    exe = ex / "build" / "adr_cuda"
+    symbols = subprocess.run(["nm", "-C", str(exe)], capture_output=True, text=True, check=True).stdout
+    assert "adr_rate_infer_batch" in symbols and "step_kernel" in symbols
+    if shutil.which("cuobjdump"):  # the solver's kernel really calls the generated device routine
+        sass = subprocess.run(["cuobjdump", "-sass", str(exe)], capture_output=True, text=True).stdout
+        assert re.search(r"Function : .*step_kernel", sass) and "adr_rate_infer" in sass
+
+
 # ---------------------------------------------------------------- surrogates: Poisson guess (infer_one)
 
 def test_poisson_guess_cuts_cg_iterations(tmp_path):

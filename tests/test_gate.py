@@ -24,6 +24,29 @@ def test_host_fallback_passes(tmp_path, capsys):
     assert "| harness |" in text and "## Commands" in text and "PASS" in capsys.readouterr().out
 
 
+def test_whole_field_model_gates_infer_one_and_skips_per_point(tmp_path):
+    """A whole-field plan (a conv net over a 24x24 field): the batch harness runs <name>_infer_one
+    per sample and is checked against onnxruntime; the per-point harnesses do not apply and are
+    reported SKIP, not silently dropped."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import op_models
+
+    model = tmp_path / "cnn.onnx"
+    op_models.convnet(str(model), height=24, width=24)
+    out = tmp_path / "gate"
+    assert main(["gpu-gate", "--host-fallback", "--model", str(model), "--points", "3", "--fc", "none",
+                 "--out", str(out)]) == 0
+    report = json.loads((out / "gate-report.json").read_text())
+    status = {(r["harness"], r["weights"]): r["status"] for r in report["rows"]}
+    for weights in ("embedded", "file-loaded"):
+        assert status[("batch", weights)] == "PASS"
+        assert status[("c-omp", weights)] == status[("c-acc", weights)] == "SKIP"
+    assert report["pass"]
+
+
 def test_wrong_code_fails(tmp_path, monkeypatch):
     """A harness whose output is off is reported FAIL with the worst point, and the exit status is 1."""
     from rosenna.gate import harness

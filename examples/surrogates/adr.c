@@ -33,45 +33,14 @@
 #include <openacc.h>
 #endif
 
+#include "adr_physics.h"
 #include "adr_rate.h"
-
-/* Physical constants; train_rate.py uses the same A and Ta. */
-#define RATE_A 20.0
-#define RATE_TA 6.0
-#define HEAT_Q 3.0
-#define DIFFUSIVITY 5e-3
-#define VEL_X 1.0
-#define VEL_Y 0.5
 
 static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Upwind flux through a face with velocity a between cells holding `left` and `right`. */
-#pragma omp declare target
-#if defined(_OPENACC)
-#pragma acc routine seq
-#endif
-static inline double upwind(double a, double left, double right)
-{
-    return a > 0.0 ? a * left : a * right;
-}
-#pragma omp end declare target
-
-/* A burnt disc (Y = 0, T = 1 + Q) of radius 0.1 at (0.3, 0.5) in fresh gas (Y = 1, T = 1). */
-static void initial_state(int n, double *y, double *t)
-{
-    for (int j = 0; j < n; ++j) {
-        for (int i = 0; i < n; ++i) {
-            double cx = (i + 0.5) / n - 0.3, cy = (j + 0.5) / n - 0.5;
-            double burnt = 0.5 * (1.0 - tanh((sqrt(cx * cx + cy * cy) - 0.1) / 0.02));
-            y[(long)j * n + i] = 1.0 - burnt;
-            t[(long)j * n + i] = 1.0 + HEAT_Q * burnt;
-        }
-    }
 }
 
 /* Whether an offload region runs on a device (not the host fallback). */
@@ -102,24 +71,15 @@ static int advance(int n, int steps, double dt, int use_model, double *y, double
         for (int j = 0; j < n; ++j) {
             for (int i = 0; i < n; ++i) {
                 const long c = src + (long)j * n + i;
-                const long w = src + (long)j * n + (i + n - 1) % n, e = src + (long)j * n + (i + 1) % n;
-                const long s = src + (long)((j + n - 1) % n) * n + i, nn = src + (long)((j + 1) % n) * n + i;
                 double omega;
                 if (use_model) {
                     float state[ADR_RATE_NX] = {(float)y[c], (float)t[c]}, rate[ADR_RATE_NY];
                     adr_rate_infer(state, rate);
                     omega = (double)rate[0];
                 } else {
-                    omega = RATE_A * y[c] * exp(-RATE_TA / t[c]);
+                    omega = arrhenius(y[c], t[c]);
                 }
-                const double ay = (upwind(VEL_X, y[c], y[e]) - upwind(VEL_X, y[w], y[c])
-                                   + upwind(VEL_Y, y[c], y[nn]) - upwind(VEL_Y, y[s], y[c])) / dx;
-                const double at = (upwind(VEL_X, t[c], t[e]) - upwind(VEL_X, t[w], t[c])
-                                   + upwind(VEL_Y, t[c], t[nn]) - upwind(VEL_Y, t[s], t[c])) / dx;
-                const double dy = DIFFUSIVITY * (y[e] + y[w] + y[nn] + y[s] - 4.0 * y[c]) / (dx * dx);
-                const double dtt = DIFFUSIVITY * (t[e] + t[w] + t[nn] + t[s] - 4.0 * t[c]) / (dx * dx);
-                y[dst + (c - src)] = y[c] + dt * (dy - ay - omega);
-                t[dst + (c - src)] = t[c] + dt * (dtt - at + HEAT_Q * omega);
+                adr_cell(n, i, j, src, dst, dx, dt, omega, y, t);
             }
         }
         cur = 1 - cur;
@@ -140,7 +100,7 @@ static struct run simulate(int n, int steps, double dt, int use_model, double *t
         fprintf(stderr, "adr: out of memory for n=%d\n", n);
         exit(2);
     }
-    initial_state(n, y, t);
+    adr_initial_state(n, y, t);
     struct run r = {0.0, 0.0, 0.0, 0.0};
     for (long c = 0; c < cells; ++c)
         r.h_before += t[c] + HEAT_Q * y[c];
@@ -192,10 +152,7 @@ int main(int argc, char **argv)
     if (n < 8 || steps < 1)
         return usage();
 
-    const double dx = 1.0 / n;
-    /* Forward Euler with upwind advection and central diffusion stays monotone (no new extrema)
-       while the centre coefficient 1 - dt ((|ax| + |ay|) / dx + 4 D / dx^2) is positive: keep 20 %. */
-    const double dt = 0.8 / ((fabs(VEL_X) + fabs(VEL_Y)) / dx + 4.0 * DIFFUSIVITY / (dx * dx));
+    const double dt = adr_time_step(n);
 
     const int on_device = runs_on_device();
 #if defined(_OPENACC)
