@@ -34,6 +34,7 @@ import numpy as np
 
 from rosenna import __version__, zoo
 from rosenna.errors import BuildError, UsageError
+from rosenna.emit import whole
 from rosenna.gate import harness
 
 #: Points compared with onnxruntime.
@@ -333,7 +334,7 @@ def run(config):
                     # An OpenMP target (or OpenACC) region's arguments travel in one small block per
                     # launch (one launch per step here); that is the runtime's launch, not data. Only
                     # those harnesses get that allowance; any other copy fails every harness.
-                    allowed = LAUNCH_ARG_BLOCKS * STEPS if name.endswith(("-omp", "-acc")) else 0
+                    allowed = _launch_allowance(name, plan, c)
                     if args:
                         row.note = (row.note + "; " if row.note else "") + (
                             f"{args} launch-argument block(s) of {arg_bytes // max(args, 1)} B")
@@ -408,6 +409,19 @@ def _per_point_builds(gate, c, fmt, vdir, lib_dir, defs, model):
         except BuildError as exc:
             builds.append((f"fortran-{model}", None, str(exc).splitlines()[0]))
     return builds
+
+
+def _launch_allowance(name, plan, c):
+    """Launch-argument blocks a harness may show over the counted steps: LAUNCH_ARG_BLOCKS per
+    OpenMP/OpenACC region launch. The per-point loops launch one region per step; an OpenMP
+    ``<name>_infer_batch`` one per call, or for a whole-field plan one per region of
+    ``<name>_infer_one`` per sample. CUDA/HIP harnesses launch kernels, which copy nothing."""
+    if name.endswith(("-omp", "-acc")) and not name.startswith("batch"):
+        return LAUNCH_ARG_BLOCKS * STEPS
+    if name == "batch-omp" or (name == "batch" and c.backend == "omp"):
+        per_call = len(whole.regions(plan.body)) * c.points if plan.path == "whole" else 1
+        return LAUNCH_ARG_BLOCKS * per_call * STEPS
+    return 0
 
 
 def _per_point_names(c):
