@@ -5,6 +5,7 @@ hipcc (gfx90a) of the golden models, embedded and file-loaded. Runs on the GPU a
 import os
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_omp_batch_steps_aside_for_native_kernel(zoo_dir, tmp_path):
 def _build(directory, name, backend, devflags, env=None):
     cmd = ["make", "-s", "-f", f"{name}.mk", f"ROSENNA_BACKEND={backend}", "CFLAGS=-O2", "ROSENNA_OFFLOAD_FLAGS=",
            f"DEVFLAGS={devflags}"]
-    proc = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, check=False, cwd=directory, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)} in {directory}:\n{proc.stdout}{proc.stderr}"
     for lib in (f"lib{name}.a", f"lib{name}_device.a"):
         assert (directory / lib).exists(), lib
@@ -106,21 +107,21 @@ def test_hipcc_compiles(zoo_dir, tmp_path, name, embed):
 
 def test_bad_backend_is_refused(zoo_dir, tmp_path):
     generate(str(zoo_dir / "gemm_small.onnx"), str(tmp_path), Options(lang="c"))
-    proc = subprocess.run(["make", "-s", "-f", "gemm_small.mk", "ROSENNA_BACKEND=sycl"], cwd=tmp_path,
+    proc = subprocess.run(["make", "-s", "-f", "gemm_small.mk", "ROSENNA_BACKEND=sycl"], check=False, cwd=tmp_path,
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "choose omp, cuda or hip" in proc.stderr
 
 
 def _beyond_mlp(tmp_path):
     """Models past the MLP kernels: a conv net on the whole-field path (infer_one, one launch per
-    region) and an LSTM cell on the point kernel."""
+    op) and an LSTM cell on the point kernel."""
     import op_models
 
     return {"convnet": op_models.convnet(tmp_path / "convnet.onnx"),
             "lstm_cell": op_models.lstm_cell(tmp_path / "lstm_cell.onnx")}
 
 
-def test_whole_field_plan_gets_one_launch_per_region(tmp_path):
+def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
     from rosenna.emit import whole
 
     path = _beyond_mlp(tmp_path)["convnet"]
@@ -128,13 +129,81 @@ def test_whole_field_plan_gets_one_launch_per_region(tmp_path):
     assert plan.path == "whole"  # 64x64, 8 channels: far too much scratch for one thread
     text = cuda.kernel_source(plan, "stamp")
     regions = [r for r in whole.regions(plan.body) if r[0] != "comment"]
-    assert text.count("<<<") == text.count("__global__") == len(regions)  # no per-point kernel
+    assert len(regions) == 27  # each padded 3x3 conv: interior, 4 edges, 4 corners
+    # One launch per conv (the activations are fused into their conv; the Identity output is the
+    # last conv's storage in y, no copy): 3 kernels, each holding its conv's 9 regions.
+    assert text.count("<<<") == text.count("__global__") == 3  # no per-point kernel either
+    launch = text[text.index('extern "C" int convnet_infer_one('):]
+    assert [line.split("<<<")[1].split(",")[0] for line in launch.splitlines() if "<<<" in line] == \
+        ["128", "128", "16"]  # 8x64x64, 8x64x64 and 64x64 threads, 256 a block
+    for op in ("Conv+Relu: conv0+act0", "Conv+Tanh: conv1+act1", "Conv: conv2"):
+        assert f"/* {op} (9 regions, " in text
     assert 'extern "C" int convnet_infer_one(' in text
     assert "convnet_infer_one(x + (long)i * " in text  # infer_batch: one sample at a time
-    # the C file's OpenMP infer_one steps aside for the kernel file's
+    # the C file's OpenMP infer_one steps aside for the kernel file's, and keeps one loop per region
     generate(str(path), str(tmp_path / "g"), Options(lang="c"))
     src = (tmp_path / "g" / "convnet.c").read_text()
     assert src.index("#ifndef ROSENNA_NATIVE_KERNEL", src.index("int convnet_infer_batch")) < src.index("int convnet_infer_one(")
+    assert src.count("#pragma omp target teams distribute parallel for") == 23  # conv2's 4 corners are serial
+
+
+def _toy_plan(*regions):
+    """A hand-made plan for whole.launch_groups: each region ``(store, extent, offset, load)`` is
+    ``store[i + offset] = load[i]`` over ``extent`` elements (extent 1: a serial statement)."""
+    from rosenna.kernel import Assign, Comment, Idx, Loop, Ref
+
+    body = []
+    for k, (store, extent, offset, load) in enumerate(regions):
+        body.append(Comment(f"op{k}"))
+        if extent == 1:
+            body.append(Assign(Ref(store, Idx.of(offset)), Ref(load, Idx())))
+        else:
+            body.append(Loop("i0", extent, [Assign(Ref(store, Idx.of("i0") + offset), Ref(load, Idx.of("i0")))]))
+    storage = {"in": ("x", "x", 0), "a": ("t", "t0", 0), "b": ("t", "t0", 16), "c": ("t", "t1", 0),
+               "out": ("y", "y", 0), "w": ("w", "w0", 0)}
+    return SimpleNamespace(body=body, storage=storage)
+
+
+def _grouping(*regions):
+    from rosenna.emit import whole
+
+    return [[m.op for m in launch.members] for launch in whole.launch_groups(_toy_plan(*regions))]
+
+
+def test_launch_grouping_keeps_dependent_regions_apart():
+    # a[0:8] from x, then out from a: the second reads what the first writes, so two launches
+    assert _grouping(("a", 8, 0, "in"), ("out", 8, 0, "a")) == [["op0"], ["op1"]]
+    # c from a, then a rewritten: the second writes what the first reads
+    assert _grouping(("c", 8, 0, "a"), ("a", 8, 0, "in")) == [["op0"], ["op1"]]
+    # b lives in t0 at element 16, so reading b after writing a is a dependency on the storage
+    assert _grouping(("a", 8, 0, "in"), ("c", 8, 0, "b")) == [["op0"], ["op1"]]
+    # two stores into overlapping elements of t0: a[0:8] and b[-12:-4] = t0[4:12]
+    assert _grouping(("a", 8, 0, "in"), ("b", 8, -12, "in")) == [["op0"], ["op1"]]
+
+
+def test_launch_grouping_fuses_independent_regions():
+    from rosenna.emit import whole
+
+    # disjoint parts of one storage (t0[0:8], t0[8] serially, b[0:8] = t0[16:24]), another buffer
+    # from the weights, all reading only x or weights: one launch of 8 + 1 + 8 + 8 threads
+    plan = _toy_plan(("a", 8, 0, "in"), ("a", 1, 8, "in"), ("b", 8, 0, "in"), ("c", 8, 0, "w"),
+                     ("out", 8, 0, "c"))
+    launches = whole.launch_groups(plan)
+    assert [[m.op for m in launch.members] for launch in launches] == [["op0", "op1", "op2", "op3"], ["op4"]]
+    assert [m.kind for m in launches[0].members] == ["parallel", "serial", "parallel", "parallel"]
+    assert [launch.threads for launch in launches] == [25, 8]
+    body = "\n".join(whole.cuda_launch_body(SimpleNamespace(ctype="float", precision="single", name="toy",
+                                                          storage=plan.storage), launches[0],
+                                          renderer=_toy_renderer()))
+    assert "if (tid < 8l) {" in body and "} else if (tid < 9l) {" in body and "} else if (tid < 25l) {" in body
+    assert "const long r = tid - 9l;" in body  # the third region counts from its own start
+
+
+def _toy_renderer():
+    from rosenna.emit.lang import C
+    from rosenna.emit.render import Renderer
+
+    return Renderer(C, "single", lambda buf: (buf, 0, True))
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")

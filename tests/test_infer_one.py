@@ -6,9 +6,9 @@ import subprocess
 
 import numpy as np
 import onnxruntime as ort
+import op_models
 import pytest
 
-import op_models
 from rosenna import generate as gen
 from rosenna.commands.info import describe
 from rosenna.emit import whole
@@ -161,3 +161,104 @@ def test_whole_field_code_compiles_clean(tmp_path):
                     f"{plan.name}.c"], cwd=out, check=True)
     subprocess.run(["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-c", f"{plan.name}_model.F90"],
                    cwd=out, check=True)
+
+
+# -- the CUDA/HIP infer_one's launches, run on the host --------------------------------------------
+EMULATE_MAIN = """
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Each launch of {n}_kernel.cu's {n}_infer_one as a function of the thread index, the same lines
+   the kernel holds after its tid; run over every tid in order, or in reverse order. */
+{launches}
+
+static void emulate(const {t} *x, {t} *y, int reverse)
+{{
+{calls}
+}}
+
+int main(int argc, char **argv)
+{{
+    int n = atoi(argv[1]);
+    {t} *x = malloc(sizeof({t}) * (size_t)n * {NX});
+    {t} *y = malloc(sizeof({t}) * (size_t)n * {NY} * 2);
+    FILE *f = fopen(argv[2], "rb");
+    if (!x || !y || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
+    fclose(f);
+    for (int reverse = 0; reverse < 2; ++reverse)
+        for (int i = 0; i < n; ++i)
+            emulate(x + (size_t)i * {NX}, y + ((size_t)reverse * n + i) * {NY}, reverse);
+    f = fopen(argv[3], "wb");
+    fwrite(y, sizeof({t}), (size_t)n * {NY} * 2, f);
+    fclose(f);
+    (void)argc;
+    return 0;
+}}
+"""
+
+
+def emulate_launches(model_path, out, samples=2, launches=None):
+    """Run the CUDA infer_one's kernels on the host: each launch (whole.launch_groups, or the
+    given ones) as a loop over its thread indices, forwards and backwards, into the C file's
+    buffers and weights. Returns (plan, x, y forwards, y backwards). A launch holding regions that
+    depend on each other gives a wrong answer in at least one order."""
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True))
+    n, t = plan.name, plan.ctype
+    kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
+    launches = whole.launch_groups(plan) if launches is None else launches
+    funcs, calls = [], []
+    for k, launch in enumerate(launches):
+        body = "\n".join(whole.cuda_launch_body(plan, launch))
+        if kernel_file is not None:  # the very lines of the kernel, after its tid
+            assert f"threadIdx.x;\n{body}\n" in kernel_file, f"launch {k} differs from {n}_kernel.cu's"
+        funcs.append(f"static void launch{k}(const {t} *x, {t} *y, long tid)\n{{\n{body}\n"
+                     f"    (void)x;\n    (void)y;\n}}")
+        calls.append(f"    for (long j = 0; j < {launch.threads}l; ++j)\n"
+                     f"        launch{k}(x, y, reverse ? {launch.threads - 1}l - j : j);")
+    text = (out / f"{n}.c").read_text() + EMULATE_MAIN.format(
+        n=n, t=t, NX=plan.nx, NY=plan.ny, launches="\n\n".join(funcs), calls="\n".join(calls))
+    (out / "emulate.c").write_text(text)
+    subprocess.run(["gcc", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Werror", "-I", str(out), "emulate.c", "-o", "emulate", "-lm"],
+                   cwd=out, check=True, capture_output=True)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (samples, plan.nx)).astype(np.float32)
+    x.tofile(out / "x.bin")
+    subprocess.run([str(out / "emulate"), str(samples), "x.bin", "y.bin"], cwd=out, check=True)
+    y = np.fromfile(out / "y.bin", np.float32).reshape(2, samples, plan.ny)
+    return plan, x, y[0], y[1]
+
+
+@pytest.mark.parametrize("name", ["convnet", "gemm_big", "two_in_two_out", "output_aliases"])
+def test_cuda_launches_emulated_on_host(tmp_path, name):
+    """The fused kernels' code (what each thread of each launch runs) against onnxruntime, with the
+    threads of a launch in either order. convnet: one launch per conv of 9 regions; gemm_big: a
+    parallel and a serial region in one launch; two_in_two_out: two independent ops in one."""
+    import models
+
+    from rosenna import zoo
+
+    if name == "convnet":
+        path = op_models.convnet(tmp_path / "convnet.onnx")
+    elif name == "gemm_big":
+        path = zoo.save(name, str(tmp_path / f"{name}.onnx"))
+    else:
+        path = str(models.write(name, tmp_path))
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen")
+    fused = [launch for launch in whole.launch_groups(plan) if len(launch.members) > 1]
+    assert fused  # each model has a launch of several regions
+    want = reference(path, plan, x)
+    assert_close(forwards, want, what=f"{name}: launches, threads in order")
+    assert_close(backwards, want, what=f"{name}: launches, threads in reverse")
+
+
+def test_emulation_catches_a_wrong_fusion(tmp_path):
+    """The check above can fail: every region of the convnet in one launch (conv1 reads conv0's
+    output) is right with the threads in order and wrong in reverse."""
+    path = op_models.convnet(tmp_path / "convnet.onnx", height=16, width=16)
+    _, plan = gen.build_plan(path, gen.Options(lang="c"))
+    everything = whole.Launch([m for launch in whole.launch_groups(plan) for m in launch.members])
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", launches=[everything])
+    want = reference(path, plan, x)
+    assert_close(forwards, want, what="one launch, threads in order")
+    with pytest.raises(AssertionError):
+        assert_close(backwards, want, what="one launch, threads in reverse")

@@ -22,7 +22,9 @@ declarations differ only through the ``DIRECTIVES`` table below. Fortran also re
 symbol through the bind(C) interface ``<name>_infer_one_dev``.
 """
 
-from rosenna.emit.lang import C, FORTRAN
+import numpy as np
+
+from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
 from rosenna.kernel import Assign, Comment, Loop, Ref, Var, walk, walk_expr
 
@@ -338,9 +340,171 @@ def fortran_batch_loop(plan):
 CUDA_THREADS = 256
 
 
+def launch_groups(plan):
+    """The plan's regions (comments dropped) grouped into kernel launches, in order: a list of
+    :class:`Launch`.
+
+    A region joins the launch being built when it can run at the same time as every region
+    already in it, in any interleaving of their threads: it reads no storage (a scratch buffer
+    ``ws*`` or ``y``; ``x`` and the weights are never written) that an earlier member writes,
+    writes no storage an earlier member reads (an accumulating store counts as a read), and every
+    element it stores is stored by no earlier member (checked element by element: the tap
+    segments of one conv write disjoint parts of one output). Otherwise the launch is closed and
+    the region starts the next one; launches on one stream run in order. So one op's segments
+    share a launch, and an op that reads its predecessor's output starts a new one.
+    """
+    launches, notes, op = [], [], ""
+    for kind, chain, body in regions(plan.body):
+        if kind == "comment":
+            notes.append(body[0].text)
+            op = body[0].text
+            continue
+        reads, writes = _accesses(plan, chain, body)
+        member = Member(kind, chain, body, notes, op, reads, writes)
+        notes = []
+        if not launches or not launches[-1].admits(member):
+            launches.append(Launch([]))
+        launches[-1].members.append(member)
+    return launches
+
+
+class Member:
+    """One region inside a launch: ``kind``, ``chain`` and ``body`` as :func:`regions` gives them,
+    the comments right before it (``notes``), the last comment before it (``op``: the op it belongs
+    to), the storage it reads and the elements it stores."""
+
+    def __init__(self, kind, chain, body, notes, op, reads, writes):
+        self.kind, self.chain, self.body, self.notes, self.op = kind, chain, body, list(notes), op
+        self.reads, self.writes = reads, writes
+
+    @property
+    def threads(self):
+        """The threads it takes: one per element of its collapsed loops, or one if serial."""
+        total = 1
+        for loop in self.chain:
+            total *= loop.extent
+        return total
+
+
+class Launch:
+    """Regions run by one kernel launch, each on its own range of the thread index."""
+
+    def __init__(self, members):
+        self.members = members
+
+    @property
+    def threads(self):
+        return sum(m.threads for m in self.members)
+
+    @property
+    def notes(self):
+        return [note for m in self.members for note in m.notes]
+
+    def admits(self, new):
+        """Whether ``new`` may run concurrently with every member (see :func:`launch_groups`)."""
+        for m in self.members:
+            if new.reads & set(m.writes) or set(new.writes) & m.reads:
+                return False
+            for store in set(new.writes) & set(m.writes):
+                if new.writes[store] is None or m.writes[store] is None:
+                    return False  # too many elements to list: assume they meet
+                if np.intersect1d(new.writes[store], m.writes[store], assume_unique=True).size:
+                    return False
+        return True
+
+
+#: Above this many stored elements a region's stores are not listed, only assumed to meet others.
+_MAX_LISTED = 1 << 22
+
+
+def _accesses(plan, chain, body):
+    """What a region touches, by storage (``x``, ``y``, a scratch buffer; weights left out):
+    ``reads``, the set of storage it loads from (an accumulating store included), and ``writes``,
+    storage -> the sorted array of element offsets it stores (None when more than _MAX_LISTED)."""
+    reads, writes = set(), {}
+
+    def key(buf):
+        kind, ident, offset = plan.storage[buf]
+        return None if kind == "w" else (ident, offset)
+
+    def visit(stmts, extents):
+        for stmt in stmts:
+            if isinstance(stmt, Loop):
+                visit(stmt.body, {**extents, stmt.var: stmt.extent})
+                continue
+            if not isinstance(stmt, Assign):
+                continue
+            for e in walk_expr(stmt.expr):
+                if isinstance(e, Ref) and key(e.buf):
+                    reads.add(key(e.buf)[0])
+            target = stmt.target
+            if not isinstance(target, Ref) or not key(target.buf):
+                continue
+            ident, offset = key(target.buf)
+            if stmt.accumulate:
+                reads.add(ident)
+            elements = _elements(target.idx, offset, extents)
+            if elements is None or writes.get(ident, ()) is None:
+                writes[ident] = None
+            else:
+                writes[ident] = np.union1d(writes.get(ident, np.zeros(0, np.int64)), elements)
+
+    visit(body, {loop.var: loop.extent for loop in chain})
+    return reads, writes
+
+
+def _elements(idx, offset, extents):
+    """The element offsets an affine store index reaches over the loop extents (None if too many)."""
+    count = 1
+    for var, _ in idx.terms:
+        count *= extents[var]
+    if count > _MAX_LISTED:
+        return None
+    values = np.array([idx.const + offset], np.int64)
+    for var, coef in idx.terms:
+        values = (values[:, None] + coef * np.arange(extents[var], dtype=np.int64)[None, :]).ravel()
+    return np.unique(values)
+
+
+def cuda_launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
+    """The statements of one launch's kernel after the thread index ``tid`` is known: each member
+    on its range of ``tid`` (``if (tid < a) {...} else if (tid < b) {...}``), threads past the
+    last range doing nothing. A member's part is what one region's kernel did per thread: its
+    loop indices from its offset in the range, its private scalars, its body. Plain C over the C
+    file's names, so a host harness can run it too (tests/test_infer_one.py does)."""
+    renderer = renderer or Renderer(C, plan.precision, _resolver(plan))
+    t, pad = plan.ctype, "    " * depth
+    lines, start = [], 0
+    for k, m in enumerate(launch.members):
+        end = start + m.threads
+        lines.append(pad + ("if" if k == 0 else "} else if") + f" ({tid} < {end}l) {{")
+        inner = pad + "    "
+        shape = " x ".join(str(loop.extent) for loop in m.chain)
+        what = f"{shape} threads" if m.kind == "parallel" else "serial, one thread"
+        lines.append(inner + f"/* {m.op + ', ' if m.op else ''}region {k}: {what} */")
+        if m.kind == "parallel":
+            index = tid
+            if start:
+                lines.append(inner + f"const long r = {tid} - {start}l;")
+                index = "r"
+            stride = m.threads
+            for loop in m.chain:
+                stride //= loop.extent
+                part = index if stride == 1 else f"{index} / {stride}l"
+                lines.append(inner + f"const int {loop.var} = (int)({part} % {loop.extent}l);")
+        scalars = used_scalars(m.body)
+        if scalars:
+            lines.append(inner + f"{t} {', '.join(scalars)};")
+        lines += renderer.lines(m.body, depth + 1)
+        start = end
+    lines.append(pad + "}")
+    return lines
+
+
 def cuda_source(plan):
-    """``<name>_infer_one`` for ``<name>_kernel.cu``: one kernel launch per region, a thread per
-    element of the region's collapsed loops (a serial region is one thread), the intermediates in
+    """``<name>_infer_one`` for ``<name>_kernel.cu``: one kernel launch per group of regions that
+    may run concurrently (:func:`launch_groups`; in practice one per op), a thread per element of
+    each member region's collapsed loops (a serial region is one thread), the intermediates in
     static ``__device__`` buffers. Returns "" when the plan has no ``<name>_infer_one``.
 
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
@@ -352,42 +516,27 @@ def cuda_source(plan):
     renderer = Renderer(C, plan.precision, _resolver(plan))
     buffers = "\n".join(f"static __device__ {t} {C.symbol(n, buffer_ident(i))}[{size}];"
                          for i, size in enumerate(plan.scratch))
-    kernels, launches, note = [], [], ""
-    for kind, chain, body in regions(plan.body):
-        if kind == "comment":
-            note = body[0].text
-            continue
-        k = len(launches)
-        extents = [loop.extent for loop in chain]
-        total = 1
-        for extent in extents:
-            total *= extent
-        lines = [f"/* {note} */" if note else f"/* region {k} */",
-                 f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_region{k}(const {t} *ROSENNA_RESTRICT x, "
-                 f"{t} *ROSENNA_RESTRICT y)",
-                 "{"]
-        if kind == "parallel":
-            lines += [f"    const long tid = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
-                      f"    if (tid >= {total}l)", "        return;"]
-            stride = total
-            for loop in chain:
-                stride //= loop.extent
-                index = "tid" if stride == 1 else f"tid / {stride}l"
-                lines.append(f"    const int {loop.var} = (int)({index} % {loop.extent}l);")
-        scalars = used_scalars(body)
-        if scalars:
-            lines.append(f"    {t} {', '.join(scalars)};")
-        code = renderer.lines(body, 1)
+    kernels, launches = [], []
+    for k, launch in enumerate(launch_groups(plan)):
+        total = launch.threads
+        notes = "; ".join(launch.notes) or f"launch {k}"
+        regions_note = "1 region" if len(launch.members) == 1 else f"{len(launch.members)} regions"
+        lines = [f"/* {notes} ({regions_note}, {total} threads) */",
+                 (f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_launch{k}(const {t} *ROSENNA_RESTRICT x, "
+                  f"{t} *ROSENNA_RESTRICT y)"),
+                 "{",
+                 f"    const long tid = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;"]
+        code = cuda_launch_body(plan, launch, renderer)
         unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}[" in line for line in code)]
         lines += code + unused + ["}"]
         kernels.append("\n".join(lines))
-        blocks = (total + CUDA_THREADS - 1) // CUDA_THREADS if kind == "parallel" else 1
-        threads = CUDA_THREADS if kind == "parallel" else 1
-        launches.append(f"    {n}_region{k}<<<{blocks}, {threads}, 0, s>>>(x, y);")
-        note = ""
+        blocks = (total + CUDA_THREADS - 1) // CUDA_THREADS
+        threads = min(total, CUDA_THREADS)
+        launches.append(f"    {n}_launch{k}<<<{blocks}, {threads}, 0, s>>>(x, y);")
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
-/* {n}_infer_one: one sample over the whole field, one launch per region of the plan. */
+/* {n}_infer_one: one sample over the whole field, one launch per group of regions that may run
+   concurrently (in practice one per op); each region of a launch on its own range of threads. */
 {buffers}
 
 {chr(10).join(kernels)}
