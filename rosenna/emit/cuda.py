@@ -20,7 +20,10 @@ What the kernel file holds:
   * ``mlp-narrow``: a chain of Gemm(+Relu/Sigmoid/Tanh) layers all narrower than
     :data:`WIDE_LAYER`: one thread per point, every layer unrolled with activations in registers,
     weights repacked input-major ``[K][N rounded up to 4]`` so that ``__constant__`` weights become
-    FFMA operands, and ``__device__`` weights are read as 16-byte ``__ldg`` loads;
+    FFMA operands, and ``__device__`` weights are read as 16-byte ``__ldg`` loads; on CUDA
+    devices of sm_80 and later, chains with enough work per point (and every layer at most
+    48 wide) run instead on the tensor cores in fp32-accurate 3xTF32, a warp carrying 32 points
+    through every layer in registers (:mod:`rosenna.emit.tensor_core`);
   * ``mlp-wide``: such a chain with a hidden layer at least :data:`WIDE_LAYER` wide: a block of
     :data:`WIDE_POINTS` points keeps its activations in shared memory and each thread computes
     an 8-point x 8-column tile per pass over the input vector (the output layer: 1 x 4);
@@ -33,7 +36,7 @@ import numpy as np
 
 from rosenna import ops
 from rosenna.emit import c as cemit
-from rosenna.emit import whole
+from rosenna.emit import tensor_core, whole
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer
 from rosenna.kernel import Var
@@ -152,6 +155,9 @@ class KernelChoice:
             self._layout("mlp-wide" if hidden and max(hidden) >= WIDE_LAYER else "mlp-narrow")
             if self.kind == "mlp-wide" and self.wide_smem() > WIDE_SMEM_LIMIT:
                 self._layout("mlp-narrow")
+        # CUDA on sm_80+ runs narrow chains on the tensor cores (3xTF32); the FP32 kernel above
+        # stays for HIP and older GPUs.
+        self.tensor_chain = self.kind == "mlp-narrow" and tensor_core.chain_fits(self.layers)
 
     def _layout(self, kind):
         self.kind, self.offsets, off = kind, [], 0
@@ -537,6 +543,16 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
                          f"    {_literals(choice.packed())}\n}};")
         else:
             parts.append(f"static __device__ __align__(16) float {n}_packed[{choice.packed_size}];")
+    if choice.tensor_chain:
+        parts.append("#if !defined(__HIPCC__)\n/* The tensor-core chain's copy: 3xTF32 B fragments per layer, then the biases "
+                     "(rosenna/emit/tensor_core.py). */")
+        size = tensor_core.chain_bytes(choice.layers) // 4
+        if plan.embed:
+            parts.append(f"static __device__ const __align__(16) float {n}_tc_packed[{size}] = {{\n"
+                         f"    {_literals(tensor_core.chain_packed(choice.layers))}\n}};")
+        else:
+            parts.append(f"static __device__ __align__(16) float {n}_tc_packed[{size}];")
+        parts.append("#endif")
     if not plan.embed:
         parts.append("static int ready;")
     acts = []
@@ -561,6 +577,10 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
     else:
         kernel, launch, setup = _point_kernel(plan)
     parts.append(kernel)
+    if choice.tensor_chain:
+        parts.append("#if !defined(__HIPCC__)\n" + tensor_core.DEVICE_LIB + "\n"
+                     + tensor_core.chain_kernel(plan, choice.layers, acts) + "\n#endif /* !__HIPCC__ */")
+        setup = "#if !defined(__HIPCC__)\n" + tensor_core.chain_launch(plan) + "#endif\n" + setup
     ready_check = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     parts.append(f"""
 /* n points on the caller's stream: x[n][{plan.nx}] and y[n][{plan.ny}] are device pointers. Never
@@ -617,8 +637,21 @@ def _upload(plan, choice):
                 f"rosennaMemcpyHostToDevice) != rosennaSuccess;\n"
                 f"    free(packed);\n"
                 f"    if (failed)\n        return ROSENNA_STATUS_DEVICE;\n")
+    tc_pack, tc_helper = "", ""
+    if choice.tensor_chain:
+        size = tensor_core.chain_bytes(choice.layers) // 4
+        tc_helper = "#if !defined(__HIPCC__)\n" + tensor_core.HOST_TF32 + "#endif\n"
+        tc_pack = (f"#if !defined(__HIPCC__)\n"
+                   f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
+                   f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
+                   f"{tensor_core.host_packing(choice.layers)}\n"
+                   f"    const int tc_failed = cudaMemcpyToSymbol({n}_tc_packed, tc, sizeof(float) * {size}, 0, "
+                   f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
+                   f"    free(tc);\n"
+                   f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
+                   f"#endif\n")
     return f"""#include <stdlib.h>
-
+{tc_helper}
 /* In <name>_device.o (lib{n}_device.a) when the program links it: a weak reference, so that a
    program that only calls {n}_infer_batch needs no device link. */
 extern "C" int {n}_routine_upload(const {t} *const *host) __attribute__((weak));
@@ -630,7 +663,7 @@ extern "C" int {n}_device_upload(const {t} *const *host)
 {{
     ready = 0;
 {copies}
-{pack}    if ({n}_routine_upload != NULL && {n}_routine_upload(host) != ROSENNA_STATUS_OK)
+{pack}{tc_pack}    if ({n}_routine_upload != NULL && {n}_routine_upload(host) != ROSENNA_STATUS_OK)
         return ROSENNA_STATUS_DEVICE;
     ready = 1;
     return ROSENNA_STATUS_OK;
