@@ -1,0 +1,38 @@
+#!/bin/bash
+# The generated kernels on the H200: rosenna's <name>_infer_batch (the native batched kernel) and
+# <name>_infer in a user kernel, for the three benchmark models, embedded and file-loaded weights.
+#   bash bench/gen_bench.sh build   # here (needs rosenna and nvcc): generate, build into build/gen
+#   bash bench/gen_bench.sh run     # on the GPU machine, from the repository root (carry build/gen)
+# gen_bench.cu checks the two paths agree on 1,000,003 points and times both at 2^20 and 2^24 points.
+set -eu
+G=build/gen
+ARCH=${ARCH:--arch=sm_90}
+case "${1:-run}" in
+build)
+    rosenna=${ROSENNA:-rosenna}
+    rm -rf $G && mkdir -p $G
+    for m in gemm_small gemm_big mlp128; do
+        $rosenna zoo $m -o $G/$m.onnx > /dev/null
+        for w in embedded file; do
+            d=$G/${m}_$w
+            flag=$([ $w = file ] && echo --no-embed || echo --embed-weights)
+            $rosenna generate $G/$m.onnx --name $m $flag --lang c --out $d > /dev/null
+            make -s -f $d/$m.mk ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 $ARCH" > /dev/null
+            rwt=$([ $w = file ] && echo "-DRWT=\"$d/$m.rwt\"" || true)
+            M=$(echo $m | tr a-z A-Z)
+            nvcc -O3 $ARCH -rdc=true -Xptxas -v -DNAME=$m -DHDR="\"$m.h\"" -D${m}_NX_M=${M}_NX -D${m}_NY_M=${M}_NY \
+                $rwt -I$d bench/gen_bench.cu \
+                $d/lib${m}_device.a $d/lib$m.a -o $d/gen_bench 2> $d/ptxas.txt
+        done
+    done
+    grep -h -A2 "_tc_kernel\|_batch_kernel" $G/*/ptxas.txt | grep -E "entry|Used|spill" | sort -u
+    ;;
+run)
+    for m in gemm_small gemm_big mlp128; do
+        for w in embedded file; do
+            echo "== $m, $w weights"
+            $G/${m}_$w/gen_bench
+        done
+    done
+    ;;
+esac
