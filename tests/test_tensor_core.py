@@ -1,7 +1,9 @@
-"""The tensor-core chain kernel (rosenna/emit/tensor_core.py) without a GPU: which models take
-it, the fragment packing in numpy against the C++ packing file-loaded models run at init (bit for
-bit), and a lane-by-lane emulation of the kernel's data flow (fragments, the paired row order that
-chains layers in registers, the output scatter) against the model evaluated directly."""
+"""The tensor-core kernels (rosenna/emit/tensor_core.py), chain and wide, without a GPU: which
+models take them, the fragment packing in numpy against the C++ packing file-loaded models run at
+init (bit for bit), and lane-by-lane emulations of the kernels' data flow (fragments, the chain's
+paired row order, the wide kernel's stage stream and per-layer epilogues, the output scatter)
+against the model evaluated directly; for the wide kernel also ptxas's register and spill report
+and a hipcc compile."""
 
 import shutil
 import subprocess
@@ -143,3 +145,233 @@ int main(void)
     got = np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.float32)
     want = tensor_core.chain_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# -- the wide kernel (mlp-wide chains up to 128 wide) ----------------------------------------------
+
+def _custom(tmp_path, name, sizes, activations, embed=None):
+    import onnx
+
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(zoo.mlp(name, sizes, activations, seed=7), path)
+    _, plan = build_plan(path, Options(lang="c", embed=embed))
+    return plan, cuda.mlp_layers(plan)
+
+
+#: Padding everywhere: 5 inputs (-> 16), hidden 100 and 120 (-> 112 / 120 rows downstream, 128
+#: columns), 3 outputs of the 8-column tile, sigmoid/tanh whose act(0) is not 0 in padded columns.
+ODD = ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])
+
+
+@pytest.mark.parametrize("name,wide", [("mlp128", True), ("gemm_big", False), ("gemm_small", False)])
+def test_which_zoo_models_take_the_wide_kernel(layers_of, name, wide):
+    plan, _ = layers_of(name)
+    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    assert choice.tensor_wide is wide
+    assert not (choice.tensor_wide and choice.tensor_chain)
+
+
+@pytest.mark.parametrize("sizes,wide", [([16, 200, 8], False),  # too wide for the 128-column tiles
+                                        ([16, 160, 8], False),  # still mlp-wide for the FP32 kernel
+                                        ([16, 128, 10], False),  # output wider than one n8 tile
+                                        ([160, 128, 8], False),  # input wider than the buffer
+                                        (ODD[0], True)])
+def test_wide_kernel_conditions(tmp_path, sizes, wide):
+    plan, _ = _custom(tmp_path, "m", sizes, ["Relu"] * (len(sizes) - 2) + [None])
+    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    if sizes == [16, 160, 8]:
+        assert choice.kind == "mlp-wide"  # the FP32 tiled kernel keeps it
+    assert choice.tensor_wide is wide
+    src = cuda.kernel_source(plan, "stamp")
+    assert ("_tc_kernel" in src) is wide
+    assert "m_batch_kernel" in src  # the FP32 kernel stays: HIP and pre-sm_80 GPUs
+
+
+def _mma(a_lanes, b_lanes):
+    """One m16n8k8 for a warp: A [32 lanes, 4] (a0..a3), B [32 lanes, 4] (big b0, big b1, small b0,
+    small b1) -> C [32 lanes, 4] (c0..c3). A in float64 (the 3xTF32 split is exact to ~2^-22)."""
+    lane = np.arange(32)
+    gid, tig = lane // 4, lane % 4
+    a_mat, b_mat = np.zeros((16, 8)), np.zeros((8, 8))
+    a_mat[gid, tig], a_mat[gid + 8, tig] = a_lanes[:, 0], a_lanes[:, 1]
+    a_mat[gid, tig + 4], a_mat[gid + 8, tig + 4] = a_lanes[:, 2], a_lanes[:, 3]
+    b_mat[tig, gid] = b_lanes[:, 0] + b_lanes[:, 2]
+    b_mat[tig + 4, gid] = b_lanes[:, 1] + b_lanes[:, 3]
+    c = a_mat @ b_mat
+    return np.stack([c[gid, 2 * tig], c[gid, 2 * tig + 1], c[gid + 8, 2 * tig], c[gid + 8, 2 * tig + 1]], axis=1)
+
+
+def _emulate_wide(layers, acts, packed, x):
+    """The wide kernel for one block, warp by warp and lane by lane: x into act[p][LDA], the stage
+    stream (stage g = fragments g * STAGE4 ..), per-layer epilogues over act, the output MMA."""
+    tc = tensor_core
+    layout = tc.WideLayout(layers)
+    f4 = packed[:4 * layout.frag4].reshape(-1, 4).astype(np.float64)
+    points, nx = x.shape
+    assert points <= tc.WIDE_POINTS
+    lane = np.arange(32)
+    gid, tig = lane // 4, lane % 4
+    # Shared memory is not zeroed: NaN shows any read of a column the kernel did not write.
+    act = np.full((tc.WIDE_POINTS, tc.WIDE_LDA), np.nan)
+    act[:, :layout.kp[0]] = 0.0
+    act[:points, :nx] = x
+    acc = np.zeros((8, 2, 8, 32, 4))
+    ends = {first + count - 1: i for i, (first, count) in enumerate(zip(layout.first, layout.count))}
+    k0 = 0
+    for g in range(layout.stages):
+        buf = f4[g * tc.WIDE_STAGE4:(g + 1) * tc.WIDE_STAGE4]  # what cp.async brought for stage g
+        for warp in range(8):
+            wm, wn = warp // 2, warp % 2
+            for kt in range(2):
+                col = k0 + kt * 8 + tig
+                a = []
+                for mi in range(2):
+                    r = wm * 32 + mi * 16 + gid
+                    a.append(np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1))
+                for ni in range(8):
+                    b = buf[wn * 8 * 32 + (kt * 16 + ni) * 32 + lane]
+                    for mi in range(2):
+                        acc[warp, mi, ni] += _mma(a[mi], b)
+        k0 += 16
+        if g in ends:  # epilogue: every warp has read act (barrier), then overwrites its tile
+            i = ends[g]
+            for warp in range(8):
+                wm, wn = warp // 2, warp % 2
+                for ni in range(8):
+                    c = wn * 64 + ni * 8 + 2 * tig
+                    b0, b1 = packed[layout.bias[i] + c], packed[layout.bias[i] + c + 1]
+                    for mi in range(2):
+                        r = wm * 32 + mi * 16 + gid
+                        v = acc[warp, mi, ni]
+                        act[r, c], act[r, c + 1] = acts[i](v[:, 0] + b0), acts[i](v[:, 1] + b1)
+                        act[r + 8, c], act[r + 8, c + 1] = acts[i](v[:, 2] + b0), acts[i](v[:, 3] + b1)
+            acc[:] = 0.0
+            k0 = 0
+    ny = layers[-1].n
+    y = np.full((points, ny), np.nan)
+    for warp in range(8):
+        r = warp * 16 + gid
+        c = np.zeros((32, 4))
+        for kt in range(layout.out_kt):
+            col = kt * 8 + tig
+            a = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
+            c += _mma(a, f4[layout.out_frag4 + kt * 32 + lane])
+        col = 2 * tig
+        bias = packed[layout.bias[-1]:layout.bias[-1] + 8].astype(np.float64)
+        for slot, (rows, cols) in enumerate([(r, col), (r, col + 1), (r + 8, col), (r + 8, col + 1)]):
+            ok = (cols < ny) & (rows < points)
+            y[rows[ok], cols[ok]] = acts[-1](c[ok, slot] + bias[cols[ok]])
+    return y
+
+
+def _model(layers, x):
+    for layer in layers:
+        x = ACTS[layer.act](x @ layer.w.T.astype(np.float64) + layer.b)
+    return x
+
+
+@pytest.mark.parametrize("model", ["mlp128", "odd"])
+def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
+    if model == "mlp128":
+        plan, layers = layers_of("mlp128")
+    else:
+        plan, layers = _custom(tmp_path, "odd", *ODD)
+    assert tensor_core.wide_fits(layers)
+    packed = tensor_core.wide_packed(layers)
+    acts = [ACTS[layer.act] for layer in layers]
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, size=(37, plan.nx))  # 37 < 128: rows past the point count matter
+    want = _model(layers, x)
+    got = _emulate_wide(layers, acts, packed, x)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
+    # The emulation can fail: the chain's paired row order in the hidden layers breaks it.
+    layout = tensor_core.WideLayout(layers)
+    broken = packed.copy()
+    start = 4 * tensor_core.WIDE_STAGE4 * layout.first[-1]
+    last_hidden = layers[len(layers) - 2]
+    paired = tensor_core._pack_layer(last_hidden.w, layout.kp[-1], tensor_core.WIDE_WIDTH, paired=True)
+    broken[start:start + paired.size] = paired
+    assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
+
+
+def test_wide_stage_table_and_layout(layers_of):
+    """mlp128: 17 stages (1 for the 16 inputs, 8 per 128-wide layer), as the design study's
+    kernel; the emitted k0 table restarts at each layer."""
+    plan, layers = layers_of("mlp128")
+    layout = tensor_core.WideLayout(layers)
+    assert layout.stages == 17 and layout.first == [0, 1, 9] and layout.out_frag4 == 17 * 1024
+    src = cuda.kernel_source(plan, "stamp")
+    assert "mlp128_tc_k0[17] = {0, 0, 16, 32, 48, 64, 80, 96, 112, 0, 16, 32, 48, 64, 80, 96, 112}" in src
+    assert tensor_core.WIDE_SMEM == 100352  # two blocks per SM on sm_90 (227 KB)
+    assert src.index("#if !defined(__HIPCC__)") < src.index("mlp128_tc_kernel")
+
+
+def _pack_in_cpp(tmp_path, layers, packing, size):
+    decls, ptrs = [], []
+    for i, layer in enumerate(layers):
+        for j, arr in enumerate((layer.w.reshape(-1), layer.b)):
+            vals = ", ".join(repr(float(v)) + "f" for v in np.asarray(arr, np.float32))
+            decls.append(f"static const float w{2 * i + j}[] = {{{vals}}};")
+            ptrs.append(f"w{2 * i + j}")
+    src = tmp_path / "pack.cpp"
+    src.write_text(tensor_core.HOST_TF32 + "#include <stdio.h>\n#include <stdlib.h>\n" + "\n".join(decls) + f"""
+int main(void)
+{{
+    const float *host[] = {{{", ".join(ptrs)}}};
+    float *tc = (float *)calloc({size}, sizeof(float));
+{packing}
+    fwrite(tc, sizeof(float), {size}, stdout);
+    return 0;
+}}
+""")
+    exe = tmp_path / "pack"
+    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
+    return np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.float32)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.parametrize("model", ["mlp128", "odd"])
+def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
+    layers = layers_of("mlp128")[1] if model == "mlp128" else _custom(tmp_path, "odd", *ODD)[1]
+    got = _pack_in_cpp(tmp_path, layers, tensor_core.wide_host_packing(layers), tensor_core.WideLayout(layers).size)
+    want = tensor_core.wide_packed(layers)
+    assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _ptxas_entry(text, kernel):
+    """The ptxas -v lines of one entry function: (spill line, registers)."""
+    import re
+
+    m = re.search(r"Compiling entry function '\w*" + kernel + r"\w*' for 'sm_\d+'\n.*?\n\s*(.*?)\n.*?Used (\d+) registers",
+                  text)
+    assert m, f"no ptxas report for {kernel}:\n{text}"
+    return m.group(1), int(m.group(2))
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "file-loaded"])
+def test_wide_kernel_compiles_without_spills(tmp_path, embed):
+    from rosenna.generate import generate
+
+    path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
+    generate(path, str(tmp_path), Options(lang="c", embed=embed))
+    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "mlp128_kernel.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    spills, registers = _ptxas_entry(proc.stdout + proc.stderr, "mlp128_tc_kernel")
+    assert "0 bytes spill stores, 0 bytes spill loads" in spills
+    assert registers <= 128  # __launch_bounds__(256, 2): two blocks per SM
+
+
+@pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
+def test_wide_kernel_file_compiles_with_hipcc(tmp_path):
+    """HIP has no mma.sync: the tensor-core code is compiled out and the FP32 kernel remains."""
+    import os
+
+    from rosenna.generate import generate
+
+    path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
+    generate(path, str(tmp_path), Options(lang="c", embed=False))
+    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "mlp128_kernel.cu", "-o", "k.o"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False, env=dict(os.environ, HIP_PLATFORM="amd"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -26,7 +26,10 @@ What the kernel file holds:
     through every layer in registers (:mod:`rosenna.emit.tensor_core`);
   * ``mlp-wide``: such a chain with a hidden layer at least :data:`WIDE_LAYER` wide: a block of
     :data:`WIDE_POINTS` points keeps its activations in shared memory and each thread computes
-    an 8-point x 8-column tile per pass over the input vector (the output layer: 1 x 4);
+    an 8-point x 8-column tile per pass over the input vector (the output layer: 1 x 4); on CUDA
+    devices of sm_80 and later, chains whose input and hidden layers are at most 128 wide and
+    whose output is at most 8 run instead on the tensor cores in 3xTF32, 128 points per block,
+    the weights streamed through shared memory by ``cp.async`` (:mod:`rosenna.emit.tensor_core`);
   * ``point``: anything else, one thread per point calling ``<name>_infer``.
 
   Only single precision takes the MLP paths; double precision takes ``point``.
@@ -155,9 +158,30 @@ class KernelChoice:
             self._layout("mlp-wide" if hidden and max(hidden) >= WIDE_LAYER else "mlp-narrow")
             if self.kind == "mlp-wide" and self.wide_smem() > WIDE_SMEM_LIMIT:
                 self._layout("mlp-narrow")
-        # CUDA on sm_80+ runs narrow chains on the tensor cores (3xTF32); the FP32 kernel above
-        # stays for HIP and older GPUs.
+        # CUDA on sm_80+ runs narrow chains and wide MLPs up to 128 wide on the tensor cores
+        # (3xTF32); the FP32 kernels above stay for HIP, older GPUs and what does not fit.
         self.tensor_chain = self.kind == "mlp-narrow" and tensor_core.chain_fits(self.layers)
+        self.tensor_wide = self.kind == "mlp-wide" and tensor_core.wide_fits(self.layers)
+
+    def tensor_packed_size(self):
+        """Floats in ``<name>_tc_packed`` (0 without a tensor-core kernel)."""
+        if self.tensor_chain:
+            return tensor_core.chain_bytes(self.layers) // 4
+        if self.tensor_wide:
+            return tensor_core.WideLayout(self.layers).size
+        return 0
+
+    def tensor_packed(self):
+        """``<name>_tc_packed`` for embedded weights."""
+        if self.tensor_chain:
+            return tensor_core.chain_packed(self.layers)
+        return tensor_core.wide_packed(self.layers)
+
+    def tensor_host_packing(self):
+        """C++ filling ``float *tc`` from ``host`` in ``<name>_device_upload`` (file-loaded)."""
+        if self.tensor_chain:
+            return tensor_core.host_packing(self.layers)
+        return tensor_core.wide_host_packing(self.layers)
 
     def _layout(self, kind):
         self.kind, self.offsets, off = kind, [], 0
@@ -501,6 +525,9 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
         const_note = f"ROSENNA_CONST is {storage} here: {why}."
     else:
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
+    tc_note = ""
+    if choice.tensor_chain or choice.tensor_wide:
+        tc_note = f" (on CUDA sm_80+: the 3xTF32 tensor-core {'chain' if choice.tensor_chain else 'wide kernel'})"
     body = "\n".join(cemit._body(plan, renderer))
     # The plan's own weight layout serves the per-point routine, the point kernel and infer_one;
     # the per-point function serves the first two.
@@ -514,7 +541,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
  * kernels. Built only by `make -f {n}.mk ROSENNA_BACKEND=cuda` (nvcc) or `hip` (hipcc); {n}.c
  * then drops its OpenMP {n}_infer_batch (-DROSENNA_NATIVE_KERNEL).
 {cemit._layout_comment(plan)}
- * Batched kernel: {choice.kind}. {const_note}
+ * Batched kernel: {choice.kind}{tc_note}. {const_note}
  */
 #include "rosenna_rt.h"
 
@@ -543,15 +570,16 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
                          f"    {_literals(choice.packed())}\n}};")
         else:
             parts.append(f"static __device__ __align__(16) float {n}_packed[{choice.packed_size}];")
-    if choice.tensor_chain:
-        parts.append("#if !defined(__HIPCC__)\n/* The tensor-core chain's copy: 3xTF32 B fragments per layer, then the biases "
-                     "(rosenna/emit/tensor_core.py). */")
-        size = tensor_core.chain_bytes(choice.layers) // 4
+    tc_size = choice.tensor_packed_size()
+    if tc_size:
+        which = "chain" if choice.tensor_chain else "wide kernel"
+        parts.append(f"#if !defined(__HIPCC__)\n/* The tensor-core {which}'s copy: 3xTF32 B fragments per layer, then the "
+                     "biases (rosenna/emit/tensor_core.py). */")
         if plan.embed:
-            parts.append(f"static __device__ const __align__(16) float {n}_tc_packed[{size}] = {{\n"
-                         f"    {_literals(tensor_core.chain_packed(choice.layers))}\n}};")
+            parts.append(f"static __device__ const __align__(16) float {n}_tc_packed[{tc_size}] = {{\n"
+                         f"    {_literals(choice.tensor_packed())}\n}};")
         else:
-            parts.append(f"static __device__ __align__(16) float {n}_tc_packed[{size}];")
+            parts.append(f"static __device__ __align__(16) float {n}_tc_packed[{tc_size}];")
         parts.append("#endif")
     if not plan.embed:
         parts.append("static int ready;")
@@ -581,6 +609,10 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
         parts.append("#if !defined(__HIPCC__)\n" + tensor_core.DEVICE_LIB + "\n"
                      + tensor_core.chain_kernel(plan, choice.layers, acts) + "\n#endif /* !__HIPCC__ */")
         setup = "#if !defined(__HIPCC__)\n" + tensor_core.chain_launch(plan) + "#endif\n" + setup
+    elif choice.tensor_wide:
+        parts.append("#if !defined(__HIPCC__)\n" + tensor_core.DEVICE_LIB + "\n" + tensor_core.WIDE_LIB + "\n"
+                     + tensor_core.wide_kernel(plan, choice.layers, acts) + "\n#endif /* !__HIPCC__ */")
+        setup = "#if !defined(__HIPCC__)\n" + tensor_core.wide_launch(plan) + "#endif\n" + setup
     ready_check = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     parts.append(f"""
 /* n points on the caller's stream: x[n][{plan.nx}] and y[n][{plan.ny}] are device pointers. Never
@@ -638,13 +670,13 @@ def _upload(plan, choice):
                 f"    free(packed);\n"
                 f"    if (failed)\n        return ROSENNA_STATUS_DEVICE;\n")
     tc_pack, tc_helper = "", ""
-    if choice.tensor_chain:
-        size = tensor_core.chain_bytes(choice.layers) // 4
+    if choice.tensor_packed_size():
+        size = choice.tensor_packed_size()
         tc_helper = "#if !defined(__HIPCC__)\n" + tensor_core.HOST_TF32 + "#endif\n"
         tc_pack = (f"#if !defined(__HIPCC__)\n"
                    f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
                    f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
-                   f"{tensor_core.host_packing(choice.layers)}\n"
+                   f"{choice.tensor_host_packing()}\n"
                    f"    const int tc_failed = cudaMemcpyToSymbol({n}_tc_packed, tc, sizeof(float) * {size}, 0, "
                    f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
                    f"    free(tc);\n"

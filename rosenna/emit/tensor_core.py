@@ -14,15 +14,26 @@ in the order the C fragment leaves them (``paired`` below); no shared memory bet
 Widths are padded to 8 with zero weights and zero bias, so a padded column carries act(0) into
 rows of the next layer whose weights are zero.
 
+The ``wide`` kernel (mlp-wide chains: input and hidden layers at most :data:`WIDE_WIDTH`, output at
+most :data:`WIDE_MAX_OUT`; a port of the design study's hand-written mlp128 kernel, which ran at
+1.04 ns/point on the H200 against 2.27 for the generated FP32 tile kernel): a block of 128 points keeps its activations in shared memory,
+act[p][132], and every hidden layer, padded to 128 columns, is one 128 x 128 product of 8 warps
+(32 points x 64 columns each). The weights stream through shared memory in stages of 16 rows
+(16 KB of fragments), double-buffered by ``cp.async`` across layer boundaries; each layer ends
+with bias and activation written back over act. Padded columns hold act(0), finite, and meet
+zero weight rows downstream; the padded input columns are zeroed. The output layer is one
+m16n8 tile per warp with its fragments read through L1.
+
 Fragment layouts (PTX ISA, ``m16n8k8`` ``.tf32``), ``gid = lane / 4``, ``tig = lane % 4``:
 A 16x8: a0 (gid, tig), a1 (gid+8, tig), a2 (gid, tig+4), a3 (gid+8, tig+4);
 B 8x8: b0 (tig, gid), b1 (tig+4, gid); C 16x8: c0 (gid, 2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig),
 c3 (gid+8, 2tig+1). The weights are packed per (k8 tile, n8 tile) as 32 lanes x
 ``{big(b0), big(b1), small(b0), small(b1)}``: one 16-byte load per lane.
 
-The packing exists twice, on purpose: here in numpy for embedded weights (literals in the kernel
-file), and as C++ in ``<name>_device_upload`` for file-loaded ones (:func:`host_packing`); a test
-compiles the C++ and compares the two bit for bit.
+The packing exists twice for each kernel, on purpose: here in numpy for embedded weights (literals
+in the kernel file), and as C++ in ``<name>_device_upload`` for file-loaded ones
+(:func:`host_packing`, :func:`wide_host_packing`); tests compile the C++ and compare the two bit
+for bit.
 """
 
 import numpy as np
@@ -284,31 +295,34 @@ def chain_launch(plan):
 """
 
 
-def host_packing(layers, dest="tc"):
-    """C++ for ``<name>_device_upload``: the same packing as :func:`chain_packed`, from the weights
-    as the file holds them (``host[2i]`` is layer i's W as [N][K], ``host[2i+1]`` its bias), into
-    ``float *{dest}`` (zeroed beforehand)."""
-    frags, biases, frag4, _ = chain_offsets(layers)
-    out = []
-    for i, layer in enumerate(layers):
-        kp_tiles, np_tiles = _tiles(layer.k), _tiles(layer.n)
-        k0 = "kt * 8 + 2 * t" if i > 0 else "kt * 8 + t"
-        k1 = "k0 + 1" if i > 0 else "k0 + 4"
-        out.append(f"""    for (int kt = 0; kt < {kp_tiles}; ++kt)
-        for (int nt = 0; nt < {np_tiles}; ++nt)
+def _host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest):
+    """C++ packing one layer: its fragments at float4 offset ``frag4`` of ``dest`` ([kt][nt][lane],
+    as :func:`_pack_layer`), its bias at float offset ``bias``."""
+    k0 = "kt * 8 + 2 * t" if paired else "kt * 8 + t"
+    k1 = "k0 + 1" if paired else "k0 + 4"
+    return f"""    for (int kt = 0; kt < {kt_tiles}; ++kt)
+        for (int nt = 0; nt < {nt_tiles}; ++nt)
             for (int lane = 0; lane < 32; ++lane) {{
                 const int g = lane / 4, t = lane % 4, c = nt * 8 + g, k0 = {k0}, k1 = {k1};
                 const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{2 * i}][c * {layer.k} + k0] : 0.0f;
                 const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{2 * i}][c * {layer.k} + k1] : 0.0f;
-                float *f = {dest} + 4 * ({frags[i]} + (kt * {np_tiles} + nt) * 32 + lane);
+                float *f = {dest} + 4 * ({frag4} + (kt * {nt_tiles} + nt) * 32 + lane);
                 f[0] = rosenna_host_tf32(v0);
                 f[1] = rosenna_host_tf32(v1);
                 f[2] = rosenna_host_tf32(v0 - f[0]);
                 f[3] = rosenna_host_tf32(v1 - f[1]);
             }}
     for (int o = 0; o < {layer.n}; ++o)
-        {dest}[{4 * frag4 + biases[i]} + o] = host[{2 * i + 1}][o];""")
-    return "\n".join(out)
+        {dest}[{bias} + o] = host[{2 * i + 1}][o];"""
+
+
+def host_packing(layers, dest="tc"):
+    """C++ for ``<name>_device_upload``: the same packing as :func:`chain_packed`, from the weights
+    as the file holds them (``host[2i]`` is layer i's W as [N][K], ``host[2i+1]`` its bias), into
+    ``float *{dest}`` (zeroed beforehand)."""
+    frags, biases, frag4, _ = chain_offsets(layers)
+    return "\n".join(_host_layer(i, layer, _tiles(layer.k), _tiles(layer.n), frags[i], 4 * frag4 + biases[i], i > 0, dest)
+                     for i, layer in enumerate(layers))
 
 
 #: Host TF32 rounding for :func:`host_packing` (the bit operation :func:`tf32` does in numpy).
@@ -323,4 +337,320 @@ static float rosenna_host_tf32(float f)
     memcpy(&f, &u, sizeof f);
     return f;
 }
+"""
+
+
+# -- the wide kernel ------------------------------------------------------------------------------
+
+#: Points per block of the wide kernel and its threads: 8 warps, warp (wm, wn) = (warp / 2,
+#: warp % 2) owning points 32wm .. +32 and columns 64wn .. +64 of every hidden layer. Run 3 of
+#: the design study: 1.041 ns/point for mlp128 at 128 points per block (2 blocks per SM), 1.065
+#: at 64.
+WIDE_POINTS = 128
+WIDE_THREADS = 256
+#: Hidden layers are padded to this many columns (16 n8 tiles: 2 warps x 8); the input to it too.
+WIDE_WIDTH = 128
+#: Widest output: one n8 tile of the output MMA.
+WIDE_MAX_OUT = 8
+#: Row stride of the activation buffer act[p][LDA]: 132 puts a warp's 32 A-fragment reads (rows
+#: gid, columns tig) in 32 distinct banks.
+WIDE_LDA = WIDE_WIDTH + 4
+#: Weight rows per cp.async stage (two k8 tiles) and a stage's size in float4: 2 x 16 n8 tiles
+#: x 32 lanes, 16 KB.
+WIDE_STAGE_ROWS = 16
+WIDE_STAGE4 = 2 * (WIDE_WIDTH // 8) * 32
+#: Dynamic shared memory per block: the activations and two stages, 98 KB: two blocks per SM on
+#: sm_90 (227 KB), one on sm_80 (164 KB); every sm_80+ GPU lets a block opt in to at least 99 KB.
+WIDE_SMEM = WIDE_POINTS * WIDE_LDA * 4 + 2 * WIDE_STAGE4 * 16
+
+
+def wide_fits(layers):
+    """Whether an MLP chain (already judged wide, see cuda.KernelChoice) takes the tensor-core wide
+    kernel: at least one hidden layer, input and every hidden layer at most :data:`WIDE_WIDTH`
+    wide, output at most :data:`WIDE_MAX_OUT`."""
+    if not layers or len(layers) < 2:
+        return False
+    return (layers[0].k <= WIDE_WIDTH and all(layer.n <= WIDE_WIDTH for layer in layers[:-1])
+            and layers[-1].n <= WIDE_MAX_OUT)
+
+
+class WideLayout:
+    """Where the wide kernel finds each layer in ``<name>_tc_packed``.
+
+    Hidden layer i has ``kp[i]`` weight rows (its input width padded to 16) and 128 columns;
+    its fragments are stages ``first[i]`` .. ``first[i] + count[i] - 1`` of one stream of
+    ``stages`` stages, each stage ``WIDE_STAGE4`` float4 at offset ``g * WIDE_STAGE4``: packing
+    layer after layer in [kt][nt][lane] order makes every stage two consecutive k8 tiles. The
+    output layer's fragments follow (``out_kt`` k8 tiles x 1 n8 tile, at float4 ``out_frag4``),
+    then the biases: 128 floats per hidden layer, 8 for the output (``bias[i]``, float offsets
+    from the start of the array)."""
+
+    def __init__(self, layers):
+        hidden = layers[:-1]
+        self.kp = [_round16(layer.k) for layer in hidden]
+        self.count = [kp // WIDE_STAGE_ROWS for kp in self.kp]
+        self.first = [sum(self.count[:i]) for i in range(len(hidden))]
+        self.stages = sum(self.count)
+        self.out_frag4 = self.stages * WIDE_STAGE4
+        self.out_kt = _tiles(layers[-1].k)
+        self.frag4 = self.out_frag4 + 32 * self.out_kt
+        self.bias = [4 * self.frag4 + WIDE_WIDTH * i for i in range(len(hidden))]
+        self.bias.append(4 * self.frag4 + WIDE_WIDTH * len(hidden))
+        self.size = self.bias[-1] + WIDE_MAX_OUT  # floats
+
+
+def _round16(n):
+    return (n + 15) // 16 * 16
+
+
+def wide_packed(layers):
+    """The wide kernel's ``<name>_tc_packed`` (floats): see :class:`WideLayout`."""
+    layout = WideLayout(layers)
+    out = np.zeros(layout.size, np.float32)
+    parts = [_pack_layer(layer.w, kp, WIDE_WIDTH, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
+    parts.append(_pack_layer(layers[-1].w, 8 * layout.out_kt, 8, paired=False))
+    frags = np.concatenate(parts)
+    assert frags.size == 4 * layout.frag4
+    out[:frags.size] = frags
+    for layer, off in zip(layers, layout.bias):
+        out[off:off + layer.n] = layer.b
+    return out
+
+
+def wide_host_packing(layers, dest="tc"):
+    """C++ for ``<name>_device_upload``: the same packing as :func:`wide_packed` (``host`` and
+    ``dest`` as for :func:`host_packing`)."""
+    layout = WideLayout(layers)
+    out = [_host_layer(i, layer, kp // 8, WIDE_WIDTH // 8, first * WIDE_STAGE4, bias, False, dest)
+           for i, (layer, kp, first, bias) in enumerate(zip(layers, layout.kp, layout.first, layout.bias))]
+    last = len(layers) - 1
+    out.append(_host_layer(last, layers[-1], layout.out_kt, 1, layout.out_frag4, layout.bias[-1], False, dest))
+    return "\n".join(out)
+
+
+_WIDE_CONSTANTS = (f"constexpr int ROSENNA_TCW_THREADS = {WIDE_THREADS}, ROSENNA_TCW_LDA = {WIDE_LDA}, "
+                   f"ROSENNA_TCW_STAGE = {WIDE_STAGE4};\n")
+
+#: Device library of the wide kernel, after :data:`DEVICE_LIB`.
+WIDE_LIB = r"""/* The wide tensor-core kernel's block (rosenna/emit/tensor_core.py, run 3 of the design study):
+   ROSENNA_TCW_THREADS threads, 8 warps; warp (wm, wn) = (warp / 2, warp % 2) owns points
+   32wm .. +32 and columns 64wn .. +64, 2 x 8 m16n8 tiles, 64 accumulators per thread. */
+""" + _WIDE_CONSTANTS + r"""
+/* cp.async (sm_80+): 16 bytes global -> shared without passing through registers, so the next
+   stage of weights loads while this one is multiplied. */
+__device__ __forceinline__ void rosenna_cp_async16(void *smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)), "l"(gmem)
+                 : "memory");
+}
+
+__device__ __forceinline__ void rosenna_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* Every group but the newest has landed: the newest is the stage being prefetched. */
+__device__ __forceinline__ void rosenna_cp_async_wait_prev()
+{
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
+
+/* One stage of fragments (ROSENNA_TCW_STAGE float4, 16 KB) global -> shared, 16 bytes per thread
+   and step. */
+__device__ __forceinline__ void rosenna_stage_copy(float4 *dst, const float4 *src)
+{
+    static_assert(ROSENNA_TCW_STAGE % ROSENNA_TCW_THREADS == 0, "a stage splits evenly over the threads");
+#pragma unroll
+    for (int i = 0; i < ROSENNA_TCW_STAGE / ROSENNA_TCW_THREADS; ++i)
+        rosenna_cp_async16(dst + i * ROSENNA_TCW_THREADS + threadIdx.x, src + i * ROSENNA_TCW_THREADS + threadIdx.x);
+}
+
+/* An A fragment split once into its TF32 halves: each serves the warp's 8 n8 tiles. */
+struct rosenna_split {
+    unsigned big[4], small[4];
+};
+
+__device__ __forceinline__ rosenna_split rosenna_split_a(float a0, float a1, float a2, float a3)
+{
+    const float a[4] = {a0, a1, a2, a3};
+    rosenna_split s;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        s.big[i] = rosenna_tf32(a[i]);
+        s.small[i] = rosenna_tf32(a[i] - __uint_as_float(s.big[i]));
+    }
+    return s;
+}
+
+/* rosenna_mma3 with the A fragment already split: the small products first. */
+__device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split &a, const float4 &b)
+{
+    rosenna_mma(d, a.small, b.x, b.y);
+    rosenna_mma(d, a.big, b.z, b.w);
+    rosenna_mma(d, a.big, b.x, b.y);
+}
+
+/* One stage g of the STAGES-stage weight stream (16 input rows of a hidden layer, the first at
+   column k0 of act[p][LDA]) multiplied into the warp's accumulators. On entry stage g is in
+   flight in buffer g & 1; this prefetches stage g + 1 into the other buffer, the next layer's
+   first stage at a layer's last, so the stream never stops at a layer boundary. F: all
+   fragments, stage g at F + g * ROSENNA_TCW_STAGE. */
+template <int STAGES>
+__device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][8][4], const float *act, float4 *stage,
+                                                  const float4 *ROSENNA_RESTRICT F, int g, int k0)
+{
+    constexpr int LDA = ROSENNA_TCW_LDA;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
+    const int wm = warp / 2, wn = warp % 2;
+    if (g + 1 < STAGES)
+        rosenna_stage_copy(stage + ((g + 1) & 1) * ROSENNA_TCW_STAGE, F + (g + 1) * ROSENNA_TCW_STAGE);
+    rosenna_cp_async_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */
+    rosenna_cp_async_wait_prev();
+    __syncthreads();  /* stage g and the last epilogue's act are visible to every warp */
+    const float4 *sb = stage + (g & 1) * ROSENNA_TCW_STAGE + wn * 8 * 32 + lane;
+#pragma unroll
+    for (int kt = 0; kt < 2; ++kt) {
+        const float *sa = act + (wm * 32 + gid) * LDA + k0 + kt * 8 + tig;
+        const rosenna_split a[2] = {rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]),
+                                    rosenna_split_a(sa[16 * LDA], sa[24 * LDA], sa[16 * LDA + 4], sa[24 * LDA + 4])};
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+            const float4 b = sb[(kt * 16 + ni) * 32];
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+                rosenna_mma3s(acc[mi][ni], a[mi], b);
+        }
+    }
+    __syncthreads();  /* buffer g & 1 is refilled next stage, and an epilogue may overwrite act */
+}
+
+/* A hidden layer's end: bias and activation, written over act[p][LDA] as the next layer's input
+   (every warp has read this layer's input: rosenna_tcw_stage ends on a barrier); the
+   accumulators start again from zero. bias: the layer's, 128 floats. */
+template <float (*ACT)(float)>
+__device__ __forceinline__ void rosenna_tcw_epilogue(float (&acc)[2][8][4], float *act, const float *ROSENNA_RESTRICT bias)
+{
+    constexpr int LDA = ROSENNA_TCW_LDA;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
+    const int wm = warp / 2, wn = warp % 2;
+    /* C fragment: c0, c1 at (row gid, columns 2tig, 2tig+1), c2, c3 at row gid + 8. */
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+        const float2 b = __ldg(reinterpret_cast<const float2 *>(bias + wn * 64 + ni * 8 + 2 * tig));
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+            float *o = act + (wm * 32 + mi * 16 + gid) * LDA + wn * 64 + ni * 8 + 2 * tig;
+            float(&c)[4] = acc[mi][ni];
+            *reinterpret_cast<float2 *>(o) = make_float2(ACT(c[0] + b.x), ACT(c[1] + b.y));
+            *reinterpret_cast<float2 *>(o + 8 * LDA) = make_float2(ACT(c[2] + b.x), ACT(c[3] + b.y));
+            c[0] = c[1] = c[2] = c[3] = 0.0f;
+        }
+    }
+}
+"""
+
+
+def wide_kernel(plan, layers, acts):
+    """The wide kernel ``<name>_tc_kernel`` (its body only where the device code is compiled for
+    sm_80 or later) and ``<name>_tc_usable``, which also opts the kernel into its shared memory."""
+    n, nx, ny = plan.name, plan.nx, plan.ny
+    layout = WideLayout(layers)
+    k0p = layout.kp[0]
+    out = layers[-1]
+    k0 = [WIDE_STAGE_ROWS * s for count in layout.count for s in range(count)]
+    lines = ["/* Per stage of the weight stream: its first input row within its layer. A table in the constant bank:",
+             "   with k0 computed from g (mlp128) or carried through the loop (a 128-input MLP), ptxas spilled a",
+             "   register at the 128-register cap of two blocks per SM. */",
+             f"static __constant__ int {n}_tc_k0[{layout.stages}] = {{{', '.join(map(str, k0))}}};",
+             "",
+             f"/* Tensor-core wide MLP: {WIDE_POINTS} points per block, their activations act[p][{WIDE_LDA}] in shared memory, "
+             f"the {layout.stages}",
+             f"   stages of 16 weight rows streamed through two 16 KB buffers; the output layer ({out.k} -> {out.n}) is one",
+             f"   m16n8 tile per warp with its fragments read through L1. {WIDE_SMEM} bytes of dynamic shared memory. */",
+             f"__global__ void __launch_bounds__({WIDE_THREADS}, 2) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
+             "float *ROSENNA_RESTRICT y)",
+             "{",
+             "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
+             "    extern __shared__ float4 rosenna_smem[];",
+             "    float *act = reinterpret_cast<float *>(rosenna_smem);  /* point-major, as the A fragments read it */",
+             f"    float4 *stage = rosenna_smem + {WIDE_POINTS * WIDE_LDA // 4};  /* after act: two stages of 16 KB */",
+             f"    const float4 *F = reinterpret_cast<const float4 *>({n}_tc_packed);",
+             f"    const long p0 = (long)blockIdx.x * {WIDE_POINTS};",
+             "    rosenna_stage_copy(stage, F);",
+             "    rosenna_cp_async_commit();",
+             f"    /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
+             "       is not zeroed, and a NaN there times a zero weight would not vanish). */",
+             f"    for (int e = threadIdx.x; e < {WIDE_POINTS * k0p}; e += {WIDE_THREADS}) {{",
+             f"        const int p = e / {k0p}, k = e % {k0p};",
+             f"        act[p * {WIDE_LDA} + k] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? x[(p0 + p) * {nx} + k] : 0.0f;",
+             "    }"]
+    lines += ["    float acc[2][8][4];",
+              "#pragma unroll",
+              "    for (int mi = 0; mi < 2; ++mi)",
+              "#pragma unroll",
+              "        for (int ni = 0; ni < 8; ++ni)",
+              "#pragma unroll",
+              "            for (int r = 0; r < 4; ++r)",
+              "                acc[mi][ni][r] = 0.0f;",
+              "    /* One loop over the stages of all hidden layers, as the design study's kernel. */",
+              "#pragma unroll 1",
+              f"    for (int g = 0; g < {layout.stages}; ++g) {{",
+              f"        rosenna_tcw_stage<{layout.stages}>(acc, act, stage, F, g, {n}_tc_k0[g]);"]
+    for i, layer in enumerate(layers[:-1]):
+        end = layout.first[i] + layout.count[i] - 1
+        lines += [f"        {'if' if i == 0 else 'else if'} (g == {end})  /* layer {i} ends: {layer.k} -> {layer.n}, "
+                  f"{layer.act or 'no activation'} */",
+                  f"            rosenna_tcw_epilogue<{acts[i]}>(acc, act, {n}_tc_packed + {layout.bias[i]});"]
+    lines.append("    }")
+    last = len(layers) - 1
+    lines += ["    __syncthreads();  /* a warp's 16 output rows were written by two warps */",
+              f"    /* layer {last}: {out.k} -> {out.n}, {out.act or 'no activation'}; warp w takes points 16w .. +16 */",
+              "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;",
+              "    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};",
+              f"    const float *sa = act + (warp * 16 + gid) * {WIDE_LDA} + tig;",
+              "#pragma unroll 4",
+              f"    for (int kt = 0; kt < {layout.out_kt}; ++kt) {{",
+              f"        const rosenna_split a = rosenna_split_a(sa[kt * 8], sa[kt * 8 + {8 * WIDE_LDA}], sa[kt * 8 + 4], "
+              f"sa[kt * 8 + {8 * WIDE_LDA + 4}]);",
+              f"        rosenna_mma3s(c, a, __ldg(F + {layout.out_frag4} + kt * 32 + lane));",
+              "    }",
+              f"    const float *bias = {n}_tc_packed + {layout.bias[-1]};",
+              "    const int col = 2 * tig;",
+              "    const long r = p0 + warp * 16 + gid;",
+              f"    const float b0 = __ldg(bias + col), b1 = __ldg(bias + col + 1);  /* padded to {WIDE_MAX_OUT}: in bounds */",
+              f"    if (col < {ny} && r < n)\n        y[r * {ny} + col] = {acts[last]}(c[0] + b0);",
+              f"    if (col + 1 < {ny} && r < n)\n        y[r * {ny} + col + 1] = {acts[last]}(c[1] + b1);",
+              f"    if (col < {ny} && r + 8 < n)\n        y[(r + 8) * {ny} + col] = {acts[last]}(c[2] + b0);",
+              f"    if (col + 1 < {ny} && r + 8 < n)\n        y[(r + 8) * {ny} + col + 1] = {acts[last]}(c[3] + b1);",
+              "#else",
+              "    (void)n; (void)x; (void)y;  /* no mma.sync before sm_80: never launched (see the host side) */",
+              "#endif",
+              "}",
+              "",
+              f"/* Whether this device runs {n}_tc_kernel: its binary for the device is sm_80+ (the runtime picked it), and",
+              f"   the kernel may have its {WIDE_SMEM} bytes of shared memory. Otherwise the FP32 kernel runs. */",
+              f"static bool {n}_tc_usable()",
+              "{",
+              "    static int usable = -1;",
+              "    if (usable < 0) {",
+              "        cudaFuncAttributes attributes;",
+              f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80 &&",
+              f"                 cudaFuncSetAttribute({n}_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {WIDE_SMEM}) == "
+              "cudaSuccess;",
+              "        if (!usable)",
+              "            (void)cudaGetLastError();  /* a refused attribute is no error of the caller's launch */",
+              "    }",
+              "    return usable == 1;",
+              "}"]
+    return "\n".join(lines)
+
+
+def wide_launch(plan):
+    """Statements of ``<name>_infer_batch`` that run the wide kernel and return, when usable: one
+    block per 128 points (two resident per SM; a block's weights stream from L2)."""
+    n = plan.name
+    return f"""    if ({n}_tc_usable()) {{
+        {n}_tc_kernel<<<(unsigned)(((long)n + {WIDE_POINTS - 1}) / {WIDE_POINTS}), {WIDE_THREADS}, {WIDE_SMEM}, (cudaStream_t)stream>>>(n, x, y);
+        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+    }}
 """
