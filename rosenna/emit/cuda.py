@@ -24,22 +24,30 @@ What the kernel file holds:
     devices of sm_80 and later, chains with enough work per point (and every layer at most
     48 wide) run instead on the tensor cores in fp32-accurate 3xTF32, a warp carrying 32 points
     through every layer in registers (:mod:`rosenna.emit.tensor_core`);
-  * ``mlp-wide``: such a chain with a hidden layer at least :data:`WIDE_LAYER` wide: a block of
+  * ``mlp-wide``: such a chain with a hidden layer at least :data:`WIDE_LAYER` wide. Chains whose
+    input and hidden layers are at most 128 wide and whose output is at most 8 (mlp128) take the
+    staged FP32 kernel (:mod:`rosenna.emit.staged`, the design study's ``k_mlp128_stream<8>``,
+    1.60 ns/point for mlp128 on the H200): 64 points per block, activations in shared memory,
+    8 x 8 tiles per thread, the weights streamed through shared memory 16 rows at a time
+    (``cp.async`` on sm_80+, plain loads on HIP and older GPUs). Compiled with
+    ``-DROSENNA_TF32_WIDE``, CUDA sm_80+ runs these on the tensor cores in 3xTF32 instead
+    (:mod:`rosenna.emit.tensor_core`): 1.06 vs 1.60 ns/point on the H200, relative L2 error
+    1.5e-6 vs 1.1e-7; outside verify's elementwise tolerance on about 1 output in a million, so
+    it is not the default. Wider chains take the FP32 tile kernel: a block of
     :data:`WIDE_POINTS` points keeps its activations in shared memory and each thread computes
-    an 8-point x 8-column tile per pass over the input vector (the output layer: 1 x 4); on CUDA
-    devices of sm_80 and later, chains whose input and hidden layers are at most 128 wide and
-    whose output is at most 8 run instead on the tensor cores in 3xTF32, 128 points per block,
-    the weights streamed through shared memory by ``cp.async`` (:mod:`rosenna.emit.tensor_core`);
+    an 8-point x 8-column tile per pass over the input vector (the output layer: 1 x 4);
   * ``point``: anything else, one thread per point calling ``<name>_infer``.
 
   Only single precision takes the MLP paths; double precision takes ``point``.
+  ``-DROSENNA_NO_TENSOR_CORES`` on the kernel file's compile line keeps FP32 kernels everywhere
+  (it also overrides ``-DROSENNA_TF32_WIDE``).
 """
 
 import numpy as np
 
 from rosenna import ops
 from rosenna.emit import c as cemit
-from rosenna.emit import tensor_core, whole
+from rosenna.emit import staged, tensor_core, whole
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer
 from rosenna.kernel import Var
@@ -158,10 +166,23 @@ class KernelChoice:
             self._layout("mlp-wide" if hidden and max(hidden) >= WIDE_LAYER else "mlp-narrow")
             if self.kind == "mlp-wide" and self.wide_smem() > WIDE_SMEM_LIMIT:
                 self._layout("mlp-narrow")
-        # CUDA on sm_80+ runs narrow chains and wide MLPs up to 128 wide on the tensor cores
-        # (3xTF32); the FP32 kernels above stay for HIP, older GPUs and what does not fit.
+        # Wide MLPs up to 128 wide (output <= 8) take the staged FP32 kernel, everywhere.
+        self.staged = self.kind == "mlp-wide" and staged.fits(self.layers)
+        if self.staged:
+            layout = staged.StagedLayout(self.layers)
+            self.offsets, self.packed_size = layout.offsets, layout.size
+        # CUDA on sm_80+ runs narrow chains on the tensor cores (3xTF32) unless the kernel file is
+        # compiled with -DROSENNA_NO_TENSOR_CORES; the wide 3xTF32 kernel is there too for the
+        # models the staged kernel takes, but compiled in only with -DROSENNA_TF32_WIDE (faster,
+        # less accurate: see the module docstring).
         self.tensor_chain = self.kind == "mlp-narrow" and tensor_core.chain_fits(self.layers)
-        self.tensor_wide = self.kind == "mlp-wide" and tensor_core.wide_fits(self.layers)
+        self.tensor_wide = self.staged
+        self.tc_guard = ""
+        if self.tensor_chain:
+            self.tc_guard = "#if !defined(__HIPCC__) && !defined(ROSENNA_NO_TENSOR_CORES)"
+        elif self.tensor_wide:
+            self.tc_guard = ("#if !defined(__HIPCC__) && !defined(ROSENNA_NO_TENSOR_CORES) && "
+                             "defined(ROSENNA_TF32_WIDE)")
 
     def tensor_packed_size(self):
         """Floats in ``<name>_tc_packed`` (0 without a tensor-core kernel)."""
@@ -204,12 +225,14 @@ class KernelChoice:
         return buffers * self.wide_rows() * (WIDE_POINTS + 4) * 4
 
     def packed(self):
-        """The packed weights: per layer W as [K][npad] (input-major) then the bias [npad]."""
+        """The packed weights: per layer W as [K][npad] (input-major) then the bias [npad]; the
+        staged kernel's layout (:class:`rosenna.emit.staged.StagedLayout`) pads K and keeps the
+        biases apart, so only the layer's own K rows are written here (the rest stays zero)."""
         out = np.zeros(self.packed_size, dtype=np.float32)
         for layer, (woff, boff, npad) in zip(self.layers, self.offsets):
             block = np.zeros((layer.k, npad), dtype=np.float32)
             block[:, :layer.n] = layer.w.T
-            out[woff:boff] = block.reshape(-1)
+            out[woff:woff + layer.k * npad] = block.reshape(-1)
             out[boff:boff + layer.n] = layer.b
         return out
 
@@ -514,6 +537,12 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     with ``-DROSENNA_DEVICE_ROUTINE`` as relocatable device code into ``<name>_device.o`` (the
     ``__device__`` ``<name>_infer`` for the user's kernels). Relocatable code for the batched
     kernel cost registers: ptxas gave gemm_big's kernel 255 of them under -rdc, 111 without.
+
+    Macros on the kernel file's compile line: ``-DROSENNA_TF32_WIDE`` makes CUDA sm_80+ run wide
+    MLPs that the staged FP32 kernel takes on the 3xTF32 tensor-core kernel instead (1.06 vs 1.60
+    ns/point on the H200, relative L2 error 1.5e-6 vs 1.1e-7; outside verify's elementwise
+    tolerance on about 1 output in a million); ``-DROSENNA_NO_TENSOR_CORES`` keeps FP32 kernels
+    everywhere (the narrow chain's tensor-core path too, and it overrides the former).
     """
     n, t = plan.name, plan.ctype
     choice = KernelChoice(plan, constant_limit)
@@ -526,8 +555,14 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     else:
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
     tc_note = ""
-    if choice.tensor_chain or choice.tensor_wide:
-        tc_note = f" (on CUDA sm_80+: the 3xTF32 tensor-core {'chain' if choice.tensor_chain else 'wide kernel'})"
+    if choice.tensor_chain:
+        tc_note = (" (on CUDA sm_80+: the 3xTF32 tensor-core chain; compile with -DROSENNA_NO_TENSOR_CORES for the\n"
+                   " * FP32 kernel everywhere)")
+    elif choice.staged:
+        tc_note = (", the staged FP32 kernel (rosenna/emit/staged.py). Compiled with -DROSENNA_TF32_WIDE, CUDA\n"
+                   " * sm_80+ runs the wide 3xTF32 tensor-core kernel instead: 1.06 vs 1.60 ns/point on the H200 for mlp128,\n"
+                   " * relative L2 error 1.5e-6 vs 1.1e-7; outside verify's elementwise tolerance (rtol 1e-5, atol 1e-6) on\n"
+                   " * about 1 output in a million, hence not the default (-DROSENNA_NO_TENSOR_CORES overrides it)")
     body = "\n".join(cemit._body(plan, renderer))
     # The plan's own weight layout serves the per-point routine, the point kernel and infer_one;
     # the per-point function serves the first two.
@@ -541,7 +576,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
  * kernels. Built only by `make -f {n}.mk ROSENNA_BACKEND=cuda` (nvcc) or `hip` (hipcc); {n}.c
  * then drops its OpenMP {n}_infer_batch (-DROSENNA_NATIVE_KERNEL).
 {cemit._layout_comment(plan)}
- * Batched kernel: {choice.kind}{tc_note}. {const_note}
+ * Batched kernel: {choice.kind}{tc_note}.{chr(10) + ' *' if choice.staged else ''} {const_note}
  */
 #include "rosenna_rt.h"
 
@@ -566,14 +601,16 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
     if choice.layers:
         parts.append("/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */")
         if plan.embed:
-            parts.append(f"static ROSENNA_CONST __align__(16) float {n}_packed[{choice.packed_size}] = {{\n"
+            # The staged kernel's cp.async reads global memory: never the constant bank.
+            storage_class = "__device__ const" if choice.staged else "ROSENNA_CONST"
+            parts.append(f"static {storage_class} __align__(16) float {n}_packed[{choice.packed_size}] = {{\n"
                          f"    {_literals(choice.packed())}\n}};")
         else:
             parts.append(f"static __device__ __align__(16) float {n}_packed[{choice.packed_size}];")
     tc_size = choice.tensor_packed_size()
     if tc_size:
         which = "chain" if choice.tensor_chain else "wide kernel"
-        parts.append(f"#if !defined(__HIPCC__)\n/* The tensor-core {which}'s copy: 3xTF32 B fragments per layer, then the "
+        parts.append(f"{choice.tc_guard}\n/* The tensor-core {which}'s copy: 3xTF32 B fragments per layer, then the "
                      "biases (rosenna/emit/tensor_core.py). */")
         if plan.embed:
             parts.append(f"static __device__ const __align__(16) float {n}_tc_packed[{tc_size}] = {{\n"
@@ -590,7 +627,10 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
             name = f"act{li}"
             parts.append(_activation_fn(plan, name, layer.act, renderer))
             acts.append(name)
-        parts.append(_WIDE_LIB if choice.kind == "mlp-wide" else _NARROW_LIB)
+        if choice.staged:
+            parts.append(staged.LIB)
+        else:
+            parts.append(_WIDE_LIB if choice.kind == "mlp-wide" else _NARROW_LIB)
         parts.append("}  // namespace\n")
     parts.append(whole.cuda_source(plan))
     if plan.path == "whole":  # per-point locals too large for a thread: one sample at a time
@@ -600,19 +640,22 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
                   f"        if (status != ROSENNA_STATUS_OK)\n            return status;\n    }}")
     elif choice.kind == "mlp-narrow":
         kernel, launch, setup = _narrow_kernel(plan, choice, acts)
+    elif choice.staged:
+        kernel, launch, setup = staged.kernel(plan, choice.layers, acts)
     elif choice.kind == "mlp-wide":
         kernel, launch, setup = _wide_kernel(plan, choice, acts)
     else:
         kernel, launch, setup = _point_kernel(plan)
     parts.append(kernel)
     if choice.tensor_chain:
-        parts.append("#if !defined(__HIPCC__)\n" + tensor_core.DEVICE_LIB + "\n"
-                     + tensor_core.chain_kernel(plan, choice.layers, acts) + "\n#endif /* !__HIPCC__ */")
-        setup = "#if !defined(__HIPCC__)\n" + tensor_core.chain_launch(plan) + "#endif\n" + setup
+        parts.append(choice.tc_guard + "\n" + tensor_core.DEVICE_LIB + "\n"
+                     + tensor_core.chain_kernel(plan, choice.layers, acts) + "\n#endif /* tensor cores */")
+        setup = choice.tc_guard + "\n" + tensor_core.chain_launch(plan) + "#endif\n" + setup
     elif choice.tensor_wide:
-        parts.append("#if !defined(__HIPCC__)\n" + tensor_core.DEVICE_LIB + "\n" + tensor_core.WIDE_LIB + "\n"
-                     + tensor_core.wide_kernel(plan, choice.layers, acts) + "\n#endif /* !__HIPCC__ */")
-        setup = "#if !defined(__HIPCC__)\n" + tensor_core.wide_launch(plan) + "#endif\n" + setup
+        parts.append("/* The wide 3xTF32 tensor-core kernel, only with -DROSENNA_TF32_WIDE (see the header). */\n"
+                     + choice.tc_guard + "\n" + tensor_core.DEVICE_LIB + "\n" + tensor_core.WIDE_LIB + "\n"
+                     + tensor_core.wide_kernel(plan, choice.layers, acts) + "\n#endif /* ROSENNA_TF32_WIDE */")
+        setup = choice.tc_guard + "\n" + tensor_core.wide_launch(plan) + "#endif\n" + setup
     ready_check = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     parts.append(f"""
 /* n points on the caller's stream: x[n][{plan.nx}] and y[n][{plan.ny}] are device pointers. Never
@@ -672,8 +715,8 @@ def _upload(plan, choice):
     tc_pack, tc_helper = "", ""
     if choice.tensor_packed_size():
         size = choice.tensor_packed_size()
-        tc_helper = "#if !defined(__HIPCC__)\n" + tensor_core.HOST_TF32 + "#endif\n"
-        tc_pack = (f"#if !defined(__HIPCC__)\n"
+        tc_helper = choice.tc_guard + "\n" + tensor_core.HOST_TF32 + "#endif\n"
+        tc_pack = (f"{choice.tc_guard}\n"
                    f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
                    f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
                    f"{choice.tensor_host_packing()}\n"
