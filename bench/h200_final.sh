@@ -8,17 +8,22 @@ set -u
 OUT=${OUT:-h200-final}
 W=$(mktemp -d)
 mkdir -p "$OUT"
+pack() { tar czf "$OUT/final.tgz" -C "$W" .; }  # after every stage: a cut-off call still returns the rest
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$W/machine.txt"
 echo "== generated kernels"
-timeout 120 bash bench/gen_bench.sh run 2>&1 | tee "$W/gen_bench.txt"
+timeout 100 bash bench/gen_bench.sh run 2>&1 | tee "$W/gen_bench.txt"
+pack
 echo "== PyTorch eager fp32, same call"
-timeout 90 python3 bench/torch_baseline.py --csv "$W/torch.csv" 2>&1 | tee "$W/torch.txt"
+timeout 60 python3 bench/torch_baseline.py --csv "$W/torch.csv" 2>&1 | tee "$W/torch.txt"
+pack
 echo "== gate"
-OUT=$W/gates MODELS="gemm_big mlp128 gemm_small" CLANG_MODELS="gemm_big mlp128 gemm_small" timeout 330 \
+OUT=$W/gates MODELS="gemm_big mlp128 gemm_small" CLANG_MODELS="gemm_big mlp128 gemm_small" timeout 280 \
     bash bench/gate_h200.sh > "$W/gate_point.txt" 2>&1
-OUT=$W/gates MODELS=build/probe/convnet.onnx CLANG_MODELS=build/probe/convnet.onnx POINTS=64 timeout 100 \
+pack
+OUT=$W/gates MODELS=build/probe/convnet.onnx CLANG_MODELS=build/probe/convnet.onnx POINTS=64 timeout 60 \
     bash bench/gate_h200.sh > "$W/gate_convnet.txt" 2>&1
-OUT=$W/gates MODELS=build/probe/lstm_cell.onnx CLANG_MODELS=build/probe/lstm_cell.onnx POINTS=100000 timeout 120 \
+pack
+OUT=$W/gates MODELS=build/probe/lstm_cell.onnx CLANG_MODELS=build/probe/lstm_cell.onnx POINTS=100000 timeout 80 \
     bash bench/gate_h200.sh > "$W/gate_lstm.txt" 2>&1
 grep -h -E "^(c-|fortran-|batch|cuda-user)|PASS:|FAIL:" "$W"/gate_*.txt
-tar czf "$OUT/final.tgz" -C "$W" .
+pack
