@@ -29,7 +29,7 @@ prepare() {
     local rosenna=${ROSENNA:-$root/.venv/bin/rosenna}
     rm -rf $SUR/$B $PG/$B $CNS/$B
     make -s -C $SUR BUILD=$B ROSENNA="$rosenna" $B/omp/adr_rate.h $B/acc/adr_rate.h $B/cuda/adr_rate.h &&
-    make -s -C $PG BUILD=$B ROSENNA="$rosenna" $B/gen/pguess.h &&
+    make -s -C $PG BUILD=$B ROSENNA="$rosenna" $B/gen/pguess.h $B/gen-cuda/pguess.h &&
     make -s -C $CNS BUILD=$B ROSENNA="$rosenna" $B/gen/sgs.h &&
     echo "generated: $SUR/$B $PG/$B $CNS/$B"
 }
@@ -90,6 +90,7 @@ make -C $SUR -j8 BUILD=$B ROSENNA=false CC=gcc CUDA_ARCH=-arch=sm_90 cuda > "$ou
 make -C $SUR -j8 "${cflags[@]}" $BC/adr_c_omp > "$out/build-clang-surrogates.log" 2>&1 & pids+=($!)
 make -C $PG -j8 "${cflags[@]}" $BC/poisson > "$out/build-clang-poisson.log" 2>&1 & pids+=($!)
 make -C $CNS -j8 "${cflags[@]}" $BC/cns_c > "$out/build-clang-cns.log" 2>&1 & pids+=($!)
+make -C $PG -j8 "${cflags[@]}" CUDA_ARCH=-arch=sm_90 $BC/poisson_cuda > "$out/build-clang-poisson-cuda.log" 2>&1 & pids+=($!)
 for p in "${pids[@]}"; do wait $p || note "build failed: see the logs below"; done
 note "build: $(( $(date +%s) - t0 )) s"
 for log in "$out"/build-*.log; do grep -E -i "error" "$log" | head -5; done
@@ -157,6 +158,8 @@ run adr_c_omp_clang $SUR/$BC/adr_c_omp --n $n --steps $steps --require-device ||
 [ -n "$counter" ] && { run adr_c_omp_clang_short $SUR/$BC/adr_c_omp --n $n --steps $((steps / 2)) \
     --require-device || status=1; }
 run poisson_clang $PG/$BC/poisson --cases 2 --require-device || status=1
+# The net on the native CUDA backend inside the clang-built OpenMP program (one CUDA context).
+run poisson_cuda_clang $PG/$BC/poisson_cuda --cases 2 --require-device || status=1
 run cns_c_clang_np1 mpirun "${mpirun_flags[@]}" -np 1 $CNS/$BC/cns_c --nx $cn --ny $cn --steps 100 \
     --require-device --dump "$out/cns_c_clang_np1.bin" || status=1
 # Two cases only: each Jacobi sweep of a 64 x 64 field is one tiny kernel launch, and ~40,000

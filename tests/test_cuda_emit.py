@@ -97,6 +97,34 @@ def test_nvcc_compiles(zoo_dir, tmp_path, name, embed, arch):
     _build(tmp_path, name, "cuda", f"-O2 -arch={arch}")
 
 
+HOST_LINK = r"""#include <stdio.h>
+#include "{n}.h"
+int main(void)
+{{
+    float x[{N}_NX] = {{0.5f}}, y[{N}_NY];
+    {n}_infer(x, y);
+    printf("%d %.6f\n", {n}_infer_batch(0, NULL, NULL, NULL), y[0]);
+    return 0;
+}}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_host_compiler_links_the_cuda_archive_with_print_libs(zoo_dir, tmp_path):
+    """README: lib<name>.a of the cuda backend links with any host compiler plus `make print-libs`
+    (the CUDA runtime's directory, found from nvcc, and the C++ runtime nvcc's objects need). The
+    program runs here without a GPU: the per-point routine on the host, a batch of none."""
+    generate(str(zoo_dir / "gemm_big.onnx"), str(tmp_path), Options(lang="c", name="gb"))
+    _build(tmp_path, "gb", "cuda", "-O2 -arch=sm_90")
+    libs = subprocess.run(["make", "-s", "-f", "gb.mk", "ROSENNA_BACKEND=cuda", "print-libs"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert "-lcudart" in libs and any(a.startswith("-L/") for a in libs), libs
+    (tmp_path / "main.c").write_text(HOST_LINK.format(n="gb", N="GB"))
+    subprocess.run(["gcc", "-O2", "main.c", "libgb.a", *libs, "-lm", "-o", "main"], cwd=tmp_path, check=True)
+    out = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "0" and 0.0 < float(out[1]) < 1.0  # sigmoid output
+
+
 @pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
 @pytest.mark.parametrize("embed", [True, False], ids=["embedded", "file-loaded"])
 @pytest.mark.parametrize("name", MODELS)

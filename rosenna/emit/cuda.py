@@ -753,8 +753,13 @@ def kernel_filename(plan):
 #: Per backend: default device compiler, its flags, the flag for relocatable device code, and the
 #: runtime library a host-compiler link needs.
 BACKENDS = {
-    "cuda": {"DEVCC": "nvcc", "DEVFLAGS": "-O2 -arch=sm_80", "RDC": "-rdc=true", "LIBS": "-lcudart"},
-    "hip": {"DEVCC": "hipcc", "DEVFLAGS": "-O2 --offload-arch=gfx90a", "RDC": "-fgpu-rdc", "LIBS": "-lamdhip64"},
+    "cuda": {"DEVCC": "nvcc", "DEVFLAGS": "-O2 -arch=sm_80", "RDC": "-rdc=true",
+             "LIBS": "-L$(ROSENNA_DEVICE_LIBDIR) -Wl,-rpath,$(ROSENNA_DEVICE_LIBDIR) -lcudart -lstdc++",
+             # nvcc names its installation in its dry run (a wrapper script on PATH may hide it).
+             "LIBDIR": "$(shell $(DEVCC) -dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\\#\\$$ TOP=//p')/lib64"},
+    "hip": {"DEVCC": "hipcc", "DEVFLAGS": "-O2 --offload-arch=gfx90a", "RDC": "-fgpu-rdc",
+            "LIBS": "-L$(ROSENNA_DEVICE_LIBDIR) -Wl,-rpath,$(ROSENNA_DEVICE_LIBDIR) -lamdhip64 -lstdc++",
+            "LIBDIR": "$(or $(ROCM_PATH),/opt/rocm)/lib"},
 }
 
 
@@ -777,6 +782,7 @@ def makefile_rules(name, defaults):
                   f"DEVCC ?= {devcc}",
                   f"DEVFLAGS ?= {devflags}",
                   f"ROSENNA_RDC = {conf['RDC']}",
+                  f"ROSENNA_DEVICE_LIBDIR ?= {conf['LIBDIR']}",
                   f"ROSENNA_DEVICE_LIBS ?= {conf['LIBS']}"]
     lines += ["else ifneq ($(ROSENNA_BACKEND),omp)",
               "$(error ROSENNA_BACKEND=$(ROSENNA_BACKEND): choose omp, cuda or hip)",
