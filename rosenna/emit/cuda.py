@@ -409,11 +409,11 @@ __device__ __forceinline__ void rosenna_tile(const float *ROSENNA_RESTRICT W, co
         __syncthreads();
         if (item < ITEMS)
             rosenna_tile_store<K, N, NP, TM, TN, ACT, TO_Y, LDA>(W, item, acc, out, y, p0, n);
-        return;
-    }
-    for (int item = threadIdx.x; item < ITEMS; item += THREADS) {
-        rosenna_tile_sums<K, NP, TM, TN, LDA>(W, in, item, acc);
-        rosenna_tile_store<K, N, NP, TM, TN, ACT, TO_Y, LDA>(W, item, acc, out, y, p0, n);
+    } else {
+        for (int item = threadIdx.x; item < ITEMS; item += THREADS) {
+            rosenna_tile_sums<K, NP, TM, TN, LDA>(W, in, item, acc);
+            rosenna_tile_store<K, N, NP, TM, TN, ACT, TO_Y, LDA>(W, item, acc, out, y, p0, n);
+        }
     }
 }
 """
