@@ -30,7 +30,7 @@ prepare() {
     rm -rf $SUR/$B $PG/$B $CNS/$B
     make -s -C $SUR BUILD=$B ROSENNA="$rosenna" $B/omp/adr_rate.h $B/acc/adr_rate.h $B/cuda/adr_rate.h &&
     make -s -C $PG BUILD=$B ROSENNA="$rosenna" $B/gen/pguess.h $B/gen-cuda/pguess.h &&
-    make -s -C $CNS BUILD=$B ROSENNA="$rosenna" $B/gen/sgs.h &&
+    make -s -C $CNS BUILD=$B ROSENNA="$rosenna" $B/gen/sgs.h $B/gen-cuda/sgs.h &&
     echo "generated: $SUR/$B $PG/$B $CNS/$B"
 }
 
@@ -91,6 +91,7 @@ make -C $SUR -j8 "${cflags[@]}" $BC/adr_c_omp > "$out/build-clang-surrogates.log
 make -C $PG -j8 "${cflags[@]}" $BC/poisson > "$out/build-clang-poisson.log" 2>&1 & pids+=($!)
 make -C $CNS -j8 "${cflags[@]}" $BC/cns_c > "$out/build-clang-cns.log" 2>&1 & pids+=($!)
 make -C $PG -j8 "${cflags[@]}" CUDA_ARCH=-arch=sm_90 $BC/poisson_cuda > "$out/build-clang-poisson-cuda.log" 2>&1 & pids+=($!)
+make -C $CNS -j8 "${cflags[@]}" CUDA_ARCH=-arch=sm_90 $BC/cns_cuda > "$out/build-clang-cns-cuda.log" 2>&1 & pids+=($!)
 for p in "${pids[@]}"; do wait $p || note "build failed: see the logs below"; done
 note "build: $(( $(date +%s) - t0 )) s"
 for log in "$out"/build-*.log; do grep -E -i "error" "$log" | head -5; done
@@ -162,6 +163,9 @@ run poisson_clang $PG/$BC/poisson --cases 2 --require-device || status=1
 run poisson_cuda_clang $PG/$BC/poisson_cuda --cases 2 --require-device || status=1
 run cns_c_clang_np1 mpirun "${mpirun_flags[@]}" -np 1 $CNS/$BC/cns_c --nx $cn --ny $cn --steps 100 \
     --require-device --dump "$out/cns_c_clang_np1.bin" || status=1
+# The closure as one batch per stage through the native CUDA kernel (clang's OpenMP + CUDA runtime).
+run cns_cuda_clang_np1 mpirun "${mpirun_flags[@]}" -np 1 $CNS/$BC/cns_cuda --nx $cn --ny $cn --steps 100 \
+    --batch --require-device || status=1
 # Two cases only: each Jacobi sweep of a 64 x 64 field is one tiny kernel launch, and ~40,000
 # launches per case (libgomp, GCC 12) took more than 60 s for 8 cases on the H200 on 2026-12-02.
 run poisson $PG/$B/poisson --cases 2 --require-device || status=1

@@ -136,18 +136,34 @@ def test_cns_closure_mpi_conserves_and_is_rank_independent(tmp_path):
     make(ex, "all")
     size = ["--nx", "32", "--ny", "24", "--steps", "20"]
     fields = {}
-    for prog, np_ in (("cns_c", 1), ("cns_c", 2), ("cns_f", 2)):
-        dump = tmp_path / f"{prog}_{np_}.bin"
-        out = run([*mpirun, "-np", str(np_), ex / "build" / prog, *size, "--dump", dump])
+    runs = (("cns_c", 1, ()), ("cns_c", 2, ()), ("cns_f", 2, ()), ("cns_c", 2, ("--batch",)))
+    for prog, np_, extra in runs:
+        dump = tmp_path / f"{prog}_{np_}{''.join(extra)}.bin"
+        out = run([*mpirun, "-np", str(np_), ex / "build" / prog, *size, *extra, "--dump", dump])
         assert "PASS" in out, out
         for name in ("mass", "energy"):
             assert number(rf"{name}\s+before .* relative drift\s*(\S+)", out) <= 1e-12, out
         assert number(r"time per step: (\S+) ms", out) > 0
-        fields[prog, np_] = np.fromfile(dump, dtype=np.float64).reshape(2, 24, 32)
-    ref = fields["cns_c", 1]
+        if extra:  # the closure through sgs_infer_batch instead of sgs_infer per cell
+            assert "closure through sgs_infer_batch" in out, out
+        fields[prog, np_, extra] = np.fromfile(dump, dtype=np.float64).reshape(2, 24, 32)
+    ref = fields["cns_c", 1, ()]
     for key, field in fields.items():
         # Stated tolerance 1e-12 (relative, max norm); the runs agree bit for bit in practice.
         worst = np.abs(field - ref).max() / np.abs(ref).max()
         assert worst <= 1e-12, f"{key} differs from 1-rank C by {worst:.3e}"
     # The initial shear layer has evolved (the comparison above is not between two initial states).
     assert np.abs(np.diff(ref[0], axis=1)).max() > 1e-6
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (compiles; nothing runs it here)")
+def test_cns_cuda_backend_links(tmp_path):
+    """cns_cuda: the MPI + OpenMP solver against the cuda backend's archive, so that --batch calls
+    rosenna's native CUDA kernel on the device pointers of the OpenMP program. Link only here."""
+    mpi_launcher()
+    ex = copy_example("cns_closure", tmp_path)
+    make(ex, "cuda", "CUDA_ARCH=-arch=sm_90")
+    symbols = subprocess.run(["nm", str(ex / "build" / "cns_cuda")], capture_output=True, text=True,
+                             check=True).stdout
+    assert re.search(r" T sgs_infer_batch\b", symbols) and "cudaLaunchKernel" in symbols
+    assert re.search(r" U cudaSetDevice", symbols)

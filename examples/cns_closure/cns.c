@@ -14,9 +14,13 @@
  *
  * OpenMP target: each rank maps its slab once; the stages run as `omp target` loops calling
  * sgs_infer per cell; only the halo rows travel (target update) between device and host, for MPI.
+ * --batch: the closure as one batch per stage instead: a loop writes every cell's inputs to gin,
+ * sgs_infer_batch runs the model over them on the device pointers (use_device_ptr), a loop reads nu.
+ * Built against the cuda backend's archive (`make cuda`, cns_cuda) that call is rosenna's native
+ * CUDA kernel inside this OpenMP program; against the omp one it is an OpenMP target loop.
  *
  *   mpirun -np R cns [--nx NX] [--ny NY] [--steps S] [--device auto|none|K] [--dump FILE]
- *                    [--require-device]
+ *                    [--batch] [--require-device]
  * --device auto (default): device (node-local rank) % (devices on the node); none: the host;
  * K: device K on every rank. --dump writes the final rho and E (NY x NX doubles each, row-major)
  * from rank 0. Checks (exit status 1 on failure): mass, momentum and energy conserved to 1e-12
@@ -33,6 +37,11 @@
 #endif
 
 #include "sgs.h"
+
+#ifdef CNS_CUDA_BACKEND
+/* From the CUDA runtime (its C API; declared here so this file needs no CUDA headers). */
+int cudaSetDevice(int device);
+#endif
 
 #define NV 4   /* conserved variables */
 #define HALO 2 /* halo rows on each side of a slab */
@@ -65,6 +74,16 @@ static inline void rusanov(const double *wl, const double *wr, int dir, double *
     for (int v = 0; v < NV; ++v)
         f[v] = 0.5 * (fl[v] + fr[v]) - 0.5 * s * (qr[v] - ql[v]);
 }
+/* The closure's inputs at cell (j, i): Delta times the central velocity gradients. */
+static inline void sgs_inputs(const double *w, int nx, int j, int i, double delta, double dx, double dy,
+                              float g[SGS_NX])
+{
+    const int ie = (i + 1) % nx, iw = (i + nx - 1) % nx;
+    g[0] = (float)(delta * (AT(w, j, 1, ie) - AT(w, j, 1, iw)) / (2.0 * dx));
+    g[1] = (float)(delta * (AT(w, j + 1, 1, i) - AT(w, j - 1, 1, i)) / (2.0 * dy));
+    g[2] = (float)(delta * (AT(w, j, 2, ie) - AT(w, j, 2, iw)) / (2.0 * dx));
+    g[3] = (float)(delta * (AT(w, j + 1, 2, i) - AT(w, j - 1, 2, i)) / (2.0 * dy));
+}
 #pragma omp end declare target
 
 struct slab {
@@ -72,6 +91,8 @@ struct slab {
     double dx, dy, dt;
     int rank, size, south, north, use_device;
     double *u, *u1, *w, *mu, *fx, *fy; /* conserved (state, RK stage), primitive, viscosity, face fluxes */
+    float *gin, *nu;                   /* --batch: the closure's inputs [cell][SGS_NX] and outputs */
+    int batch;
     long n_cells, n_fx, n_fy;
     double halo_seconds;
 };
@@ -138,20 +159,34 @@ static void stage(const struct slab *s, const double *u, const double *base, dou
             AT(w, j, 3, i) = (GAMMA - 1.0) * (AT(u, j, 3, i) - 0.5 * rho * (vx * vx + vy * vy));
         }
     }
+    if (s->batch) {
+        /* Rows 1 .. ny + 2 HALO - 2 as one batch of cells (row-major, so cell c is j * nx + i). */
+        float *gin = s->gin + (long)nx * SGS_NX, *nu = s->nu + nx;
+        const int cells = (ny + 2 * HALO - 2) * nx;
 #pragma omp target teams distribute parallel for collapse(2) if(target: dev)
-    for (int j = 1; j < ny + 2 * HALO - 1; ++j) {
-        for (int i = 0; i < nx; ++i) {
-            const int ie = (i + 1) % nx, iw = (i + nx - 1) % nx;
-            /* Velocity differences across the cell: Delta times the central gradients. */
-            float g[SGS_NX] = {
-                (float)(delta * (AT(w, j, 1, ie) - AT(w, j, 1, iw)) / (2.0 * dx)),
-                (float)(delta * (AT(w, j + 1, 1, i) - AT(w, j - 1, 1, i)) / (2.0 * dy)),
-                (float)(delta * (AT(w, j, 2, ie) - AT(w, j, 2, iw)) / (2.0 * dx)),
-                (float)(delta * (AT(w, j + 1, 2, i) - AT(w, j - 1, 2, i)) / (2.0 * dy)),
-            };
-            float nu_over_delta[SGS_NY];
-            sgs_infer(g, nu_over_delta);
-            mu[(long)j * nx + i] = AT(w, j, 0, i) * (NU0 + delta * (double)nu_over_delta[0]);
+        for (int j = 1; j < ny + 2 * HALO - 1; ++j)
+            for (int i = 0; i < nx; ++i)
+                sgs_inputs(w, nx, j, i, delta, dx, dy, gin + ((long)(j - 1) * nx + i) * SGS_NX);
+        int status;
+#pragma omp target data if(dev) use_device_ptr(gin, nu)
+        status = sgs_infer_batch(cells, gin, nu, NULL);
+        if (status != 0) {
+            fprintf(stderr, "cns: rank %d: sgs_infer_batch returned %d\n", s->rank, status);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+#pragma omp target teams distribute parallel for collapse(2) if(target: dev)
+        for (int j = 1; j < ny + 2 * HALO - 1; ++j)
+            for (int i = 0; i < nx; ++i)
+                mu[(long)j * nx + i] = AT(w, j, 0, i) * (NU0 + delta * (double)nu[(long)(j - 1) * nx + i]);
+    } else {
+#pragma omp target teams distribute parallel for collapse(2) if(target: dev)
+        for (int j = 1; j < ny + 2 * HALO - 1; ++j) {
+            for (int i = 0; i < nx; ++i) {
+                float g[SGS_NX], nu_over_delta[SGS_NY];
+                sgs_inputs(w, nx, j, i, delta, dx, dy, g);
+                sgs_infer(g, nu_over_delta);
+                mu[(long)j * nx + i] = AT(w, j, 0, i) * (NU0 + delta * (double)nu_over_delta[0]);
+            }
         }
     }
 
@@ -243,7 +278,7 @@ static int usage(int rank)
 {
     if (rank == 0)
         fprintf(stderr, "usage: cns [--nx NX] [--ny NY] [--steps S] [--device auto|none|K] [--dump FILE] "
-                        "[--require-device]\n");
+                        "[--batch] [--require-device]\n");
     return 2;
 }
 
@@ -270,6 +305,8 @@ int main(int argc, char **argv)
             dump = argv[++a];
         else if (!strcmp(argv[a], "--require-device"))
             require_device = 1;
+        else if (!strcmp(argv[a], "--batch"))
+            s.batch = 1;
         else {
             MPI_Finalize();
             return usage(s.rank);
@@ -298,6 +335,9 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         omp_set_default_device(dev);
+#ifdef CNS_CUDA_BACKEND
+        cudaSetDevice(dev); /* the native kernel runs on the CUDA runtime's current device */
+#endif
         s.use_device = 1;
     } else {
         omp_set_default_device(omp_get_initial_device());
@@ -322,7 +362,9 @@ int main(int argc, char **argv)
     s.mu = calloc(s.n_cells, sizeof(double));
     s.fx = calloc(s.n_fx, sizeof(double));
     s.fy = calloc(s.n_fy, sizeof(double));
-    if (!s.u || !s.u1 || !s.w || !s.mu || !s.fx || !s.fy) {
+    s.gin = calloc((size_t)s.n_cells * SGS_NX, sizeof(float));
+    s.nu = calloc((size_t)s.n_cells * SGS_NY, sizeof(float));
+    if (!s.u || !s.u1 || !s.w || !s.mu || !s.fx || !s.fy || !s.gin || !s.nu) {
         fprintf(stderr, "cns: rank %d: out of memory\n", s.rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -347,9 +389,10 @@ int main(int argc, char **argv)
 
     int on_device = 0;
     double *u = s.u, *u1 = s.u1, *w = s.w, *mu = s.mu, *fx = s.fx, *fy = s.fy;
+    float *gin = s.gin, *nu = s.nu;
     const long nc = NV * s.n_cells;
     double elapsed = 0.0;
-    (void)w, (void)mu, (void)fx, (void)fy; /* used only in map clauses, which gcc's -Wunused misses */
+    (void)w, (void)mu, (void)fx, (void)fy, (void)gin, (void)nu; /* used only in map clauses, which gcc's -Wunused misses */
 #ifdef _OPENMP
 #pragma omp target if (s.use_device) map(from: on_device)
     on_device = !omp_is_initial_device();
@@ -363,7 +406,8 @@ int main(int argc, char **argv)
         return 1;
     }
 #pragma omp target data if (s.use_device) map(tofrom: u[0:nc]) \
-    map(alloc: u1[0:nc], w[0:nc], mu[0:s.n_cells], fx[0:s.n_fx], fy[0:s.n_fy])
+    map(alloc: u1[0:nc], w[0:nc], mu[0:s.n_cells], fx[0:s.n_fx], fy[0:s.n_fy]) \
+    map(alloc: gin[0:s.n_cells * SGS_NX], nu[0:s.n_cells * SGS_NY])
     {
         for (int step = 0; step <= steps; ++step) {
             if (step == 1) { /* step 0 is an untimed warm-up: it loads the kernels */
@@ -440,9 +484,9 @@ int main(int argc, char **argv)
 
         const char *names[NV] = {"mass", "x-momentum", "y-momentum", "energy"};
         const double drift_tol = 1e-12;
-        printf("cns (C, OpenMP target): %d x %d cells on %d ranks, %d timed steps (+1 warm-up) of dt=%.3e; "
+        printf("cns (C, OpenMP target%s): %d x %d cells on %d ranks, %d timed steps (+1 warm-up) of dt=%.3e; "
                "offload regions ran on %s\n",
-               nx, ny_global, s.size, steps, s.dt,
+               s.batch ? ", closure through sgs_infer_batch" : "", nx, ny_global, s.size, steps, s.dt,
                on_device_all ? "the device (every rank)" : "the host");
         for (int v = 0; v < NV; ++v) {
             /* Momentum starts near zero: measure its drift against the mass instead. */
@@ -472,6 +516,8 @@ int main(int argc, char **argv)
     free(s.mu);
     free(s.fx);
     free(s.fy);
+    free(s.gin);
+    free(s.nu);
     MPI_Finalize();
     return ok ? 0 : 1;
 }
