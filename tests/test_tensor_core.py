@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from mlp_reference import ACTS, ODD, custom_model, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda, tensor_core
 from rosenna.generate import Options, build_plan
@@ -94,19 +95,13 @@ def _emulate(layers, acts, packed, x):
     return y
 
 
-ACTS = {None: lambda v: v, "Relu": lambda v: np.maximum(v, 0.0), "Sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-        "Tanh": np.tanh}
-
-
 def test_emulated_chain_matches_the_model(layers_of):
     plan, layers = layers_of("gemm_big")
     packed = tensor_core.chain_packed(layers)
     rng = np.random.default_rng(3)
     x = rng.uniform(-1, 1, size=(27, plan.nx))  # 27 < 32: the bounds on the warp's last rows matter
     got = _emulate(layers, [ACTS[layer.act] for layer in layers], packed, x)
-    want = x
-    for layer in layers:
-        want = ACTS[layer.act](want @ layer.w.T.astype(np.float64) + layer.b)
+    want = evaluate(layers, x)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
     # The emulation can fail: unpaired rows for layer 1 (what the C fragments do not give) break it.
     broken = packed.copy()
@@ -123,26 +118,8 @@ def test_host_packing_in_cpp_equals_numpy(layers_of, tmp_path):
     generate time (numpy). They must agree bit for bit."""
     _, layers = layers_of("gemm_big")
     size = tensor_core.chain_bytes(layers) // 4
-    decls, ptrs = [], []
-    for i, layer in enumerate(layers):
-        for j, arr in enumerate((layer.w.reshape(-1), layer.b)):
-            vals = ", ".join(repr(float(v)) + "f" for v in np.asarray(arr, np.float32))
-            decls.append(f"static const float w{2 * i + j}[] = {{{vals}}};")
-            ptrs.append(f"w{2 * i + j}")
-    src = tmp_path / "pack.cpp"
-    src.write_text(tensor_core.HOST_TF32 + "#include <stdio.h>\n#include <stdlib.h>\n" + "\n".join(decls) + f"""
-int main(void)
-{{
-    const float *host[] = {{{", ".join(ptrs)}}};
-    float *tc = (float *)calloc({size}, sizeof(float));
-{tensor_core.host_packing(layers)}
-    fwrite(tc, sizeof(float), {size}, stdout);
-    return 0;
-}}
-""")
-    exe = tmp_path / "pack"
-    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
-    got = np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.float32)
+    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tensor_core.host_packing(layers)
+    got = run_packing(tmp_path, layers, tensor_core.HOST_TF32, body, "tc", size)
     want = tensor_core.chain_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
@@ -150,17 +127,8 @@ int main(void)
 # -- the wide kernel (mlp-wide chains up to 128 wide) ----------------------------------------------
 
 def _custom(tmp_path, name, sizes, activations, embed=None):
-    import onnx
-
-    path = str(tmp_path / f"{name}.onnx")
-    onnx.save(zoo.mlp(name, sizes, activations, seed=7), path)
-    _, plan = build_plan(path, Options(lang="c", embed=embed))
+    _, plan = build_plan(custom_model(tmp_path, name, sizes, activations), Options(lang="c", embed=embed))
     return plan, cuda.mlp_layers(plan)
-
-
-#: Padding everywhere: 5 inputs (-> 16), hidden 100 and 120 (-> 112 / 120 rows downstream, 128
-#: columns), 3 outputs of the 8-column tile, sigmoid/tanh whose act(0) is not 0 in padded columns.
-ODD = ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])
 
 
 @pytest.mark.parametrize("name,wide", [("mlp128", True), ("gemm_big", False), ("gemm_small", False)])
@@ -264,12 +232,6 @@ def _emulate_wide(layers, acts, packed, x):
     return y
 
 
-def _model(layers, x):
-    for layer in layers:
-        x = ACTS[layer.act](x @ layer.w.T.astype(np.float64) + layer.b)
-    return x
-
-
 @pytest.mark.parametrize("model", ["mlp128", "odd"])
 def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
     if model == "mlp128":
@@ -281,7 +243,7 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
     acts = [ACTS[layer.act] for layer in layers]
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, size=(37, plan.nx))  # 37 < 128: rows past the point count matter
-    want = _model(layers, x)
+    want = evaluate(layers, x)
     got = _emulate_wide(layers, acts, packed, x)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
     # The emulation can fail: the chain's paired row order in the hidden layers breaks it.
@@ -306,34 +268,13 @@ def test_wide_stage_table_and_layout(layers_of):
     assert src.index("#if !defined(__HIPCC__)") < src.index("mlp128_tc_kernel")
 
 
-def _pack_in_cpp(tmp_path, layers, packing, size):
-    decls, ptrs = [], []
-    for i, layer in enumerate(layers):
-        for j, arr in enumerate((layer.w.reshape(-1), layer.b)):
-            vals = ", ".join(repr(float(v)) + "f" for v in np.asarray(arr, np.float32))
-            decls.append(f"static const float w{2 * i + j}[] = {{{vals}}};")
-            ptrs.append(f"w{2 * i + j}")
-    src = tmp_path / "pack.cpp"
-    src.write_text(tensor_core.HOST_TF32 + "#include <stdio.h>\n#include <stdlib.h>\n" + "\n".join(decls) + f"""
-int main(void)
-{{
-    const float *host[] = {{{", ".join(ptrs)}}};
-    float *tc = (float *)calloc({size}, sizeof(float));
-{packing}
-    fwrite(tc, sizeof(float), {size}, stdout);
-    return 0;
-}}
-""")
-    exe = tmp_path / "pack"
-    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
-    return np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.float32)
-
-
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 @pytest.mark.parametrize("model", ["mlp128", "odd"])
 def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
     layers = layers_of("mlp128")[1] if model == "mlp128" else _custom(tmp_path, "odd", *ODD)[1]
-    got = _pack_in_cpp(tmp_path, layers, tensor_core.wide_host_packing(layers), tensor_core.WideLayout(layers).size)
+    size = tensor_core.WideLayout(layers).size
+    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tensor_core.wide_host_packing(layers)
+    got = run_packing(tmp_path, layers, tensor_core.HOST_TF32, body, "tc", size)
     want = tensor_core.wide_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 

@@ -12,15 +12,11 @@ import subprocess
 import numpy as np
 import pytest
 
+from mlp_reference import ACTS, ODD, custom_model, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda, staged
 from rosenna.generate import Options, build_plan, generate
 
-ACTS = {None: lambda v: v, "Relu": lambda v: np.maximum(v, 0.0), "Sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-        "Tanh": np.tanh}
-#: Padding everywhere: 5 inputs (-> 16 rows), hidden 100 and 120 (-> 112 / 128 rows downstream, 128
-#: columns), 3 outputs (-> 4 columns), sigmoid/tanh whose act(0) is not 0 in padded columns.
-ODD = ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])
 
 
 def _zoo(tmp_path, name, embed=None):
@@ -29,11 +25,7 @@ def _zoo(tmp_path, name, embed=None):
 
 
 def _custom(tmp_path, name, sizes, activations, embed=None):
-    import onnx
-
-    path = str(tmp_path / f"{name}.onnx")
-    onnx.save(zoo.mlp(name, sizes, activations, seed=7), path)
-    return build_plan(path, Options(lang="c", embed=embed))[1]
+    return build_plan(custom_model(tmp_path, name, sizes, activations), Options(lang="c", embed=embed))[1]
 
 
 @pytest.mark.parametrize("name,takes", [("mlp128", True), ("gemm_big", False), ("gemm_small", False)])
@@ -130,12 +122,6 @@ def _emulate(layers, acts, packed, x, k0=None):
     return y
 
 
-def _model(layers, x):
-    for layer in layers:
-        x = ACTS[layer.act](x @ layer.w.T.astype(np.float64) + layer.b)
-    return x
-
-
 @pytest.mark.parametrize("model", ["mlp128", "odd"])
 def test_emulated_staged_kernel_matches_the_model(tmp_path, model):
     plan = _zoo(tmp_path, "mlp128") if model == "mlp128" else _custom(tmp_path, "odd", *ODD)
@@ -144,7 +130,7 @@ def test_emulated_staged_kernel_matches_the_model(tmp_path, model):
     layers, packed = choice.layers, choice.packed()
     acts = [ACTS[layer.act] for layer in layers]
     x = np.random.default_rng(5).uniform(-1, 1, size=(37, plan.nx))  # 37 < 64: points past n matter
-    want = _model(layers, x)
+    want = evaluate(layers, x)
     got = _emulate(layers, acts, packed, x)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
     # The emulation can fail: one stage offset wrong (layer 1's second stage read at its first rows).
@@ -161,25 +147,7 @@ def test_file_loaded_packing_equals_embedded(tmp_path):
     choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
     src = cuda._upload(plan, choice)
     body = src[src.index("    float *packed = (float *)calloc"):src.index("    const int failed")]
-    decls, ptrs = [], []
-    for i, layer in enumerate(choice.layers):
-        for j, arr in enumerate((layer.w.reshape(-1), layer.b)):
-            vals = ", ".join(repr(float(v)) + "f" for v in np.asarray(arr, np.float32))
-            decls.append(f"static const float w{2 * i + j}[] = {{{vals}}};")
-            ptrs.append(f"w{2 * i + j}")
-    cpp = tmp_path / "pack.cpp"
-    cpp.write_text("#include <stdio.h>\n#include <stdlib.h>\n#define ROSENNA_STATUS_DEVICE 1\n" + "\n".join(decls) + f"""
-int main(void)
-{{
-    const float *host[] = {{{", ".join(ptrs)}}};
-{body}
-    fwrite(packed, sizeof(float), {choice.packed_size}, stdout);
-    return 0;
-}}
-""")
-    exe = tmp_path / "pack"
-    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(cpp), "-o", str(exe)], check=True)
-    got = np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.float32)
+    got = run_packing(tmp_path, choice.layers, "#define ROSENNA_STATUS_DEVICE 1\n", body, "packed", choice.packed_size)
     assert np.array_equal(got.view(np.uint32), choice.packed().view(np.uint32))
 
 

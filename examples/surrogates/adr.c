@@ -87,12 +87,8 @@ static int advance(int n, int steps, double dt, int use_model, double *y, double
     return cur;
 }
 
-struct run {
-    double seconds_per_step, h_before, h_after, burnt;
-};
-
 /* One run: initial state, `steps` steps on the device, the final temperature into t_out. */
-static struct run simulate(int n, int steps, double dt, int use_model, double *t_out)
+static struct adr_run simulate(int n, int steps, double dt, int use_model, double *t_out)
 {
     const long cells = (long)n * n;
     double *y = malloc(2 * cells * sizeof *y), *t = malloc(2 * cells * sizeof *t);
@@ -101,7 +97,7 @@ static struct run simulate(int n, int steps, double dt, int use_model, double *t
         exit(2);
     }
     adr_initial_state(n, y, t);
-    struct run r = {0.0, 0.0, 0.0, 0.0};
+    struct adr_run r = {0.0, 0.0, 0.0, 0.0};
     for (long c = 0; c < cells; ++c)
         r.h_before += t[c] + HEAT_Q * y[c];
     int cur;
@@ -170,29 +166,10 @@ int main(int argc, char **argv)
     }
 
     double *t_ref = malloc((size_t)n * n * sizeof *t_ref), *t_sur = malloc((size_t)n * n * sizeof *t_sur);
-    struct run ref = simulate(n, steps, dt, 0, t_ref);
-    struct run sur = simulate(n, steps, dt, 1, t_sur);
+    struct adr_run ref = simulate(n, steps, dt, 0, t_ref);
+    struct adr_run sur = simulate(n, steps, dt, 1, t_sur);
 
-    double max_diff = 0.0;
-    long worst = 0;
-    for (long c = 0; c < (long)n * n; ++c) {
-        if (fabs(t_sur[c] - t_ref[c]) > max_diff) {
-            max_diff = fabs(t_sur[c] - t_ref[c]);
-            worst = c;
-        }
-    }
-    const double drift_ref = fabs(ref.h_after - ref.h_before) / ref.h_before;
-    const double drift_sur = fabs(sur.h_after - sur.h_before) / sur.h_before;
-    const double drift_tol = 1e-12;
-    printf("time per step: analytic rate %.3f ms, surrogate %.3f ms (%.1f ns per cell)\n",
-           1e3 * ref.seconds_per_step, 1e3 * sur.seconds_per_step, 1e9 * sur.seconds_per_step / ((double)n * n));
-    printf("burnt fraction: analytic %.6f, surrogate %.6f\n", ref.burnt, sur.burnt);
-    printf("max |T_surrogate - T_analytic| = %.3e at cell (%ld, %ld): %.6f vs %.6f (tolerance %.1e)\n",
-           max_diff, worst % n, worst / n, t_sur[worst], t_ref[worst], tol);
-    printf("relative drift of sum(T + Q Y): analytic %.2e, surrogate %.2e (tolerance %.0e)\n",
-           drift_ref, drift_sur, drift_tol);
-    const int ok = max_diff <= tol && drift_ref <= drift_tol && drift_sur <= drift_tol;
-    printf("%s\n", ok ? "PASS" : "FAIL");
+    const int ok = adr_report(n, ref, sur, t_ref, t_sur, tol);
     free(t_ref);
     free(t_sur);
     return ok ? 0 : 1;

@@ -6,6 +6,7 @@
 #define ADR_PHYSICS_H
 
 #include <math.h>
+#include <stdio.h>
 
 /* Physical constants; train_rate.py uses the same A and Ta. */
 #define RATE_A 20.0
@@ -89,6 +90,40 @@ static inline double adr_time_step(int n)
 {
     const double dx = 1.0 / n;
     return 0.8 / ((fabs(VEL_X) + fabs(VEL_Y)) / dx + 4.0 * DIFFUSIVITY / (dx * dx));
+}
+
+/* One run of a solver: time per step, sum(T + Q Y) before and after, the burnt fraction. */
+struct adr_run {
+    double seconds_per_step, h_before, h_after, burnt;
+};
+
+/* The checks every solver makes, printed: the surrogate's temperature against the analytic rate's
+ * within tol (max norm), and sum(T + Q Y) conserved to round-off by both runs. Returns whether they
+ * hold (the program's PASS). */
+static inline int adr_report(int n, struct adr_run ref, struct adr_run sur, const double *t_ref, const double *t_sur,
+                             double tol)
+{
+    double max_diff = 0.0;
+    long worst = 0;
+    for (long c = 0; c < (long)n * n; ++c) {
+        if (fabs(t_sur[c] - t_ref[c]) > max_diff) {
+            max_diff = fabs(t_sur[c] - t_ref[c]);
+            worst = c;
+        }
+    }
+    const double drift_ref = fabs(ref.h_after - ref.h_before) / ref.h_before;
+    const double drift_sur = fabs(sur.h_after - sur.h_before) / sur.h_before;
+    const double drift_tol = 1e-12;
+    printf("time per step: analytic rate %.3f ms, surrogate %.3f ms (%.2f ns per cell)\n",
+           1e3 * ref.seconds_per_step, 1e3 * sur.seconds_per_step, 1e9 * sur.seconds_per_step / ((double)n * n));
+    printf("burnt fraction: analytic %.6f, surrogate %.6f\n", ref.burnt, sur.burnt);
+    printf("max |T_surrogate - T_analytic| = %.3e at cell (%ld, %ld): %.6f vs %.6f (tolerance %.1e)\n",
+           max_diff, worst % n, worst / n, t_sur[worst], t_ref[worst], tol);
+    printf("relative drift of sum(T + Q Y): analytic %.2e, surrogate %.2e (tolerance %.0e)\n",
+           drift_ref, drift_sur, drift_tol);
+    const int ok = max_diff <= tol && drift_ref <= drift_tol && drift_sur <= drift_tol;
+    printf("%s\n", ok ? "PASS" : "FAIL");
+    return ok;
 }
 
 #endif /* ADR_PHYSICS_H */
