@@ -19,5 +19,5 @@ for f in $B/mlp_bench $B/sweep_16 $B/sweep_64; do
     END{for(k in ins) printf "%s %-60s instr %6d FFMA %6d LDG %5d LDS %5d LDC %5d c[0x3]-operands %5d\n", F, k, ins[k], ffma[k], ldg[k], lds[k], ldc[k], cb[k]}'
 done | sort | tee "$OUT/sass_counts.txt"
 cuobjdump -sass -fun '_Z13k_mlp128_tileILi8ELb1EEviPKfPfS1_' $B/mlp_bench | grep -E "LDS|LDG|FFMA" | head -40 > "$OUT/sass_tile_excerpt.txt"
-# The generated kernels (rosenna generate ... ; make ROSENNA_BACKEND=cuda; bench/gen_bench.cu).
-for m in gemm_small gemm_big mlp128; do [ -x $B/gen_bench_$m ] && $B/gen_bench_$m; done 2>&1 | tee "$OUT/generated.txt"
+# The generated kernels: bench/gen_bench.sh (build here, run there; carry build/gen).
+[ -d build/gen ] && bash bench/gen_bench.sh run 2>&1 | tee "$OUT/generated.txt"
