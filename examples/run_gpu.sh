@@ -12,7 +12,7 @@
 # Every program runs with --require-device, which fails unless omp_is_initial_device() (or
 # acc_on_device) says the offload region ran on the GPU: libgomp falls back to the host silently.
 #
-# Transfers: examples/tools/count_transfers.c, a CUPTI injection library built here with nvcc,
+# Transfers: rosenna/data/count_transfers.cu (the gate's counter), a CUPTI injection library built here with nvcc,
 # counts every host<->device copy of a run. Each program runs at two step counts; the difference
 # is what the extra steps moved. For ADR that should be nothing but libgomp's per-launch argument
 # blocks (tens of bytes; no field or weight data); for cns it is the halo rows, by design.
@@ -58,11 +58,12 @@ done
 
 # The transfer counter, if this machine has nvcc and CUPTI.
 counter=
-cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+# The CUDA installation as nvcc's dry run names it (as the gate and the generated .mk find it).
+cuda=$(nvcc -dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p')
 for inc in "$cuda/extras/CUPTI/include" "$cuda/include" "$cuda/targets/x86_64-linux/include"; do
     [ -f "$inc/cupti.h" ] || continue
     lib=$(dirname "$(find "$cuda" -name 'libcupti.so*' 2>/dev/null | head -1)")
-    if nvcc -shared -Xcompiler -fPIC -I"$inc" examples/tools/count_transfers.c -L"$lib" -lcupti \
+    if nvcc -shared -Xcompiler -fPIC -I"$inc" rosenna/data/count_transfers.cu -L"$lib" -lcupti \
         -Xlinker -rpath,"$lib" -o "$out/libcount_transfers.so" > "$out/counter-build.log" 2>&1; then
         counter=$out/libcount_transfers.so
     fi

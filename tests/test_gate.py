@@ -47,6 +47,28 @@ def test_whole_field_model_gates_infer_one_and_skips_per_point(tmp_path):
     assert report["pass"]
 
 
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
+def test_transfer_counter_builds_where_cupti_is(tmp_path):
+    """The one transfer counter (rosenna/data/count_transfers.cu) serves the gate and
+    examples/run_gpu.sh; it builds as the gate builds it wherever CUDA ships CUPTI. It runs only
+    with a GPU (the gate's planted-transfer check)."""
+    from rosenna import gate
+    from rosenna.gate import harness
+
+    dirs = gate._cupti_dirs("nvcc")
+    if not dirs:
+        pytest.skip("no CUPTI next to nvcc")
+    src = tmp_path / "count_transfers.cu"
+    src.write_text(harness.COUNTER)
+    lib = tmp_path / "libcount_transfers.so"
+    import subprocess
+
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-I", dirs[0], str(src), "-L", dirs[1], "-lcupti",
+                    "-o", str(lib)], check=True)
+    symbols = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert " T InitializeInjection" in symbols and "ROSENNA_TRANSFERS" in harness.COUNTER
+
+
 def test_wrong_code_fails(tmp_path, monkeypatch):
     """A harness whose output is off is reported FAIL with the worst point, and the exit status is 1."""
     from rosenna.gate import harness

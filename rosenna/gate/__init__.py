@@ -184,8 +184,22 @@ def _value(output, key):
     return None
 
 
+def _cuda_root(devcc):
+    """The CUDA installation nvcc belongs to, as nvcc's dry run names it (a wrapper script on PATH
+    may hide it; the generated .mk finds its runtime library the same way)."""
+    try:
+        out = subprocess.run([devcc, "-dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+                             capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        if line.startswith("#$ TOP="):
+            return os.path.realpath(line[len("#$ TOP="):].strip())
+    return os.path.dirname(os.path.dirname(os.path.realpath(shutil.which(devcc) or devcc)))
+
+
 def _cupti_dirs(devcc):
-    root = os.path.dirname(os.path.dirname(os.path.realpath(shutil.which(devcc) or devcc)))
+    root = _cuda_root(devcc)
     env = os.environ.get("ROSENNA_CUPTI_DIR")
     cands = ([env] if env else []) + [os.path.join(root, "extras", "CUPTI"), root,
                                       os.path.join(root, "targets", "x86_64-linux")]
@@ -302,6 +316,7 @@ def run(config):
             runs = {}
             for steps in (0, STEPS):
                 run_env = dict(env)
+                run_env.pop("ROSENNA_TRANSFERS", None)  # the counter's report must reach this output
                 if name.endswith("-acc") and not c.host_fallback:
                     run_env.setdefault("ACC_DEVICE_TYPE", "nvidia")
                 if counter:

@@ -13,6 +13,8 @@ to the host silently) and ``NS_PER_POINT x``.
 Placeholders: ``{n}`` the model name, ``{N}`` its upper-case form, ``{check}`` points written back.
 """
 
+from pathlib import Path
+
 _C_PER_POINT = r"""/* Gate harness @TITLE@ */
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,81 +325,9 @@ static void *DEVICE_ALLOC(size_t bytes) {{ void *p = NULL; return cudaMalloc(&p,
 #define ON_DEVICE 1
 """ + _BATCH_BODY
 
-#: A CUPTI injection library (CUDA_INJECTION64_PATH): counts every host<->device copy the program's
-#: runtimes make (CUDA runtime, libgomp's and libomptarget's plugins) and prints the totals at exit.
-COUNTER = r"""/* rosenna gate: count host<->device copies through CUPTI activity records (no profiler). */
-#include <cupti.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-/* Every version of CUpti_ActivityMemcpy begins with these fields. */
-struct head {
-    CUpti_ActivityKind kind;
-    uint8_t copy_kind, src_kind, dst_kind, flags;
-    uint64_t bytes;
-};
-
-static unsigned long long copies[3], bytes[3]; /* htod, dtoh, other */
-/* Host-to-device copies of at most LAUNCH_ARGS_MAX bytes: libgomp's nvptx plugin passes each
-   target region's arguments (the mapped pointers) in such a block, one per launch. */
-#define LAUNCH_ARGS_MAX 256
-static unsigned long long small_htod, small_htod_bytes;
-
-static void CUPTIAPI requested(uint8_t **buffer, size_t *size, size_t *max_records)
-{
-    *size = 1 << 20;
-    *buffer = (uint8_t *)aligned_alloc(8, *size);
-    *max_records = 0;
-}
-
-static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
-{
-    CUpti_Activity *record = NULL;
-    (void)ctx, (void)stream, (void)size;
-    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-        if (record->kind != CUPTI_ACTIVITY_KIND_MEMCPY)
-            continue;
-        const struct head *m = (const struct head *)record;
-        const int k = m->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD ? 0 : m->copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? 1 : 2;
-        copies[k] += 1;
-        bytes[k] += m->bytes;
-        if (k == 0 && m->bytes <= LAUNCH_ARGS_MAX) {
-            small_htod += 1;
-            small_htod_bytes += m->bytes;
-        }
-    }
-    free(buffer);
-}
-
-static void report(void)
-{
-    cuptiActivityFlushAll(1);
-    fprintf(stderr, "ROSENNA_TRANSFERS htod %llu %llu dtoh %llu %llu other %llu %llu small_htod %llu %llu\n",
-            copies[0], bytes[0], copies[1], bytes[1], copies[2], bytes[2], small_htod, small_htod_bytes);
-}
-
-static void CUPTIAPI on_resource(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data)
-{
-    (void)userdata, (void)data;
-    if (domain == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
-        cuptiActivityFlushAll(0);
-}
-
-extern "C" int InitializeInjection(void)
-{
-    static CUpti_SubscriberHandle subscriber;
-    if (cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_resource, NULL) == CUPTI_SUCCESS)
-        cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
-    if (cuptiActivityRegisterCallbacks(requested, completed) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) {
-        fprintf(stderr, "ROSENNA_TRANSFERS unavailable\n");
-        return 0;
-    }
-    atexit(report);
-    return 1;
-}
-"""
+#: A CUPTI injection library (CUDA_INJECTION64_PATH) that counts every host<->device copy the
+#: program's runtimes make and prints the totals at exit; examples/run_gpu.sh builds the same file.
+COUNTER = (Path(__file__).resolve().parent.parent / "data" / "count_transfers.cu").read_text()
 
 C_ACC = _c_per_point("acc")
 
