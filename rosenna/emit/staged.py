@@ -90,19 +90,21 @@ LIB = r"""/* The staged FP32 wide kernel's block (rosenna/emit/staged.py; the de
 #define ROSENNA_FS_BOUNDS __launch_bounds__(""" + f"{THREADS}, {MIN_BLOCKS}" + r""")
 #endif
 /* cp.async (sm_80+) copies 16 bytes global -> shared without passing through registers, so the
-   next stage loads while this one is multiplied; elsewhere the copy goes through registers. */
+   next stage loads while this one is multiplied; elsewhere the copy goes through registers. The
+   wide tensor-core kernel (-DROSENNA_TF32_WIDE) streams its stages through these three too. */
 #if !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define ROSENNA_FS_CP_ASYNC 1
+#define ROSENNA_CP_ASYNC 1
 #endif
 
-/* One stage (16 rows x 128 columns, 8 KB) global -> shared, 16 bytes per thread and step. */
-__device__ __forceinline__ void rosenna_fs_copy(float4 *dst, const float4 *ROSENNA_RESTRICT src)
+/* One stage of STAGE4 float4 global -> shared by THREADS threads, 16 bytes per thread and step. */
+template <int STAGE4, int THREADS>
+__device__ __forceinline__ void rosenna_stage_copy(float4 *dst, const float4 *ROSENNA_RESTRICT src)
 {
-    static_assert(ROSENNA_FS_STAGE4 % ROSENNA_FS_THREADS == 0, "a stage splits evenly over the threads");
+    static_assert(STAGE4 % THREADS == 0, "a stage splits evenly over the threads");
 #pragma unroll
-    for (int i = 0; i < ROSENNA_FS_STAGE4 / ROSENNA_FS_THREADS; ++i) {
-        const int e = i * ROSENNA_FS_THREADS + threadIdx.x;
-#if defined(ROSENNA_FS_CP_ASYNC)
+    for (int i = 0; i < STAGE4 / THREADS; ++i) {
+        const int e = i * THREADS + threadIdx.x;
+#if defined(ROSENNA_CP_ASYNC)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst + e)),
                      "l"(src + e) : "memory");
 #else
@@ -111,17 +113,17 @@ __device__ __forceinline__ void rosenna_fs_copy(float4 *dst, const float4 *ROSEN
     }
 }
 
-__device__ __forceinline__ void rosenna_fs_commit()
+__device__ __forceinline__ void rosenna_stage_commit()
 {
-#if defined(ROSENNA_FS_CP_ASYNC)
+#if defined(ROSENNA_CP_ASYNC)
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 
 /* Every group but the newest has landed: the newest is the stage being prefetched. */
-__device__ __forceinline__ void rosenna_fs_wait_prev()
+__device__ __forceinline__ void rosenna_stage_wait_prev()
 {
-#if defined(ROSENNA_FS_CP_ASYNC)
+#if defined(ROSENNA_CP_ASYNC)
     asm volatile("cp.async.wait_group 1;" ::: "memory");
 #endif
 }
@@ -137,9 +139,10 @@ __device__ __forceinline__ void rosenna_fs_stage(float (&acc)[8][8], const float
     constexpr int LDA = ROSENNA_FS_LDA;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     if (g + 1 < STAGES)
-        rosenna_fs_copy(stage + ((g + 1) & 1) * ROSENNA_FS_STAGE4, W + (g + 1) * ROSENNA_FS_STAGE4);
-    rosenna_fs_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */
-    rosenna_fs_wait_prev();
+        rosenna_stage_copy<ROSENNA_FS_STAGE4, ROSENNA_FS_THREADS>(stage + ((g + 1) & 1) * ROSENNA_FS_STAGE4,
+                                                             W + (g + 1) * ROSENNA_FS_STAGE4);
+    rosenna_stage_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */
+    rosenna_stage_wait_prev();
     __syncthreads();  /* stage g and the last epilogue's act are visible to every thread */
     const float *sw = reinterpret_cast<const float *>(stage + (g & 1) * ROSENNA_FS_STAGE4);
     const float *sa = act + k0 * LDA + ty * 8;
@@ -242,8 +245,8 @@ def kernel(plan, layers, acts):
              f"    float4 *stage = rosenna_smem + {WIDTH * LDA // 4};  /* after act: two stages of 8 KB */",
              f"    const float4 *W = reinterpret_cast<const float4 *>({n}_packed);",
              f"    const long p0 = (long)blockIdx.x * {POINTS};",
-             "    rosenna_fs_copy(stage, W);",
-             "    rosenna_fs_commit();",
+             "    rosenna_stage_copy<ROSENNA_FS_STAGE4, ROSENNA_FS_THREADS>(stage, W);",
+             "    rosenna_stage_commit();",
              f"    /* x into rows 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory is not",
              "       zeroed, and a NaN there times a zero weight would not vanish). */",
              f"    for (int e = threadIdx.x; e < {POINTS * k0p}; e += {THREADS}) {{",

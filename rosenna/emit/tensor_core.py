@@ -435,40 +435,12 @@ def wide_host_packing(layers, dest="tc"):
 _WIDE_CONSTANTS = (f"constexpr int ROSENNA_TCW_THREADS = {WIDE_THREADS}, ROSENNA_TCW_LDA = {WIDE_LDA}, "
                    f"ROSENNA_TCW_STAGE = {WIDE_STAGE4};\n")
 
-#: Device library of the wide kernel, after :data:`DEVICE_LIB`.
+#: Device library of the wide kernel, after :data:`DEVICE_LIB` and the staged FP32 kernel's library
+#: (:data:`rosenna.emit.staged.LIB`), whose stage copy it uses: the two are always emitted together.
 WIDE_LIB = r"""/* The wide tensor-core kernel's block (rosenna/emit/tensor_core.py, run 3 of the design study):
    ROSENNA_TCW_THREADS threads, 8 warps; warp (wm, wn) = (warp / 2, warp % 2) owns points
    32wm .. +32 and columns 64wn .. +64, 2 x 8 m16n8 tiles, 64 accumulators per thread. */
 """ + _WIDE_CONSTANTS + r"""
-/* cp.async (sm_80+): 16 bytes global -> shared without passing through registers, so the next
-   stage of weights loads while this one is multiplied. */
-__device__ __forceinline__ void rosenna_cp_async16(void *smem, const void *gmem)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)), "l"(gmem)
-                 : "memory");
-}
-
-__device__ __forceinline__ void rosenna_cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/* Every group but the newest has landed: the newest is the stage being prefetched. */
-__device__ __forceinline__ void rosenna_cp_async_wait_prev()
-{
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-}
-
-/* One stage of fragments (ROSENNA_TCW_STAGE float4, 16 KB) global -> shared, 16 bytes per thread
-   and step. */
-__device__ __forceinline__ void rosenna_stage_copy(float4 *dst, const float4 *src)
-{
-    static_assert(ROSENNA_TCW_STAGE % ROSENNA_TCW_THREADS == 0, "a stage splits evenly over the threads");
-#pragma unroll
-    for (int i = 0; i < ROSENNA_TCW_STAGE / ROSENNA_TCW_THREADS; ++i)
-        rosenna_cp_async16(dst + i * ROSENNA_TCW_THREADS + threadIdx.x, src + i * ROSENNA_TCW_THREADS + threadIdx.x);
-}
-
 /* An A fragment split once into its TF32 halves: each serves the warp's 8 n8 tiles. */
 struct rosenna_split {
     unsigned big[4], small[4];
@@ -507,9 +479,10 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][8][4], const f
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int wm = warp / 2, wn = warp % 2;
     if (g + 1 < STAGES)
-        rosenna_stage_copy(stage + ((g + 1) & 1) * ROSENNA_TCW_STAGE, F + (g + 1) * ROSENNA_TCW_STAGE);
-    rosenna_cp_async_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */
-    rosenna_cp_async_wait_prev();
+        rosenna_stage_copy<ROSENNA_TCW_STAGE, ROSENNA_TCW_THREADS>(stage + ((g + 1) & 1) * ROSENNA_TCW_STAGE,
+                                                                 F + (g + 1) * ROSENNA_TCW_STAGE);
+    rosenna_stage_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */
+    rosenna_stage_wait_prev();
     __syncthreads();  /* stage g and the last epilogue's act are visible to every warp */
     const float4 *sb = stage + (g & 1) * ROSENNA_TCW_STAGE + wn * 8 * 32 + lane;
 #pragma unroll
@@ -580,8 +553,8 @@ def wide_kernel(plan, layers, acts):
              f"    float4 *stage = rosenna_smem + {WIDE_POINTS * WIDE_LDA // 4};  /* after act: two stages of 16 KB */",
              f"    const float4 *F = reinterpret_cast<const float4 *>({n}_tc_packed);",
              f"    const long p0 = (long)blockIdx.x * {WIDE_POINTS};",
-             "    rosenna_stage_copy(stage, F);",
-             "    rosenna_cp_async_commit();",
+             "    rosenna_stage_copy<ROSENNA_TCW_STAGE, ROSENNA_TCW_THREADS>(stage, F);",
+             "    rosenna_stage_commit();",
              f"    /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
              "       is not zeroed, and a NaN there times a zero weight would not vanish). */",
              f"    for (int e = threadIdx.x; e < {WIDE_POINTS * k0p}; e += {WIDE_THREADS}) {{",
