@@ -90,3 +90,31 @@ def test_print_job(capsys):
 def test_bad_model_is_a_usage_error(tmp_path, capsys):
     assert main(["gpu-gate", "--host-fallback", "--model", str(tmp_path / "nope.onnx"), "--out", str(tmp_path)]) == 2
     assert "neither a built-in model" in capsys.readouterr().err
+
+
+def test_launch_argument_allowance_counts_region_launches(tmp_path, model):
+    """The small host-to-device copies a harness may show: one or two argument blocks per OpenMP or
+    OpenACC region launch. A per-point loop launches one region per step; the OpenMP batch of a
+    whole-field plan launches every region of <name>_infer_one for every sample; CUDA launches copy
+    nothing. A wrong allowance fails a correct row (the first H200 conv-net gate) or hides a copy."""
+    import sys
+    from pathlib import Path
+
+    from rosenna import gate
+    from rosenna.emit import whole
+    from rosenna.generate import Options, build_plan
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import op_models
+
+    path = tmp_path / "cnn.onnx"
+    op_models.convnet(str(path), height=24, width=24)
+    _, conv = build_plan(str(path), Options(lang="c"))
+    _, mlp = build_plan(model("gemm_big"), Options(lang="c"))
+    cuda = gate._defaults(gate.Config(model="x", backend="cuda", points=64))
+    omp = gate._defaults(gate.Config(model="x", backend="omp", points=64))
+    per_step = gate.LAUNCH_ARG_BLOCKS * gate.STEPS
+    assert gate._launch_allowance("c-omp", mlp, cuda) == gate._launch_allowance("fortran-acc", mlp, cuda) == per_step
+    assert gate._launch_allowance("batch", mlp, omp) == per_step
+    assert gate._launch_allowance("batch-omp", conv, cuda) == per_step * len(whole.regions(conv.body)) * 64
+    assert gate._launch_allowance("batch", conv, cuda) == gate._launch_allowance("cuda-user", mlp, cuda) == 0
