@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rosenna.compare import Tolerance, compare
+
 #: The ONNX backend runner's tolerance for node tests.
 RTOL, ATOL = 1e-3, 1e-7
 CFLAGS = ["-O1", "-fopenmp"]
@@ -333,15 +335,9 @@ def _compare(job, work, lang, rtol=RTOL, atol=ATOL):
     y = np.fromfile(path, dtype=dtype)
     for s, want in zip(plan.outputs, job["want"]):
         want = np.asarray(want)
-        if want.size != s.size:
-            return f"output {s.name}: {s.size} values, expected {want.size}"
-        got = y[s.offset:s.offset + s.size].astype(np.float64)
-        ref = want.reshape(-1).astype(np.float64)
-        close = np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
-        if not close.all():
-            worst = int(np.argmax(np.where(close, 0, np.abs(got - ref) + 1)))
-            return (f"output {s.name}: element {worst} is {got[worst]!r}, expected {ref[worst]!r} "
-                    f"(rtol {rtol}, atol {atol})")
+        cmp = compare(y[s.offset:s.offset + s.size], want, output=s.name, tolerance=Tolerance(rtol, atol))
+        if not cmp.passed:
+            return cmp.message(want_label="expected")
     return ""
 
 

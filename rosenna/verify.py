@@ -12,26 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from rosenna import generate as gen
+from rosenna.compare import RULE, Comparison, compare
 from rosenna.toolrun import compiler, run
 
-TOLERANCE = {"float32": (1e-5, 1e-6), "float64": (1e-9, 1e-12)}  # (rtol, atol)
 
 
 @dataclass
-class Result:
-    output: str
-    lang: str
-    abs_err: float
-    rel_err: float
-    worst_index: int
-    got: float
-    want: float
-    rtol: float
-    atol: float
+class Result(Comparison):
+    """One output's :class:`~rosenna.compare.Comparison` in one generated language."""
 
-    @property
-    def passed(self):
-        return self.abs_err <= self.atol + self.rtol * abs(self.want) if np.isfinite(self.abs_err) else False
+    lang: str = ""
 
 
 C_HARNESS = """#include <stdio.h>
@@ -115,22 +105,12 @@ def pack(plan, arrays, slices, cases, width):
     return out
 
 
-def compare(plan, lang, got, want, model_dtype):
-    rtol, atol = TOLERANCE[model_dtype]
+def compare_outputs(plan, lang, got, want, model_dtype):
+    """One :class:`Result` per output: the generated ``got`` (cases x ny) against ``want``."""
     results = []
     for s in plan.outputs:
-        g = got[:, s.offset:s.offset + s.size].astype(np.float64).reshape(-1)
-        w = want[s.name].astype(np.float64).reshape(-1)
-        err = np.abs(g - w)
-        bad = np.where(np.isfinite(g) == np.isfinite(w), err - (atol + rtol * np.abs(w)), np.inf)
-        bad = np.nan_to_num(bad, nan=np.inf)
-        worst = int(np.argmax(bad)) if bad.size else 0
-        rel = err / np.maximum(np.abs(w), np.finfo(np.float64).tiny)
-        results.append(Result(s.name, lang, float(np.max(err)) if bad.size else 0.0,
-                              float(np.max(rel)) if rel.size else 0.0, worst,
-                              float(g[worst]) if g.size else 0.0, float(w[worst]) if w.size else 0.0, rtol, atol))
-        if bad.size and not np.isfinite(bad[worst]):
-            results[-1].abs_err = float("inf")
+        cmp = compare(got[:, s.offset:s.offset + s.size], want[s.name], model_dtype, output=s.name)
+        results.append(Result(lang=lang, **vars(cmp)))
     return results
 
 
@@ -183,16 +163,17 @@ def verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, fflags
             f"running the {lang} verify harness")
         dtype = np.float64 if plan.precision == "double" else np.float32
         got = np.fromfile(y_path, dtype=dtype).reshape(cases, plan.ny)
-        results.extend(compare(plan, lang, got, want, model_dtype))
+        results.extend(compare_outputs(plan, lang, got, want, model_dtype))
     return plan, results
 
 
 def report(results):
-    """The verify table, one line per output and language."""
+    """The verify table, one line per output and language, then the rule that decided PASS."""
     lines = [f"{'output':<24} {'lang':<8} {'max abs err':>12} {'max rel err':>12} {'rtol':>7} {'atol':>7}  result"]
     for r in results:
         lines.append(f"{r.output[:24]:<24} {r.lang:<8} {r.abs_err:>12.3e} {r.rel_err:>12.3e} {r.rtol:>7.0e} "
                      f"{r.atol:>7.0e}  {'PASS' if r.passed else 'FAIL'}")
         if not r.passed:
-            lines.append(f"    worst at element {r.worst_index}: got {r.got!r}, onnxruntime {r.want!r}")
+            lines.append(f"    {r.message(want_label='reference')}")
+    lines.append(f"rule: {RULE}")
     return "\n".join(lines)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from rosenna import __version__, zoo
+from rosenna.compare import compare
 from rosenna.errors import BuildError, UsageError
 from rosenna.emit import whole
 from rosenna.gate import harness
@@ -47,7 +48,6 @@ LAUNCH_ARG_BLOCKS = 2
 #: Steps of the transfer-counted loop.
 STEPS = 4
 #: Tolerances keyed on the ONNX model's dtype (as rosenna verify).
-TOLERANCE = {"float32": (1e-5, 1e-6), "float64": (1e-9, 1e-12)}
 BACKENDS = ("cuda", "hip", "omp")
 
 
@@ -233,7 +233,6 @@ def run(config):
     import onnx
 
     dtype = "float64" if onnx.load(model_path).graph.input[0].type.tensor_type.elem_type == 11 else "float32"
-    rtol, atol = TOLERANCE[dtype]
 
     counter = None
     if not c.host_fallback and c.backend == "cuda":
@@ -332,13 +331,12 @@ def run(config):
             row.ns_per_point = _value(runs[STEPS], "NS_PER_POINT")
             got = np.fromfile(yfile, dtype=np.float64 if plan.precision == "double" else np.float32)
             got = got.reshape(check, plan.ny).astype(np.float64)
-            err = np.abs(got - ref)
-            bad = err > atol + rtol * np.abs(ref)
-            worst = np.unravel_index(np.argmax(err - (atol + rtol * np.abs(ref))), err.shape)
-            row.max_abs_err = float(err.max())
-            row.worst = (f"point {worst[0]} y[{worst[1]}]: got {got[worst]:.9g}, onnxruntime {ref[worst]:.9g}, "
-                         f"tolerance {atol + rtol * abs(ref[worst]):.2g}")
-            ok = not bad.any()
+            cmp = compare(got, ref, dtype, output="y")
+            worst = cmp.worst_index
+            row.max_abs_err = cmp.abs_err
+            row.worst = (f"point {worst[0]} y[{worst[1]}]: got {cmp.got:.9g}, onnxruntime {cmp.want:.9g}, "
+                         f"tolerance {cmp.allowed:.2g}")
+            ok = cmp.passed
             if c.host_fallback:
                 row.transfers = "n/a (host)"
             else:
