@@ -164,24 +164,34 @@ def test_make_defaults_of_nvhpc_on_an_h100(env):
 # ----------------------------------------------------------------------------- broken profiles
 
 BROKEN = {
-    "bad_yaml": ("compilers: {c: gcc\nbackend: omp\n", ["not valid YAML", "line"]),
+    "bad_yaml": ("compilers: {c: gcc\nbackend: omp\n", [":2: not valid YAML", "fix the YAML there"]),
     "unknown_key": ("compilers: {c: gcc, fortran: gfortran}\nbackend: omp\nflags: {host: -fopenmp, omp_ofload: x}\n",
-                    ["key 'flags.omp_ofload'", "unknown key", "did you mean 'omp_offload'"]),
+                    [":3: invalid profile: key 'flags.omp_ofload'", "unknown key", "did you mean 'omp_offload'"]),
     "unknown_top_key": ("compiler: {c: gcc}\n", ["key 'compiler'", "did you mean 'compilers'"]),
     "missing_compiler": ("compilers: {fortran: gfortran}\nbackend: omp\nflags: {host: -fopenmp}\n",
                          ["incomplete profile", "key 'compilers.c': required but missing"]),
     "bad_backend": ("compilers: {c: gcc, fortran: gfortran}\nbackend: sycl\nflags: {host: -fopenmp}\n",
-                    ["key 'backend'", "'sycl' is not one of cuda, hip, omp"]),
-    "bad_cuda_arch": ("extends: nvhpc\ncuda_arch: sm_90\n", ["key 'cuda_arch'", "'sm_90'"]),
+                    [":2: invalid profile: key 'backend'", "'sycl' is not one of cuda, hip, omp"]),
+    "bad_cuda_arch": ("extends: nvhpc\ncuda_arch: sm_90\n", [":2: invalid profile: key 'cuda_arch'", "'sm_90'",
+                                                             "as Spack does (90"]),
+    "cuda_arch_nine": ("extends: nvhpc\ncuda_arch: 9\n", [":2: invalid profile: key 'cuda_arch'", "9.0"]),
+    "aliases_as_text": ("extends: gcc\ndescription: ours\naliases: gcc/13.2.0\n",
+                        [":3: invalid profile: key 'aliases': should be a list, written [a, b]",
+                         "not the text 'gcc/13.2.0'"]),
+    "alias_empty": ("extends: gcc\naliases:\n  - ok\n  - ''\n", [":4: invalid profile: key 'aliases[1]': is empty"]),
+    "alias_twice": ("extends: gcc\naliases: [a, a]\n", [":2: invalid profile: key 'aliases'", "'a' more than once"]),
+    "priority_text": ("extends: gcc\npriority: high\n", [":2: invalid profile: key 'priority': should be a whole number"]),
     "bad_placeholder": ("extends: nvhpc\nflags: {omp_offload: '-mp=gpu -gpu=cc{CC}'}\n",
-                        ["key 'flags.omp_offload'", "unknown placeholder {CC}"]),
+                        [":2: invalid profile: key 'flags.omp_offload'", "unknown placeholder {CC}"]),
     "bad_env": ("extends: gcc\ncompilers: {c: '${CC'}\n", ["key 'compilers.c'", "closed"]),
-    "duplicate_key": ("backend: omp\nbackend: cuda\n", ["key 'backend' is given twice", "line 2"]),
+    "duplicate_key": ("backend: omp\nbackend: cuda\n", [":2: not valid YAML: key 'backend' is given twice", "keep one"]),
     "not_a_mapping": ("- gcc\n", ["must be a mapping", "list"]),
     "empty": ("", ["must be a mapping", "empty"]),
     "wrong_name": ("name: other\nextends: gcc\n", ["key 'name'", "'other' differs from the file name"]),
     "unknown_parent": ("extends: nosuch\n", ["key 'extends'", "no profile named 'nosuch'"]),
-    "bad_threshold": ("extends: gcc\nthresholds: {constant_limit_bytes: -1}\n", ["thresholds.constant_limit_bytes"]),
+    "bad_threshold": ("extends: gcc\nthresholds: {constant_limit_bytes: -1}\n",
+                      [":2: invalid profile: key 'thresholds.constant_limit_bytes': is -1, below the smallest "
+                       "allowed value 0"]),
 }
 
 
@@ -196,6 +206,8 @@ def test_broken_profiles_are_refused_naming_file_and_key(case, env):
     assert str(path) in message
     for part in expected:
         assert part in message, message
+    for jargon in ("is not of type", "is not valid under any of the given schemas", "is too short", "non-unique"):
+        assert jargon not in message, message
 
 
 def test_an_extends_cycle_is_refused(env):
@@ -207,13 +219,134 @@ def test_an_extends_cycle_is_refused(env):
         resolve("a", catalog=catalog_of(folder), detection=detect_none())
 
 
-def test_a_broken_profile_on_the_path_fails_the_cli_with_status_2(env, capsys):
+def test_a_broken_profile_is_reported_once_and_skipped_by_what_does_not_name_it(env, capsys, caplog):
     folder = env.profile_dir()
-    env.write(folder, "oops", "flags: [\n")
+    oops = env.write(folder, "oops", "description: a site profile\nflags: [\n")
+    env.write(folder, "mine", "extends: oops\n")
     env.search_path(folder)
-    assert cli(["toolchain", "list"]) == 2
-    err = capsys.readouterr().err
-    assert "oops.yaml" in err and "not valid YAML" in err
+    caplog.set_level("WARNING", logger="rosenna.toolchain")
+    from rosenna.toolchain import catalog as catalog_mod
+
+    catalog_mod._reported.clear()
+    assert cli(["toolchain", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"oops           path     {oops}  BROKEN (skipped)" in out
+    assert f"{oops}:3: not valid YAML" in out
+    assert "gcc            builtin" in out
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len([w for w in warnings if "oops.yaml" in w]) == 1, warnings
+    assert warnings[0].startswith(f"rosenna: warning: {oops}:3: not valid YAML")
+    assert "profile 'oops' skipped" in warnings[0] and "rosenna toolchain validate" in warnings[0]
+    assert cli(["toolchain", "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["profiles"]}
+    assert rows["oops"]["broken"].startswith(f"{oops}:3:") and rows["gcc"]["broken"] == ""
+    # A built-in, auto and detect do not name it: they work.
+    assert resolve("gcc", detection=detect_none()).name == "gcc"
+    assert resolve("auto", detection=detect_none()).name == "gcc"
+    assert cli(["toolchain", "detect"]) == 0
+    out = capsys.readouterr().out
+    assert "tried:     mine: broken:" in out and "profile is broken" not in out.split("profile:")[-1]
+    # Naming it, or extending it, is an error that says what is wrong where.
+    assert cli(["toolchain", "show", "oops"]) == 2
+    assert f"error: {oops}:3: not valid YAML" in capsys.readouterr().err
+    with pytest.raises(ToolchainError, match=r"mine\.yaml: key 'extends': profile 'oops' is broken: .*oops\.yaml:3"):
+        resolve("mine", detection=detect_none())
+
+
+def test_a_broken_site_copy_of_a_builtin_is_not_silently_replaced_by_it(env):
+    folder = env.profile_dir()
+    env.write(folder, "gcc", "extends: gcc\nflags: {hots: -O2}\n")
+    catalog = catalog_of(folder)
+    with pytest.raises(ToolchainError, match=r"gcc\.yaml:2: invalid profile: key 'flags.hots'"):
+        resolve("gcc", catalog=catalog, detection=detect_none())
+    assert [f.kind for f in catalog.winners() if f.name == "gcc"] == ["builtin"]  # what auto may use
+
+
+def test_validate_checks_every_file_and_exits_1_if_any_fails(env, capsys):
+    folder = env.profile_dir()
+    good = env.write(folder, "good", "extends: gcc\ncompilers: {c: gcc-13, cxx: g++-13}\n")
+    bad1 = env.write(folder, "bad1", "extends: gcc\nflags:\n  hots: -O2\n")
+    bad2 = env.write(folder, "bad2", "backend: [\n")
+    bad3 = env.write(folder, "bad3", "extends: nosuch\n")
+    assert cli(["toolchain", "validate", str(bad1), str(good), str(bad2), str(bad3)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"{bad1}: FAILED", f"{good}: ok", f"{bad2}: FAILED", f"{bad3}: FAILED"]
+    assert f"{bad1}:3: invalid profile: key 'flags.hots': unknown key" in captured.err
+    assert f"{bad2}:2: not valid YAML" in captured.err
+    assert "no profile named 'nosuch'" in captured.err and "3 of 4 profile files failed" in captured.err
+    assert cli(["toolchain", "validate", str(good)]) == 0
+    env.search_path(folder)
+    assert cli(["toolchain", "validate"]) == 1  # the search path holds the broken ones too
+    out = capsys.readouterr().out
+    assert f"{bad2}: FAILED" in out and f"{REPO / 'toolchains' / 'nvhpc.yaml'}: ok" in out
+
+
+VERSION_BANNERS = {"gcc": "gcc (Debian 12.2.0-14) 12.2.0\n", "nvc": BANNERS["nvc"]}
+
+
+@pytest.mark.parametrize("spelled, profile, style", [
+    ("gcc@12.2.0", "gcc", "Spack spec"), ("gcc@=12.2", "gcc", "Spack spec"), ("gcc@12", "gcc", "Spack spec"),
+    ("GCC/12.2.0", "gcc", "EasyBuild module"), ("GCCcore/12.2.0", "gcc", "EasyBuild module"),
+    ("foss/2022b", "gcc", "EasyBuild module"), ("nvhpc@24.1", "nvhpc", "Spack spec"),
+    ("NVHPC/24.1", "nvhpc", "EasyBuild module"), ("gcc@12.2.0+nvptx", "gcc-nvptx", "Spack spec"),
+])
+def test_spack_and_easybuild_names_with_versions(spelled, profile, style, env, capsys):
+    for name, banner in VERSION_BANNERS.items():
+        env.stub(name, banner)
+    chosen = resolve(spelled, detection=detect_none())
+    assert chosen.name == profile
+    assert chosen.reason.startswith(f"asked for as the {style} '{spelled}'") and "matches" in chosen.reason
+    if spelled == "foss/2022b":
+        assert "EasyBuild's foss/2022b uses GCC 12.2.0" in chosen.reason
+    assert cli(["toolchain", "show", spelled]) == 0
+    assert f"profile:      {profile} (builtin)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spelled, message", [
+    ("gcc@13.2.0", r"--toolchain gcc@13.2.0: wants gcc 13.2.0 but .*/gcc is 12.2.0; load that compiler"),
+    ("foss/2023a", r"--toolchain foss/2023a: wants gcc 12.3.0 but .*/gcc is 12.2.0"),
+    ("GCC/12.20", r"wants gcc 12.20 but"),
+    ("gcc@12:", r"'12:' is not one version"),
+    ("foss/2019a", r"2019a is not an EasyBuild toolchain generation rosenna knows"),
+    ("nosuch@1.0", r"no toolchain profile or alias named 'nosuch'"),
+])
+def test_a_version_that_does_not_match_is_an_error(spelled, message, env):
+    for name, banner in VERSION_BANNERS.items():
+        env.stub(name, banner)
+    with pytest.raises(ToolchainError, match=message):
+        resolve(spelled, detection=detect_none())
+
+
+def test_a_version_is_not_checked_without_the_compiler_and_says_so(env):
+    profile = resolve("nvhpc@24.1", detection=detect_none())
+    assert profile.reason == "asked for as the Spack spec 'nvhpc@24.1'; version not checked: nvc is not on PATH"
+
+
+@pytest.mark.parametrize("written, cc", [("8.0", "80"), ("'8.0'", "80"), ("80", "80"), ("'90a'", "90a"),
+                                         ("'9.0a'", "90a"), ("12.0", "120"), ("8.6", "86")])
+def test_cuda_arch_in_spack_and_easybuild_spelling(written, cc, env):
+    folder = env.profile_dir()
+    env.write(folder, "arch", f"extends: nvhpc\ncuda_arch: {written}\n")
+    profile = resolve("arch", catalog=catalog_of(folder), detection=detect_none())
+    assert profile.gpu.cc == cc and profile.flags_omp_offload == f"-mp=gpu -gpu=cc{cc}"
+
+
+def test_extends_that_changes_c_but_not_cxx_is_warned(env, caplog):
+    from rosenna.toolchain import catalog as catalog_mod
+
+    catalog_mod._reported.clear()
+    folder = env.profile_dir()
+    half = env.write(folder, "half", "description: gcc 13\nextends: gcc\ncompilers:\n  c: gcc-13\n")
+    env.write(folder, "both", "extends: gcc\ncompilers: {c: gcc-13, cxx: g++-13}\n")
+    caplog.set_level("WARNING", logger="rosenna.toolchain")
+    catalog = catalog_of(folder)
+    resolve("both", catalog=catalog, detection=detect_none())
+    assert not caplog.records
+    resolve("half", catalog=catalog, detection=detect_none())
+    [record] = caplog.records
+    assert record.getMessage() == (
+        f"rosenna: warning: {half}:3: key 'compilers.c' is changed to 'gcc-13' but 'compilers.cxx' is still "
+        f"'g++' from {REPO / 'toolchains' / 'gcc.yaml'}; set compilers.cxx too (the C++ harnesses and CMake use it)")
 
 
 def test_check_compilers_names_the_missing_one(env):
@@ -554,7 +687,7 @@ def test_cli_errors(env, capsys):
     err = capsys.readouterr().err
     assert err.startswith("rosenna toolchain: error: no toolchain profile or alias named 'nosuch'")
     bad = env.write(env.profile_dir(), "bad", "extends: gcc\nflags: {hots: -O2}\n")
-    assert cli(["toolchain", "validate", str(bad)]) == 2
+    assert cli(["toolchain", "validate", str(bad)]) == 1
     assert "key 'flags.hots'" in capsys.readouterr().err
     assert cli(["toolchain", "validate", *map(str, SHIPPED)]) == 0
     assert cli(["toolchain", "validate"]) == 0

@@ -1,9 +1,12 @@
 """`rosenna toolchain list|show|detect|validate`: a thin shell over :mod:`rosenna.toolchain`."""
 
 import json
+import sys
 
 from rosenna import toolchain
-from rosenna.toolchain.catalog import Catalog, read_profile
+from rosenna.errors import ToolchainError
+from rosenna.toolchain.catalog import BrokenFile, Catalog, read_profile
+from rosenna.toolchain.schema import ProfileError
 from rosenna.toolchain.profile import build, compiler_commands
 
 
@@ -37,15 +40,17 @@ def register(subparsers):
 def _list(args):
     catalog = Catalog()
     rows = []
-    for f in catalog.winners():
+    for f in sorted(catalog.winners() + catalog.broken, key=lambda f: f.rank):
+        broken = isinstance(f, BrokenFile)
         rows.append({
             "name": f.name,
             "kind": f.kind,
             "file": str(f.path),
-            "aliases": list(f.data.get("aliases", [])),
-            "extends": f.data.get("extends", ""),
-            "description": f.data.get("description", ""),
-            "shadows": [str(s.path) for s in catalog.shadowed(f.name)],
+            "broken": str(f.error) if broken else "",
+            "aliases": [] if broken else list(f.data.get("aliases", [])),
+            "extends": "" if broken else f.data.get("extends", ""),
+            "description": "" if broken else f.data.get("description", ""),
+            "shadows": [] if broken else [str(s.path) for s in catalog.shadowed(f.name)],
         })
     if args.json:
         print(json.dumps({"search_path": [{"path": str(d.path), "kind": d.kind} for d in catalog.dirs],
@@ -54,7 +59,9 @@ def _list(args):
     width = max([len(r["name"]) for r in rows] + [4])
     print(f"{'NAME':<{width}}  {'FROM':<7}  FILE")
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['kind']:<7}  {r['file']}")
+        print(f"{r['name']:<{width}}  {r['kind']:<7}  {r['file']}" + ("  BROKEN (skipped)" if r["broken"] else ""))
+        if r["broken"]:
+            print(f"{'':<{width}}  {'':<7}  {r['broken']}")
         if r["aliases"]:
             print(f"{'':<{width}}  {'':<7}  aliases: {', '.join(r['aliases'])}")
         if r["extends"]:
@@ -141,14 +148,27 @@ def _detect(args):
 
 
 def _validate(args):
+    """Check every file named (default: every file on the search path); exit 1 if any is broken."""
     catalog = Catalog()
     if args.files:
-        for path in args.files:
-            # Read it as if it came first on the search path, so extends finds what it would.
-            build(catalog, read_profile(path, "path", -1), gpus=(), detect_gpus=False)
-            print(f"{path}: ok")
-        return 0
-    for f in catalog.files:
-        build(catalog, f, gpus=(), detect_gpus=False)
-        print(f"{f.path}: ok")
-    return 0
+        # Each is read as if it came first on the search path, so extends finds what it would.
+        checks = [(path, lambda path=path: read_profile(path, "path", -1)) for path in args.files]
+    else:
+        checks = [(str(f.path), lambda f=f: f) for f in sorted(catalog.files + catalog.broken, key=lambda f: f.rank)]
+    failed = 0
+    for path, read in checks:
+        try:
+            f = read()
+            if isinstance(f, BrokenFile):
+                raise f.error
+            build(catalog, f, gpus=(), detect_gpus=False)
+        except ToolchainError as exc:
+            failed += 1
+            for line in (exc.lines() if isinstance(exc, ProfileError) else [str(exc)]):
+                print(f"{line}", file=sys.stderr)
+            print(f"{path}: FAILED", flush=True)
+            continue
+        print(f"{path}: ok", flush=True)
+    if failed:
+        print(f"{failed} of {len(checks)} profile file{'s' if len(checks) != 1 else ''} failed", file=sys.stderr)
+    return 1 if failed else 0

@@ -15,7 +15,9 @@ site's files alone, and a site file is never taken for a built-in one. Only ``*.
 in each folder are profiles; the profile's name is the file name without ``.yaml``.
 """
 
+import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,23 @@ import yaml
 
 from rosenna.errors import ToolchainError
 from rosenna.toolchain import schema
+from rosenna.toolchain.schema import ProfileError
 from rosenna.toolchain.template import TemplateError, placeholders_in
 
 SUFFIX = ".yaml"
+# Broken files and doubtful extends are reported here, once each per process. Without a handler
+# configured, Python prints a warning's text alone on stderr, which is what the CLI wants.
+log = logging.getLogger("rosenna.toolchain")
+_reported = set()
+
+
+def warn(message):
+    """Report ``message`` on the ``rosenna.toolchain`` logger, once per process."""
+    if message not in _reported:
+        _reported.add(message)
+        log.warning("rosenna: warning: %s", message)
+
+
 # Keys that say what a profile is rather than how it builds: never inherited through extends.
 IDENTITY_KEYS = ("name", "aliases", "extends")
 
@@ -46,6 +62,26 @@ class ProfileFile:
     kind: str
     rank: int  # position on the search path: lower wins
     data: dict
+
+
+@dataclass(frozen=True)
+class BrokenFile:
+    """A profile file that cannot be used: where it is and the :class:`ProfileError` it raised."""
+
+    name: str
+    path: Path
+    kind: str
+    rank: int
+    error: ToolchainError
+
+    @property
+    def line(self):
+        return getattr(self.error, "line", None)
+
+    def notice(self):
+        """The one-line report of a file every command but one naming it skips."""
+        return (f"{self.error} (profile '{self.name}' skipped; fix the file or move it out of {self.path.parent}; "
+                f"`rosenna toolchain validate {self.path}` checks it)")
 
 
 def _install_prefix():
@@ -150,38 +186,72 @@ _TEMPLATED = ("flags.", "devflags", "device_link_flags", "probe.command")
 PROBE_PLACEHOLDERS = ("c", "cxx", "fortran", "device", "omp_offload", "acc", "host", "src", "out")
 
 
+def cuda_arch_digits(value):
+    """A ``cuda_arch`` in Spack's spelling (80, "90a") or EasyBuild's (8.0, "9.0a") as digits ("80", "90a").
+
+    Returns None for a value neither spelling allows (the caller reports it).
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value) if 10 <= value <= 999 else None
+    text = repr(value) if isinstance(value, float) else str(value)
+    match = re.fullmatch(r"([0-9]{1,2})\.([0-9])([a-z]?)", text)
+    if match:
+        return "".join(match.groups())
+    return text if re.fullmatch(r"[0-9]{2,3}[a-z]?", text) else None
+
+
 def read_profile(path, kind="path", rank=0):
     """Read and validate one profile file.
 
     Raises:
-        ToolchainError: for unreadable files, bad YAML, unknown or mistyped keys, and unknown
-            placeholders, naming the file and the key.
+        ProfileError: for unreadable files, bad YAML, unknown or mistyped keys, and unknown
+            placeholders, naming the file, the line, the key and how to fix it.
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ToolchainError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise ProfileError(path, [(None, f"cannot read: {why}; check its permissions and that it is UTF-8 text")],
+                           what="") from None
+    loader = _StrictLoader(text)
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ToolchainError(f"{path}: not valid YAML{where}: {problem}") from None
-    schema.check(data, path)
+        context = getattr(exc, "context", None)
+        column = f" (column {mark.column + 1})" if mark else ""
+        text = f"{problem}{column}" + (f", {context}" if context else "")
+        fix = "keep one of them" if "twice" in problem else "fix the YAML there (a closing bracket, quote or indentation)"
+        raise ProfileError(path, [(mark.line + 1 if mark else None, f"{text}; {fix}")],
+                           what="not valid YAML") from None
+    finally:
+        loader.dispose()
+    schema.check(data, path, node=node)
     name = path.name[: -len(SUFFIX)]
+    line = lambda *keys: schema.line_of(node, list(keys))  # noqa: E731
     if "name" in data and data["name"] != name:
-        raise ToolchainError(
-            f"{path}: key 'name': {data['name']!r} differs from the file name; a profile is named by "
-            f"its file, so this file must be {data['name']}{SUFFIX} or say name: {name}"
-        )
+        raise ProfileError(path, [(line("name"),
+            f"key 'name': {data['name']!r} differs from the file name; a profile is named by its file, so this "
+            f"file must be {data['name']}{SUFFIX} or say name: {name}")])
+    if "cuda_arch" in data:
+        digits = cuda_arch_digits(data["cuda_arch"])
+        if digits is None:
+            raise ProfileError(path, [(line("cuda_arch"),
+                f"key 'cuda_arch': {data['cuda_arch']!r} is not a compute capability: write it as Spack does "
+                f"(90, \"90a\") or as EasyBuild does (9.0, \"9.0a\")")])
+        data["cuda_arch"] = digits
     for key, text in _strings(data):
         try:
             if key.startswith(_TEMPLATED):
                 placeholders_in(text, PROBE_PLACEHOLDERS if key == "probe.command" else ())
         except TemplateError as exc:
-            raise ToolchainError(f"{path}: key '{key}': {exc}") from None
+            keys = [int(k) if k.isdigit() else k for k in key.split(".")]
+            raise ProfileError(path, [(line(*keys), f"key '{key}': {exc}")]) from None
     return ProfileFile(name=name, path=path, kind=kind, rank=rank, data=data)
 
 
@@ -199,24 +269,34 @@ def merge(base, override):
 class Catalog:
     """The profiles on a search path, read once.
 
+    A file that cannot be read or validated does not stop the others: it goes to ``broken``, is
+    reported once on stderr (file, line, what, how to fix), and is skipped by everything that does
+    not name it. Naming it (``lookup``, or ``extends``) raises its error.
+
     Args:
         dirs: the folders to search, first wins (default: :func:`search_path`).
     """
 
     def __init__(self, dirs=None):
         self.dirs = list(search_path() if dirs is None else dirs)
-        self.files = []  # every profile file, in search order
+        self.files = []  # every usable profile file, in search order
+        self.broken = []  # every broken one, as BrokenFile, in search order
         rank = 0
         for d in self.dirs:
             if not d.path.is_dir():
                 continue
             for path in sorted(d.path.glob("*" + SUFFIX)):
                 if path.is_file():
-                    self.files.append(read_profile(path, d.kind, rank))
+                    try:
+                        self.files.append(read_profile(path, d.kind, rank))
+                    except ToolchainError as exc:
+                        broken = BrokenFile(path.name[: -len(SUFFIX)], path, d.kind, rank, exc)
+                        self.broken.append(broken)
+                        warn(broken.notice())
                     rank += 1
 
     def names(self):
-        """Every profile name, each once, in search order of the file that wins."""
+        """Every usable profile name, each once, in search order of the file that wins."""
         seen = []
         for f in self.files:
             if f.name not in seen:
@@ -228,23 +308,32 @@ class Catalog:
         return [self.find(name) for name in self.names()]
 
     def shadowed(self, name):
-        """The files of ``name`` that an earlier one hides."""
-        return [f for f in self.files if f.name == name][1:]
+        """The files of ``name`` that an earlier one hides (broken ones included)."""
+        everything = sorted(self.files + self.broken, key=lambda f: f.rank)
+        return [f for f in everything if f.name == name][1:]
 
     def find(self, name, after=-1):
-        """The first file named ``name`` (below rank ``after``), or None."""
+        """The first usable file named ``name`` (below rank ``after``), or None."""
         for f in self.files:
             if f.name == name and f.rank > after:
                 return f
         return None
 
+    def _refuse_broken(self, name, found, after=-1):
+        """Raise the error of a broken ``name`` that ranks before ``found`` (the usable one, or None)."""
+        for b in self.broken:
+            if b.name == name and b.rank > after and (found is None or b.rank < found.rank):
+                raise b.error
+
     def lookup(self, name):
         """The file for a profile name or an alias (exact, then case-insensitive).
 
         Raises:
-            ToolchainError: when no profile or alias matches.
+            ToolchainError: when no profile or alias matches, or the file of that name that would
+                win is broken (its error: file, line, what is wrong).
         """
         found = self.find(name)
+        self._refuse_broken(name, found)
         if found:
             return found
         for exact in (True, False):
@@ -261,10 +350,11 @@ class Catalog:
 
         ``extends: X`` names a profile found anywhere on the path; a profile that extends its own
         name (a site's ``nvhpc.yaml`` saying ``extends: nvhpc``) extends the next one of that name
-        further down the path.
+        further down the path. A file that sets ``compilers.c`` over a parent's without also setting
+        ``compilers.cxx`` is warned about: the C++ compiler would still be the parent's.
 
         Raises:
-            ToolchainError: for an unknown parent, a cycle, or a result missing required keys.
+            ToolchainError: for an unknown or broken parent, a cycle, or a result missing required keys.
         """
         chain = [profile_file]
         current = profile_file
@@ -273,6 +363,10 @@ class Catalog:
             parent_name = current.data["extends"]
             after = current.rank if parent_name == current.name else -1
             parent = self.find(parent_name, after)
+            try:
+                self._refuse_broken(parent_name, parent, after)
+            except ToolchainError as exc:
+                raise ToolchainError(f"{current.path}: key 'extends': profile '{parent_name}' is broken: {exc}") from None
             if parent is None:
                 try:
                     parent = self.lookup(parent_name) if after < 0 else None
@@ -289,6 +383,7 @@ class Catalog:
             chain.append(parent)
             layers.append(parent.data)
             current = parent
+        _check_c_with_cxx(chain)
         data = {}
         for layer in reversed(layers):
             data = merge(data, {k: v for k, v in layer.items() if k not in IDENTITY_KEYS})
@@ -300,3 +395,27 @@ class Catalog:
             via = " (after extends " + " -> ".join(f.name for f in chain[1:]) + ")"
         schema.check(data, f"{profile_file.path}{via}", merged=True)
         return data, tuple(chain)
+
+
+def _check_c_with_cxx(chain):
+    """Warn when a file in an extends chain changes ``compilers.c`` but inherits ``compilers.cxx``."""
+    for i, f in enumerate(chain[:-1]):
+        compilers = f.data.get("compilers", {})
+        if "c" not in compilers or "cxx" in compilers:
+            continue
+        below = next((g for g in chain[i + 1:] if "cxx" in g.data.get("compilers", {})), None)
+        if below is None:
+            continue
+        cxx = below.data["compilers"]["cxx"]
+        line = _line_of_key(f.path, "compilers")
+        where = f"{f.path}:{line}" if line else str(f.path)
+        warn(f"{where}: key 'compilers.c' is changed to {compilers['c']!r} but 'compilers.cxx' is still {cxx!r} "
+             f"from {below.path}; set compilers.cxx too (the C++ harnesses and CMake use it)")
+
+
+def _line_of_key(path, key):
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return None
+    return schema.line_of(node, [key]) if node is not None else None

@@ -265,7 +265,8 @@ def resolve(name, *, detection=None, catalog=None, environ=None):
     """The profile ``name`` resolved for this machine.
 
     Args:
-        name: a profile name or alias; "auto" to detect this node and choose (see
+        name: a profile name or alias, optionally with a version as Spack or EasyBuild spell it
+            (``gcc@13.2.0``, ``GCC/13.2.0``, ``foss/2023a``: :mod:`rosenna.toolchain.request`); "auto" to detect this node and choose (see
             :func:`rosenna.toolchain.select.select`); None for today's defaults, the ``gcc`` profile.
         detection: a :class:`rosenna.toolchain.detection.Detection` to use instead of detecting.
         catalog: the profiles to choose from (default: those on the search path).
@@ -274,7 +275,8 @@ def resolve(name, *, detection=None, catalog=None, environ=None):
     Raises:
         ToolchainError: for an unknown name and for any broken profile involved.
     """
-    from rosenna.toolchain.select import select  # select builds profiles with this module
+    from rosenna.toolchain import request  # request and select build profiles with this module
+    from rosenna.toolchain.select import select
 
     catalog = Catalog() if catalog is None else catalog
     environ = os.environ if environ is None else environ
@@ -286,7 +288,9 @@ def resolve(name, *, detection=None, catalog=None, environ=None):
         selection = select(catalog, detection, environ=environ)
         return selection.profile
     gpus = detection.gpus if detection is not None else None
-    return build(catalog, catalog.lookup(name), gpus=gpus, environ=environ)
+    asked = request.parse(name)  # gcc@13.2.0, GCC/13.2.0, foss/2023a: the version is checked
+    profile = build(catalog, catalog.lookup(asked.name), gpus=gpus, environ=environ)
+    return request.check(profile, asked, environ)
 
 
 def compiler_commands(catalog, environ=None):

@@ -9,6 +9,7 @@ error names the file, the key (dotted, e.g. ``flags.omp_offload``) and what is w
 import difflib
 
 import jsonschema
+import yaml
 
 from rosenna.errors import ToolchainError
 
@@ -51,10 +52,13 @@ SCHEMA = {
         },
         "devflags": _STRING,
         "device_link_flags": _STRING,
+        # Spack's spelling (80, "90a") and EasyBuild's (8.0, "9.0a"); catalog.cuda_arch_digits
+        # turns either into the digits ("80", "90a") that {cc} is filled with.
         "cuda_arch": {
             "anyOf": [
-                {"type": "string", "pattern": "^[0-9]{2,3}[a-z]?$"},
+                {"type": "string", "pattern": "^([0-9]{2,3}|[0-9]{1,2}\\.[0-9])[a-z]?$"},
                 {"type": "integer", "minimum": 10, "maximum": 999},
+                {"type": "number", "minimum": 1, "exclusiveMaximum": 20},
             ]
         },
         "amdgpu_target": {"type": "string", "pattern": "^gfx[0-9a-f]+(:[a-z]+[+-])*$"},
@@ -87,11 +91,71 @@ MERGED_REQUIRED = {
 
 
 def _key(path):
-    return ".".join(str(part) for part in path) or "(top level)"
+    """A key as a reader writes it: ``flags.host``, ``aliases[1]``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+# JSON types in the words of a YAML file, with how to write one.
+_TYPE_WORDS = {
+    "array": "a list, written [a, b] or as '- item' lines",
+    "object": "a mapping of keys (key: value lines indented below it)",
+    "string": "text (quote it if YAML reads it as a number, true/false or null)",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+}
+
+
+def _value(instance):
+    """How a parsed YAML value reads in a message."""
+    if isinstance(instance, bool):
+        return f"the boolean {str(instance).lower()}"
+    if instance is None:
+        return "nothing (null)"
+    if isinstance(instance, str):
+        return f"the text {instance!r}"
+    if isinstance(instance, (int, float)):
+        return f"the number {instance}"
+    if isinstance(instance, list):
+        return "a list"
+    if isinstance(instance, dict):
+        return "a mapping"
+    return repr(instance)
+
+
+def _plain(error):
+    """One problem of one jsonschema error in plain words, with how to fix it, or None."""
+    v, value, instance = error.validator, error.validator_value, error.instance
+    if v == "type":
+        wanted = [value] if isinstance(value, str) else list(value)
+        words = " or ".join(_TYPE_WORDS.get(t, t) for t in wanted)
+        return f"should be {words}, not {_value(instance)}"
+    if v == "minLength":
+        return "is empty: give a value or leave the key out"
+    if v == "minimum":
+        return f"is {instance}, below the smallest allowed value {value}"
+    if v == "maximum":
+        return f"is {instance}, above the largest allowed value {value}"
+    if v == "exclusiveMaximum":
+        return f"is {instance}; it must be below {value}"
+    if v == "uniqueItems":
+        seen, twice = set(), []
+        for item in instance:
+            if repr(item) in seen and item not in twice:
+                twice.append(item)
+            seen.add(repr(item))
+        return "lists " + ", ".join(repr(t) for t in twice) + " more than once: keep one"
+    if v == "pattern" and error.absolute_path and error.absolute_path[-1] == "name":
+        return (f"{instance!r} is not a profile name: use letters, digits and . _ + -, starting with a "
+                "letter or digit")
+    return None
 
 
 def _describe(error, schema):
-    """One line for one jsonschema error: the key and what is wrong with it."""
+    """Lines ``(path, text)`` for one jsonschema error: the key, what is wrong and how to fix it."""
     path = list(error.absolute_path)
     if error.validator == "additionalProperties":
         known = sorted(error.schema.get("properties", {}))
@@ -100,42 +164,98 @@ def _describe(error, schema):
         for key in unexpected:
             hint = difflib.get_close_matches(key, known, n=1)
             also = f"; did you mean '{hint[0]}'?" if hint else ""
-            lines.append(f"key '{_key(path + [key])}': unknown key (known: {', '.join(known)}){also}")
+            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key (known: {', '.join(known)}){also}"))
         return lines
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]
-        return [f"key '{_key(path + [k])}': required but missing" for k in missing]
+        return [(path, f"key '{_key(path + [k])}': required but missing: set it here or extend a profile "
+                       "that sets it") for k in missing]
     if error.validator == "enum":
         allowed = ", ".join(str(v) for v in error.validator_value)
-        return [f"key '{_key(path)}': {error.instance!r} is not one of {allowed}"]
+        return [(path, f"key '{_key(path)}': {error.instance!r} is not one of {allowed}")]
     if error.validator == "anyOf" and path and path[-1] == "cuda_arch":
-        return [f"key 'cuda_arch': {error.instance!r} is not a compute capability like 90 or \"90a\""]
+        return [(path, f"key 'cuda_arch': {_value(error.instance)} is not a compute capability: write it as "
+                       "Spack does (90, \"90a\") or as EasyBuild does (9.0, \"9.0a\")")]
     if error.validator == "pattern" and path and path[-1] == "amdgpu_target":
-        return [f"key 'amdgpu_target': {error.instance!r} is not a gfx target like gfx90a"]
-    return [f"key '{_key(path)}': {error.message}"]
+        return [(path, f"key 'amdgpu_target': {error.instance!r} is not a gfx target like gfx90a")]
+    plain = _plain(error)
+    if plain is None and error.context:  # anyOf/oneOf: say what the closest branch wanted
+        plain = next((p for p in map(_plain, error.context) if p), None)
+    return [(path, f"key '{_key(path)}': {plain or error.message}")]
 
 
-def check(data, source, *, merged=False):
+def line_of(node, path):
+    """The 1-based line of the YAML node at ``path`` under ``node`` (the deepest one that exists).
+
+    ``node`` is what ``yaml.compose`` returns; a key's line is that of the key itself.
+    """
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == str(part):
+                    line, node = key_node.start_mark.line + 1, value_node
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def check(data, source, *, merged=False, node=None):
     """Validate one profile's data against the schema.
 
     Args:
         data: the parsed YAML document.
         source: the file it came from, for messages.
         merged: also require what a complete profile needs (after ``extends`` is applied).
+        node: the document as ``yaml.compose`` gives it, for line numbers (``file:line:``).
 
     Raises:
-        ToolchainError: naming ``source``, each offending key and what is wrong.
+        ProfileError: naming ``source``, and for each problem the line, the key, what is wrong and
+            how to fix it.
     """
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
-        raise ToolchainError(f"{source}: a profile must be a mapping of keys, this file is {kind}")
+        raise ProfileError(source, [(1 if node is not None else None,
+                                     f"a profile must be a mapping of keys (key: value lines), this file is {kind}")])
     schema = SCHEMA if not merged else {"allOf": [SCHEMA, MERGED_REQUIRED]}
     validator = jsonschema.Draft202012Validator(schema)
     problems = []
     for error in sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
-        for line in _describe(error, schema):
-            if line not in problems:
-                problems.append(line)
+        for path, text in _describe(error, schema):
+            problem = (line_of(node, path) if node is not None else None, text)
+            if problem not in problems:
+                problems.append(problem)
     if problems:
         what = "incomplete profile" if merged else "invalid profile"
-        raise ToolchainError(f"{source}: {what}: " + "; ".join(problems))
+        raise ProfileError(source, sorted(problems, key=lambda p: p[0] or 0), what=what)
+
+
+class ProfileError(ToolchainError):
+    """A profile file is broken: each problem with its line (None when not known) and the fix.
+
+    ``str()`` reads ``FILE:LINE: WHAT: PROBLEM; FILE:LINE: ...``, as compilers write errors.
+    """
+
+    def __init__(self, source, problems, what="invalid profile"):
+        self.source = str(source)
+        self.problems = list(problems)  # [(line or None, text)]
+        self.what = what
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self):
+        out = []
+        for line, text in self.problems:
+            where = f"{self.source}:{line}" if line else self.source
+            out.append(f"{where}: {self.what}: {text}" if self.what else f"{where}: {text}")
+        return out
+
+    @property
+    def line(self):
+        """The first problem's line, or None."""
+        return next((line for line, _ in self.problems if line), None)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rosenna.errors import ToolchainError
+from rosenna.toolchain.catalog import warn
 from rosenna.toolchain.profile import build
 
 FALLBACK = "gcc"
@@ -69,15 +70,20 @@ def select(catalog, detection, *, environ=None):
     Returns:
         A :class:`Selection`; ``selection.profile.reason`` says why.
 
+    Profiles that are broken (their file, or one they extend) are skipped, and said so.
+
     Raises:
-        ToolchainError: when a profile involved is broken, or no ``gcc`` profile exists to fall back on.
+        ToolchainError: when no ``gcc`` profile exists to fall back on.
     """
     environ = os.environ if environ is None else environ
     gpus = tuple(detection.gpus)
-    built = []
+    built, considered = [], []
     for f in catalog.winners():
-        built.append((f, build(catalog, f, gpus=gpus, environ=environ)))
-    considered = []
+        try:
+            built.append((f, build(catalog, f, gpus=gpus, environ=environ)))
+        except ToolchainError as exc:  # e.g. extends a broken file: skipped like the file itself
+            warn(f"{exc} (profile '{f.name}' skipped)")
+            considered.append((f.name, f"broken: {exc}"))
 
     def usable(profile):
         missing = profile.missing_compilers(environ=environ)
