@@ -60,19 +60,23 @@ def status_name(key):
     return f"ROSENNA_STATUS_{key}"
 
 
+def rwt_bytes(plan):
+    """``plan``'s weights in the .rwt format (native byte order)."""
+    out = [RWT_MAGIC, struct.pack("=III", RWT_ENDIAN, RWT_VERSION, RWT_DTYPES[plan.precision]),
+           plan.hash.encode("ascii"), struct.pack("=I", len(plan.weights))]
+    dtype = np.float64 if plan.precision == "double" else np.float32
+    for w in plan.weights:
+        name = w.ident.encode("ascii")
+        out.append(struct.pack("=I", len(name)) + name)
+        out.append(struct.pack("=I", 1) + struct.pack("=I", w.size))
+        out.append(np.ascontiguousarray(w.array, dtype=dtype).tobytes())
+    return b"".join(out)
+
+
 def write_rwt(path, plan):
-    """Write ``plan``'s weights to ``path`` in the .rwt format (native byte order)."""
+    """Write ``plan``'s weights to ``path`` in the .rwt format."""
     with open(path, "wb") as out:
-        out.write(RWT_MAGIC)
-        out.write(struct.pack("=III", RWT_ENDIAN, RWT_VERSION, RWT_DTYPES[plan.precision]))
-        out.write(plan.hash.encode("ascii"))
-        out.write(struct.pack("=I", len(plan.weights)))
-        dtype = np.float64 if plan.precision == "double" else np.float32
-        for w in plan.weights:
-            name = w.ident.encode("ascii")
-            out.write(struct.pack("=I", len(name)) + name)
-            out.write(struct.pack("=I", 1) + struct.pack("=I", w.size))
-            out.write(np.ascontiguousarray(w.array, dtype=dtype).tobytes())
+        out.write(rwt_bytes(plan))
 
 
 def read_rwt_header(data):

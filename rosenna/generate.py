@@ -2,11 +2,9 @@
 
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 
-from rosenna import __version__, abi, emit, frontend, passes, plan as planner
+from rosenna import __version__, abi, emit, frontend, outdir, passes, plan as planner
 from rosenna.emit import cuda as emit_cuda
 from rosenna.errors import RosennaError, UsageError
 
@@ -39,7 +37,7 @@ class Options:
 def default_name(path):
     stem = os.path.splitext(os.path.basename(path))[0]
     name = re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_") or "model"
-    if not name[0].isalpha():
+    if not name[0].isalpha() or outdir.reserved(name):
         name = "m_" + name
     return name[:MAX_NAME].rstrip("_")
 
@@ -53,6 +51,9 @@ def check_name(name):
     if len(name) > MAX_NAME:
         raise UsageError(f"--name {name!r}: {len(name)} characters; at most {MAX_NAME} keep every derived "
                          "Fortran identifier within 63 characters")
+    why = outdir.reserved(name)
+    if why:
+        raise UsageError(f"--name {name!r}: {why}; choose another name")
 
 
 def build_plan(model_path, options):
@@ -83,8 +84,8 @@ def stamp(model_path, plan, options):
 def generate(model_path, out_dir, options):
     """Generate the files into ``out_dir``; return ``(plan, [paths written])``.
 
-    Files are written to a temporary directory beside ``out_dir`` and moved into place only when
-    all are complete, so a failure leaves nothing half-written.
+    The set replaces the model's previous one as a unit (``rosenna.outdir.write_set``): killed at
+    any instant, the next run into ``out_dir`` finds the complete old or the complete new set.
     """
     graph, plan = build_plan(model_path, options)
     defaults = dict(DEFAULT_MAKE, **(options.make_defaults or {}))
@@ -95,23 +96,17 @@ def generate(model_path, out_dir, options):
         raise UsageError(f"--out {out_dir}: cannot create the directory ({exc.strerror})") from None
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"--out {out_dir}: the directory is not writable")
+    data = {fname: text.encode("ascii") for fname, text in files.items()}
+    if not plan.embed:
+        data[f"{plan.name}.rwt"] = abi.rwt_bytes(plan)
     try:
-        staging = tempfile.mkdtemp(prefix=".rosenna-", dir=out_dir)
+        with outdir.Lock(out_dir):
+            outdir.recover(out_dir)
+            for other in outdir.other_sets(out_dir, plan.name):
+                why = outdir.conflict(plan.name, other)
+                if why:
+                    raise UsageError(f"--out {out_dir}: {why}; choose another --name or another --out")
+            written = outdir.write_set(out_dir, plan.name, data)
     except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror})") from None
-    written = []
-    try:
-        for fname, text in files.items():
-            with open(os.path.join(staging, fname), "w", encoding="ascii", newline="\n") as handle:
-                handle.write(text)
-        if not plan.embed:
-            abi.write_rwt(os.path.join(staging, f"{plan.name}.rwt"), plan)
-        for fname in sorted(os.listdir(staging)):
-            target = os.path.join(out_dir, fname)
-            os.replace(os.path.join(staging, fname), target)
-            written.append(target)
-    except OSError as exc:
-        raise RosennaError(f"--out {out_dir}: writing failed ({exc.strerror}); nothing was left behind") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        raise RosennaError(f"--out {out_dir}: writing failed ({exc.strerror}); the previous files are kept") from None
     return plan, written

@@ -104,13 +104,15 @@ def test_generate_prints_every_file(model, tmp_path, capsys):
     listed = sorted(os.path.basename(p) for p in out.split())
     assert listed == sorted(["gb.c", "gb.h", "gb.mk", "gb.rwt", "gb_fortran.mk", "gb_kernel.cu", "gb_model.F90",
                              "rosenna_rt.h"])
-    assert sorted(os.listdir(tmp_path)) == listed  # no staging directory left behind
+    # no staging directory left behind: beside the set only its manifest and the directory's lock
+    assert sorted(os.listdir(tmp_path)) == sorted(listed + [".rosenna-gb.json", ".rosenna.lock"])
 
 
 def test_lang_selects_files(model, tmp_path, capsys):
     rc, out, _ = run_cli(["generate", model("gemm_small"), "--lang", "fortran", "--out", str(tmp_path)], capsys)
     assert rc == 0
-    assert sorted(os.listdir(tmp_path)) == ["gemm_small_fortran.mk", "gemm_small_model.F90"]
+    visible = [f for f in os.listdir(tmp_path) if not f.startswith(".")]
+    assert sorted(visible) == ["gemm_small_fortran.mk", "gemm_small_model.F90"]
 
 
 def test_regeneration_is_byte_identical(model, tmp_path, capsys):
@@ -124,6 +126,8 @@ def test_regeneration_is_byte_identical(model, tmp_path, capsys):
 def test_provenance_header(model, tmp_path):
     assert main(["generate", model("gemm_small"), "--out", str(tmp_path)]) == 0
     for fname in os.listdir(tmp_path):
+        if fname.startswith("."):  # the set's manifest and the directory's lock
+            continue
         first = (tmp_path / fname).read_text().splitlines()[0]
         assert "rosenna" in first and "sha256" in first or fname == "rosenna_rt.h", (fname, first)
 

@@ -1,0 +1,139 @@
+"""The output directory (issue 12, groups 5 and 7): names that cannot collide with rosenna's own or
+with each other, and `generate` replacing a model's set as one unit, whenever it is killed."""
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from rosenna import emit, outdir
+from rosenna.cli import main
+from rosenna.emit import c
+from rosenna.generate import DEFAULT_MAKE, Options, build_plan, default_name, generate
+
+
+def _cli(argv, capsys):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_reserved_name_refused(model, tmp_path, capsys):
+    rc, _, err = _cli(["generate", model("gemm_small"), "--name", "rosenna_rt", "--out", str(tmp_path)], capsys)
+    assert rc == 2 and "rosenna's own" in err and len(err.strip().splitlines()) == 1, err
+    assert not [f for f in os.listdir(tmp_path) if not f.startswith(".")]
+    rc, _, err = _cli(["generate", model("gemm_small"), "--name", "ROSENNA", "--out", str(tmp_path)], capsys)
+    assert rc == 2 and "rosenna's own" in err
+
+
+def test_reserved_stem_renamed(model, tmp_path):
+    """A file stem rosenna_rt.onnx becomes the model m_rosenna_rt; rosenna_rt.h stays rosenna's."""
+    path = tmp_path / "rosenna_rt.onnx"
+    shutil.copy(model("gemm_small"), path)
+    assert default_name(str(path)) == "m_rosenna_rt" and default_name("Rosenna.onnx") == "m_Rosenna"
+    plan, _ = generate(str(path), str(tmp_path / "o"), Options())
+    assert plan.name == "m_rosenna_rt"
+    assert (tmp_path / "o" / "rosenna_rt.h").read_text() == c.runtime_header()
+
+
+@pytest.mark.parametrize("first,second", [("x", "x_model"), ("x_model", "x"), ("x", "x_fortran"), ("x", "X"),
+                                          ("x", "x_f"), ("x", "x_kernel")])
+def test_colliding_names_refused_in_one_directory(model, tmp_path, capsys, first, second):
+    out = str(tmp_path / "o")
+    assert _cli(["generate", model("gemm_small"), "--name", first, "--out", out], capsys)[0] == 0
+    before = {f: (tmp_path / "o" / f).read_bytes() for f in os.listdir(out)}
+    rc, _, err = _cli(["generate", model("gemm_small"), "--name", second, "--out", out], capsys)
+    assert rc == 2 and "choose another --name or another --out" in err, err
+    assert {f: (tmp_path / "o" / f).read_bytes() for f in os.listdir(out)} == before
+    # different directories, or names that only look alike, are fine
+    assert _cli(["generate", model("gemm_small"), "--name", second, "--out", str(tmp_path / "p")], capsys)[0] == 0
+    assert _cli(["generate", model("gemm_small"), "--name", first + "y", "--out", out], capsys)[0] == 0
+
+
+def test_set_files_cover_every_generated_and_built_file(model):
+    """outdir.SET_FILES is the one list of a set's names: every file emit renders and every file a
+    recipe builds in $(ROSENNA_DIR) is in it, so a new file cannot escape the collision checks."""
+    for embed in (True, False):
+        _, plan = build_plan(model("two_in_two_out"), Options(name="nm", embed=embed))
+        files = emit.render(plan, "both", "stamp", DEFAULT_MAKE)
+        owned = set(outdir.set_files("nm")) | set(outdir.SHARED_FILES)
+        assert set(files) <= owned
+        for fname in (f for f in files if f.endswith(".mk")):
+            targets = set(re.findall(r"\$\(ROSENNA_DIR\)/([\w.]+)", files[fname]))
+            assert targets <= owned, (fname, targets - owned)
+    for a, b in (("x", "x_model"), ("x", "x_fortran"), ("x", "x_f"), ("x", "x_device")):
+        # without the prefix rule these would share files: the table says so
+        assert set(outdir.set_files(a)) & set(outdir.set_files(b)) and outdir.conflict(a, b)
+    assert outdir.conflict("x", "xy") is None and outdir.conflict("abc", "ab") is None
+
+
+# --- generate is atomic for the whole set ---------------------------------------------------------
+
+def _visible(out):
+    return {f: open(os.path.join(out, f), "rb").read() for f in os.listdir(out) if not f.startswith(".")}
+
+
+def _debris(out):
+    return [f for f in os.listdir(out) if f.startswith(outdir.STAGING_PREFIX) and os.path.isdir(os.path.join(out, f))]
+
+
+def _committed(out):
+    return any(os.path.isfile(os.path.join(out, d, outdir.JOURNAL)) for d in _debris(out))
+
+
+def test_generate_killed_at_every_step(model, tmp_path):
+    """The old set is file-loaded (with .rwt), the new one embedded (different text, no .rwt).
+    A child process runs generate and dies at its k-th step, for every k: before the journal's
+    commit --out holds the old set exactly; after it the journal is complete until the new set is
+    (then the old set's leftover .rwt is gone too); the next run's
+    recovery leaves the old or the new set exactly, the new one whenever the journal was
+    committed, and no .rosenna-* folder."""
+    path = model("gemm_big")
+    old_dir, new_dir = str(tmp_path / "old"), str(tmp_path / "new")
+    generate(path, old_dir, Options(name="m", embed=False))
+    generate(path, new_dir, Options(name="m", embed=True))
+    old, new = _visible(old_dir), _visible(new_dir)
+    assert old != new and "m.rwt" in old and "m.rwt" not in new
+    outcomes = []
+    for step in range(60):
+        out = str(tmp_path / f"k{step}")
+        shutil.copytree(old_dir, out)
+        pid = os.fork()
+        if pid == 0:  # the child: generate, dying at its step-th crash point
+            os.environ["ROSENNA_TEST_CRASH_AT"] = str(step)
+            try:
+                generate(path, out, Options(name="m", embed=True))
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        killed = os.WEXITSTATUS(status) == 137
+        committed = _committed(out)
+        if not committed:  # not begun, not committed (old set untouched) or finished
+            assert _visible(out) in (old, new), step
+        with outdir.Lock(out):
+            outdir.recover(out)
+        after = _visible(out)
+        assert after in (old, new), (step, sorted(after))
+        assert not _debris(out), step
+        if committed or not killed:
+            assert after == new, step
+        outcomes.append((killed, committed))
+        if not killed:
+            break
+        shutil.rmtree(out)
+    assert outcomes[-1] == (False, False), "the last step was reached: every step was tried"
+    assert (True, False) in outcomes and (True, True) in outcomes
+    # the manifest names the new set only
+    manifest = json.load(open(os.path.join(out, outdir.manifest_name("m"))))
+    assert sorted(manifest["files"]) == sorted(new)
+
+
+def test_next_run_removes_old_debris(model, tmp_path):
+    """A staging folder of an older rosenna (killed mid-write) is removed by the next run."""
+    out = tmp_path / "o"
+    (out / ".rosenna-abc123").mkdir(parents=True)
+    (out / ".rosenna-abc123" / "m.rwt").write_bytes(b"x" * 1000)
+    generate(model("gemm_small"), str(out), Options(name="m"))
+    assert not _debris(str(out))
