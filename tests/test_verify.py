@@ -1,7 +1,13 @@
 """Host tier: generated code built with gcc/gfortran and compared with onnxruntime."""
 
+import os
+import tempfile
+
 import numpy as np
+import onnx
+import onnx.backend.test
 import pytest
+from onnx import TensorProto, helper
 
 from rosenna.compare import TOLERANCE, Tolerance, compare
 
@@ -83,3 +89,145 @@ def test_compare_special_values():
     assert compare(np.float32(1.5), np.array(1.5), "float32").passed
     assert compare([1.0], [1.1], tolerance=Tolerance(rtol=0.2, atol=0.0)).passed
     assert not compare([1.0, 2.0], [1.0], "float32").passed
+
+
+# -- group 3: verify answers for every model generate accepts, never a traceback ------------------
+
+ONNX_DATA = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data")
+
+
+def _save(tmp_path, name, nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="tests")
+    m.ir_version = 8
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def _run(argv, capsys):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """verify's temp folders go here, so a test can see what is left behind."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_scalar_nan_and_duplicate_outputs(tmp_path, capsys, private_tmp):
+    """Rank-0 input and output, Log/Sqrt of negative inputs (NaN on both sides), and one tensor
+    listed twice as a graph output; the temp folder is gone afterwards."""
+    f = TensorProto.FLOAT
+    path = _save(tmp_path, "scalar_nan", [
+        helper.make_node("Log", ["s"], ["l"]), helper.make_node("Sqrt", ["v"], ["r"]),
+        helper.make_node("Add", ["l", "s"], ["t"])],
+        [helper.make_tensor_value_info("s", f, []), helper.make_tensor_value_info("v", f, [1, 3])],
+        [helper.make_tensor_value_info("t", f, []), helper.make_tensor_value_info("r", f, [1, 3]),
+         helper.make_tensor_value_info("r", f, [1, 3])])
+    rc, out, err = _run(["verify", path, "--cases", "6"], capsys)
+    assert rc == 0, out + err
+    assert out.count("PASS") == 7 and "nan" not in err.lower()
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_temp_folder_removed_on_failure(model, capsys, private_tmp, monkeypatch):
+    monkeypatch.setenv("CC", "false")
+    rc, out, err = _run(["verify", model("gemm_small"), "--lang", "c", "--cases", "2"], capsys)
+    assert rc == 2 and "compiling the c verify harness failed" in err
+    assert list(private_tmp.iterdir()) == []
+
+
+OLD_LINEAR = os.path.join(ONNX_DATA, "pytorch-converted", "test_Linear")
+
+
+def test_old_opset_reference_by_version_converter(capsys, private_tmp):
+    """onnx's own opset-6 file: onnxruntime no longer runs it (NOT_IMPLEMENTED)."""
+    rc, out, err = _run(["verify", os.path.join(OLD_LINEAR, "model.onnx"), "--cases", "3", "--lang", "c"], capsys)
+    assert rc == 0, out + err
+    assert "converted from opset 6" in out and "onnx.version_converter" in out
+
+
+def test_no_reference_is_a_one_line_refusal(capsys, monkeypatch):
+    from onnx import version_converter
+
+    def refuse(model, target):
+        raise RuntimeError("no adapter\nsecond line")
+
+    monkeypatch.setattr(version_converter, "convert_version", refuse)
+    rc, out, err = _run(["verify", os.path.join(OLD_LINEAR, "model.onnx"), "--lang", "c"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "onnxruntime does not run the model" in err and "--reference" in err
+
+
+def test_onnxruntime_run_failure_is_a_one_line_error(model, capsys, monkeypatch):
+    import onnxruntime
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions\nmore")
+
+    monkeypatch.setattr(onnxruntime.InferenceSession, "run", broken)
+    rc, out, err = _run(["verify", model("gemm_small"), "--lang", "c"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "onnxruntime cannot run the model: Got invalid dimensions" in err
+
+
+def test_reference_test_data_set(capsys, private_tmp):
+    """onnx's stored inputs and outputs (TensorProto .pb files), for the model onnxruntime won't run."""
+    rc, out, err = _run(["verify", os.path.join(OLD_LINEAR, "model.onnx"), "--lang", "c",
+                         "--reference", OLD_LINEAR], capsys)
+    assert rc == 0, out + err
+    assert f"stored outputs from {OLD_LINEAR}" in out
+    rc, out, err = _run(["verify", os.path.join(OLD_LINEAR, "model.onnx"), "--lang", "c",
+                         "--reference", os.path.join(OLD_LINEAR, "test_data_set_0")], capsys)
+    assert rc == 0, out + err
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_reference_npz_detects_wrong_outputs(model, tmp_path, capsys):
+    """A .npz of inputs and outputs by name; a changed output must FAIL (the reference is used)."""
+    path = model("two_in_two_out")
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(-1, 1, (5, 1, 3)).astype(np.float32), rng.uniform(-1, 1, (5, 1, 2)).astype(np.float32)
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    p, q = zip(*(sess.run(None, {"a": a[i], "b": b[i]}) for i in range(5)))
+    np.savez(tmp_path / "good.npz", a=a, b=b, p=np.stack(p), q=np.stack(q))
+    rc, out, err = _run(["verify", path, "--lang", "c", "--reference", str(tmp_path / "good.npz")], capsys)
+    assert rc == 0 and "(5 cases)" in out, out + err
+    bad_q = np.stack(q).copy()
+    bad_q[3, 0, 1] += 0.5
+    np.savez(tmp_path / "bad.npz", input_0=a, input_1=b, output_0=np.stack(p), output_1=bad_q)
+    rc, out, err = _run(["verify", path, "--lang", "c", "--reference", str(tmp_path / "bad.npz")], capsys)
+    assert rc == 1 and "worst at [3, 0, 1]" in out, out
+    np.savez(tmp_path / "short.npz", a=a, b=b, p=np.stack(p))
+    rc, out, err = _run(["verify", path, "--lang", "c", "--reference", str(tmp_path / "short.npz")], capsys)
+    assert rc == 2 and "no array named 'q'" in err and len(err.strip().splitlines()) == 1
+    np.savez(tmp_path / "shape.npz", a=a[:, :, :2], b=b, p=np.stack(p), q=np.stack(q))
+    rc, out, err = _run(["verify", path, "--lang", "c", "--reference", str(tmp_path / "shape.npz")], capsys)
+    assert rc == 2 and "shape (5, 1, 2) fits neither" in err
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_reference_npz_from_pytorch(tmp_path, capsys, dynamo):
+    """Verify against PyTorch's own outputs, for both of torch's exporters."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).eval()
+    path = str(tmp_path / "net.onnx")
+    kwargs = {"dynamo": dynamo, "input_names": ["x"], "output_names": ["y"]}
+    if not dynamo:
+        kwargs["dynamic_axes"] = {"x": {0: "n"}}
+    torch.onnx.export(net, (torch.zeros(1, 4),), path, **kwargs)
+    x = torch.rand(7, 4) * 2 - 1
+    with torch.no_grad():
+        y = net(x)
+    np.savez(tmp_path / "torch.npz", x=x.numpy(), y=y.numpy())
+    rc, out, err = _run(["verify", path, "--reference", str(tmp_path / "torch.npz")], capsys)
+    assert rc == 0 and "(7 cases)" in out, out + err

@@ -1,18 +1,25 @@
-"""`rosenna verify`: prove the generated code matches onnxruntime."""
+"""`rosenna verify`: prove the generated code computes what the model does."""
 
 from rosenna.commands.generate import add_model_options, options_from
 from rosenna.errors import UsageError
-from rosenna.verify import report, verify
+from rosenna.verify import report, run_verify
 
 
 def register(subparsers):
-    p = subparsers.add_parser("verify", help="compile the generated code and compare it with onnxruntime",
-                              description="Generate, compile ($CC, $FC with -fopenmp) and run <name>_infer per "
-                                          "point on the host over random inputs, and compare with onnxruntime. "
-                                          "Exit 0 only if every output of every language passes.")
+    p = subparsers.add_parser(
+        "verify", help="compile the generated code and compare it with onnxruntime or stored outputs",
+        description="Generate, compile ($CC, $FC with -fopenmp) and run <name>_infer per point on the host, and "
+                    "compare every output element with onnxruntime on random inputs (for an old-opset model "
+                    "onnxruntime cannot run, on the model converted by onnx's version converter) or with stored "
+                    "outputs (--reference). Exit 0 only if every element of every output in every language "
+                    "passes: |got - want| <= atol + rtol*|want|, NaN matches NaN, an Inf the same Inf.")
     add_model_options(p)
     p.add_argument("--cases", type=int, default=16, help="number of random inputs (default 16)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--reference", metavar="DIR|FILE.npz",
+                   help="stored inputs and expected outputs instead of onnxruntime: an ONNX test_data_set folder "
+                        "(input_*.pb, output_*.pb) or a folder of them, or a .npz of arrays named after the model's "
+                        "inputs and outputs (or input_0.., output_0..)")
     p.add_argument("--keep", metavar="DIR", help="keep the generated code and harnesses in DIR")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--embed-weights", dest="embed", action="store_const", const=True)
@@ -23,10 +30,12 @@ def register(subparsers):
 def run(args):
     if args.cases < 1:
         raise UsageError(f"--cases {args.cases}: give at least 1")
-    plan, results = verify(args.model, options_from(args), cases=args.cases, seed=args.seed, keep=args.keep)
-    print(f"{plan.name}: {args.cases} cases, precision {plan.precision}, "
+    v = run_verify(args.model, options_from(args), cases=args.cases, seed=args.seed, keep=args.keep,
+                   reference=args.reference)
+    plan = v.plan
+    print(f"{plan.name}: {v.reference.cases} cases, precision {plan.precision}, "
           f"weights {'embedded' if plan.embed else 'file-loaded'}")
-    print(report(results))
-    ok = all(r.passed for r in results)
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    print(f"reference: {v.reference.source}")
+    print(report(v.results))
+    print("PASS" if v.passed else "FAIL")
+    return 0 if v.passed else 1
