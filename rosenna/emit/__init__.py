@@ -3,7 +3,7 @@
 from rosenna.emit import c, cuda, fortran
 
 #: Points per block in the host batch path (point index innermost, in SIMD lanes).
-HOST_BLOCK = {"single": 16, "double": 8}
+HOST_BLOCK = {"single": 32, "double": 16}
 
 
 def host_block(plan):
