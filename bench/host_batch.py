@@ -1,9 +1,14 @@
 """Host throughput of a generated model: <name>_infer_batch (SIMD blocks on all cores) and a plain
-per-point loop, C and Fortran, against onnxruntime's session.run over the same points in one batch.
+per-point loop, C and Fortran, against onnxruntime's session.run over the same points in one batch,
+with the same number of threads.
 
-    python bench/host_batch.py [--model gemm_big] [--points 1000000] [--repeats 5] [--cflags "-O3 -march=native"]
+    python bench/host_batch.py [--model gemm_big] [--points 1000000] [--repeats 5] [--threads N]
+                               [--cflags "-O3 -march=native"]
 
-Prints ns per point (median of the repeats) and writes nothing else.
+Prints ns per point (median of the repeats), each path's time as a fraction of onnxruntime's, and
+writes nothing else. On a machine shared with other work, the wall-clock medians move with the
+load; ``--cpu-time`` measures the process's CPU time instead (one thread: what the code costs,
+whatever else runs).
 """
 
 import argparse
@@ -24,6 +29,12 @@ C_DRIVER = r"""#include <stdio.h>
 #include "m.h"
 
 static int cmp(const void *a, const void *b) { double d = *(const double *)a - *(const double *)b; return (d > 0) - (d < 0); }
+#ifdef CPU_TIME
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+#else
+static double now(void) { return omp_get_wtime(); }
+#endif
 
 int main(int argc, char **argv)
 {
@@ -32,13 +43,13 @@ int main(int argc, char **argv)
     double tb[64], tp[64], sum = 0;
     for (long i = 0; i < (long)n * M_NX; ++i) x[i] = (float)((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
     for (int r = 0; r < reps; ++r) {
-        double t0 = omp_get_wtime();
+        double t0 = now();
         m_infer_batch(n, x, y, NULL);
-        tb[r] = omp_get_wtime() - t0;
-        t0 = omp_get_wtime();
+        tb[r] = now() - t0;
+        t0 = now();
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; ++i) m_infer(x + (size_t)i * M_NX, y + (size_t)i * M_NY);
-        tp[r] = omp_get_wtime() - t0;
+        tp[r] = now() - t0;
     }
     for (long i = 0; i < (long)n * M_NY; ++i) sum += y[i];
     qsort(tb, reps, sizeof(double), cmp); qsort(tp, reps, sizeof(double), cmp);
@@ -55,25 +66,36 @@ F_DRIVER = """program bench
   character(len=32) :: arg
   real(m_rk), allocatable :: x(:, :), y(:, :)
   double precision :: tb(64), tp(64), t0
+#ifdef CPU_TIME
+#define NOW cpu_now()
+#else
+#define NOW omp_get_wtime()
+#endif
   call get_command_argument(1, arg); read (arg, *) n
   call get_command_argument(2, arg); read (arg, *) reps
   allocate (x(m_nx, n), y(m_ny, n))
   call random_number(x)
   x = 2 * x - 1
   do r = 1, reps
-    t0 = omp_get_wtime()
+    t0 = NOW
     call m_infer_batch(n, x, y, status)
-    tb(r) = omp_get_wtime() - t0
-    t0 = omp_get_wtime()
+    tb(r) = NOW - t0
+    t0 = NOW
     !$omp parallel do schedule(static)
     do i = 1, n
       call m_infer(x(:, i), y(:, i))
     end do
-    tp(r) = omp_get_wtime() - t0
+    tp(r) = NOW - t0
   end do
   call sort(tb(1:reps)); call sort(tp(1:reps))
   print '(f0.3, 1x, f0.3, 1x, g0)', tb(reps / 2 + 1) * 1d9 / n, tp(reps / 2 + 1) * 1d9 / n, sum(y)
 contains
+  double precision function cpu_now()
+    real :: t
+    call cpu_time(t)
+    cpu_now = t
+  end function cpu_now
+
   subroutine sort(a)
     double precision, intent(inout) :: a(:)
     integer :: i, j
@@ -91,19 +113,22 @@ end program bench
 """
 
 
-def onnxruntime_ns(path, nx, points, repeats):
+def onnxruntime_ns(path, nx, points, repeats, threads, cpu_time=False):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = os.cpu_count()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     x = np.random.default_rng(0).uniform(-1, 1, (points, nx)).astype(np.float32)
+    clock = time.process_time if cpu_time else time.perf_counter
+    sess.run(None, {name: x[:1000]})  # warm-up
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         sess.run(None, {name: x})
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return sorted(times)[len(times) // 2] * 1e9 / points
 
 
@@ -113,32 +138,37 @@ def main(argv=None):
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cflags", default="-O3 -march=native")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every path (default: all cores)")
+    ap.add_argument("--cpu-time", action="store_true", help="process CPU time instead of wall clock (use one thread)")
     args = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="rosenna-bench-")
     path = zoo.save(args.model, os.path.join(work, "m.onnx"))
     plan, _ = generate(path, work, Options(name="m"))
-    flags = args.cflags.split()
+    flags = args.cflags.split() + (["-DCPU_TIME"] if args.cpu_time else [])
     with open(os.path.join(work, "drv.c"), "w") as fh:
         fh.write(C_DRIVER)
-    with open(os.path.join(work, "drv.f90"), "w") as fh:
+    with open(os.path.join(work, "drv.F90"), "w") as fh:
         fh.write(F_DRIVER)
     subprocess.run(["gcc", *flags, "-fopenmp", "-I", work, os.path.join(work, "drv.c"), os.path.join(work, "m.c"),
                     "-o", os.path.join(work, "drv_c"), "-lm"], check=True)
     subprocess.run(["gfortran", *flags, "-fopenmp", "-J", work, os.path.join(work, "m_model.F90"),
-                    os.path.join(work, "drv.f90"), "-o", os.path.join(work, "drv_f")], check=True)
+                    os.path.join(work, "drv.F90"), "-o", os.path.join(work, "drv_f")], check=True)
     rows = []
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     for lang in ("c", "f"):
         out = subprocess.run([os.path.join(work, f"drv_{lang}"), str(args.points), str(args.repeats)],
-                             capture_output=True, text=True, check=True).stdout.split()
+                             capture_output=True, text=True, check=True, env=env).stdout.split()
         rows.append((lang, float(out[0]), float(out[1])))
-    ort_ns = onnxruntime_ns(path, plan.nx, args.points, args.repeats)
-    print(f"model {args.model}, {args.points} points, {os.cpu_count()} cores, cflags {args.cflags}")
-    print(f"{'path':<34} {'ns/point':>9}")
-    print(f"{'onnxruntime session.run (1 batch)':<34} {ort_ns:>9.1f}")
+    ort_ns = onnxruntime_ns(path, plan.nx, args.points, args.repeats, args.threads, args.cpu_time)
+    clock = "CPU time" if args.cpu_time else "wall clock"
+    print(f"model {args.model}, {args.points} points, {args.threads} threads of {os.cpu_count()} cores, "
+          f"cflags {args.cflags}, {clock}, median of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'path':<38} {'ns/point':>9} {'x onnxruntime':>14}")
+    print(f"{'onnxruntime session.run (1 batch)':<38} {ort_ns:>9.1f} {1.0:>14.2f}")
     for lang, batch, point in rows:
         label = "C" if lang == "c" else "Fortran"
-        print(f"{label + ' <name>_infer_batch':<34} {batch:>9.1f}")
-        print(f"{label + ' per-point loop (omp parallel)':<34} {point:>9.1f}")
+        print(f"{label + ' <name>_infer_batch':<38} {batch:>9.1f} {batch / ort_ns:>14.2f}")
+        print(f"{label + ' per-point loop (omp parallel)':<38} {point:>9.1f} {point / ort_ns:>14.2f}")
     return 0
 
 

@@ -130,15 +130,6 @@ def runtime_header():
 #define ROSENNA_RESTRICT restrict
 #endif
 
-/* The host batch path's block routine is long runs of FMAs over points in SIMD lanes. On AVX-512
-   targets GCC's default tuning still prefers 256-bit vectors; this routine is faster with 512
-   (mlp128 1.8x, gemm_big 1.2x, bench/host_batch.py). Other compilers follow their flags. */
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_LLVM_COMPILER) && defined(__AVX512F__)
-#define ROSENNA_HOST_SIMD __attribute__((target("prefer-vector-width=512")))
-#else
-#define ROSENNA_HOST_SIMD
-#endif
-
 {HOST_MATH}
 #endif /* ROSENNA_RT_H */
 """
@@ -416,7 +407,7 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
    yb hold the block transposed. */
-ROSENNA_HOST_SIMD static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
     for (int e = 0; e < {nxm}; ++e)
