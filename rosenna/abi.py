@@ -2,12 +2,12 @@
 
 - ``STATUS_CODES``: what ``<name>_init`` and ``<name>_infer_batch`` return, rendered into the C
   header, the Fortran module and the README.
-- The ``.rwt`` weights file (docs/weights-format.md). All integers are 32-bit in the writer's byte
-  order; the endianness mark tells a reader whether that is its own::
+- The ``.rwt`` weights file (docs/weights-format.md). All integers are unsigned 32-bit in the
+  writer's byte order; the endianness mark tells a reader whether that is its own::
 
       magic      8 bytes   "RSNNAWT\\0"
       endian     u32       0x01020304
-      version    u32       RWT_VERSION
+      version    u32       RWT_VERSION (2)
       dtype      u32       1 float32, 2 float64
       plan hash  32 bytes  ASCII hex, must equal the generated code's
       count      u32       number of tensors
@@ -15,12 +15,16 @@
         name_len u32, name (name_len bytes, ASCII, no terminator)
         rank     u32, dims (rank x u32)
         data     prod(dims) elements of dtype
+      checksum   u32       CRC-32 of every byte before it
+      (end of file)
 
-  A reader checks, in this order: magic (2), endianness (5), version (3), dtype (4), hash (6);
-  then per tensor: name length and rank against its capacity (8), the name against the model's
-  tensors (7), dims against the expected shape and every read's length (9). A tensor missing or
-  given twice is inconsistent (9).
+- ``RWT_CHECKS``: what a reader checks, in order, and the status of each failure. The C and the
+  Fortran reader are both generated from this one table (``rosenna.emit.c._reader``,
+  ``rosenna.emit.fortran._reader``), and docs/weights-format.md lists it.
 """
+
+import zlib
+from dataclasses import dataclass
 
 import struct
 
@@ -36,9 +40,10 @@ STATUS_CODES = (
     (6, "HASH", "plan hash does not match this generated code"),
     (7, "UNKNOWN_TENSOR", "the file holds a tensor this model does not declare"),
     (8, "CAPACITY", "a name or rank exceeds this model's capacity"),
-    (9, "READ", "a read failed: truncated or inconsistent file"),
+    (9, "READ", "a read failed: truncated or inconsistent file, or bytes after its end"),
     (10, "DEVICE", "device allocation or copy failed, or the model was never initialised"),
     (11, "LAUNCH", "kernel launch failed"),
+    (12, "CHECKSUM", "weights-file checksum mismatch: the file is corrupted"),
 )
 
 STATUS = {key: code for code, key, _ in STATUS_CODES}
@@ -48,12 +53,79 @@ BATCH_STATUSES = (STATUS["OK"], STATUS["DEVICE"], STATUS["LAUNCH"])
 
 RWT_MAGIC = b"RSNNAWT\0"
 RWT_ENDIAN = 0x01020304
-RWT_VERSION = 1
+#: Version 2 added the checksum and the end-of-file check; a version-1 file gets VERSION (3).
+RWT_VERSION = 2
 RWT_DTYPES = {"single": 1, "double": 2}
 RWT_HASH_LEN = 32
 #: Reader capacities: longest tensor name and highest rank a reader accepts.
 RWT_MAX_NAME = 63
 RWT_MAX_RANK = 8
+
+
+#: The checksum: CRC-32 as zlib, gzip and PNG define it (reflected polynomial 0xEDB88320,
+#: initial value and final XOR 0xFFFFFFFF; "123456789" gives 0xCBF43926). The readers compute it
+#: table-driven, the table built from RWT_CRC_POLY at init; the writer uses zlib.crc32, the same
+#: function at C speed (CRC-32C would need a pure-Python loop, minutes for a 1 GB file).
+RWT_CRC_POLY = 0xEDB88320
+RWT_CRC_INIT = 0xFFFFFFFF
+#: Bytes a reader reads at a time when it computes the checksum.
+RWT_CRC_BLOCK = 65536
+
+
+@dataclass(frozen=True)
+class Check:
+    """One step of a .rwt reader: read ``field`` (``size`` bytes, or as ``kind`` says), compare by
+    ``kind``, return ``status`` on a mismatch. Any read that comes up short returns READ, except
+    that an error (not end of file) on the very first read means the path is no readable file
+    (a directory, say): OPEN."""
+
+    field: str
+    kind: str  # "bytes" | "u32" | "u32_max" | "name" | "dims" | "data" | "checksum" | "end"
+    expect: str  # the key of the expected value in rwt_expected(), or a capacity constant's name
+    status: str
+    per_tensor: bool = False
+    size: int = 4
+    doc: str = ""
+
+
+RWT_CHECKS = (
+    Check("magic", "bytes", "magic", "MAGIC", size=8, doc="equals `RSNNAWT\\0`"),
+    Check("endian", "u32", "endian", "ENDIAN", doc="equals 0x01020304 read in this machine's byte order"),
+    Check("version", "u32", "version", "VERSION", doc="equals RWT_VERSION"),
+    Check("dtype", "u32", "dtype", "DTYPE", doc="equals the generated precision (1 float32, 2 float64)"),
+    Check("hash", "bytes", "hash", "HASH", size=32, doc="equals the generated code's plan hash"),
+    Check("count", "u32", "count", "READ", doc="equals the model's number of tensors"),
+    Check("name_len", "u32_max", "RWT_MAX_NAME", "CAPACITY", True, doc="at most RWT_MAX_NAME (63)"),
+    Check("name", "name", "", "UNKNOWN_TENSOR", True,
+          doc="is, byte for byte and in length, one of this model's tensor names"),
+    Check("rank", "u32_max", "RWT_MAX_RANK", "CAPACITY", True, doc="at most RWT_MAX_RANK (8)"),
+    Check("dims", "dims", "", "READ", True,
+          doc="multiply (without overflow) to the tensor's size, and the tensor was not given before"),
+    Check("data", "data", "", "READ", True, doc="reads in full"),
+    Check("checksum", "checksum", "", "CHECKSUM", doc="equals the CRC-32 of every byte before it"),
+    Check("end", "end", "", "READ", doc="nothing follows the checksum"),
+)
+
+
+def rwt_expected(precision, plan_hash, count):
+    """The values the header checks compare with, by ``Check.expect``."""
+    return {"magic": RWT_MAGIC, "endian": RWT_ENDIAN, "version": RWT_VERSION, "dtype": RWT_DTYPES[precision],
+            "hash": plan_hash.encode("ascii"), "count": count}
+
+
+def crc32_reference(data, crc=0):
+    """CRC-32 computed the way the generated readers do (a 256-entry table from RWT_CRC_POLY), to
+    show in a test that it is zlib's: ``crc32_reference(b) == zlib.crc32(b)``."""
+    table = []
+    for byte in range(256):
+        value = byte
+        for _ in range(8):
+            value = (value >> 1) ^ RWT_CRC_POLY if value & 1 else value >> 1
+        table.append(value)
+    crc ^= RWT_CRC_INIT
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ RWT_CRC_INIT
 
 
 def status_name(key):
@@ -70,7 +142,8 @@ def rwt_bytes(plan):
         out.append(struct.pack("=I", len(name)) + name)
         out.append(struct.pack("=I", 1) + struct.pack("=I", w.size))
         out.append(np.ascontiguousarray(w.array, dtype=dtype).tobytes())
-    return b"".join(out)
+    body = b"".join(out)
+    return body + struct.pack("=I", zlib.crc32(body) & 0xFFFFFFFF)
 
 
 def write_rwt(path, plan):

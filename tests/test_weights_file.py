@@ -1,123 +1,69 @@
-"""The .rwt weights file: every status code 1-9 reachable from C and from Fortran, under
--fsanitize=address,undefined (C) and -fcheck=all (Fortran); never a crash or out-of-bounds read."""
+"""The .rwt weights file (issue 12, group 6): every status code reachable from C and from Fortran,
+the two readers agreeing on every case, no corrupted file ever accepted, weights zero before init
+and after a failed one; C under -fsanitize=address,undefined, Fortran under -fcheck=all and
+-finit-real=nan. The cases and probes are tests/fuzz_rwt.py's (which also runs the full fuzz)."""
 
 import struct
-import subprocess
+import zlib
 
 import pytest
 
+import fuzz_rwt
 from rosenna import abi
-from rosenna.generate import Options, generate
-
-C_PROBE = r"""#include <stdio.h>
-#include "probe.h"
-int main(int argc, char **argv)
-{
-    float x[PROBE_NX] = {0.5f, -0.25f}, y[PROBE_NY];
-    for (int i = 1; i < argc; ++i) {
-        int status = probe_init(argv[i]);
-        probe_infer(x, y);
-        printf("%d %g\n", status, y[0] + y[1] + y[2]);
-    }
-    return 0;
-}
-"""
-
-F_PROBE = """program probe_f
-  use probe_model
-  implicit none
-  integer :: i, status
-  character(len=4096) :: path
-  real(probe_rk) :: x(probe_nx), y(probe_ny)
-  x = [0.5_probe_rk, -0.25_probe_rk]
-  do i = 1, command_argument_count()
-    call get_command_argument(i, path)
-    call probe_init(trim(path), status)
-    call probe_infer(x, y)
-    print '(i0, 1x, g0)', status, sum(y)
-  end do
-end program probe_f
-"""
+from rosenna.emit import c, fortran
 
 
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory):
-    """gemm_small, file-loaded, with a C probe (ASan+UBSan) and a Fortran probe (-fcheck=all)."""
-    import models
-
-    work = tmp_path_factory.mktemp("rwt")
-    path = models.write("gemm_small", work)
-    plan, _ = generate(path, str(work), Options(name="probe", embed=False))
-    (work / "probe_c.c").write_text(C_PROBE)
-    (work / "probe_f.f90").write_text(F_PROBE)
-    subprocess.run(["gcc", "-std=c99", "-g", "-fopenmp", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                    "-I", str(work), str(work / "probe_c.c"), str(work / "probe.c"), "-o", str(work / "probe_c"), "-lm"],
-                   check=True)
-    subprocess.run(["gfortran", "-g", "-fopenmp", "-fcheck=all", "-J", str(work), str(work / "probe_model.F90"),
-                    str(work / "probe_f.f90"), "-o", str(work / "probe_f")], check=True)
-    return work, plan, (work / "probe.rwt").read_bytes()
+def probes(tmp_path_factory, model):
+    """gemm_small, file-loaded, with its C and Fortran probes (built once)."""
+    work = str(tmp_path_factory.mktemp("rwt"))
+    return (work,) + fuzz_rwt.build(model("gemm_small"), work)
 
 
-def corrupt_cases(good, plan):
-    """(label, bytes or None for a missing file, expected status)."""
-    cases = [("good", good, 0), ("missing", None, 1)]
-    def patch(offset, data):
-        return good[:offset] + data + good[offset + len(data):]
-    cases.append(("magic", patch(0, b"XSNNAWT\0"), 2))
-    cases.append(("endian", patch(8, struct.pack(">I", abi.RWT_ENDIAN)), 5))
-    cases.append(("version", patch(12, struct.pack("=I", 99)), 3))
-    cases.append(("dtype", patch(16, struct.pack("=I", 2)), 4))
-    cases.append(("hash", patch(20, b"0" * 32), 6))
-    first_name = 56 + 4
-    name = plan.weights[0].ident.encode()
-    cases.append(("renamed", patch(first_name, b"z" + name[1:]), 7))
-    cases.append(("long name", patch(56, struct.pack("=I", 1000)), 8))
-    cases.append(("huge rank", patch(first_name + len(name), struct.pack("=I", 2**31 + 5)), 8))
-    cases.append(("bad dims", patch(first_name + len(name) + 4, struct.pack("=I", 3)), 9))
-    cases.append(("count", patch(52, struct.pack("=I", 9)), 9))
-    cases.append(("trailing tensor", good + good[56:80], 0))
-    for cut in range(len(good)):
-        cases.append((f"truncated at {cut}", good[:cut], 9))
-    return cases
+def test_every_case_refused_alike(probes):
+    """Every structured case gives its documented status in both languages; every truncation,
+    every single-bit flip of the file and 300 random corruptions are refused, with one status."""
+    work, plan, good, c_exe, f_exe = probes
+    cases = fuzz_rwt.structured_cases(good, plan)
+    assert {want for _, _, want in cases} >= {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12}
+    cases += fuzz_rwt.bit_flips(good) + fuzz_rwt.random_damage(good, 300, seed=5)
+    problems = fuzz_rwt.fuzz(work, cases, plan, good, c_exe, f_exe)
+    assert not problems, "\n".join(problems[:30])
 
 
-def run_probe(exe, paths):
-    proc = subprocess.run([str(exe)] + [str(p) for p in paths], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "runtime error" not in proc.stderr and "AddressSanitizer" not in proc.stderr, proc.stderr[-3000:]
-    return [line.split() for line in proc.stdout.splitlines()]
-
-
-@pytest.mark.parametrize("lang", ["c", "fortran"])
-def test_every_status_code(probes, lang):
-    work, plan, good = probes
-    cases = corrupt_cases(good, plan)
-    paths = []
-    for i, (_, data, _) in enumerate(cases):
-        p = work / f"{lang}_case{i}.rwt"
-        if data is not None:
-            p.write_bytes(data)
-        paths.append(p)
-    rows = run_probe(work / ("probe_c" if lang == "c" else "probe_f"), paths)
-    assert len(rows) == len(cases)
-    got = {label: int(row[0]) for (label, _, _), row in zip(cases, rows)}
-    want = {label: code for label, _, code in cases}
-    assert got == want
-    assert {code for _, _, code in cases} >= set(range(10))
-    for (label, _, code), row in zip(cases, rows):
-        if code != 0:
-            # a failed init leaves zero weights: gemm_small then gives relu(0) = 0 everywhere
-            assert float(row[1]) == 0.0, label
-
-
-def test_trailing_bytes_are_ignored_but_count_is_enforced(probes):
-    """Documented: the reader stops after `count` tensors; a wrong count is inconsistent (9)."""
-    work, plan, good = probes
-    assert abi.read_rwt_header(good)["count"] == len(plan.weights)
-
-
-def test_header_fields(probes):
-    _, plan, good = probes
+def test_format_v2_layout(probes):
+    _, plan, good, _, _ = probes
     head = abi.read_rwt_header(good)
     assert head["magic"] == abi.RWT_MAGIC and head["endian"] == abi.RWT_ENDIAN
-    assert head["version"] == abi.RWT_VERSION and head["dtype"] == 1 and head["hash"] == plan.hash
+    assert head["version"] == abi.RWT_VERSION == 2 and head["dtype"] == 1 and head["hash"] == plan.hash
+    assert head["count"] == len(plan.weights)
+    assert struct.unpack("=I", good[-4:])[0] == zlib.crc32(good[:-4])
+
+
+def test_checksum_is_the_readers_table_driven_crc():
+    """abi's reference (the readers' algorithm, table from RWT_CRC_POLY) is zlib's CRC-32."""
+    assert abi.crc32_reference(b"123456789") == 0xCBF43926
+    data = bytes(range(256)) * 3
+    assert abi.crc32_reference(data) == zlib.crc32(data)
+
+
+def test_readers_render_abi_table_and_constants(model):
+    """Both readers come from abi.RWT_CHECKS (one comment per check, in order) and carry no
+    .rwt constant of their own: changing abi's magic changes both."""
+    from rosenna.generate import Options, build_plan
+
+    _, plan = build_plan(model("gemm_small"), Options(name="p", embed=False))
+    c_text, f_text = c.source(plan, "s", 16), fortran.module(plan, "s", 16)
+    for text, mark in ((c_text, "/* "), (f_text, "! ")):
+        positions = [text.index(f"{mark}{check.field}: ") for check in abi.RWT_CHECKS]
+        assert positions == sorted(positions)
+    old = abi.RWT_MAGIC
+    try:
+        abi.RWT_MAGIC = b"ZZZZWT\0\0"
+        assert '"ZZZZWT\\000\\000"' in c.source(plan, "s", 16)
+        assert "'ZZZZWT' // achar(0) // achar(0)" in fortran.module(plan, "s", 16)
+    finally:
+        abi.RWT_MAGIC = old
+    for module in (c, fortran):  # the emitters' own source holds no .rwt literal
+        source = open(module.__file__).read()
+        assert "RSNNAWT" not in source and "01020304" not in source and "EDB88320" not in source.upper()
