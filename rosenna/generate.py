@@ -4,8 +4,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from rosenna import __version__, abi, emit, frontend, outdir, passes, plan as planner
-from rosenna.emit import cuda as emit_cuda
+from rosenna import __version__, abi, emit, frontend, limits, outdir, passes, plan as planner
 from rosenna.errors import RosennaError, UsageError
 
 LANGS = ("c", "fortran", "both")
@@ -26,9 +25,9 @@ class Options:
     name: str = None  # None: the model file's stem, sanitized
     embed: bool = None  # None: by EMBED_THRESHOLD
     dims: dict = field(default_factory=dict)
-    embed_threshold: int = planner.EMBED_THRESHOLD
+    embed_threshold: int = limits.EMBED_THRESHOLD
     #: Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory.
-    constant_limit: int = emit_cuda.CONSTANT_LIMIT
+    constant_limit: int = limits.CONSTANT_LIMIT
     make_defaults: dict = None
     #: The resolved toolchain profile (rosenna.toolchain.Profile), or None for the defaults.
     toolchain: object = None

@@ -16,21 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rosenna import abi, ops
+from rosenna import abi, limits, ops
 from rosenna.kernel import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 
-#: Parameters above which weights are file-loaded rather than embedded (override with --embed-weights
-#: / --no-embed, or a toolchain profile's ``embed_threshold``).
-EMBED_THRESHOLD = 1_000_000
-
-#: Per-point scratch bytes above which a plan takes the whole-field path: ``<name>_infer_batch``
-#: runs ``<name>_infer_one`` (one parallel loop per op, intermediates in static device buffers) per
-#: sample instead of ``<name>_infer`` per point. 32 KiB of locals already costs a GPU thread most of
-#: its occupancy; a 3-layer 8-channel conv net over a 64x64 field needs ~400 KB. Plans with an
-#: LSTM or GRU always stay per point (their time loop is sequential).
-WHOLE_THRESHOLD = 32 * 1024
+# The thresholds live in rosenna.limits (configuration and code import them from there).
+EMBED_THRESHOLD, WHOLE_THRESHOLD = limits.EMBED_THRESHOLD, limits.WHOLE_THRESHOLD
 
 
 @dataclass

@@ -11,6 +11,7 @@ import pytest
 
 from rosenna import zoo
 from rosenna.emit import cuda
+from rosenna.emit.cuda import whole_field
 from rosenna.generate import Options, build_plan, generate
 
 MODELS = ("gemm_small", "gemm_big", "mlp128")
@@ -31,7 +32,7 @@ def _plan(zoo_dir, name, embed=None):
 @pytest.mark.parametrize("name,kind", [("gemm_small", "mlp-narrow"), ("gemm_big", "mlp-narrow"),
                                        ("mlp128", "mlp-wide")])
 def test_kernel_choice(zoo_dir, name, kind):
-    choice = cuda.KernelChoice(_plan(zoo_dir, name), cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(_plan(zoo_dir, name), cuda.CONSTANT_LIMIT)
     assert choice.kind == kind
     assert [layer.n for layer in choice.layers][-1] == _plan(zoo_dir, name).ny
 
@@ -45,7 +46,7 @@ def test_constant_threshold_decides_storage(zoo_dir):
 
 def test_packed_layout_round_trips(zoo_dir):
     """The batched kernel's repacked copy holds exactly the plan's weights, input-major."""
-    choice = cuda.KernelChoice(_plan(zoo_dir, "gemm_big"), cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(_plan(zoo_dir, "gemm_big"), cuda.CONSTANT_LIMIT)
     packed = choice.packed()
     for layer, (woff, boff, npad) in zip(choice.layers, choice.offsets):
         block = packed[woff:boff].reshape(layer.k, npad)
@@ -58,15 +59,17 @@ def test_non_mlp_takes_point_kernel(tmp_path):
 
     path = models.write("two_in_two_out", tmp_path)
     plan = build_plan(path, Options(lang="c"))[1]
-    assert cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT).kind == "point"
+    assert cuda.choose(plan, cuda.CONSTANT_LIMIT).kind == "point"
     double = build_plan(str(tmp_path / "two_in_two_out.onnx"), Options(lang="c", precision="double"))[1]
-    assert cuda.KernelChoice(double, cuda.CONSTANT_LIMIT).kind == "point"
+    assert cuda.choose(double, cuda.CONSTANT_LIMIT).kind == "point"
 
 
 def test_runtime_header_maps_cuda_and_hip():
     from rosenna.emit import c
 
-    text = c.runtime_header()
+    from rosenna import emit
+
+    text = emit.runtime_header()
     for name, cuda_name, hip_name in cuda.RUNTIME_API:
         assert f"#define {name}" in text and cuda_name in text and hip_name in text
     assert text.index("__HIPCC__") < text.index("#elif defined(__CUDACC__)")
@@ -220,7 +223,7 @@ def test_launch_grouping_fuses_independent_regions():
     assert [[m.op for m in launch.members] for launch in launches] == [["op0", "op1", "op2", "op3"], ["op4"]]
     assert [m.kind for m in launches[0].members] == ["parallel", "serial", "parallel", "parallel"]
     assert [launch.threads for launch in launches] == [25, 8]
-    body = "\n".join(whole.cuda_launch_body(SimpleNamespace(ctype="float", precision="single", name="toy",
+    body = "\n".join(whole_field.launch_body(SimpleNamespace(ctype="float", precision="single", name="toy",
                                                           storage=plan.storage), launches[0],
                                           renderer=_toy_renderer()))
     assert "if (tid < 8l) {" in body and "} else if (tid < 9l) {" in body and "} else if (tid < 25l) {" in body

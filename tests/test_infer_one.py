@@ -12,6 +12,7 @@ import pytest
 from rosenna import generate as gen
 from rosenna.commands.info import describe
 from rosenna.emit import whole
+from rosenna.emit.cuda import whole_field
 from rosenna.plan import WHOLE_THRESHOLD
 
 C_MAIN = """#include <stdio.h>
@@ -208,7 +209,7 @@ def emulate_launches(model_path, out, samples=2, launches=None):
     launches = whole.launch_groups(plan) if launches is None else launches
     funcs, calls = [], []
     for k, launch in enumerate(launches):
-        body = "\n".join(whole.cuda_launch_body(plan, launch))
+        body = "\n".join(whole_field.launch_body(plan, launch))
         if kernel_file is not None:  # the very lines of the kernel, after its tid
             assert f"threadIdx.x;\n{body}\n" in kernel_file, f"launch {k} differs from {n}_kernel.cu's"
         funcs.append(f"static void launch{k}(const {t} *x, {t} *y, long tid)\n{{\n{body}\n"

@@ -1,4 +1,4 @@
-"""The tensor-core kernels (rosenna/emit/tensor_core.py), chain and wide, without a GPU: which
+"""The tensor-core kernels (rosenna/emit/cuda/tc_chain.py, tc_wide.py), chain and wide, without a GPU: which
 models take them, the fragment packing in numpy against the C++ packing file-loaded models run at
 init (bit for bit), and lane-by-lane emulations of the kernels' data flow (fragments, the chain's
 paired row order, the wide kernel's stage stream and per-layer epilogues, the output scatter)
@@ -13,7 +13,8 @@ import pytest
 
 from mlp_reference import ACTS, ODD, custom_model, evaluate, run_packing
 from rosenna import zoo
-from rosenna.emit import cuda, tensor_core
+from rosenna.emit import cuda
+from rosenna.emit.cuda import staged, tc_chain, tc_wide, tf32
 from rosenna.generate import Options, build_plan
 
 
@@ -30,23 +31,23 @@ def layers_of(tmp_path):
 @pytest.mark.parametrize("name,chain", [("gemm_big", True), ("gemm_small", False), ("mlp128", False)])
 def test_which_models_take_the_chain(layers_of, name, chain):
     plan, _ = layers_of(name)
-    assert cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT).tensor_chain is chain
+    assert cuda.choose(plan, cuda.CONSTANT_LIMIT).tensor_chain is chain
 
 
 def test_tf32_rounds_to_nearest_ties_away():
     ulp = 2.0 ** -10  # TF32 keeps 10 mantissa bits
     x = np.array([1.0, 1.0 + ulp / 2, 1.0 + ulp / 2 - 2 ** -20, -(1.0 + ulp / 2), 3.0e-3], np.float32)
-    got = tensor_core.tf32(x)
+    got = tf32.tf32(x)
     assert list(got[:4]) == [1.0, 1.0 + ulp, 1.0, -(1.0 + ulp)]
     assert got[4] != x[4] and abs(got[4] - x[4]) <= x[4] * ulp / 2
-    big = tensor_core.tf32(x)
+    big = tf32.tf32(x)
     # big + small represents x to about 2^-22 relative: what makes 3xTF32 fp32-accurate.
-    assert np.all(np.abs((big.astype(np.float64) + tensor_core.tf32(x - big)) - x) <= np.abs(x) * 2.0 ** -21)
+    assert np.all(np.abs((big.astype(np.float64) + tf32.tf32(x - big)) - x) <= np.abs(x) * 2.0 ** -21)
 
 
 def _emulate(layers, acts, packed, x):
     """The chain kernel for one warp, lane by lane (float64 arithmetic, TF32-split operands)."""
-    frags, biases, frag4, _ = tensor_core.chain_offsets(layers)
+    frags, biases, frag4, _ = tc_chain.chain_offsets(layers)
     f4 = packed[:4 * frag4].reshape(-1, 4).astype(np.float64)
     bias_block = packed[4 * frag4:].astype(np.float64)
     points, nx = x.shape
@@ -97,7 +98,7 @@ def _emulate(layers, acts, packed, x):
 
 def test_emulated_chain_matches_the_model(layers_of):
     plan, layers = layers_of("gemm_big")
-    packed = tensor_core.chain_packed(layers)
+    packed = tc_chain.chain_packed(layers)
     rng = np.random.default_rng(3)
     x = rng.uniform(-1, 1, size=(27, plan.nx))  # 27 < 32: the bounds on the warp's last rows matter
     got = _emulate(layers, [ACTS[layer.act] for layer in layers], packed, x)
@@ -105,9 +106,9 @@ def test_emulated_chain_matches_the_model(layers_of):
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
     # The emulation can fail: unpaired rows for layer 1 (what the C fragments do not give) break it.
     broken = packed.copy()
-    frags, _, _, _ = tensor_core.chain_offsets(layers)
+    frags, _, _, _ = tc_chain.chain_offsets(layers)
     n1 = (layers[1].k + 7) // 8 * ((layers[1].n + 7) // 8) * 32 * 4
-    broken[4 * frags[1]:4 * frags[1] + n1] = tensor_core._pack_layer(
+    broken[4 * frags[1]:4 * frags[1] + n1] = tf32.pack_layer(
         layers[1].w, (layers[1].k + 7) // 8 * 8, (layers[1].n + 7) // 8 * 8, paired=False)
     assert not np.allclose(_emulate(layers, [ACTS[layer.act] for layer in layers], broken, x), want, atol=1e-3)
 
@@ -117,10 +118,10 @@ def test_host_packing_in_cpp_equals_numpy(layers_of, tmp_path):
     """File-loaded models pack on the host at init (C++ in <name>_device_upload); embedded ones at
     generate time (numpy). They must agree bit for bit."""
     _, layers = layers_of("gemm_big")
-    size = tensor_core.chain_bytes(layers) // 4
-    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tensor_core.host_packing(layers)
-    got = run_packing(tmp_path, layers, tensor_core.HOST_TF32, body, "tc", size)
-    want = tensor_core.chain_packed(layers)
+    size = tc_chain.chain_bytes(layers) // 4
+    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_chain.host_packing(layers)
+    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", size)
+    want = tc_chain.chain_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
@@ -134,7 +135,7 @@ def _custom(tmp_path, name, sizes, activations, embed=None):
 @pytest.mark.parametrize("name,wide", [("mlp128", True), ("gemm_big", False), ("gemm_small", False)])
 def test_which_zoo_models_take_the_wide_kernel(layers_of, name, wide):
     plan, _ = layers_of(name)
-    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert choice.tensor_wide is wide
     assert not (choice.tensor_wide and choice.tensor_chain)
 
@@ -146,7 +147,7 @@ def test_which_zoo_models_take_the_wide_kernel(layers_of, name, wide):
                                         (ODD[0], True)])
 def test_wide_kernel_conditions(tmp_path, sizes, wide):
     plan, _ = _custom(tmp_path, "m", sizes, ["Relu"] * (len(sizes) - 2) + [None])
-    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     if sizes == [16, 160, 8]:
         assert choice.kind == "mlp-wide"  # the FP32 tiled kernel keeps it
     assert choice.tensor_wide is wide
@@ -172,7 +173,7 @@ def _mma(a_lanes, b_lanes):
 def _emulate_wide(layers, acts, packed, x):
     """The wide kernel for one block, warp by warp and lane by lane: x into act[p][LDA], the stage
     stream (stage g = fragments g * STAGE4 ..), per-layer epilogues over act, the output MMA."""
-    tc = tensor_core
+    tc = tc_wide
     layout = tc.WideLayout(layers)
     f4 = packed[:4 * layout.frag4].reshape(-1, 4).astype(np.float64)
     points, nx = x.shape
@@ -238,8 +239,8 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
         plan, layers = layers_of("mlp128")
     else:
         plan, layers = _custom(tmp_path, "odd", *ODD)
-    assert tensor_core.wide_fits(layers)
-    packed = tensor_core.wide_packed(layers)
+    assert staged.fits(layers)
+    packed = tc_wide.wide_packed(layers)
     acts = [ACTS[layer.act] for layer in layers]
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, size=(37, plan.nx))  # 37 < 128: rows past the point count matter
@@ -247,11 +248,11 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
     got = _emulate_wide(layers, acts, packed, x)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
     # The emulation can fail: the chain's paired row order in the hidden layers breaks it.
-    layout = tensor_core.WideLayout(layers)
+    layout = tc_wide.WideLayout(layers)
     broken = packed.copy()
-    start = 4 * tensor_core.WIDE_STAGE4 * layout.first[-1]
+    start = 4 * tc_wide.WIDE_STAGE4 * layout.first[-1]
     last_hidden = layers[len(layers) - 2]
-    paired = tensor_core._pack_layer(last_hidden.w, layout.kp[-1], tensor_core.WIDE_WIDTH, paired=True)
+    paired = tf32.pack_layer(last_hidden.w, layout.kp[-1], tc_wide.WIDE_WIDTH, paired=True)
     broken[start:start + paired.size] = paired
     assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
 
@@ -260,11 +261,11 @@ def test_wide_stage_table_and_layout(layers_of):
     """mlp128: 17 stages (1 for the 16 inputs, 8 per 128-wide layer), as the design study's
     kernel; the emitted k0 table restarts at each layer."""
     plan, layers = layers_of("mlp128")
-    layout = tensor_core.WideLayout(layers)
+    layout = tc_wide.WideLayout(layers)
     assert layout.stages == 17 and layout.first == [0, 1, 9] and layout.out_frag4 == 17 * 1024
     src = cuda.kernel_source(plan, "stamp")
     assert "mlp128_tc_k0[17] = {0, 0, 16, 32, 48, 64, 80, 96, 112, 0, 16, 32, 48, 64, 80, 96, 112}" in src
-    assert tensor_core.WIDE_SMEM == 100352  # two blocks per SM on sm_90 (227 KB)
+    assert tc_wide.WIDE_SMEM == 100352  # two blocks per SM on sm_90 (227 KB)
     assert src.index("#if !defined(__HIPCC__)") < src.index("mlp128_tc_kernel")
 
 
@@ -272,10 +273,10 @@ def test_wide_stage_table_and_layout(layers_of):
 @pytest.mark.parametrize("model", ["mlp128", "odd"])
 def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
     layers = layers_of("mlp128")[1] if model == "mlp128" else _custom(tmp_path, "odd", *ODD)[1]
-    size = tensor_core.WideLayout(layers).size
-    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tensor_core.wide_host_packing(layers)
-    got = run_packing(tmp_path, layers, tensor_core.HOST_TF32, body, "tc", size)
-    want = tensor_core.wide_packed(layers)
+    size = tc_wide.WideLayout(layers).size
+    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_wide.host_packing(layers)
+    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", size)
+    want = tc_wide.wide_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 

@@ -1,4 +1,4 @@
-"""The staged FP32 wide kernel (rosenna/emit/staged.py), the default for wide MLPs up to 128 wide,
+"""The staged FP32 wide kernel (rosenna/emit/cuda/staged.py), the default for wide MLPs up to 128 wide,
 without a GPU: which models take it, a thread-by-thread numpy emulation of its data flow (stage
 order, k offsets, the 8 x 8 thread tiles, epilogues, output layer) against the model evaluated
 directly, ptxas's register and spill report, and the build switches (-DROSENNA_TF32_WIDE,
@@ -14,7 +14,8 @@ import pytest
 
 from mlp_reference import ACTS, ODD, custom_model, evaluate, run_packing
 from rosenna import zoo
-from rosenna.emit import cuda, staged
+from rosenna.emit import cuda
+from rosenna.emit.cuda import staged
 from rosenna.generate import Options, build_plan, generate
 
 
@@ -31,7 +32,7 @@ def _custom(tmp_path, name, sizes, activations, embed=None):
 @pytest.mark.parametrize("name,takes", [("mlp128", True), ("gemm_big", False), ("gemm_small", False)])
 def test_which_zoo_models_take_the_staged_kernel(tmp_path, name, takes):
     plan = _zoo(tmp_path, name)
-    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert choice.staged is takes
     src = cuda.kernel_source(plan, "stamp")
     assert ("rosenna_fs_stage<" in src) is takes
@@ -49,7 +50,7 @@ def test_which_zoo_models_take_the_staged_kernel(tmp_path, name, takes):
                                          (ODD[0], True)])
 def test_staged_kernel_conditions(tmp_path, sizes, takes):
     plan = _custom(tmp_path, "m", sizes, ["Relu"] * (len(sizes) - 2) + [None])
-    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert choice.staged is takes
     src = cuda.kernel_source(plan, "stamp")
     assert ("rosenna_fs_stage<" in src) is takes
@@ -125,7 +126,7 @@ def _emulate(layers, acts, packed, x, k0=None):
 @pytest.mark.parametrize("model", ["mlp128", "odd"])
 def test_emulated_staged_kernel_matches_the_model(tmp_path, model):
     plan = _zoo(tmp_path, "mlp128") if model == "mlp128" else _custom(tmp_path, "odd", *ODD)
-    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert choice.staged
     layers, packed = choice.layers, choice.packed()
     acts = [ACTS[layer.act] for layer in layers]
@@ -144,8 +145,8 @@ def test_emulated_staged_kernel_matches_the_model(tmp_path, model):
 def test_file_loaded_packing_equals_embedded(tmp_path):
     """File-loaded models pack at init (C++ in <name>_device_upload) from the same offsets."""
     plan = _custom(tmp_path, "odd", *ODD, embed=False)
-    choice = cuda.KernelChoice(plan, cuda.CONSTANT_LIMIT)
-    src = cuda._upload(plan, choice)
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
+    src = cuda.source._upload(plan, choice)
     body = src[src.index("    float *packed = (float *)calloc"):src.index("    const int failed")]
     got = run_packing(tmp_path, choice.layers, "#define ROSENNA_STATUS_DEVICE 1\n", body, "packed", choice.packed_size)
     assert np.array_equal(got.view(np.uint32), choice.packed().view(np.uint32))

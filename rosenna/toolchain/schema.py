@@ -19,10 +19,10 @@ PLACEHOLDERS = ("cc", "gfx", "offload_arch", "offload_triple")
 GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
 
-# Defaults of the storage thresholds, each defined once where it is used: the __constant__ limit in
-# the CUDA/HIP emitter (measured on the H200: docs/benchmarks.md), the embed threshold in the plan.
-from rosenna.emit.cuda import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES  # noqa: F401 (re-exported)
-from rosenna.plan import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F401 (re-exported)
+# Defaults of the storage thresholds, each defined once in rosenna.limits (the __constant__ limit
+# measured on the H200: docs/benchmarks.md); configuration imports nothing from plan or emit.
+from rosenna.limits import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES  # noqa: F401 (re-exported)
+from rosenna.limits import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F401 (re-exported)
 
 _STRING = {"type": "string"}
 _COMMAND = {"type": "string", "minLength": 1}

@@ -1,0 +1,70 @@
+/* TF32 tensor-core helpers (rosenna/emit/cuda/tf32.py says how the 3xTF32 split keeps fp32
+   accuracy and how the fragments are laid out). */
+__device__ __forceinline__ unsigned rosenna_tf32(float f)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+
+__device__ __forceinline__ void rosenna_mma(float (&d)[4], const unsigned (&a)[4], float b0, float b1)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+/* d += a * b in 3xTF32, the small products first: they are the ones fp32 accumulation must not
+   lose. b = {big(b0), big(b1), small(b0), small(b1)}. */
+__device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4], const float4 &b)
+{
+    unsigned big[4], small[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        big[i] = rosenna_tf32(a[i]);
+        small[i] = rosenna_tf32(a[i] - __uint_as_float(big[i]));
+    }
+    rosenna_mma(d, small, b.x, b.y);
+    rosenna_mma(d, big, b.z, b.w);
+    rosenna_mma(d, big, b.x, b.y);
+}
+
+/* One layer for the warp's 32 points: in[2][KT][4] A fragments (two 16-row tiles), out[2][NT][4]
+   the activated C fragments reordered (c0, c2, c1, c3) into the next layer's A fragments. F: the
+   layer's B fragments, bias: its bias padded to NT*8, both in shared memory. */
+template <int KT, int NT, float (*ACT)(float)>
+__device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[2][KT][4],
+                                                 float (&out)[2][NT][4])
+{
+    const int lane = threadIdx.x % 32, tig = lane % 4;
+    float acc[2][NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const float2 b = *reinterpret_cast<const float2 *>(bias + nt * 8 + 2 * tig);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+            acc[mi][nt][0] = acc[mi][nt][2] = b.x;
+            acc[mi][nt][1] = acc[mi][nt][3] = b.y;
+        }
+    }
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const float4 b = F[(kt * NT + nt) * 32 + lane];
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+                rosenna_mma3(acc[mi][nt], in[mi][kt], b);
+        }
+    }
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            out[mi][nt][0] = ACT(acc[mi][nt][0]);
+            out[mi][nt][1] = ACT(acc[mi][nt][2]);
+            out[mi][nt][2] = ACT(acc[mi][nt][1]);
+            out[mi][nt][3] = ACT(acc[mi][nt][3]);
+        }
+}

@@ -1,0 +1,28 @@
+"""The native batched kernel: ``<name>_kernel.cu`` for ``ROSENNA_BACKEND=cuda`` or ``hip``.
+
+Where to look:
+
+- :mod:`~rosenna.emit.cuda.kinds`: the ordered table of batched kernels, and :func:`choose`;
+  one module per kind: :mod:`~rosenna.emit.cuda.whole_field` (whole-field launches),
+  :mod:`~rosenna.emit.cuda.narrow` (FP32, one thread per point, layers in registers),
+  :mod:`~rosenna.emit.cuda.staged` (FP32 wide MLPs up to 128 wide, the default for them),
+  :mod:`~rosenna.emit.cuda.tiled` (FP32 wide MLPs beyond), :mod:`~rosenna.emit.cuda.point`
+  (anything else), and the tensor-core kinds compiled in beside them:
+  :mod:`~rosenna.emit.cuda.tc_chain` (narrow 3xTF32 chain, CUDA sm_80+) and
+  :mod:`~rosenna.emit.cuda.tc_wide` (wide 3xTF32, opt-in with ``-DROSENNA_TF32_WIDE``);
+- :mod:`~rosenna.emit.cuda.source`: the parts every kernel file has (weights, the per-point
+  routine, ``<name>_infer_batch``, ``<name>_device_upload``);
+- :mod:`~rosenna.emit.cuda.runtime`: the CUDA/HIP API names, the backends and the ``.mk`` rules;
+- ``rosenna/data/*.cuh``: the fixed device code, real files a compiler checks on their own.
+
+Only single precision takes the MLP kinds; double precision takes ``point``.
+``-DROSENNA_NO_TENSOR_CORES`` on the kernel file's compile line keeps FP32 kernels everywhere (it
+also overrides ``-DROSENNA_TF32_WIDE``). The measurements behind each kind are in
+docs/benchmarks.md.
+"""
+
+from rosenna.emit.cuda.kinds import BATCH_KINDS, TENSOR_KINDS, Choice, choose  # noqa: F401
+from rosenna.emit.cuda.mlp import mlp_layers  # noqa: F401
+from rosenna.emit.cuda.runtime import BACKENDS, RUNTIME_API, makefile_rules, runtime_mapping  # noqa: F401
+from rosenna.emit.cuda.source import kernel_filename, kernel_source  # noqa: F401
+from rosenna.limits import CONSTANT_LIMIT  # noqa: F401

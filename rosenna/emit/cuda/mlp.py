@@ -1,0 +1,112 @@
+"""The shape the MLP kernels look for: a single-precision chain of dense layers from x to y."""
+
+import numpy as np
+
+from rosenna import ops
+from rosenna.emit.lang import C
+from rosenna.kernel import Var
+
+#: Activations the MLP kernels fuse (attribute-free: their formula comes from the op module).
+MLP_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh")
+#: Packed weights per line of the kernel file.
+VALUES_PER_LINE = 6
+
+
+class Layer:
+    """One dense layer of an MLP chain: ``y[n] = act(sum_k W[n][k] x[k] + b[n])``."""
+
+    def __init__(self, k, n, act, w, b):
+        self.k, self.n, self.act, self.w, self.b = k, n, act, w, b
+
+
+def mlp_layers(plan):
+    """The layers when ``plan`` is a single-precision chain of Gemm(+activation) layers from x to
+    y, each with a bias; ``None`` otherwise (the generic kernels serve it)."""
+    if plan.precision != "single" or len(plan.inputs) != 1 or len(plan.outputs) != 1:
+        return None
+    computed = [op for op, _ in plan.ops if not op.endswith("(alias)")]
+    if not computed or len(plan.weights) != 2 * len(computed):
+        return None
+    layers, k = [], plan.nx
+    for i, op in enumerate(computed):
+        base, _, act = op.partition("+")
+        if base != "Gemm" or (act and act not in MLP_ACTIVATIONS):
+            return None
+        w, b = plan.weights[2 * i].array, plan.weights[2 * i + 1].array
+        n = b.size
+        if w.size != n * k:
+            return None
+        layers.append(Layer(k, n, act or None, w.reshape(n, k), b))
+        k = n
+    return layers if k == plan.ny else None
+
+
+def round_up(n, m):
+    return (n + m - 1) // m * m
+
+
+def activation_fn(name, act, renderer):
+    """``__device__ float name(float v)``: the activation ``act`` (an op name, or None)."""
+    expr = ops.get(act).expr({}, Var("v")) if act else Var("v")
+    return (f"__device__ __forceinline__ float {name}(float v)\n{{\n"
+            f"    return {renderer.expr(expr)};\n}}")
+
+
+def chunks(items):
+    return [items[i:i + VALUES_PER_LINE] for i in range(0, len(items), VALUES_PER_LINE)]
+
+
+def float_literals(values):
+    """Packed single-precision values as the body of a C array initialiser."""
+    return ",\n    ".join(", ".join(row) for row in chunks(C.literals(np.asarray(values, np.float32), "single")))
+
+
+def array(storage, name, values, size):
+    """A 16-byte aligned float array: initialised from ``values`` (embedded weights) or, with
+    ``values`` None, left for ``<name>_device_upload`` to fill."""
+    if values is None:
+        return f"static __device__ __align__(16) float {name}[{size}];"
+    return f"static {storage} __align__(16) float {name}[{size}] = {{\n    {float_literals(values)}\n}};"
+
+
+class PackedLayout:
+    """``<name>_packed``, the FP32 MLP kernels' copy of the weights: per layer W input-major
+    ``[K][NP]`` (NP the layer's width padded) then its bias ``[NP]``. ``offsets``: per layer
+    (weights, bias, NP) in floats; ``size``: floats in all."""
+
+    def __init__(self, layers, offsets, size):
+        self.layers, self.offsets, self.size = layers, offsets, size
+
+    @classmethod
+    def dense(cls, layers, hidden_pad, out_pad):
+        """Layer after layer, hidden widths padded to ``hidden_pad``, the output's to ``out_pad``."""
+        offsets, off = [], 0
+        for i, layer in enumerate(layers):
+            npad = round_up(layer.n, out_pad if i == len(layers) - 1 else hidden_pad)
+            offsets.append((off, off + layer.k * npad, npad))
+            off += layer.k * npad + npad
+        return cls(layers, offsets, off)
+
+    def packed(self):
+        """The packed weights (numpy); a layout that pads K (the staged kernel's) gets only the
+        layer's own K rows written, the rest stays zero."""
+        out = np.zeros(self.size, dtype=np.float32)
+        for layer, (woff, boff, npad) in zip(self.layers, self.offsets):
+            block = np.zeros((layer.k, npad), dtype=np.float32)
+            block[:, :layer.n] = layer.w.T
+            out[woff:woff + layer.k * npad] = block.reshape(-1)
+            out[boff:boff + layer.n] = layer.b
+        return out
+
+    def host_packing(self):
+        """C++ of ``<name>_device_upload`` filling ``float *packed`` (zeroed) from ``host`` (the
+        weights as the file holds them: ``host[2i]`` layer i's W as [N][K], ``host[2i+1]`` its
+        bias), the same packing as :meth:`packed`."""
+        steps = []
+        for li, (layer, (woff, boff, npad)) in enumerate(zip(self.layers, self.offsets)):
+            steps.append(f"    for (int k = 0; k < {layer.k}; ++k)\n"
+                         f"        for (int o = 0; o < {layer.n}; ++o)\n"
+                         f"            packed[{woff} + k * {npad} + o] = host[{2 * li}][o * {layer.k} + k];\n"
+                         f"    for (int o = 0; o < {layer.n}; ++o)\n"
+                         f"        packed[{boff} + o] = host[{2 * li + 1}][o];")
+        return "\n".join(steps)

@@ -1,0 +1,222 @@
+"""``<name>_kernel.cu``: the parts every kernel file has, around the batched kernel of its kind.
+
+The kernel file owns every CUDA/HIP symbol; ``<name>.c`` is still compiled by the host compiler,
+with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and making
+``<name>_init`` call ``<name>_device_upload``. In order:
+
+- the plan's weights as the per-point routine reads them (embedded: ``ROSENNA_CONST`` arrays,
+  ``__constant__`` when they fit in ``constant_limit`` bytes, ``__device__ const`` above;
+  file-loaded: ``__device__`` storage filled by ``<name>_device_upload``);
+- ``<name>_infer`` as a ``__device__`` function, the per-point body rendered from the same loop
+  IR as the C file, for the user's own kernels (``-DROSENNA_DEVICE_ROUTINE``);
+- the chosen kind's packed weights, fixed device code, kernel and launch
+  (:mod:`rosenna.emit.cuda.kinds`), and a tensor-core kind beside it under its guard;
+- ``<name>_infer_batch(n, x, y, stream)``: never allocates, copies or synchronises;
+- ``<name>_device_upload`` for file-loaded weights: the host-side packing of every copy.
+"""
+
+from rosenna.emit import c as cemit
+from rosenna.emit import whole
+from rosenna.emit.cuda import kinds, staged, tf32, whole_field
+from rosenna.emit.cuda.mlp import activation_fn, array, chunks
+from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
+from rosenna.emit.lang import C
+from rosenna.emit.render import Renderer
+from rosenna.limits import CONSTANT_LIMIT
+
+
+def _plan_weights(plan):
+    t = plan.ctype
+    out = []
+    for w in plan.weights:
+        if plan.embed:
+            values = ",\n    ".join(", ".join(row) for row in chunks(C.weight_literals(w, plan.precision)))
+            out.append(f"static ROSENNA_CONST {t} {cemit.symbol(plan, w.ident)}[{w.size}] = {{\n    {values}\n}};")
+        else:
+            out.append(f"static __device__ {t} {cemit.symbol(plan, w.ident)}[{w.size}];")
+    return "\n".join(out)
+
+
+def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
+    """The text of ``<name>_kernel.cu``.
+
+    The file is compiled twice (see :func:`makefile_rules`): plainly into ``<name>_kernel.o`` (the
+    batched kernel and ``<name>_infer_batch``: whole-program code, and no device link needed), and
+    with ``-DROSENNA_DEVICE_ROUTINE`` as relocatable device code into ``<name>_device.o`` (the
+    ``__device__`` ``<name>_infer`` for the user's kernels). Relocatable code for the batched
+    kernel cost registers: ptxas gave gemm_big's kernel 255 of them under -rdc, 111 without.
+
+    Macros on the kernel file's compile line: ``-DROSENNA_TF32_WIDE`` makes CUDA sm_80+ run wide
+    MLPs that the staged FP32 kernel takes on the 3xTF32 tensor-core kernel instead (1.06 vs 1.60
+    ns/point on the H200, relative L2 error 1.5e-6 vs 1.1e-7; outside verify's elementwise
+    tolerance on about 1 output in a million); ``-DROSENNA_NO_TENSOR_CORES`` keeps FP32 kernels
+    everywhere (the narrow chain's tensor-core path too, and it overrides the former).
+    """
+    n, t = plan.name, plan.ctype
+    choice = kinds.choose(plan, constant_limit)
+    base, tensor = choice.base, choice.tensor
+    renderer = Renderer(C, plan.precision, cemit.resolver(plan))
+    storage = CONSTANT_MEMORY if choice.constant else GLOBAL_MEMORY
+    if plan.embed:
+        why = (f"{choice.weight_bytes} bytes of weights, {'at or under' if choice.constant else 'over'} the "
+               f"{constant_limit}-byte __constant__ limit")
+        const_note = f"ROSENNA_CONST is {storage} here: {why}."
+    else:
+        const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
+    note = base.note + (tensor.note if tensor else "")
+    end = "." + ("\n *" if base.note_breaks_line else "")
+    body = "\n".join(cemit.point_body(plan, renderer))
+    # The plan's own weight layout serves the per-point routine, the kinds that read it and
+    # infer_one; the per-point function serves the routine and the kinds that call it.
+    point_fn_needed = "1" if base.point_fn else "defined(ROSENNA_DEVICE_ROUTINE)"
+    weights_needed = "1" if _plan_weights_needed(plan, base) else "defined(ROSENNA_DEVICE_ROUTINE)"
+
+    parts = [f"""/* {stamp}
+ * {n}_kernel.cu: the native batched kernel ({n}_infer_batch) and, compiled with
+ * -DROSENNA_DEVICE_ROUTINE as relocatable device code, the __device__ {n}_infer for the user's own
+ * kernels. Built only by `make -f {n}.mk ROSENNA_BACKEND=cuda` (nvcc) or `hip` (hipcc); {n}.c
+ * then drops its OpenMP {n}_infer_batch (-DROSENNA_NATIVE_KERNEL).
+{cemit.layout_comment(plan)}
+ * Batched kernel: {base.label}{note}{end} {const_note}
+ */
+#include "rosenna_rt.h"
+
+#undef ROSENNA_CONST
+#define ROSENNA_CONST {'ROSENNA_CONSTANT_MEMORY' if choice.constant else 'ROSENNA_GLOBAL_MEMORY'}
+"""]
+    if plan.weights:
+        parts.append(f"#if {weights_needed}\n/* The weights as the per-point routine reads them (the C file's layout). */")
+        parts.append(_plan_weights(plan))
+        parts.append("#endif")
+    parts.append(f"#if {point_fn_needed}\n/* One point: the same loops as {n}.c's {n}_infer. */\n"
+                 f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                 f"{{\n{body}\n}}\n#endif\n")
+    parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
+/* The per-point routine for the user's own kernels (link them with the device linker). */
+extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+{{
+    {n}_point(x, y);
+}}
+{_routine_upload(plan) if not plan.embed else ''}#else /* the batched kernel */
+""")
+    if choice.layout:
+        parts.append("/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */")
+        # The staged kernel's cp.async reads global memory: never the constant bank.
+        storage_class = "__device__ const" if base is staged.KIND else "ROSENNA_CONST"
+        parts.append(array(storage_class, f"{n}_packed", choice.packed() if plan.embed else None, choice.packed_size))
+    if tensor:
+        tc = choice.tensor_layout
+        parts.append(f"{tensor.guard}\n/* The tensor-core {tensor.copy}'s copy: 3xTF32 B fragments per layer, then the "
+                     "biases (rosenna/emit/cuda/tf32.py). */")
+        parts.append(array("__device__ const", f"{n}_tc_packed", tc.packed() if plan.embed else None, tc.size))
+        parts.append("#endif")
+    if not plan.embed:
+        parts.append("static int ready;")
+    acts = []
+    if choice.layout:
+        parts.append("\nnamespace {")
+        for li, layer in enumerate(choice.layers):
+            name = f"act{li}"
+            parts.append(activation_fn(name, layer.act, renderer))
+            acts.append(name)
+        parts.append(base.library())
+        parts.append("}  // namespace\n")
+    parts.append(whole_field.infer_one(plan))
+    setup, launch = base.launch(plan, choice)
+    parts.append(base.kernel(plan, choice, acts))
+    if tensor:
+        parts.append(tensor.kernel(plan, choice, acts))
+        setup = tensor.launch(plan, choice) + setup
+    ready_check = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
+    parts.append(f"""
+/* n points on the caller's stream: x[n][{plan.nx}] and y[n][{plan.ny}] are device pointers. Never
+   allocates, copies or synchronises. */
+extern "C" int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
+{{
+{ready_check}    if (n <= 0)
+        return ROSENNA_STATUS_OK;
+{setup}{launch}
+    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+}}
+""")
+    if not plan.embed:
+        parts.append(_upload(plan, choice))
+    parts.append("#endif /* ROSENNA_DEVICE_ROUTINE */\n")
+    return "\n".join(parts)
+
+
+def _copies(plan):
+    t = plan.ctype
+    return "\n".join(f"    if (rosennaMemcpyToSymbol({cemit.symbol(plan, w.ident)}, host[{i}], sizeof({t}) * {w.size}, 0, "
+                     f"rosennaMemcpyHostToDevice) != rosennaSuccess)\n        return ROSENNA_STATUS_DEVICE;"
+                     for i, w in enumerate(plan.weights))
+
+
+def _routine_upload(plan):
+    n, t = plan.name, plan.ctype
+    return f"""
+/* Called by {n}_device_upload when this object is linked: fills the per-point routine's copy. */
+extern "C" int {n}_routine_upload(const {t} *const *host)
+{{
+{_copies(plan)}
+    return ROSENNA_STATUS_OK;
+}}
+"""
+
+
+def _plan_weights_needed(plan, base):
+    """Whether the batched kernel file needs the plan's own weight arrays outside
+    ``-DROSENNA_DEVICE_ROUTINE``: for a kind that reads them, or for ``<name>_infer_one``."""
+    return base.plan_weights or whole.available(plan)
+
+
+def _upload(plan, choice):
+    n, t = plan.name, plan.ctype
+    copies = _copies(plan) if _plan_weights_needed(plan, choice.base) else ""
+    pack = ""
+    if choice.layout:
+        pack = (f"    float *packed = (float *)calloc({choice.packed_size}, sizeof(float));\n"
+                f"    if (packed == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
+                + choice.layout.host_packing() + "\n"
+                f"    const int failed = rosennaMemcpyToSymbol({n}_packed, packed, sizeof(float) * {choice.packed_size}, 0, "
+                f"rosennaMemcpyHostToDevice) != rosennaSuccess;\n"
+                f"    free(packed);\n"
+                f"    if (failed)\n        return ROSENNA_STATUS_DEVICE;\n")
+    tc_pack, tc_helper = "", ""
+    if choice.tensor:
+        guard, size = choice.tensor.guard, choice.tensor_layout.size
+        tc_helper = guard + "\n" + tf32.host_tf32() + "#endif\n"
+        tc_pack = (f"{guard}\n"
+                   f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
+                   f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
+                   f"{choice.tensor_layout.host_packing()}\n"
+                   f"    const int tc_failed = cudaMemcpyToSymbol({n}_tc_packed, tc, sizeof(float) * {size}, 0, "
+                   f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
+                   f"    free(tc);\n"
+                   f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
+                   f"#endif\n")
+    return f"""#include <stdlib.h>
+{tc_helper}
+/* In <name>_device.o (lib{n}_device.a) when the program links it: a weak reference, so that a
+   program that only calls {n}_infer_batch needs no device link. */
+extern "C" int {n}_routine_upload(const {t} *const *host) __attribute__((weak));
+
+/* Called by {n}_init (in {n}.c, built with -DROSENNA_NATIVE_KERNEL) once the weights file is read:
+   host[i] is the i-th weight in the file's order. Copies them to the device, synchronously,
+   outside any time-step loop. */
+extern "C" int {n}_device_upload(const {t} *const *host)
+{{
+    ready = 0;
+{copies}
+{pack}{tc_pack}    if ({n}_routine_upload != NULL && {n}_routine_upload(host) != ROSENNA_STATUS_OK)
+        return ROSENNA_STATUS_DEVICE;
+    ready = 1;
+    return ROSENNA_STATUS_OK;
+}}
+"""
+
+
+def kernel_filename(plan):
+    return f"{plan.name}_kernel.cu"
+
+

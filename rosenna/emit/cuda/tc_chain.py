@@ -1,0 +1,216 @@
+"""The narrow 3xTF32 tensor-core chain (CUDA sm_80+), beside the FP32 narrow kernel.
+
+The ``chain`` kernel (MLPs whose layers are all at most :data:`CHAIN_MAX_WIDTH` wide): a warp runs
+32 points (two 16-row tiles) through every layer in registers. The C fragment of one layer, with
+its activation applied, is the A fragment of the next once that layer's weight rows are stored
+in the order the C fragment leaves them (``paired`` below); no shared memory between layers.
+Widths are padded to 8 with zero weights and zero bias, so a padded column carries act(0) into
+rows of the next layer whose weights are zero.
+
+The 3xTF32 split and the fragment layouts: :mod:`rosenna.emit.cuda.tf32`.
+"""
+
+import numpy as np
+
+from rosenna.emit.cuda import narrow, tf32
+from rosenna.emit.cuda.base import Kind
+from rosenna.emit.cuda.tf32 import tiles as _tiles
+
+#: Widest layer the register chain takes: 48 columns = 6 n8 tiles, 2 x 6 x 4 accumulators plus
+#: the input fragments stay within the 255-register budget with room to spare (gemm_big, 40
+#: wide, needs 102 registers).
+CHAIN_MAX_WIDTH = 48
+#: Below this many multiply-adds per point the FP32 kernel keeps the chain: such models are
+#: memory-bound (gemm_small, 10 MACs, runs at the memory floor from __constant__ weights) and the
+#: chain's strided 32-point fragments would not load x any faster. gemm_big has 2,780.
+CHAIN_MIN_MACS = 512
+#: Packed fragments and biases the chain kernel keeps in (static) shared memory per block.
+CHAIN_SMEM_LIMIT = 40 * 1024
+#: Threads per block of the chain kernel: 4 warps, 128 points per pass.
+CHAIN_THREADS = 128
+#: Points a warp carries through the chain: two 16-row MMA tiles.
+CHAIN_POINTS_PER_WARP = 32
+
+
+def chain_fits(layers):
+    """Whether an MLP chain takes the register-chain kernel."""
+    if not layers or max(max(layer.k, layer.n) for layer in layers) > CHAIN_MAX_WIDTH:
+        return False
+    if sum(layer.k * layer.n for layer in layers) < CHAIN_MIN_MACS:
+        return False
+    return chain_bytes(layers) <= CHAIN_SMEM_LIMIT
+
+
+def chain_offsets(layers):
+    """Per layer: (float4 offset of its fragments, float offset of its bias in the bias block),
+    and the sizes (float4 of fragments, floats of biases)."""
+    frags, biases, f, b = [], [], 0, 0
+    for layer in layers:
+        frags.append(f)
+        biases.append(b)
+        f += 32 * _tiles(layer.k) * _tiles(layer.n)
+        b += 8 * _tiles(layer.n)
+    return frags, biases, f, b
+
+
+def chain_bytes(layers):
+    _, _, frag4, bias = chain_offsets(layers)
+    return 16 * frag4 + 4 * bias
+
+
+def chain_packed(layers):
+    """Fragments of every layer (float4 units, flattened), then every layer's bias padded to 8."""
+    frags, biases = [], []
+    for i, layer in enumerate(layers):
+        kp, npad = 8 * _tiles(layer.k), 8 * _tiles(layer.n)
+        frags.append(tf32.pack_layer(layer.w, kp, npad, paired=i > 0))
+        bias = np.zeros(npad, np.float32)
+        bias[:layer.n] = layer.b
+        biases.append(bias)
+    return np.concatenate(frags + biases).astype(np.float32)
+
+
+def chain_kernel(plan, layers, acts):
+    """The register-chain kernel ``<name>_tc_kernel`` (its body only where the device code is
+    compiled for sm_80 or later) and the lines that launch it; the host side picks it when the
+    kernel's binary for the current device is sm_80+ (``<name>_tc_usable``)."""
+    n = plan.name
+    frags, biases, frag4, nbias = chain_offsets(layers)
+    size4 = frag4 + nbias // 4
+    warps = CHAIN_THREADS // 32
+    kt0 = _tiles(layers[0].k)
+    lines = [f"/* Tensor-core chain: a warp carries {CHAIN_POINTS_PER_WARP} points through all {len(layers)} layers in "
+             f"registers; {16 * frag4} bytes of",
+             f"   fragments and {4 * nbias} of biases in shared memory once per block (persistent grid). */",
+             f"__global__ void __launch_bounds__({CHAIN_THREADS}) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
+             "float *ROSENNA_RESTRICT y)",
+             "{",
+             "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
+             f"    __shared__ float4 s[{size4}];",
+             f"    for (int e = threadIdx.x; e < {size4}; e += {CHAIN_THREADS})",
+             f"        s[e] = __ldg(reinterpret_cast<const float4 *>({n}_tc_packed) + e);",
+             "    __syncthreads();",
+             f"    const float *bias = reinterpret_cast<const float *>(s + {frag4});",
+             "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;",
+             f"    for (long base = ((long)blockIdx.x * {warps} + warp) * {CHAIN_POINTS_PER_WARP}; base < n; "
+             f"base += (long)gridDim.x * {warps * CHAIN_POINTS_PER_WARP}) {{",
+             f"        /* Layer 0's A fragments: x[p][k], zeros past the point count and past {plan.nx} inputs. */",
+             f"        float h0[2][{kt0}][4];",
+             "#pragma unroll",
+             "        for (int mi = 0; mi < 2; ++mi) {",
+             "            const long r = base + mi * 16 + gid;",
+             "#pragma unroll",
+             f"            for (int kt = 0; kt < {kt0}; ++kt) {{",
+             "                const int k0 = kt * 8 + tig, k1 = k0 + 4;",
+             f"                h0[mi][kt][0] = k0 < {plan.nx} && r < n ? x[r * {plan.nx} + k0] : 0.0f;",
+             f"                h0[mi][kt][1] = k0 < {plan.nx} && r + 8 < n ? x[(r + 8) * {plan.nx} + k0] : 0.0f;",
+             f"                h0[mi][kt][2] = k1 < {plan.nx} && r < n ? x[r * {plan.nx} + k1] : 0.0f;",
+             f"                h0[mi][kt][3] = k1 < {plan.nx} && r + 8 < n ? x[(r + 8) * {plan.nx} + k1] : 0.0f;",
+             "            }",
+             "        }"]
+    for i, layer in enumerate(layers):
+        kt, nt = _tiles(layer.k), _tiles(layer.n)
+        lines += [f"        float h{i + 1}[2][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                  f"        rosenna_tc_layer<{kt}, {nt}, {acts[i]}>(s + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});"]
+    last, ny = len(layers), plan.ny
+    nt_last = _tiles(layers[-1].n)
+    lines += ["        /* Output columns 2tig and 2tig+1 of each n8 tile, rows gid and gid+8. */",
+              "#pragma unroll",
+              "        for (int mi = 0; mi < 2; ++mi) {",
+              "            const long r = base + mi * 16 + gid;",
+              "#pragma unroll",
+              f"            for (int nt = 0; nt < {nt_last}; ++nt) {{",
+              "                const int c = nt * 8 + 2 * tig;",
+              f"                if (c < {ny} && r < n)\n                    y[r * {ny} + c] = h{last}[mi][nt][0];",
+              f"                if (c < {ny} && r + 8 < n)\n                    y[(r + 8) * {ny} + c] = h{last}[mi][nt][1];",
+              f"                if (c + 1 < {ny} && r < n)\n                    y[r * {ny} + c + 1] = h{last}[mi][nt][2];",
+              f"                if (c + 1 < {ny} && r + 8 < n)\n                    y[(r + 8) * {ny} + c + 1] = h{last}[mi][nt][3];",
+              "            }",
+              "        }",
+              "    }",
+              "#else",
+              "    (void)n; (void)x; (void)y;  /* no mma.sync before sm_80: never launched (see the host side) */",
+              "#endif",
+              "}",
+              "",
+              f"/* Whether this device runs {n}_tc_kernel's sm_80+ body: the binary the runtime picked for it. */",
+              f"static bool {n}_tc_usable()",
+              "{",
+              "    static int usable = -1;",
+              "    if (usable < 0) {",
+              "        cudaFuncAttributes attributes;",
+              f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80;",
+              "    }",
+              "    return usable == 1;",
+              "}"]
+    return "\n".join(lines)
+
+
+def chain_launch(plan):
+    """Statements of ``<name>_infer_batch`` that run the chain kernel and return, when usable: a
+    persistent grid of as many blocks as the GPU holds at once, each copying the weights once."""
+    n = plan.name
+    per_block = CHAIN_THREADS // 32 * CHAIN_POINTS_PER_WARP
+    return f"""    if ({n}_tc_usable()) {{
+        static int resident;
+        if (!resident) {{
+            int device = 0, sms = 0, per_sm = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {CHAIN_THREADS}, 0) != cudaSuccess)
+                return ROSENNA_STATUS_LAUNCH;
+            resident = sms * (per_sm > 0 ? per_sm : 1);
+        }}
+        const long wanted = ((long)n + {per_block - 1}) / {per_block};
+        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {CHAIN_THREADS}, 0, (cudaStream_t)stream>>>(n, x, y);
+        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+    }}
+"""
+
+
+def host_packing(layers, dest="tc"):
+    """C++ for ``<name>_device_upload``: the same packing as :func:`chain_packed`, from the weights
+    as the file holds them (``host[2i]`` is layer i's W as [N][K], ``host[2i+1]`` its bias), into
+    ``float *{dest}`` (zeroed beforehand)."""
+    frags, biases, frag4, _ = chain_offsets(layers)
+    return "\n".join(tf32.host_layer(i, layer, _tiles(layer.k), _tiles(layer.n), frags[i], 4 * frag4 + biases[i], i > 0, dest)
+                     for i, layer in enumerate(layers))
+
+
+class Chain(Kind):
+    label = "3xTF32 chain"
+    #: What the kernel file calls its copy of the weights.
+    copy = "chain"
+    note = (" (on CUDA sm_80+: the 3xTF32 tensor-core chain; compile with -DROSENNA_NO_TENSOR_CORES for the\n"
+            " * FP32 kernel everywhere)")
+    guard = tf32.GUARD
+
+    def fits(self, choice):
+        return choice.base is narrow.KIND and chain_fits(choice.layers)
+
+    def layout(self, choice):
+        return ChainLayout(choice.layers)
+
+    def kernel(self, plan, choice, acts):
+        return (self.guard + "\n" + tf32.device_lib() + "\n" + chain_kernel(plan, choice.layers, acts)
+                + "\n#endif /* tensor cores */")
+
+    def launch(self, plan, choice):
+        return self.guard + "\n" + chain_launch(plan) + "#endif\n"
+
+
+class ChainLayout:
+    """``<name>_tc_packed`` of the chain kernel (floats)."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.size = chain_bytes(layers) // 4
+
+    def packed(self):
+        return chain_packed(self.layers)
+
+    def host_packing(self, dest="tc"):
+        return host_packing(self.layers, dest)
+
+
+KIND = Chain()

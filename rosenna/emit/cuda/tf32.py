@@ -1,0 +1,93 @@
+"""What the tensor-core kernels share: fp32-accurate 3xTF32 on ``mma.sync`` (sm_80+).
+
+Each fp32 operand is split into two TF32 numbers, ``a = big + small`` with ``big = tf32(a)`` and
+``small = tf32(a - big)``; a product is ``big*big' + big*small' + small*big'`` (``small*small'``
+lies below fp32 rounding), accumulated in fp32 by ``mma.sync.m16n8k8.f32.tf32.tf32.f32``. The
+error stays at fp32 level (6e-8 on gemm_big against a float64 reference, docs/benchmarks.md run
+5), at a fraction of the FP32 pipe's cost: gemm_big 0.18 ns per point against 0.23-0.28 for the
+best FP32-FMA kernels measured.
+
+The kernels: :mod:`rosenna.emit.cuda.tc_chain` (narrow chains) and :mod:`rosenna.emit.cuda.tc_wide`
+(wide chains, opt-in). Fragment layouts (PTX ISA, ``m16n8k8`` ``.tf32``), ``gid = lane / 4``, ``tig = lane % 4``:
+A 16x8: a0 (gid, tig), a1 (gid+8, tig), a2 (gid, tig+4), a3 (gid+8, tig+4);
+B 8x8: b0 (tig, gid), b1 (tig+4, gid); C 16x8: c0 (gid, 2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig),
+c3 (gid+8, 2tig+1). The weights are packed per (k8 tile, n8 tile) as 32 lanes x
+``{big(b0), big(b1), small(b0), small(b1)}``: one 16-byte load per lane.
+
+The packing exists twice for each kernel, on purpose: here in numpy for embedded weights (literals
+in the kernel file), and as C++ in ``<name>_device_upload`` for file-loaded ones
+(:func:`rosenna.emit.cuda.tc_chain.host_packing`,
+:func:`rosenna.emit.cuda.tc_wide.host_packing`); tests compile the C++ and compare the two bit
+for bit.
+"""
+
+
+import numpy as np
+
+from rosenna.emit import fixed
+
+#: Everything of a tensor-core kind is compiled only where this holds (CUDA, not HIP; not opted out).
+GUARD = "#if !defined(__HIPCC__) && !defined(ROSENNA_NO_TENSOR_CORES)"
+
+
+def tiles(n):
+    return (n + 7) // 8
+
+
+def tf32(values):
+    """Round to TF32 (10-bit mantissa), to nearest, ties away from zero: ``cvt.rna.tf32.f32`` on
+    the bit pattern, as the host packing in C++ does it."""
+    bits = np.asarray(values, np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def pack_layer(w, kp, npad, paired):
+    """One layer's B fragments. ``w`` is [N][K] (ONNX Gemm with transB, as the plan holds it).
+    ``paired``: physical rows tig and tig+4 of k-tile kt hold logical rows kt*8+2tig and +1."""
+    n_out, k_in = w.shape
+    full = np.zeros((kp, npad), np.float32)
+    full[:k_in, :n_out] = w.T
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    out = []
+    for kt in range(kp // 8):
+        k0 = kt * 8 + (2 * t if paired else t)
+        k1 = k0 + 1 if paired else k0 + 4
+        for nt in range(npad // 8):
+            c = nt * 8 + g
+            v0, v1 = full[k0, c], full[k1, c]
+            b0, b1 = tf32(v0), tf32(v1)
+            out.append(np.stack([b0, b1, tf32(v0 - b0), tf32(v1 - b1)], axis=1))
+    return np.concatenate(out).reshape(-1)
+
+
+def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest):
+    """C++ packing one layer: its fragments at float4 offset ``frag4`` of ``dest`` ([kt][nt][lane],
+    as :func:`pack_layer`), its bias at float offset ``bias``."""
+    k0 = "kt * 8 + 2 * t" if paired else "kt * 8 + t"
+    k1 = "k0 + 1" if paired else "k0 + 4"
+    return f"""    for (int kt = 0; kt < {kt_tiles}; ++kt)
+        for (int nt = 0; nt < {nt_tiles}; ++nt)
+            for (int lane = 0; lane < 32; ++lane) {{
+                const int g = lane / 4, t = lane % 4, c = nt * 8 + g, k0 = {k0}, k1 = {k1};
+                const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{2 * i}][c * {layer.k} + k0] : 0.0f;
+                const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{2 * i}][c * {layer.k} + k1] : 0.0f;
+                float *f = {dest} + 4 * ({frag4} + (kt * {nt_tiles} + nt) * 32 + lane);
+                f[0] = rosenna_host_tf32(v0);
+                f[1] = rosenna_host_tf32(v1);
+                f[2] = rosenna_host_tf32(v0 - f[0]);
+                f[3] = rosenna_host_tf32(v1 - f[1]);
+            }}
+    for (int o = 0; o < {layer.n}; ++o)
+        {dest}[{bias} + o] = host[{2 * i + 1}][o];"""
+
+
+def device_lib():
+    """``rosenna/data/rosenna_tf32.cuh``: the 3xTF32 split and one MMA layer (CUDA only: inline PTX)."""
+    return fixed.load("rosenna_tf32.cuh")
+
+
+def host_tf32():
+    """``rosenna/data/rosenna_host_tf32.h``: TF32 rounding on the host for the C++ packing (the bit
+    operation :func:`tf32` does in numpy)."""
+    return fixed.load("rosenna_host_tf32.h")

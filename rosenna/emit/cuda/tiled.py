@@ -1,0 +1,115 @@
+"""The FP32 tile kernel: MLP chains with a hidden layer at least :data:`WIDE_LAYER` wide that the
+staged kernel does not take (wider than 128, or an output wider than 8).
+
+A block of :data:`WIDE_POINTS` points keeps its activations in shared memory input-major, and
+each thread computes an 8-point x 8-column tile per pass over the input vector (the output
+layer: 1 x 4). Its device code is ``rosenna/data/rosenna_tile.cuh``.
+"""
+
+from rosenna.emit import fixed
+from rosenna.emit.cuda.base import Kind
+from rosenna.emit.cuda.mlp import PackedLayout, round_up
+
+#: A hidden layer at least this wide sends an MLP to a shared-memory kernel (staged or tiled).
+WIDE_LAYER = 96
+#: Points per block and threads per block of the tiled kernel.
+WIDE_POINTS = 64
+WIDE_THREADS = 128
+#: Shared memory the tiled kernel may ask for, per block.
+WIDE_SMEM_LIMIT = 100 * 1024
+
+
+def is_wide(layers):
+    """Whether an MLP chain has a hidden layer at least :data:`WIDE_LAYER` wide."""
+    hidden = [layer.n for layer in layers[:-1]]
+    return bool(hidden) and max(hidden) >= WIDE_LAYER
+
+
+def layout(layers):
+    return PackedLayout.dense(layers, 8, 4)
+
+
+def inplace(layout):
+    """One activation buffer: every hidden layer's 8x8 tiles fit one per thread."""
+    return all((WIDE_POINTS // 8) * (npad // 8) <= WIDE_THREADS for _, _, npad in layout.offsets[:-1])
+
+
+def rows(layers):
+    return max([round_up(layers[0].k, 1)] + [round_up(layer.n, 8) for layer in layers[:-1]])
+
+
+def smem(layers):
+    """Dynamic shared memory per block (bytes)."""
+    buffers = 1 if inplace(layout(layers)) else 2
+    return buffers * rows(layers) * (WIDE_POINTS + 4) * 4
+
+
+def takes_shared(layers):
+    """Whether a wide chain's activations fit the shared memory a tiled block may have; chains
+    that do not fall back to the narrow kernel."""
+    return is_wide(layers) and smem(layers) <= WIDE_SMEM_LIMIT
+
+
+class Tiled(Kind):
+    label = "mlp-wide"
+
+    def library(self):
+        return fixed.load("rosenna_tile.cuh")
+
+    def fits(self, choice):
+        return bool(choice.layers) and takes_shared(choice.layers)
+
+    def layout(self, choice):
+        return layout(choice.layers)
+
+    def kernel(self, plan, choice, acts):
+        n = plan.name
+        bm, threads, lda = WIDE_POINTS, WIDE_THREADS, WIDE_POINTS + 4
+        nrows, nbytes, one = rows(choice.layers), smem(choice.layers), inplace(choice.layout)
+        buffers = "one activation buffer" if one else "two activation buffers"
+        lines = [f"/* {bm} points per block, {threads} threads; {buffers} of {nrows} x {lda} floats ({nbytes} bytes). */",
+                 f"__global__ void __launch_bounds__({threads}) {n}_batch_kernel(int n, const float *ROSENNA_RESTRICT x, "
+                 "float *ROSENNA_RESTRICT y)",
+                 "{",
+                 "    extern __shared__ float4 rosenna_smem[];",
+                 "    float *a = reinterpret_cast<float *>(rosenna_smem);",
+                 f"    float *b = {'a' if one else f'a + {nrows * lda}'};",
+                 f"    const long p0 = (long)blockIdx.x * {bm};",
+                 f"    for (int e = threadIdx.x; e < {bm * plan.nx}; e += {threads}) {{",
+                 f"        const int p = e / {plan.nx}, k = e % {plan.nx};",
+                 f"        a[k * {lda} + p] = p0 + p < n ? x[(p0 + p) * {plan.nx} + k] : 0.0f;",
+                 "    }",
+                 "    __syncthreads();"]
+        src, dst = "a", "b"
+        for li, (layer, (woff, _, npad)) in enumerate(zip(choice.layers, choice.offsets)):
+            last = li == len(choice.layers) - 1
+            tm, tn = (1, 4) if last else (8, 8)
+            lines.append(f"    /* layer {li}: {layer.k} -> {layer.n}, {layer.act or 'no activation'}; {tm} x {tn} tiles */")
+            in_place = "true" if one and not last else "false"
+            lines.append(f"    rosenna_tile<{layer.k}, {layer.n}, {npad}, {tm}, {tn}, {acts[li]}, {'true' if last else 'false'}, "
+                         f"{in_place}, {bm}, {threads}, {lda}>({n}_packed + {woff}, {src}, {dst}, y, p0, n);")
+            if not last:
+                lines.append("    __syncthreads();")
+            src, dst = dst, src
+        lines.append("}")
+        return "\n".join(lines)
+
+    def launch(self, plan, choice):
+        n, nbytes = plan.name, smem(choice.layers)
+        return shared_memory_opt_in(n, nbytes), (
+            f"    {n}_batch_kernel<<<(unsigned)((n + {WIDE_POINTS - 1}) / {WIDE_POINTS}), {WIDE_THREADS}, {nbytes}, "
+            "(rosennaStream_t)stream>>>(n, x, y);")
+
+
+def shared_memory_opt_in(n, nbytes):
+    """Setup lines of ``<name>_infer_batch``: let ``<name>_batch_kernel`` have ``nbytes`` of
+    dynamic shared memory, once."""
+    return (f"    static int configured;\n"
+            f"    if (!configured) {{\n"
+            f"        if (rosennaFuncSetAttribute((const void *){n}_batch_kernel, rosennaFuncAttributeMaxDynamicSharedMemorySize, {nbytes}) != rosennaSuccess)\n"
+            f"            return ROSENNA_STATUS_LAUNCH;\n"
+            f"        configured = 1;\n"
+            f"    }}\n")
+
+
+KIND = Tiled()

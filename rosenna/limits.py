@@ -1,0 +1,33 @@
+"""Thresholds that decide where weights and activations live: each defined once, here.
+
+Configuration (``rosenna.toolchain``: a profile's ``thresholds``) and the code they steer (the
+plan, the emitters) both import from this module, which imports nothing of rosenna's: a profile
+can override a default without the configuration importing the code it configures.
+"""
+
+#: Parameters above which weights are file-loaded rather than embedded (override with
+#: ``--embed-weights`` / ``--no-embed``, or a toolchain profile's ``embed_threshold``).
+EMBED_THRESHOLD = 1_000_000
+
+#: Per-point scratch bytes above which a plan takes the whole-field path: ``<name>_infer_batch``
+#: runs ``<name>_infer_one`` (one parallel loop per op, intermediates in static device buffers) per
+#: sample instead of ``<name>_infer`` per point. 32 KiB of locals already costs a GPU thread most of
+#: its occupancy; a 3-layer 8-channel conv net over a 64x64 field needs ~400 KB. Plans with an
+#: LSTM or GRU always stay per point (their time loop is sequential).
+WHOLE_THRESHOLD = 32 * 1024
+
+#: Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory (a toolchain
+#: profile's ``constant_limit_bytes`` overrides it). Measured on the H200 (docs/benchmarks.md, run
+#: 1): __constant__ was 1.2-2.2x faster than global loads up to 5.7 KB of weights and 2-5x slower
+#: from 9.6 KB, where the per-SM constant cache no longer holds them.
+CONSTANT_LIMIT = 6144
+
+#: Embedded weights above this many bytes use ROSENNA_CONST_LARGE in the C file: GCC's nvptx
+#: offload puts const data in the 64 KiB constant bank, so larger models keep their (never
+#: written) weights in global memory.
+CONST_BANK_BYTES = 48 * 1024
+
+#: Points per block of the host batch path (point index innermost, in SIMD lanes), per precision;
+#: halved until a block's scratch fits in :data:`HOST_BLOCK_BYTES`.
+HOST_BLOCK = {"single": 32, "double": 16}
+HOST_BLOCK_BYTES = 64 * 1024
