@@ -10,7 +10,6 @@ import pytest
 
 from rosenna import emit, outdir
 from rosenna.cli import main
-from rosenna.emit import c
 from rosenna.generate import DEFAULT_MAKE, Options, build_plan, default_name, generate
 
 
@@ -35,7 +34,7 @@ def test_reserved_stem_renamed(model, tmp_path):
     assert default_name(str(path)) == "m_rosenna_rt" and default_name("Rosenna.onnx") == "m_Rosenna"
     plan, _ = generate(str(path), str(tmp_path / "o"), Options())
     assert plan.name == "m_rosenna_rt"
-    assert (tmp_path / "o" / "rosenna_rt.h").read_text() == c.runtime_header()
+    assert (tmp_path / "o" / "rosenna_rt.h").read_text() == emit.runtime_header()
 
 
 @pytest.mark.parametrize("first,second", [("x", "x_model"), ("x_model", "x"), ("x", "x_fortran"), ("x", "X"),
