@@ -91,18 +91,18 @@ class Check:
 RWT_CHECKS = (
     Check("magic", "bytes", "magic", "MAGIC", size=8, doc="equals `RSNNAWT\\0`"),
     Check("endian", "u32", "endian", "ENDIAN", doc="equals 0x01020304 read in this machine's byte order"),
-    Check("version", "u32", "version", "VERSION", doc="equals RWT_VERSION"),
+    Check("version", "u32", "version", "VERSION", doc=f"equals {RWT_VERSION}; a version-1 file (no checksum) stops here"),
     Check("dtype", "u32", "dtype", "DTYPE", doc="equals the generated precision (1 float32, 2 float64)"),
     Check("hash", "bytes", "hash", "HASH", size=32, doc="equals the generated code's plan hash"),
     Check("count", "u32", "count", "READ", doc="equals the model's number of tensors"),
-    Check("name_len", "u32_max", "RWT_MAX_NAME", "CAPACITY", True, doc="at most RWT_MAX_NAME (63)"),
+    Check("name_len", "u32_max", "RWT_MAX_NAME", "CAPACITY", True, doc=f"at most {RWT_MAX_NAME} (RWT_MAX_NAME)"),
     Check("name", "name", "", "UNKNOWN_TENSOR", True,
           doc="is, byte for byte and in length, one of this model's tensor names"),
-    Check("rank", "u32_max", "RWT_MAX_RANK", "CAPACITY", True, doc="at most RWT_MAX_RANK (8)"),
+    Check("rank", "u32_max", "RWT_MAX_RANK", "CAPACITY", True, doc=f"at most {RWT_MAX_RANK} (RWT_MAX_RANK)"),
     Check("dims", "dims", "", "READ", True,
           doc="multiply (without overflow) to the tensor's size, and the tensor was not given before"),
     Check("data", "data", "", "READ", True, doc="reads in full"),
-    Check("checksum", "checksum", "", "CHECKSUM", doc="equals the CRC-32 of every byte before it"),
+    Check("checksum", "checksum", "", "CHECKSUM", doc="equals the CRC-32 of every byte before it (the file is read a second time, in blocks)"),
     Check("end", "end", "", "READ", doc="nothing follows the checksum"),
 )
 

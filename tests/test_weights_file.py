@@ -67,3 +67,16 @@ def test_readers_render_abi_table_and_constants(model):
     for module in (c, fortran):  # the emitters' own source holds no .rwt literal
         source = open(module.__file__).read()
         assert "RSNNAWT" not in source and "01020304" not in source and "EDB88320" not in source.upper()
+
+
+def test_weights_format_doc_lists_the_checks():
+    """docs/weights-format.md's table of checks is rendered from abi.RWT_CHECKS and current."""
+    import os
+
+    from rosenna import docs
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "weights-format.md")
+    text = open(path, encoding="utf-8").read()
+    assert docs.render_readme(text, docs.DOC_REGIONS["docs/weights-format.md"]) == text, "run: python -m rosenna.docs"
+    for check in abi.RWT_CHECKS:
+        assert f"`{check.field}` | {check.doc} |" in text
