@@ -32,26 +32,35 @@ from rosenna import abi  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 C_PROBE = r"""#include <stdio.h>
+#include <string.h>
 #include "probe.h"
+/* probe_c GOOD LIST: for each path in the file LIST (one a line), init GOOD, then the path. */
 int main(int argc, char **argv)
 {
+    static char path[8192];
     probe_rk x[PROBE_NX], y[PROBE_NY];
-    int i, j;
+    FILE *list;
+    int j;
     double sum;
+    if (argc != 3 || (list = fopen(argv[2], "r")) == NULL)
+        return 2;
     for (j = 0; j < PROBE_NX; ++j)
         x[j] = (probe_rk)(0.5 - 0.25 * j);
     probe_infer(x, y); /* before any init: zero weights */
     for (sum = 0, j = 0; j < PROBE_NY; ++j)
         sum += y[j];
     printf("before %g\n", sum);
-    for (i = 2; i < argc; ++i) {
-        int good = probe_init(argv[1]);
-        int status = probe_init(argv[i]);
+    while (fgets(path, sizeof path, list) != NULL) {
+        int good, status;
+        path[strcspn(path, "\n")] = '\0';
+        good = probe_init(argv[1]);
+        status = probe_init(path);
         probe_infer(x, y);
         for (sum = 0, j = 0; j < PROBE_NY; ++j)
             sum += y[j];
         printf("%d %d %g\n", good, status, sum);
     }
+    fclose(list);
     return 0;
 }
 """
@@ -59,8 +68,8 @@ int main(int argc, char **argv)
 F_PROBE = """program probe_f
   use probe_model
   implicit none
-  integer :: i, j, good, status
-  character(len=4096) :: path, good_path
+  integer :: j, good, status, list, ios
+  character(len=8192) :: path, good_path, list_path
   real(probe_rk) :: x(probe_nx), y(probe_ny)
   do j = 1, probe_nx
     x(j) = 0.5_probe_rk - 0.25_probe_rk * (j - 1)
@@ -68,13 +77,17 @@ F_PROBE = """program probe_f
   call probe_infer(x, y)
   print '(a, 1x, g0)', 'before', sum(y)
   call get_command_argument(1, good_path)
-  do i = 2, command_argument_count()
-    call get_command_argument(i, path)
+  call get_command_argument(2, list_path)
+  open (newunit=list, file=trim(list_path), status='old', action='read')
+  do
+    read (list, '(a)', iostat=ios) path
+    if (ios /= 0) exit
     call probe_init(trim(good_path), good)
     call probe_init(trim(path), status)
     call probe_infer(x, y)
     print '(i0, 1x, i0, 1x, g0)', good, status, sum(y)
   end do
+  close (list)
 end program probe_f
 """
 
@@ -173,7 +186,10 @@ def random_damage(good, count, seed):
 
 
 def run(exe, good_path, paths):
-    proc = subprocess.run([exe, good_path] + paths, capture_output=True, text=True)
+    list_path = os.path.join(os.path.dirname(good_path), "cases.txt")
+    with open(list_path, "w", encoding="utf-8") as handle:
+        handle.write("".join(p + "\n" for p in paths))
+    proc = subprocess.run([exe, good_path, list_path], capture_output=True, text=True)
     problems = []
     if proc.returncode != 0 or "runtime error" in proc.stderr or "Sanitizer" in proc.stderr:
         problems.append(f"{os.path.basename(exe)} failed: {proc.stderr[-2000:]}")
@@ -183,8 +199,16 @@ def run(exe, good_path, paths):
     return before, rows, problems
 
 
-def fuzz(work, cases, plan, good, c_exe, f_exe):
-    """Run every case through both probes; returns a list of problems (empty: all refused alike)."""
+def fuzz(work, cases, plan, good, c_exe, f_exe, chunk=5000):
+    """Run every case through both probes, ``chunk`` files at a time (so the full fuzz never holds
+    more than that on disk); returns a list of problems (empty: all refused alike)."""
+    problems = []
+    for start in range(0, len(cases), chunk):
+        problems += _fuzz_chunk(work, cases[start:start + chunk], good, c_exe, f_exe)
+    return problems
+
+
+def _fuzz_chunk(work, cases, good, c_exe, f_exe):
     good_path = os.path.join(work, "good.rwt")
     with open(good_path, "wb") as handle:
         handle.write(good)
@@ -196,7 +220,7 @@ def fuzz(work, cases, plan, good, c_exe, f_exe):
         elif data == "@directory":
             paths.append(os.path.join(work, "a directory.rwt"))
         else:
-            path = os.path.join(work, f"case {i:05d} é.rwt")
+            path = os.path.join(work, f"case {i:05d} \u00e9.rwt")
             with open(path, "wb") as handle:
                 handle.write(data)
             paths.append(path)
@@ -211,6 +235,9 @@ def fuzz(work, cases, plan, good, c_exe, f_exe):
             problems.append(f"{lang}: {len(rows)} results for {len(cases)} cases")
             continue
         results[lang] = rows
+    for path in paths:
+        if os.path.isfile(path):
+            os.unlink(path)
     if problems:
         return problems
     for (label, data, want), c_row, f_row in zip(cases, results["c"], results["fortran"]):
