@@ -125,7 +125,9 @@ def _ort_reason(exc):
 
 def _session(model):
     """An onnxruntime CPU session for a path or serialized model."""
-    import onnxruntime as ort
+    from rosenna.extras import onnxruntime  # the verify extra: a clear message when it is missing
+
+    ort = onnxruntime("rosenna verify")
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
@@ -162,7 +164,9 @@ def _converted_session(model_path, reason):
 
 def ort_reference(model_path, graph, cases, seed):
     """onnxruntime's outputs on random inputs, one session run per case (each case is one point)."""
-    import onnxruntime as ort
+    from rosenna.extras import onnxruntime  # the verify extra: one line when it is missing
+
+    ort = onnxruntime("rosenna verify")
 
     inputs = random_inputs(graph, cases, seed)
     try:

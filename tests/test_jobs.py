@@ -1,4 +1,4 @@
-"""The gpu-gate batch jobs: rosenna/jobs.py renders them, gate/ holds the generic rendering, and the
+"""The gpu-gate batch jobs: rosenna/gate/jobs.py renders them, gate/ holds the generic rendering, and the
 scripts run end to end under stub schedulers (``sbatch``/``srun``, ``qsub``) written into a temporary
 PATH that execute the job at once with the scheduler's variables set.
 
@@ -22,12 +22,14 @@ import pytest
 
 from rosenna.cli import SUBCOMMANDS
 from rosenna.errors import RosennaError
-from rosenna.jobs import GATE_FILES, SCHEDULERS, render_job
+from rosenna.gate.jobs import GATE_FILES, SCHEDULERS, render_job
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_GPU_GATE = "rosenna.commands.gpu_gate" in SUBCOMMANDS
 # Small enough for CI's two cores; the real gate takes --points, the stand-in ignores it.
-GATE_ARGS = "--host-fallback --points 2000"
+# The gate's own tests (test_gate.py) cover what it checks; here it only has to run: the small model,
+# C harnesses only.
+GATE_ARGS = "--host-fallback --model gemm_small --points 200 --fc none"
 
 
 def _write_exe(path, text):
@@ -44,8 +46,8 @@ def _write_exe(path, text):
 def test_gate_files_are_the_generic_rendering(kind):
     path = ROOT / "gate" / GATE_FILES[kind]
     assert path.read_text() == render_job(kind), (
-        f"{path} differs from rosenna.jobs.render_job({kind!r}); regenerate with "
-        "`python -m rosenna.jobs gate`"
+        f"{path} differs from rosenna.gate.jobs.render_job({kind!r}); regenerate with "
+        "`python -m rosenna.gate.jobs gate`"
     )
     assert os.access(path, os.X_OK), f"{path} is not executable"
 
@@ -231,6 +233,9 @@ def _submit(batch_env, kind, **overrides):
 
 @pytest.mark.parametrize("kind", ["slurm", "pbs"])
 def test_job_passes_in_host_fallback_mode(batch_env, kind):
+    # One broken profile in the shared folder must not stop the job (it stopped at `detect`).
+    site = Path(batch_env.env["ROSENNA_TOOLCHAIN_PATH"].split(os.pathsep)[0])
+    (site / "zz-broken.yaml").write_text("flags: [\n")
     job = _submit(batch_env, kind, ROSENNA_TOOLCHAIN="sitegcc")
     assert job.rc == 0, f"the job failed ({job.rc}):\n{job.log}\n{job.submit_output}"
     # Modules: rosenna's own first, then the profile's, in its order.
@@ -241,6 +246,7 @@ def test_job_passes_in_host_fallback_mode(batch_env, kind):
     assert "PASS" in report.read_text()
     assert json.loads((job.out_dir / "gate-report.json").read_text()), "empty gate-report.json"
     assert f"PASS: report in {report}" in job.log
+    assert "zz-broken.yaml:2: not valid YAML" in job.log and "profile 'zz-broken' skipped" in job.log
     if kind == "slurm":
         assert "srun-stub: step 0 of job 4242: rosenna gpu-gate --toolchain sitegcc" in job.log
 
@@ -329,3 +335,39 @@ def test_rendered_scripts_pass_shellcheck(kind, pinned, tmp_path):
     script.write_text(render_job(kind, profile))
     result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("kind, partition, account", [("slurm", "#SBATCH --partition=gpu-h200", "#SBATCH --account=proj42"),
+                                                      ("pbs", "#PBS -q gpu-h200", "#PBS -A proj42")])
+def test_print_job_takes_partition_account_and_the_profile_search_path(kind, partition, account, tmp_path,
+                                                                      monkeypatch, capsys):
+    from rosenna.cli import main
+
+    site = tmp_path / "site profiles"
+    site.mkdir()
+    monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(site))
+    assert main(["gpu-gate", "--print-job", kind, "--partition", "gpu-h200", "--account", "proj42"]) == 0
+    text = capsys.readouterr().out
+    assert partition in text.splitlines() and account in text.splitlines()
+    assert "remove one '#'" not in text
+    assert f"ROSENNA_TOOLCHAIN_PATH=${{ROSENNA_TOOLCHAIN_PATH-'{site}'}}\nexport ROSENNA_TOOLCHAIN_PATH" in text
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    # The written-in path reaches the job when the scheduler passed none (PBS without -V).
+    probe = text.split("say() {")[0].replace("set -uo pipefail", "")
+    probe = "\n".join(line for line in probe.splitlines() if not line.startswith(("job_id=", "submit_dir=", "out_dir=")))
+    env = {k: v for k, v in os.environ.items() if k != "ROSENNA_TOOLCHAIN_PATH"}
+    result = subprocess.run(["bash", "-c", probe + '\nprintf "%s" "$ROSENNA_TOOLCHAIN_PATH"'], env=env,
+                            capture_output=True, text=True)
+    assert result.stdout == str(site), result.stderr
+    generic = render_job(kind)
+    assert "#" + partition.replace("gpu-h200", "gpu") in generic and "remove one '#'" in generic and "ROSENNA_TOOLCHAIN_PATH=" not in generic
+    if kind == "pbs":
+        assert "Torque, PBS before 13: -l nodes=1:ppn=8:gpus=1" in generic and "qsub -V" in generic
+
+
+def test_print_job_refuses_a_partition_that_is_not_a_name(capsys):
+    from rosenna.cli import main
+
+    assert main(["gpu-gate", "--print-job", "slurm", "--partition", "gpu\n#SBATCH --x"]) == 2
+    assert "--partition 'gpu\\n#SBATCH --x': not a partition name" in capsys.readouterr().err

@@ -46,9 +46,14 @@ def _try_fold(graph, node, op):
 
 
 def _fold_with_onnxruntime(graph, node):
-    """Evaluate one node whose inputs are constants with onnxruntime; None if it cannot."""
-    import onnxruntime as ort
+    """Evaluate one node whose inputs are constants with onnxruntime; None if it cannot (or when
+    onnxruntime, the optional ``verify`` extra, is not installed: the node is then kept)."""
     from onnx import helper, numpy_helper
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
 
     try:
         attrs = [helper.make_attribute(k, v) for k, v in node.attrs.items() if not k.startswith("_")]
