@@ -15,7 +15,7 @@
         name_len u32, name (name_len bytes, ASCII, no terminator)
         rank     u32, dims (rank x u32)
         data     prod(dims) elements of dtype
-      checksum   u32       CRC-32 of every byte before it
+      checksum   u32       CRC-32C of every byte before it
       (end of file)
 
 - ``RWT_CHECKS``: what a reader checks, in order, and the status of each failure. The C and the
@@ -23,9 +23,9 @@
   ``rosenna.emit.fortran._reader``), and docs/weights-format.md lists it.
 """
 
-import zlib
 from dataclasses import dataclass
 
+import functools
 import struct
 
 import numpy as np
@@ -62,14 +62,105 @@ RWT_MAX_NAME = 63
 RWT_MAX_RANK = 8
 
 
-#: The checksum: CRC-32 as zlib, gzip and PNG define it (reflected polynomial 0xEDB88320,
-#: initial value and final XOR 0xFFFFFFFF; "123456789" gives 0xCBF43926). The readers compute it
-#: table-driven, the table built from RWT_CRC_POLY at init; the writer uses zlib.crc32, the same
-#: function at C speed (CRC-32C would need a pure-Python loop, minutes for a 1 GB file).
-RWT_CRC_POLY = 0xEDB88320
+#: The checksum: CRC-32C (Castagnoli; iSCSI, ext4, SSE4.2's crc32 instruction): reflected
+#: polynomial 0x82F63B78, initial value and final XOR 0xFFFFFFFF; "123456789" gives 0xE3069283.
+#: The readers compute it table-driven, bytewise, building their 256-entry table from
+#: RWT_CRC_POLY at init. The writer (``crc32c``) runs the same table over many lanes of the file at
+#: once with numpy and joins the lanes by the CRC's linearity, so a 1 GB file takes seconds.
+RWT_CRC_POLY = 0x82F63B78
 RWT_CRC_INIT = 0xFFFFFFFF
 #: Bytes a reader reads at a time when it computes the checksum.
 RWT_CRC_BLOCK = 65536
+
+
+def _crc_table():
+    table = np.zeros(256, dtype=np.uint32)
+    for byte in range(256):
+        value = byte
+        for _ in range(8):
+            value = (value >> 1) ^ RWT_CRC_POLY if value & 1 else value >> 1
+        table[byte] = value
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc32c_reference(data, crc=0):
+    """CRC-32C byte by byte, exactly as the generated readers compute it (slow: for tests)."""
+    table = _CRC_TABLE.tolist()
+    crc ^= RWT_CRC_INIT
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ RWT_CRC_INIT
+
+
+class _Advance:
+    """The linear map that runs a raw CRC register (no initial value or final XOR) over ``n``
+    zero bytes, applied through four 256-entry tables (one per byte of the register)."""
+
+    def __init__(self, columns):
+        self.tables = []
+        for b in range(4):
+            table = [0] * 256
+            for v in range(1, 256):
+                low = (v & -v).bit_length() - 1
+                table[v] = table[v & (v - 1)] ^ columns[8 * b + low]
+            self.tables.append(np.array(table, dtype=np.uint32))
+
+    def __call__(self, x):
+        """Apply to an int or a numpy uint32 array."""
+        t0, t1, t2, t3 = self.tables
+        if isinstance(x, np.ndarray):
+            return t0[x & 0xFF] ^ t1[(x >> 8) & 0xFF] ^ t2[(x >> 16) & 0xFF] ^ t3[x >> 24]
+        return int(t0[x & 0xFF] ^ t1[(x >> 8) & 0xFF] ^ t2[(x >> 16) & 0xFF] ^ t3[x >> 24])
+
+    def then(self, other):
+        """The map ``other`` after ``self``."""
+        return _Advance([other(self(1 << i)) for i in range(32)])
+
+
+@functools.lru_cache(maxsize=64)
+def _advance(n):
+    """The _Advance over ``n`` zero bytes (by squaring the one-byte map)."""
+    table = _CRC_TABLE.tolist()
+    one = _Advance([table[(1 << i) & 0xFF] ^ ((1 << i) >> 8) for i in range(32)])
+    result, power = _Advance([1 << i for i in range(32)]), one
+    while n:
+        if n & 1:
+            result = result.then(power)
+        n >>= 1
+        if n:
+            power = power.then(power)
+    return result
+
+
+def _raw_lanes(segment, lanes):
+    """Raw CRC register (from 0) of ``segment`` (numpy uint8, a multiple of ``lanes`` long), split
+    into ``lanes`` consecutive equal parts computed side by side and joined."""
+    width = len(segment) // lanes
+    columns = np.ascontiguousarray(segment.reshape(lanes, width).T)
+    state = np.zeros(lanes, dtype=np.uint32)
+    for row in columns:
+        state = _CRC_TABLE[(state ^ row) & 0xFF] ^ (state >> 8)
+    while lanes > 1:  # join neighbours: raw(A || B) = advance_len(B)(raw(A)) ^ raw(B)
+        state = _advance(width)(state[0::2]) ^ state[1::2]
+        lanes //= 2
+        width *= 2
+    return int(state[0])
+
+
+def crc32c(data):
+    """CRC-32C of ``data`` (bytes): what the readers compute, at numpy speed (about 40 MB/s)."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    crc, done = RWT_CRC_INIT, 0
+    while len(view) - done >= 4096:
+        rest = len(view) - done
+        lanes = min(65536, 1 << ((rest // 64).bit_length() - 1))  # each lane at least 64 bytes
+        size = min(16 << 20, rest // lanes * lanes)
+        crc = _advance(size)(crc) ^ _raw_lanes(view[done:done + size], lanes)
+        done += size
+    return crc32c_reference(view[done:].tobytes(), crc ^ RWT_CRC_INIT)
 
 
 @dataclass(frozen=True)
@@ -102,7 +193,7 @@ RWT_CHECKS = (
     Check("dims", "dims", "", "READ", True,
           doc="multiply (without overflow) to the tensor's size, and the tensor was not given before"),
     Check("data", "data", "", "READ", True, doc="reads in full"),
-    Check("checksum", "checksum", "", "CHECKSUM", doc="equals the CRC-32 of every byte before it (the file is read a second time, in blocks)"),
+    Check("checksum", "checksum", "", "CHECKSUM", doc="equals the CRC-32C of every byte before it (the file is read a second time, in blocks)"),
     Check("end", "end", "", "READ", doc="nothing follows the checksum"),
 )
 
@@ -111,21 +202,6 @@ def rwt_expected(precision, plan_hash, count):
     """The values the header checks compare with, by ``Check.expect``."""
     return {"magic": RWT_MAGIC, "endian": RWT_ENDIAN, "version": RWT_VERSION, "dtype": RWT_DTYPES[precision],
             "hash": plan_hash.encode("ascii"), "count": count}
-
-
-def crc32_reference(data, crc=0):
-    """CRC-32 computed the way the generated readers do (a 256-entry table from RWT_CRC_POLY), to
-    show in a test that it is zlib's: ``crc32_reference(b) == zlib.crc32(b)``."""
-    table = []
-    for byte in range(256):
-        value = byte
-        for _ in range(8):
-            value = (value >> 1) ^ RWT_CRC_POLY if value & 1 else value >> 1
-        table.append(value)
-    crc ^= RWT_CRC_INIT
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ RWT_CRC_INIT
 
 
 def status_name(key):
@@ -143,7 +219,7 @@ def rwt_bytes(plan):
         out.append(struct.pack("=I", 1) + struct.pack("=I", w.size))
         out.append(np.ascontiguousarray(w.array, dtype=dtype).tobytes())
     body = b"".join(out)
-    return body + struct.pack("=I", zlib.crc32(body) & 0xFFFFFFFF)
+    return body + struct.pack("=I", crc32c(body))
 
 
 def write_rwt(path, plan):

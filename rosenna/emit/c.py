@@ -256,7 +256,7 @@ def _reader_checks(plan):
 
 def _reader(plan):
     """The .rwt reader, generated from abi.RWT_CHECKS (the Fortran reader is generated from the
-    same table): every check in its documented order, and the CRC-32 over the file."""
+    same table): every check in its documented order, and the CRC-32C over the file."""
     n, t = plan.name, plan.ctype
     table = "\n".join(f'    {{"{w.ident}", {len(w.ident)}ul, {symbol(plan, w.ident)}, {w.size}ul}},'
                       for w in plan.weights)
@@ -287,7 +287,7 @@ static int {n}_read_u32(FILE *file, unsigned long *value)
     return 1;
 }}
 
-/* CRC-32 (reflected polynomial 0x{abi.RWT_CRC_POLY:08X}, as zlib's) of the file's first `end`
+/* CRC-32C (reflected polynomial 0x{abi.RWT_CRC_POLY:08X}), table-driven, of the file's first `end`
    bytes, read again in blocks; leaves the file positioned after the stored checksum. */
 static int {n}_checksum(FILE *file, long end, unsigned long *crc)
 {{

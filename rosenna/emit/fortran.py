@@ -293,7 +293,7 @@ def _reader(plan):
     if (ios == 0) value = iand(int(word, int64), int(z'{abi.RWT_CRC_INIT:08X}', int64))
   end subroutine read_u32
 
-  !> CRC-32 (reflected polynomial {abi.RWT_CRC_POLY:#010x}, as zlib's) of the file's first `bytes`
+  !> CRC-32C (reflected polynomial {abi.RWT_CRC_POLY:#010x}), table-driven, of the file's first `bytes`
   !> bytes, read again in blocks.
   subroutine checksum(unit, bytes, crc, ios)
     integer, intent(in) :: unit
