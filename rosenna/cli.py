@@ -24,8 +24,16 @@ SUBCOMMANDS = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with rosenna's error form: one line saying what is wrong, one hint line, status 2
+    (argparse's own prints the whole usage block first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\nhint: {self.prog} --help\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rosenna",
         description="Turn an ONNX model into a per-point C library and Fortran module.",
     )
@@ -36,12 +44,21 @@ def build_parser():
     return parser
 
 
+def subparsers_of(parser):
+    """The subcommand names, in --help order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
 def main(argv=None):
     """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
+        print(f"rosenna: error: give a command: {', '.join(subparsers_of(parser))}\nhint: rosenna --help",
+              file=sys.stderr)
         return 2
     try:
         return args.func(args)

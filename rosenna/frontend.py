@@ -9,10 +9,10 @@ import os
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference
+from onnx import external_data_helper, helper, numpy_helper, shape_inference
 
 from rosenna.errors import ModelError, UsageError
-from rosenna.ir import FLOAT_DTYPES, Graph, Node, Value
+from rosenna.ir import FLOAT_DTYPES, Graph, Node, Value, check_size
 from rosenna.onnx_types import numpy_dtype
 
 
@@ -23,11 +23,18 @@ def load_model(path):
     if not os.path.isfile(path):
         raise ModelError(f"{path}: not a file")
     try:
-        model = onnx.load(path)
+        model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf raises several types for garbage input
         raise ModelError(f"{path}: not an ONNX model ({type(exc).__name__}); give a .onnx file") from None
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{path}: not an ONNX model (no graph in the file); give a .onnx file")
+    try:
+        external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except Exception as exc:  # onnx's own reason: which tensor, which file
+        raise ModelError(f"{path}: the model's external data cannot be read: {_first_line(exc).rstrip('.')}; keep the data "
+                         "file the exporter wrote (e.g. model.onnx.data) beside the model") from None
+    _check_opsets(model, path)
+    _check_element_types(model, path)
     if model.functions:
         try:
             from onnx import inliner
@@ -38,9 +45,40 @@ def load_model(path):
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{path}: the ONNX checker rejects the model: {first}") from None
+        raise ModelError(f"{path}: the ONNX checker rejects the model: {_first_line(exc)}") from None
     return model
+
+
+def _first_line(exc):
+    """The first non-empty line of an exception's message (onnx's own reason), else its type."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _check_opsets(model, path):
+    """Refuse an ONNX opset newer than the installed onnx defines: its ops' rules are unknown here."""
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and entry.version > newest:
+            raise ModelError(f"{path}: the model imports ONNX opset {entry.version}; the installed onnx "
+                             f"{onnx.__version__} knows opsets up to {newest}; upgrade onnx or re-export the "
+                             "model with an older opset")
+
+
+def _check_element_types(model, path):
+    """Every declared tensor must have a known element type (0 is UNDEFINED)."""
+    known = set(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+    g = model.graph
+    declared = [("input", v) for v in g.input] + [("output", v) for v in g.output] + \
+        [("value", v) for v in g.value_info]
+    for kind, info in declared:
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type not in known:
+            raise ModelError(f"{path}: {kind} {info.name!r} has element type {info.type.tensor_type.elem_type}, "
+                             "which is not an ONNX element type; re-export the model with typed tensors")
+    for init in g.initializer:
+        if init.data_type not in known:
+            raise ModelError(f"{path}: initializer {init.name!r} has element type {init.data_type}, which is not "
+                             "an ONNX element type")
 
 
 def parse_dims(items):
@@ -88,6 +126,19 @@ def _bind_input_dims(model, dims, path):
         raise UsageError(f"--dim {', '.join(unknown)}: no input of {path} has a dimension of that name")
 
 
+def infer_shapes(model, path):
+    """ONNX shape inference in strict mode with type checks, as onnxruntime's load applies it: a
+    Gemm or MatMul whose inner dimensions disagree, operands that do not broadcast, a ``--dim``
+    binding that contradicts a dimension the model fixes, are refused here with onnx's own reason.
+    (Each op's rule in :mod:`rosenna.ops` checks again what onnx cannot see, see ``Op.shape_errors``.)
+    """
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ModelError(f"{path}: ONNX shape inference rejects the model: {reason}") from None
+
+
 def _attribute_value(attr):
     value = helper.get_attribute_value(attr)
     if isinstance(value, onnx.TensorProto):
@@ -121,10 +172,13 @@ def import_model(path, dims=None):
     """Load ``path`` and build the IR graph, with input dimensions bound by ``dims``."""
     model = load_model(path)
     _bind_input_dims(model, dims or {}, path)
-    try:
-        model = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception as exc:
-        raise ModelError(f"{path}: ONNX shape inference fails: {str(exc).splitlines()[0]}") from None
+    model = infer_shapes(model, path)
+    for info in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        shape = _static_shape(info.type)
+        if shape is not None:
+            check_size(int(np.prod(shape, dtype=object)), f"value {info.name!r} of shape {shape}", f"{path}: ")
+    for init in model.graph.initializer:
+        check_size(int(np.prod(tuple(init.dims), dtype=object)), f"initializer {init.name!r}", f"{path}: ")
 
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -142,11 +196,14 @@ def import_model(path, dims=None):
     if not inputs:
         raise ModelError(f"{path}: the model has no run-time input; there is nothing to compute per point")
     for name in inputs:
-        if values[name].dtype not in FLOAT_DTYPES:
-            raise ModelError(
-                f"{path}: input {name!r} has element type {values[name].dtype}; rosenna takes float32 or "
-                "float64 inputs (cast integer inputs to float in the model)"
-            )
+        dtype = values[name].dtype
+        if dtype not in FLOAT_DTYPES:
+            if dtype is not None and dtype.kind == "f":
+                fix = f"export the model in float32 (e.g. model.float() in PyTorch) instead of {dtype}"
+            else:
+                fix = "feed it as float32, or make it a constant of the model"
+            raise ModelError(f"{path}: input {name!r} has element type {dtype}; the generated code takes float32 "
+                             f"or float64 inputs only; {fix}")
     for out in g.output:
         dtype = values[out.name].dtype if out.name in values else weights[out.name].dtype
         if dtype not in FLOAT_DTYPES:

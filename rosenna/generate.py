@@ -4,8 +4,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from rosenna import __version__, abi, emit, frontend, limits, outdir, passes, plan as planner
+from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner
 from rosenna.errors import RosennaError, UsageError
+from rosenna.ops import layout
+from rosenna.passes.support import unsupported
 
 LANGS = ("c", "fortran", "both")
 PRECISIONS = ("single", "double")
@@ -64,9 +66,15 @@ def build_plan(model_path, options):
     name = options.name if options.name is not None else default_name(model_path)
     check_name(name)
     graph = frontend.import_model(model_path, options.dims)
-    passes.run(graph)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
+    rounding = layout.cast_rounding_problems(graph, precision)
+    if rounding:
+        raise unsupported(rounding)
+    passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold)
+    for count, what in ((plan.nx, "x (one point's inputs)"), (plan.ny, "y (one point's outputs)"),
+                        (sum(plan.scratch), "the per-point scratch"), (plan.parameters, "the weights")):
+        ir.check_size(count, what)
     return graph, plan
 
 

@@ -13,6 +13,17 @@ from rosenna.errors import ModelError
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+#: The largest element count or index the generated code may use: loops and offsets are C ``int``
+#: and Fortran default ``integer`` (32 bits on every compiler rosenna supports).
+INDEX_MAX = 2**31 - 1
+
+
+def check_size(count, what, where=""):
+    """Raise ModelError when ``count`` elements cannot be indexed by the generated code."""
+    if count > INDEX_MAX:
+        raise ModelError(f"{where}{what} holds {count} elements; the generated code indexes with 32-bit "
+                         f"integers (at most {INDEX_MAX}); make the model smaller or bind smaller --dim values")
+
 
 @dataclass
 class Value:
@@ -124,3 +135,6 @@ def verify(graph, *, where="", require_shapes=False):
                 continue
             if value.shape is None or any(not isinstance(d, int) or d < 0 for d in value.shape):
                 raise ModelError(f"value {name!r} has no static shape{tag}")
+            check_size(value.size, f"value {name!r} of shape {value.shape}")
+        for name, array in graph.weights.items():
+            check_size(array.size, f"weight {name!r} of shape {tuple(array.shape)}")

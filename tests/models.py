@@ -99,7 +99,7 @@ def dynamic_reshape():
 def gemm_bias_broadcast():
     """A Gemm whose bias is one value broadcast to every output: refused."""
     w = np.ones((3, 2), np.float32)
-    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["y"], name="fc")]
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["y"], name="fc", transB=1)]  # w is [out, in]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
                   [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.ones(1, np.float32), "c")])

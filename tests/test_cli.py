@@ -186,3 +186,23 @@ def test_model_without_weights_is_embedded_even_with_no_embed(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "weights embedded" in out and not (tmp_path / "v" / "noweights.rwt").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["generate"], "the following arguments are required: MODEL.onnx"),
+    (["generate", "m.onnx", "--bogus"], "unrecognized arguments: --bogus"),
+    (["frob"], "invalid choice: 'frob'"),
+    (["verify", "m.onnx", "--cases", "many"], "argument --cases: invalid int value: 'many'"),
+    ([], "give a command: generate, verify"),
+])
+def test_argparse_errors_are_one_line_and_a_hint(argv, needle, capsys):
+    """argparse printed its usage block, several lines, before the error."""
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 2, err
+    assert needle in lines[0] and lines[0].startswith("rosenna") and "usage:" not in err
+    assert lines[1].startswith("hint: rosenna") and lines[1].endswith("--help")

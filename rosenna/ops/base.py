@@ -36,6 +36,16 @@ class Op:
         """The output shapes, as a list of tuples. Default: the shape of the first input."""
         return [graph.shape_of(node.inputs[0])]
 
+    def shape_errors(self, node, graph):
+        """How the node's input shapes break the op's ONNX rule (an empty list when they fit).
+
+        Asked for every node that is not folded away, before ``shape``: a model that breaks a rule
+        is invalid (onnxruntime refuses it at load), and code generated from it would index out of
+        bounds. ONNX's strict shape inference checks the same rules where it knows the shapes; this
+        covers shapes only rosenna's folding makes static.
+        """
+        return []
+
     def evaluate(self, node, inputs):
         """numpy evaluation for constant folding; ``None`` when the op cannot be folded here."""
         return None
@@ -75,6 +85,15 @@ def const_input(graph, node, position):
 def copy_lowering(b, src, dst, size):
     """``dst[i] = src[i]`` for the ``size`` elements: what an alias becomes when it must copy."""
     b.loop(size, lambda i: b.assign(Ref(dst, flat_index([i], (size,))), Ref(src, flat_index([i], (size,)))))
+
+
+def broadcast_errors(shapes):
+    """ONNX multidirectional broadcasting: [] when ``shapes`` broadcast, else the reason."""
+    try:
+        np.broadcast_shapes(*(tuple(s) for s in shapes))
+    except ValueError:
+        return [f"input shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast"]
+    return []
 
 
 def onnx_ints(values):

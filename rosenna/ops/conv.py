@@ -152,13 +152,20 @@ class Conv(Op):
             problems.append("the weights W are computed at run time; rosenna needs them constant")
         if len(node.inputs) > 2 and node.inputs[2] and not graph.is_const(node.inputs[2]):
             problems.append("the bias B is computed at run time; rosenna needs it constant")
-        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
-        group = self.attr(node, "group")
-        if len(w) != len(x) or x[1] != w[1] * group or w[0] % group:
-            problems.append(f"W of shape {tuple(w)} does not match X of shape {tuple(x)} with group={group}")
-        if node.attrs.get("kernel_shape") is not None and onnx_ints(node.attrs["kernel_shape"]) != list(w[2:]):
-            problems.append("kernel_shape differs from W's spatial shape")
         return problems
+
+    def shape_errors(self, node, graph):
+        x, w = tuple(graph.shape_of(node.inputs[0])), tuple(graph.shape_of(node.inputs[1]))
+        group = self.attr(node, "group")
+        if len(x) < 3 or len(w) != len(x) or group < 1 or x[1] != w[1] * group or w[0] % group:
+            return [f"W of shape {w} does not match X of shape {x} with group={group} (X's channels must be "
+                    "W's second dimension times group, W's first a multiple of group)"]
+        if node.attrs.get("kernel_shape") is not None and onnx_ints(node.attrs["kernel_shape"]) != list(w[2:]):
+            return [f"kernel_shape {onnx_ints(node.attrs['kernel_shape'])} differs from W's spatial shape {w[2:]}"]
+        if len(node.inputs) > 2 and node.inputs[2] and tuple(graph.shape_of(node.inputs[2])) != (w[0],):
+            return [f"bias B of shape {tuple(graph.shape_of(node.inputs[2]))}; Conv needs one per output channel, "
+                    f"({w[0]},)"]
+        return []
 
     def lower(self, node, graph, b):
         from rosenna.ops import activation_expr

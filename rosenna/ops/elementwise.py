@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from rosenna.kernel import Bin, Num, Ref, Select, broadcast_index, flat_index
-from rosenna.ops.base import Op
+from rosenna.ops.base import Op, broadcast_errors
 
 
 class Binary(Op):
@@ -24,8 +24,11 @@ class Binary(Op):
     numpy_fn = None
     symbol = None
 
+    def shape_errors(self, node, graph):
+        return broadcast_errors([graph.shape_of(n) for n in node.inputs if n])
+
     def shape(self, node, graph):
-        return [tuple(np.broadcast_shapes(*(graph.shape_of(n) for n in node.inputs)))]
+        return [tuple(np.broadcast_shapes(*(graph.shape_of(n) for n in node.inputs if n)))]
 
     def evaluate(self, node, inputs):
         return [type(self).numpy_fn(inputs[0], inputs[1]).astype(np.result_type(inputs[0], inputs[1]))]

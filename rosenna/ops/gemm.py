@@ -14,7 +14,7 @@ alpha = 1, within a rounding of the reference otherwise.
 import numpy as np
 
 from rosenna.kernel import Idx, Num, Ref, Var, add, flat_index, mul
-from rosenna.ops.base import Op
+from rosenna.ops.base import Op, broadcast_errors
 
 
 #: Output columns computed per pass over the input: four independent accumulators share each load
@@ -32,6 +32,23 @@ class Gemm(Op):
         m, k = (a[1], a[0]) if self.attr(node, "transA") else (a[0], a[1])
         n = bshape[0] if self.attr(node, "transB") else bshape[1]
         return m, k, n
+
+    def shape_errors(self, node, graph):
+        a, bshape = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        if len(a) != 2 or len(bshape) != 2:
+            return [f"A of shape {tuple(a)} and B of shape {tuple(bshape)}: Gemm needs rank-2 operands"]
+        _, k, n = self._dims(node, graph)
+        k_b = bshape[1] if self.attr(node, "transB") else bshape[0]
+        if k != k_b:
+            return [f"inner dimensions disagree: A {tuple(a)} (transA={self.attr(node, 'transA')}) has {k}, "
+                    f"B {tuple(bshape)} (transB={self.attr(node, 'transB')}) has {k_b}"]
+        if len(node.inputs) > 2 and node.inputs[2]:
+            m, _, n = self._dims(node, graph)
+            cshape = tuple(graph.shape_of(node.inputs[2]))
+            if len(cshape) > 2 or broadcast_errors([cshape, (m, n)]) or \
+                    tuple(np.broadcast_shapes(cshape, (m, n))) != (m, n):
+                return [f"bias C of shape {cshape} does not broadcast to the ({m}, {n}) output"]
+        return []
 
     def shape(self, node, graph):
         m, _, n = self._dims(node, graph)

@@ -71,6 +71,18 @@ class Concat(Op):
     name = "Concat"
     attributes = {"axis": 0}
 
+    def shape_errors(self, node, graph):
+        shapes = [tuple(graph.shape_of(n)) for n in node.inputs if n]
+        rank, axis = len(shapes[0]), self.attr(node, "axis")
+        if any(len(s) != rank for s in shapes):
+            return [f"inputs of different ranks {shapes}"]
+        if not -rank <= axis < rank:
+            return [f"axis {axis} outside the rank {rank} of its inputs"]
+        axis %= rank
+        if any(s[:axis] + s[axis + 1:] != shapes[0][:axis] + shapes[0][axis + 1:] for s in shapes):
+            return [f"inputs {shapes} differ outside the concatenation axis {axis}"]
+        return []
+
     def shape(self, node, graph):
         shapes = [graph.shape_of(n) for n in node.inputs if n]
         axis = self.attr(node, "axis") % len(shapes[0])

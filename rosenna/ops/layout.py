@@ -4,9 +4,10 @@ Identity, Flatten, Reshape, Squeeze, Unsqueeze, Cast between float types, and a 
 moves only size-1 axes produce no code and no copy: the plan gives the output the input's storage.
 Any other Transpose is a copy with the index remap ``Y[i_0, .., i_r] = X[j]``, ``j[perm[k]] = i_k``.
 
-Deviation: Cast between float32 and float64 is an alias because the generated code computes in one
-precision (``--precision``); the rounding a float64->float32->float64 round trip would apply is
-not reproduced.
+Cast between float32 and float64 is an alias because the generated code computes in one precision
+(``--precision``). That is exact for a widening Cast, and for a narrowing one in single precision
+(the value is a float32 already); a run-time float64 -> float32 Cast in double-precision code would
+skip the rounding ONNX specifies, so :func:`cast_rounding_problems` refuses it.
 """
 
 import numpy as np
@@ -65,6 +66,23 @@ class Reshape(Alias):
         if len(node.inputs) > 1:
             return const_input(graph, node, 1)
         return self.attr(node, "shape")  # opset < 5
+
+    def shape_errors(self, node, graph):
+        arr = self._shape_arr(node, graph)
+        if arr is None:
+            return []  # refused by check(): the target is computed at run time
+        target, in_shape = onnx_ints(arr), tuple(graph.shape_of(node.inputs[0]))
+        allowzero = self.attr(node, "allowzero")
+        if target.count(-1) > 1 or any(d < -1 for d in target):
+            return [f"target shape {target}: at most one -1 and no other negative size"]
+        if not allowzero and any(d == 0 and i >= len(in_shape) for i, d in enumerate(target)):
+            return [f"target shape {target} copies a dimension (0) the input {in_shape} does not have"]
+        out = self._target(node, graph, in_shape, arr)
+        total = int(np.prod(in_shape, dtype=np.int64))
+        if int(np.prod(out, dtype=np.int64)) != total:
+            return [f"target shape {target} holds {int(np.prod(out, dtype=np.int64))} elements, the input "
+                    f"{in_shape} {total}"]
+        return []
 
     def shape(self, node, graph):
         arr = self._shape_arr(node, graph)
@@ -140,6 +158,13 @@ class Transpose(Op):
         perm = self.attr(node, "perm")
         return list(range(rank))[::-1] if perm is None else onnx_ints(perm)
 
+    def shape_errors(self, node, graph):
+        rank = len(graph.shape_of(node.inputs[0]))
+        perm = self._perm(node, rank)
+        if sorted(perm) != list(range(rank)):
+            return [f"perm {perm} is not a permutation of the {rank} axes of its input"]
+        return []
+
     def shape(self, node, graph):
         shape = graph.shape_of(node.inputs[0])
         return [tuple(shape[p] for p in self._perm(node, len(shape)))]
@@ -183,6 +208,21 @@ class Cast(Alias):
         if to not in (np.float32, np.float64):
             return [f"casts a run-time value to {to}; rosenna computes in float32 or float64 only"]
         return []
+
+
+def cast_rounding_problems(graph, precision):
+    """The run-time Casts whose float64 -> float32 rounding code computed in ``precision`` would skip."""
+    if precision != "double":
+        return []
+    problems = []
+    for node in graph.nodes:
+        if node.op != "Cast" or node.domain not in ("", "ai.onnx") or graph.is_const(node.inputs[0]):
+            continue
+        source = graph.values.get(node.inputs[0])
+        if source is not None and source.dtype == np.float64 and numpy_dtype(node.attrs.get("to", 0) or 1) == np.float32:
+            problems.append(f"node {node.name!r} (Cast): rounds a run-time float64 value to float32, a rounding the "
+                            "double-precision code would skip; generate with --precision single, or drop the Cast")
+    return problems
 
 
 class Dropout(Alias):

@@ -9,7 +9,7 @@ run time are refused.
 import numpy as np
 
 from rosenna.kernel import Num, Ref, Var, mul
-from rosenna.ops.base import Op
+from rosenna.ops.base import Op, broadcast_errors
 
 
 def _promote(shape_a, shape_b):
@@ -27,6 +27,17 @@ def _promote(shape_a, shape_b):
 
 class MatMul(Op):
     name = "MatMul"
+
+    def shape_errors(self, node, graph):
+        shape_a, shape_b = (tuple(graph.shape_of(n)) for n in node.inputs[:2])
+        if not shape_a or not shape_b:
+            return [f"operands of shapes {shape_a} and {shape_b}: MatMul needs rank 1 or more"]
+        k_a, k_b = shape_a[-1], (shape_b[0] if len(shape_b) == 1 else shape_b[-2])
+        if k_a != k_b:
+            return [f"inner dimensions disagree: A {shape_a} has {k_a}, B {shape_b} has {k_b}"]
+        a, bshape = (1,) + shape_a if len(shape_a) == 1 else shape_a, shape_b + (1,) if len(shape_b) == 1 else shape_b
+        problems = broadcast_errors([a[:-2], bshape[:-2]])
+        return [f"batch dimensions of A {shape_a} and B {shape_b} do not broadcast"] if problems else []
 
     def shape(self, node, graph):
         _, _, out = _promote(graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1]))

@@ -11,6 +11,7 @@ other.
 import numpy as np
 
 from rosenna import ops
+from rosenna.passes import support
 from rosenna.errors import ModelError
 
 
@@ -70,18 +71,49 @@ def _fold_with_onnxruntime(graph, node):
 
 
 def _settle_shapes(graph, node, op):
-    shapes = None
-    if op is not None:
+    """Give the node's outputs static shapes by its op's rule, after checking the rule holds.
+
+    ONNX's strict shape inference (in the frontend) already checked every shape it could infer;
+    here each op's ``shape_errors`` checks the shapes only folding made static, and the op's rule
+    must give what ONNX inferred wherever ONNX inferred a shape.
+    """
+    label = f"node {node.name!r} ({node.domain + '.' if node.domain else ''}{node.op})"
+    if op is None:
+        # Not folded, so it would need lowering: refuse it now, with every other op rosenna does
+        # not know (its outputs have no shape, so nothing after it can be checked).
+        raise support.unsupported([
+            f"node {n.name!r} ({n.domain + '.' if n.domain else ''}{n.op}): {support.unknown_op_reason(n)}"
+            for n in graph.nodes if (ops.get(n.op) if n.domain in ("", "ai.onnx") else None) is None
+            and not all(out in graph.weights for out in n.outputs if out)])
+    known = all(graph.shape_of(n) is not None for n in node.inputs if n and (n in graph.values or graph.is_const(n)))
+    if known:
         try:
-            shapes = op.shape(node, graph)
-        except Exception:
-            shapes = None
+            errors = op.shape_errors(node, graph)
+        except Exception as exc:  # a rule that cannot even read its inputs' shapes
+            errors = [f"its input shapes do not fit the op ({type(exc).__name__}: {exc})"]
+        if errors:
+            raise ModelError(f"{label}: {errors[0]}; the model is inconsistent")
+    shapes = None
+    try:
+        shapes = op.shape(node, graph)
+    except Exception:
+        shapes = None
     for i, name in enumerate(node.outputs):
         if not name:
             continue
         value = graph.values[name]
         if shapes is not None and i < len(shapes):
-            value.shape = tuple(int(d) for d in shapes[i])
+            computed = tuple(int(d) for d in shapes[i])
+            if value.shape is not None and tuple(value.shape) != computed:
+                try:
+                    unsupported = op.check(node, graph)  # a form rosenna's rule does not model (e.g. a layout)
+                except Exception:
+                    unsupported = []
+                if unsupported:
+                    raise support.unsupported([f"{label}: {reason}" for reason in unsupported])
+                raise ModelError(f"{label}: output {name!r} has shape {computed} by the op's rule but "
+                                 f"{tuple(value.shape)} by ONNX shape inference; the model's shapes disagree")
+            value.shape = computed
         if value.dtype is None and node.inputs and node.inputs[0] in graph.values:
             value.dtype = graph.values[node.inputs[0]].dtype
         if value.shape is None:

@@ -7,13 +7,29 @@ from rosenna.ir import FLOAT_DTYPES
 WHERE_LISTED = "supported ops: README.md, section Operators, or `rosenna info --ops`"
 
 
+def unknown_op_reason(node):
+    """Why a node has no op module: a foreign domain, or a standard op rosenna does not know."""
+    if node.domain not in ("", "ai.onnx"):
+        return (f"an op of domain {node.domain!r}, which rosenna does not know (it lowers ops of the standard "
+                "ONNX domain only)")
+    return "not an op rosenna supports"
+
+
+def unsupported(problems):
+    """The error for a list of ``"node ...: reason"`` problems: one line for one problem, a list
+    for several; then where the supported ops are listed."""
+    sep = " " if len(problems) == 1 else "\n  "
+    return UnsupportedOp(f"the model uses {len(problems)} unsupported construct(s):{sep}" + sep.join(problems)
+                         + f"\n{WHERE_LISTED}")
+
+
 def check_supported(graph):
     problems = []
     for node in graph.nodes:
         label = f"node {node.name!r} ({node.domain + '.' if node.domain else ''}{node.op})"
         op = ops.get(node.op) if node.domain in ("", "ai.onnx") else None
         if op is None:
-            problems.append(f"{label}: not an op rosenna supports")
+            problems.append(f"{label}: {unknown_op_reason(node)}")
             continue
         try:
             reasons = op.check(node, graph)
@@ -21,10 +37,7 @@ def check_supported(graph):
             reasons = [f"cannot be checked: {exc}"]
         problems.extend(f"{label}: {reason}" for reason in reasons)
     if problems:
-        raise UnsupportedOp(
-            f"the model uses {len(problems)} unsupported construct(s):\n  " + "\n  ".join(problems)
-            + f"\n{WHERE_LISTED}"
-        )
+        raise unsupported(problems)
     for name, value in graph.values.items():
         if value.dtype is not None and value.dtype not in FLOAT_DTYPES:
             raise ModelError(

@@ -1,0 +1,203 @@
+"""A model rosenna accepts never yields C that reads or writes out of bounds.
+
+The corpus: the zoo, the shared test models, the operator-test models, one ONNX node test per
+lowered op (as given, or with its parameters frozen into initializers, as conformance does), and
+hostile or edge-case models (scalar inputs and outputs, 200-character names, size-1 axes,
+broadcasting corners, negative indices and steps). Every model rosenna accepts is generated (C,
+embedded weights) under a distinct name into one folder, compiled with one driver in ONE gcc call
+under ``-fsanitize=address,undefined -fno-sanitize-recover=all`` and run over three points through
+``<name>_infer_batch`` with exactly-sized heap buffers, so any stray index aborts the run.
+"""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import models
+import op_models
+from rosenna import conformance, ops, zoo
+from rosenna.errors import ModelError
+from rosenna.generate import Options, build_plan, generate
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+F = TensorProto.FLOAT
+POINTS = 3
+LONG = "n" * 100 + "'\"*/!&é" + "m" * 93  # 200 characters
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "edge", inputs, outputs, list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name=LONG)
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def arr(name, values, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(values, dtype), name)
+
+
+def hostile():
+    """Edge-case models, each small, each a corner of shapes or names."""
+    rng = np.random.default_rng(3)
+    yield "scalar_io", _model([helper.make_node("Log", ["s"], ["l"]), helper.make_node("Mul", ["l", "k"], ["t"])],
+                              [vi("s", [])], [vi("t", [])], [arr("k", 2.5)])
+    yield "long_names", _model([helper.make_node("Gemm", [LONG, "W" + LONG], ["h" + LONG], name=LONG, transB=1),
+                                helper.make_node("Tanh", ["h" + LONG], [LONG[::-1]], name=LONG[::-1])],
+                               [vi(LONG, [1, 3])], [vi(LONG[::-1], [1, 4])], [arr("W" + LONG, rng.random((4, 3)))])
+    yield "size_one_axes", _model([helper.make_node("Transpose", ["x"], ["t"], perm=[2, 0, 1, 3]),
+                                   helper.make_node("Softmax", ["t"], ["y"], axis=-1)],
+                                  [vi("x", [1, 1, 1, 5])], [vi("y", [1, 1, 1, 5])])
+    yield "broadcast_corners", _model([helper.make_node("Add", ["x", "a"], ["p"]),
+                                       helper.make_node("Mul", ["p", "b"], ["q"]),
+                                       helper.make_node("Sub", ["c", "q"], ["y"])],
+                                      [vi("x", [1, 3, 1])], [vi("y", [2, 3, 4])],
+                                      [arr("a", rng.random((2, 1, 4))), arr("b", 3.0), arr("c", rng.random((4,)))])
+    yield "gather_negative", _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)],
+                                    [vi("x", [1, 6])], [vi("y", [1, 2, 2])],
+                                    [numpy_helper.from_array(np.array([[-1, 0], [-6, 5]], np.int64), "i")])
+    yield "slice_backwards", _model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+                                    [vi("x", [1, 7])], [vi("y", [1, 3])],
+                                    [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                                     (("st", [-1]), ("en", [-8]), ("ax", [1]), ("sp", [-3]))])
+    yield "concat_slivers", _model([helper.make_node("Concat", ["x", "c", "x"], ["y"], axis=-1)],
+                                   [vi("x", [1, 2, 1])], [vi("y", [1, 2, 3])], [arr("c", rng.random((1, 2, 1)))])
+    yield "pool_pads", _model([helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], pads=[1, 2, 2, 1],
+                                                strides=[2, 3]),
+                               helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1],
+                                                count_include_pad=0)],
+                              [vi("x", [1, 2, 5, 7])], [vi("y", ["a", "b", "c", "d"])])
+    yield "conv_groups_dilated", _model([helper.make_node("Conv", ["x", "w", "bias"], ["y"], group=2,
+                                                          dilations=[2, 1], pads=[2, 0, 1, 1], strides=[1, 2])],
+                                        [vi("x", [1, 4, 6, 5])], [vi("y", ["a", "b", "c", "d"])],
+                                        [arr("w", rng.random((6, 2, 3, 2))), arr("bias", rng.random(6))])
+    yield "reduce_to_scalar", _model([helper.make_node("ReduceMean", ["x"], ["y"], keepdims=0)],
+                                     [vi("x", [1, 3, 2])], [vi("y", [])])
+    yield "pad_reflect", _model([helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")],
+                                [vi("x", [1, 3, 4])], [vi("y", [1, 5, 7])],
+                                [numpy_helper.from_array(np.array([0, 1, 2, 0, 1, 1], np.int64), "p")])
+
+
+def invalid():
+    """Models whose shapes contradict each other: onnxruntime refuses them at load, and rosenna
+    generated C from them that indexed out of bounds (issue 12); they must be refused."""
+    yield "gemm_inner", _model([helper.make_node("Gemm", ["x", "w"], ["y"])], [vi("x", [1, 3])], [vi("y", [1, 4])],
+                               [arr("w", np.ones((7, 4)))])
+    yield "conv_channels", _model([helper.make_node("Conv", ["x", "w"], ["y"])], [vi("x", [1, 2, 5, 5])],
+                                  [vi("y", ["a", "b", "c", "d"])], [arr("w", np.ones((4, 3, 3, 3)))])
+    yield "reshape_count", _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [vi("x", [1, 3])],
+                                  [vi("y", ["a", "b"])], [numpy_helper.from_array(np.array([2, 5], np.int64), "s")])
+
+
+def corpus(folder):
+    """``[(label, path)]`` of every model in the corpus, written under ``folder``."""
+    found = []
+
+    def add(label, proto):
+        path = str(folder / f"{len(found):03d}.onnx")
+        onnx.save(proto, path)
+        found.append((label, path))
+
+    for name in zoo.MODELS:
+        add(f"zoo {name}", zoo.MODELS[name]())
+    for name, build in sorted(models.BUILDERS.items()):
+        add(f"models {name}", build())
+    for label, proto in hostile():
+        add(f"edge {label}", proto)
+    for label, proto in invalid():
+        add(f"invalid {label}", proto)
+    for label, write in (("convnet", lambda p: op_models.convnet(p, height=6, width=5, channels=3)),
+                         ("lstm_cell", op_models.lstm_cell),
+                         ("lstm_sequence", lambda p: op_models.lstm_sequence(p, steps=3))):
+        path = str(folder / f"{len(found):03d}.onnx")
+        write(path)
+        found.append((f"op_models {label}", path))
+    for op, cases in sorted(conformance.collect().items()):
+        for case in cases[:2]:
+            model = onnx.load(os.path.join(case.path, "model.onnx"))
+            add(f"node {case.name}", model)
+            if len(model.graph.input) > 1:
+                add(f"node {case.name} (frozen)", conformance._frozen(model, conformance._load_data(case)[0]))
+    return found
+
+
+DRIVER_CASE = """    {{
+        {t} *x = filled((size_t){points} * {nx}), *y = malloc(sizeof({t}) * (size_t){points} * {ny});
+        if (!x || !y || {name}_infer_batch({points}, x, y, NULL) != 0) {{ printf("FAILED {name}\\n"); return 1; }}
+        free(x);
+        free(y);
+        printf("ran {name}\\n");
+    }}
+"""
+
+
+@pytest.fixture(scope="module")
+def sanitized_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sanitize")
+    (root / "models").mkdir()
+    out = root / "gen"
+    accepted, refused = [], []
+    for i, (label, path) in enumerate(corpus(root / "models")):
+        options = Options(lang="c", embed=True, name=f"m{i:03d}")
+        try:
+            build_plan(path, options)
+        except ModelError as exc:
+            refused.append((label, str(exc)))
+            continue
+        plan, _ = generate(path, str(out), options)
+        accepted.append((label, plan))
+    includes = "".join(f'#include "{plan.name}.h"\n' for _, plan in accepted)
+    cases = "".join(DRIVER_CASE.format(t=plan.ctype, nx=plan.nx, ny=plan.ny, name=plan.name, points=POINTS)
+                    .replace("filled(", "filled_d(" if plan.ctype == "double" else "filled(")
+                    for _, plan in accepted)
+    driver = f"""#include <stdio.h>
+#include <stdlib.h>
+{includes}
+static unsigned long state = 12345;
+static double next(void) {{ state = state * 6364136223846793005UL + 1442695040888963407UL;
+                            return (double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0; }}
+static float *filled(size_t n) {{ float *p = malloc(sizeof(float) * n); for (size_t i = 0; p && i < n; ++i) p[i] = (float)next(); return p; }}
+static double *filled_d(size_t n) {{ double *p = malloc(sizeof(double) * n); for (size_t i = 0; p && i < n; ++i) p[i] = next(); return p; }}
+int main(void)
+{{
+{cases}    (void)filled_d; (void)filled;
+    return 0;
+}}
+"""
+    (out / "driver.c").write_text(driver)
+    sources = ["driver.c"] + [f"{plan.name}.c" for _, plan in accepted]
+    build = subprocess.run(["gcc", "-O0", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                            "-w", "-I.", *sources, "-o", "driver", "-lm"], cwd=out, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    runs = subprocess.run(["./driver"], cwd=out, capture_output=True, text=True, env=env, timeout=300)
+    return accepted, refused, runs
+
+
+def test_corpus_is_broad(sanitized_run):
+    accepted, refused, _ = sanitized_run
+    labels = [label for label, _ in accepted]
+    assert sum(label.startswith("node ") for label in labels) >= 40, labels
+    assert sum(label.startswith("edge ") for label in labels) == len(list(hostile())), refused
+    assert sorted(label for label, _ in refused if label.startswith("invalid ")) == \
+        sorted(f"invalid {label}" for label, _ in invalid())
+    lowered = {plan_op for _, plan in accepted for plan_op, _ in plan.ops}
+    assert len(lowered & set(ops.lowered_ops())) >= 35, sorted(lowered)
+
+
+def test_no_out_of_bounds_access(sanitized_run):
+    accepted, _, runs = sanitized_run
+    report = (runs.stdout + runs.stderr)[-4000:]
+    assert runs.returncode == 0, report
+    ran = {line.split()[1] for line in runs.stdout.splitlines() if line.startswith("ran ")}
+    assert ran == {plan.name for _, plan in accepted}, report
+    assert "runtime error" not in runs.stderr and "AddressSanitizer" not in runs.stderr, report
