@@ -14,7 +14,7 @@ $(PY):
 
 $(VENV)/.installed: $(PY) setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[verify]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -63,6 +63,18 @@ def install_requires():
     return requires
 
 
+def extra_requires(extra):
+    """setup.cfg extras_require[extra] as {distribution: minimum version}."""
+    cfg = configparser.ConfigParser()
+    cfg.read(SETUP_CFG)
+    requires = {}
+    for line in cfg["options.extras_require"][extra].strip().splitlines():
+        match = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)\s*", line)
+        assert match, f"setup.cfg extras_require.{extra}: cannot read {line!r}"
+        requires[match.group(1).lower()] = match.group(2)
+    return requires
+
+
 def python_requires():
     cfg = configparser.ConfigParser()
     cfg.read(SETUP_CFG)
@@ -145,7 +157,10 @@ def test_spack_repo_is_a_package_api_v2_repository():
 def test_spack_dependencies_match_setup_cfg():
     deps = spack_recipe()["depends_on"]
     requires = install_requires()
-    for dist, minimum in requires.items():
+    verify = extra_requires("verify")
+    assert set(verify) == {"onnxruntime"} and "onnxruntime" not in requires, \
+        "onnxruntime is the verify extra (Spack's +verify), not a base requirement"
+    for dist, minimum in {**requires, **verify}.items():
         spack_name = "py-" + dist.replace("_", "-")
         assert spack_name in deps, f"setup.cfg needs {dist}; the recipe lacks {spack_name}"
         dep = deps[spack_name]
@@ -153,13 +168,14 @@ def test_spack_dependencies_match_setup_cfg():
             f"{spack_name}: recipe @{dep['min']}:, setup.cfg {dist}>={minimum}"
         )
         assert "run" in dep["type"], f"{spack_name} must be a run dependency"
-        assert dep["when"] == SPACK_CONDITIONAL.get(spack_name), (
-            f"{spack_name}: when={dep['when']!r}, expected {SPACK_CONDITIONAL.get(spack_name)!r}"
+        expected_when = "+verify" if dist in verify else None
+        assert dep["when"] == expected_when, (
+            f"{spack_name}: when={dep['when']!r}, expected {expected_when!r}"
         )
+    known = {d.replace("_", "-") for d in {**requires, **verify}}
     extra = {
         name for name, dep in deps.items()
-        if name.startswith("py-") and "run" in dep["type"]
-        and name[3:] not in {d.replace("_", "-") for d in requires}
+        if name.startswith("py-") and "run" in dep["type"] and name[3:] not in known
     }
     assert not extra, f"run dependencies in the recipe that setup.cfg lacks: {sorted(extra)}"
     assert deps["python"]["min"] == python_requires()
@@ -169,9 +185,78 @@ def test_spack_dependencies_match_setup_cfg():
 def test_spack_variants_default_to_a_full_install():
     variants = spack_recipe()["variant"]
     assert variants["verify"]["default"] is True
-    assert variants["site_toolchains"]["default"] == "none"
     for when in set(SPACK_CONDITIONAL.values()):
         assert when.lstrip("+~") in variants
+    # Site profiles are configuration: a path-valued variant put the path into the hash.
+    assert set(variants) == {"verify"}, f"variants {sorted(variants)}: site profiles go through the module"
+
+
+def _recipe_class():
+    tree = ast.parse(RECIPE.read_text(), filename=str(RECIPE))
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef))
+
+
+def test_spack_recipe_says_who_and_what_a_maintainer_checks():
+    cls = _recipe_class()
+    assigns = {t.id: _literal(n.value) for n in cls.body if isinstance(n, ast.Assign)
+               for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+    assert assigns["homepage"].startswith("https://"), "no homepage"
+    cfg = configparser.ConfigParser()
+    cfg.read(SETUP_CFG)
+    assert assigns["homepage"] in cfg["metadata"]["project_urls"], "recipe and setup.cfg name different homes"
+    calls = {name: (args, kwargs) for name, args, kwargs, _ in _directive_calls(cls.body)}
+    assert calls["maintainers"][0], "maintainers() names nobody"
+    args, kwargs = calls["license"]
+    assert args == ["BSD-3-Clause"] and kwargs.get("checked_by"), "license() needs checked_by"
+    assert cfg["metadata"]["license"].strip() == "BSD-3-Clause"
+
+
+def test_spack_import_modules_cover_every_run_dependency():
+    """An install missing a run dependency must fail `spack test run` (test_imports): rosenna
+    imports some only when a command needs them, so each is named by its own module."""
+    prop = next(n for n in _recipe_class().body if isinstance(n, ast.FunctionDef) and n.name == "import_modules")
+    named = {c.value for c in ast.walk(prop) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    module_of = {"onnx": "onnx", "numpy": "numpy", "archspec": "archspec.cpu", "pyyaml": "yaml",
+                 "jsonschema": "jsonschema", "onnxruntime": "onnxruntime"}
+    for dist in {**install_requires(), **extra_requires("verify")}:
+        assert module_of[dist] in named, f"import_modules does not import {module_of[dist]} ({dist})"
+    assert {"rosenna", "rosenna.cli"} <= named
+    body = ast.unparse(prop)
+    assert "satisfies('+verify')" in body and body.index("onnxruntime") > body.index("+verify")
+
+
+def test_site_profiles_come_through_the_module_environment():
+    source = RECIPE.read_text()
+    env = next(n for n in _recipe_class().body if isinstance(n, ast.FunctionDef) and n.name == "setup_run_environment")
+    assert "env.prepend_path('ROSENNA_TOOLCHAIN_PATH', self.toolchains_dir)" in ast.unparse(env)
+    assert "site_toolchains" not in source
+    ec = read_easyconfig(easyconfigs()[-1])
+    assert ec["modextrapaths"] == {"ROSENNA_TOOLCHAIN_PATH": "share/rosenna/toolchains"}
+    from rosenna.toolchain.catalog import search_path
+
+    first = search_path({"ROSENNA_TOOLCHAIN_PATH": "/apps/site/rosenna-toolchains", "HOME": "/nonexistent"})[0]
+    assert (str(first.path), first.kind) == ("/apps/site/rosenna-toolchains", "path")
+
+
+def test_spack_repo_add_paths_are_the_ones_spack_takes():
+    """Spack 1.x adds a local package repository by its own root, whose path must end in
+    spack_repo/<namespace> (spack/repo.py); a git URL is read through spack-repo-index.yaml at
+    the repository's root. Every `spack repo add` the docs show uses one of the two."""
+    import yaml
+
+    index = yaml.safe_load((ROOT / "spack-repo-index.yaml").read_text())["repo_index"]["paths"]
+    assert index == ["spack/spack_repo/rosenna"] and (ROOT / index[0] / "repo.yaml").is_file()
+    shown = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), RECIPE, SPACK_REPO / "repo.yaml",
+                 ROOT / "spack-repo-index.yaml"]:
+        for line in path.read_text().splitlines():
+            for match in re.finditer(r"spack repo add\s+(?:--name\s+\S+\s+)?(<[^>]*>\S*|\S+)", line):
+                shown.append((path.name, match.group(1).strip("`")))
+    assert shown, "the docs show no `spack repo add`"
+    for where, target in shown:
+        local = target.rstrip("/").endswith("spack/spack_repo/rosenna")
+        remote = re.match(r"(https://|file://|git@)", target) or target.startswith("<git")
+        assert local or remote, f"{where}: `spack repo add {target}` is refused by Spack 1.x"
 
 
 def test_spack_versions():
@@ -209,7 +294,8 @@ def test_easyconfig_dependencies_match_setup_cfg():
     ec = read_easyconfig(easyconfigs()[-1])
     deps = {name: version for name, version, *_ in ec["dependencies"]}
     requires = install_requires()
-    expected = {"Python"} | {EASYBUILD_NAMES[d] for d in requires}
+    # EasyBuild has no extras: the easyconfig installs verify's onnxruntime too (Spack's default +verify).
+    expected = {"Python"} | {EASYBUILD_NAMES[d] for d in {**requires, **extra_requires("verify")}}
     assert set(deps) == expected, (
         f"easyconfig dependencies {sorted(deps)}, setup.cfg implies {sorted(expected)} "
         f"(map new distributions in EASYBUILD_NAMES)"
@@ -222,7 +308,7 @@ def test_easyconfig_dependencies_match_setup_cfg():
                 f"{module} {deps[module]} is older than setup.cfg's {dist}>={minimum}"
             )
     assert _version_tuple(deps["ONNX"]) >= _version_tuple(requires["onnx"])
-    assert _version_tuple(deps["ONNX-Runtime"]) >= _version_tuple(requires["onnxruntime"])
+    assert _version_tuple(deps["ONNX-Runtime"]) >= _version_tuple(extra_requires("verify")["onnxruntime"])
 
 
 def test_easyconfig_and_spack_name_the_same_release_tarball():
@@ -317,13 +403,67 @@ def test_sdist_and_wheel_contents(tmp_path):
         if line.startswith("Requires-Dist: ") and "extra ==" not in line
     }
     assert requires == set(install_requires())
+    assert "Requires-Dist: onnxruntime>=1.15; extra == \"verify\"" in metadata, metadata[:3000]
+    assert "Provides-Extra: verify" in metadata
+    for label in ("Homepage", "Source", "Issues", "Documentation"):
+        assert re.search(rf"^Project-URL: {label}, https://", metadata, re.M), f"no {label} URL in the metadata"
+    assert re.search(r"^License-File: LICENSE$", metadata, re.M), "the metadata names no license file"
+    licenses = [n for n in names if n.startswith(f"rosenna-{VERSION}.dist-info/") and n.endswith("/LICENSE")
+                or n == f"rosenna-{VERSION}.dist-info/LICENSE"]
+    assert licenses, f"no LICENSE in the wheel's dist-info: {sorted(n for n in names if 'dist-info' in n)}"
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read(licenses[0]) == (source / "LICENSE").read_bytes()
     assert re.search(r"^rosenna\s*=\s*rosenna\.cli:main$", entry_points, re.M), entry_points
 
     with tarfile.open(sdist) as tf:
         members = {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name}
-    for needed in ["setup.cfg", "pyproject.toml", "gate/slurm/gpu-gate.sbatch",
+    for needed in ["setup.cfg", "pyproject.toml", "LICENSE", "buildsys/reproducible_sdist.py", "gate/slurm/gpu-gate.sbatch",
                    "gate/pbs/gpu-gate.pbs", *package_files, *(f"toolchains/{p}" for p in profiles)]:
         assert needed in members, f"{needed} missing from the sdist"
+
+
+def test_license_is_the_bsd_3_clause_text():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("BSD 3-Clause License\n") and "the rosenna developers" in text.splitlines()[2]
+    for clause in ("Redistributions of source code must retain", "Redistributions in binary form must reproduce",
+                   "Neither the name of the copyright holder", 'PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS"'):
+        assert clause in text
+
+
+def test_sdist_is_the_same_bytes_from_one_commit(tmp_path):
+    """Two sdists of one tree are identical even when its files' times, the umask and the build
+    time differ (a later fresh clone): the recipe's and the easyconfig's sha256 can be checked."""
+    pytest.importorskip("build")
+    source = _copy_tree(tmp_path / "src")
+    epoch = "1767225600"  # what a release sets, or the backend takes from the commit
+    built = []
+    for attempt in range(2):
+        if attempt:  # a fresh clone, later: every file newer, another umask
+            for path in source.rglob("*"):
+                os.utime(path, (2_000_000_000, 2_000_000_000))
+        old_umask = os.umask(0o022 if attempt == 0 else 0o077)
+        try:
+            out = tmp_path / f"dist{attempt}"
+            _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check",
+                  "--outdir", str(out), str(source)], timeout=300, cwd=tmp_path,
+                 env=dict(os.environ, SOURCE_DATE_EPOCH=epoch))
+        finally:
+            os.umask(old_umask)
+        built.append((out / f"rosenna-{VERSION}.tar.gz").read_bytes())
+    assert built[0] == built[1], "two builds of one tree gave different sdists"
+    with tarfile.open(out / f"rosenna-{VERSION}.tar.gz") as tf:
+        members = tf.getmembers()
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {m.mtime for m in members} == {int(epoch)} and {(m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, "", "")}
+    assert built[0][4:8] == int(epoch).to_bytes(4, "little"), "the gzip header keeps the build time"
+    # In a git checkout the time is the last commit's, without SOURCE_DATE_EPOCH.
+    commit = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True)
+    if commit.returncode == 0 and commit.stdout.strip():
+        env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+        probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'buildsys'); import "
+                                "reproducible_sdist as r; print(r.source_date_epoch())"], cwd=ROOT, env=env,
+                               capture_output=True, text=True)
+        assert probe.stdout.strip() == commit.stdout.strip(), probe.stderr
 
 
 def test_version_is_defined_once():
@@ -429,8 +569,10 @@ def test_easybuild_installs_rosenna_as_a_module():
             filtered=",".join(EASYBUILD_FILTERED)))
         if _root():
             subprocess.run(["chown", "-R", f"{EB_USER}:", str(work)], check=True)
+        # cwd: the user's own folder, not the checkout's (a `git clone` into `mktemp -d` is mode
+        # 700, and a process cannot even start in a folder it may not enter).
         result = subprocess.run(_as_user(["bash", str(script)]), capture_output=True, text=True,
-                                timeout=900)
+                                timeout=900, cwd=work)
         output = result.stdout + result.stderr
         if result.returncode:
             logs = sorted(work.glob("tmp/eb-*/easybuild-*.log"))

@@ -19,29 +19,29 @@ class Rosenna(PythonPackage):
     """Compile ONNX models into per-point C and Fortran inference routines that run inside a
     scientific solver's own CPU and GPU loops (OpenMP/OpenACC offload, CUDA/HIP kernels)."""
 
-    # rosenna has no public release host yet. The release sdist is the one `python -m build
-    # --sdist` makes, named as PyPI would serve it; until it is published there, a site points
-    # `url`/`git` at its own copy with packages.yaml `package_attributes` (docs/spack.md).
+    # rosenna's public home (the GitHub organisation and PyPI project named here) is still to be
+    # created; until then a site points url/git at its own copy with packages.yaml
+    # package_attributes, or puts the release sdist in a mirror (docs/spack.md).
+    homepage = "https://github.com/rosenna/rosenna"
     pypi = "rosenna/rosenna-0.1.0.tar.gz"
     git = "https://github.com/rosenna/rosenna.git"
 
-    license("BSD-3-Clause")
+    # GitHub account of the rosenna developers (the project's, until maintainers are named).
+    maintainers("rosenna")
+
+    license("BSD-3-Clause", checked_by="rosenna")
 
     version("main", branch="main")
-    # sha256 of the sdist of 0.1.0; docs/spack.md says how to refresh it when cutting a release.
+    # The reproducible sdist (buildsys/reproducible_sdist.py: same bytes from one commit) of the
+    # release commit named in docs/spack.md ("The 0.1.0 release"); rebuild it and compare with
+    # `sha256sum` as that section says.
     version("0.1.0", sha256="a8da6951bfdc005abfb0330a935ee573e93f17c8adfd0880d6f686c930131ee3")
 
     variant(
         "verify",
         default=True,
         description="Depend on onnxruntime and the C and Fortran compilers that `rosenna verify` "
-        "and `rosenna gpu-gate` use (onnxruntime is a heavy build)",
-    )
-    variant(
-        "site_toolchains",
-        default="none",
-        description="Directory of site toolchain profiles (*.yaml) to install into "
-        "share/rosenna/toolchains beside the built-in ones",
+        "and `rosenna gpu-gate` use (onnxruntime is a heavy build); pip's rosenna[verify]",
     )
 
     # Keep in step with install_requires in setup.cfg: tests/test_packaging.py compares them.
@@ -59,33 +59,33 @@ class Rosenna(PythonPackage):
         depends_on("c", type=("build", "run"))
         depends_on("fortran", type=("build", "run"))
 
-    # The command modules import onnxruntime only where they run it; these import without it.
-    import_modules = ["rosenna", "rosenna.cli"]
+    @property
+    def import_modules(self):
+        """What `spack test run` imports: rosenna's entry points, and every run dependency by its
+        own module name (rosenna imports some of them only when a command needs them, so
+        importing rosenna alone would pass without them)."""
+        modules = ["rosenna", "rosenna.cli", "rosenna.toolchain", "rosenna.generate",
+                   "onnx", "numpy", "archspec.cpu", "yaml", "jsonschema"]
+        if self.spec.satisfies("+verify"):
+            modules += ["onnxruntime", "rosenna.verify"]
+        return modules
 
     @property
     def toolchains_dir(self):
-        """Site profiles; rosenna searches it before its built-in profiles."""
+        """The site profile folder inside the prefix; rosenna searches it before its built-ins."""
         return join_path(self.prefix.share, "rosenna", "toolchains")
 
     @run_after("install")
-    def install_site_toolchains(self):
-        """Copy the profiles of ``site_toolchains=DIR`` into share/rosenna/toolchains.
-
-        The built-in profiles go to share/rosenna/toolchains/builtin through setup.cfg's
-        data_files. rosenna looks for site profiles in share/rosenna/toolchains of the prefix
-        it is installed in, before the built-in ones, so a site profile of the same name wins.
-        The variant records the directory, not its contents: after editing the files there,
-        reinstall (``spack install --overwrite rosenna``).
-        """
-        site_dir = self.spec.variants["site_toolchains"].value
-        if site_dir == "none":
-            return
-        profiles = sorted(glob.glob(join_path(site_dir, "*.yaml")))
-        if not profiles:
-            raise InstallError(f"site_toolchains={site_dir}: no *.yaml profiles in that directory")
+    def make_toolchains_dir(self):
         mkdirp(self.toolchains_dir)
-        for profile in profiles:
-            install(profile, join_path(self.toolchains_dir, os.path.basename(profile)))
+
+    def setup_run_environment(self, env):
+        """Site profiles: the module (and `spack load`) puts this install's profile folder on
+        ROSENNA_TOOLCHAIN_PATH, so a batch job that loads the module finds them even where the
+        scheduler passes no environment (PBS without -V). A site keeps its profiles in a folder of
+        its own and adds it in modules.yaml (docs/spack.md), which changes no hash: the profiles
+        are configuration, edited without reinstalling."""
+        env.prepend_path("ROSENNA_TOOLCHAIN_PATH", self.toolchains_dir)
 
     def _compiler_env(self):
         """CC and FC for verify: the compilers the spec was concretized with."""
