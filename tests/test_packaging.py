@@ -562,7 +562,8 @@ def test_easybuild_installs_rosenna_as_a_module():
         _run(["/usr/bin/python3", "-m", "venv", str(work / "venv")], timeout=120)
         _run([str(work / "venv" / "bin" / "python"), "-m", "pip", "install", "-q",
               "easybuild-framework", "easybuild-easyblocks", "build", "setuptools>=61", "wheel",
-              *(f"{d}>={v}" for d, v in install_requires().items())], timeout=900)
+              *(f"{d}>={v}" for d, v in {**install_requires(), **extra_requires("verify")}.items())],
+             timeout=900)
         script = work / "eb-install.sh"
         script.write_text(textwrap.dedent(EB_SCRIPT).format(
             work=work, lmod_init=LMOD_INIT, easyconfig=ec.name,
