@@ -466,6 +466,36 @@ def test_sdist_is_the_same_bytes_from_one_commit(tmp_path):
         assert probe.stdout.strip() == commit.stdout.strip(), probe.stderr
 
 
+#: The setuptools the release sdist was built with: its PKG-INFO is setuptools' text.
+RELEASE_SETUPTOOLS = "84.2.1"
+
+
+def test_release_sdist_is_the_recorded_checksum(tmp_path):
+    """The recipe's and the easyconfig's sha256 is the reproducible sdist of the release commit the
+    recipe names: rebuilt here from that commit, it must be the same bytes."""
+    import hashlib
+
+    import setuptools
+
+    commit = re.search(r"release commit ([0-9a-f]{40})", RECIPE.read_text()).group(1)
+    if subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True).returncode:
+        pytest.skip(f"no git history with {commit[:12]} here (an unpacked sdist or a shallow clone)")
+    if setuptools.__version__ != RELEASE_SETUPTOOLS:
+        pytest.skip(f"setuptools {setuptools.__version__}; the release sdist was built with {RELEASE_SETUPTOOLS}")
+    pytest.importorskip("build")
+    source = tmp_path / "src"
+    source.mkdir()
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    epoch = subprocess.run(["git", "log", "-1", "--format=%ct", commit], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check",
+          "--outdir", str(tmp_path / "dist"), str(source)], timeout=300, cwd=tmp_path,
+         env=dict(os.environ, SOURCE_DATE_EPOCH=epoch))
+    digest = hashlib.sha256((tmp_path / "dist" / f"rosenna-{VERSION}.tar.gz").read_bytes()).hexdigest()
+    assert digest == spack_recipe()["version"][VERSION]["sha256"], f"the sdist of {commit[:12]} is {digest}"
+
+
 def test_version_is_defined_once():
     cfg = configparser.ConfigParser()
     cfg.read(SETUP_CFG)

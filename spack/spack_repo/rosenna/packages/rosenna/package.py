@@ -33,9 +33,9 @@ class Rosenna(PythonPackage):
 
     version("main", branch="main")
     # The reproducible sdist (buildsys/reproducible_sdist.py: same bytes from one commit) of the
-    # release commit named in docs/spack.md ("The 0.1.0 release"); rebuild it and compare with
-    # `sha256sum` as that section says.
-    version("0.1.0", sha256="a8da6951bfdc005abfb0330a935ee573e93f17c8adfd0880d6f686c930131ee3")
+    # release commit 2adc9154b3b1bd9d2b802b5695678ca285a49e3d, built with setuptools 84.2.1; docs/spack.md
+    # ("The 0.1.0 release") says how to rebuild it and compare, and tests/test_packaging.py does.
+    version("0.1.0", sha256="f480ac7640f12f4c18751495d6fac9a40789c8fdf6ee666b55d99ac6cbec2854")
 
     variant(
         "verify",
