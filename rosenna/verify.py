@@ -309,15 +309,15 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
         reference: a ``test_data_set`` folder or ``.npz`` file of stored inputs and expected
             outputs; None for onnxruntime on ``cases`` random inputs drawn with ``seed``.
 
-    Compilers: the toolchain profile's host compilers and host-fallback flags when
-    ``options.toolchain`` is set, else $CC / $FC (default gcc / gfortran) with -fopenmp.
+    Compilers and flags: the toolchain profile's (default: the gcc profile) host compilers, its
+    optimisation flags and host OpenMP flags; $CC / $FC when set and no profile was named.
     """
-    profile = options.toolchain
-    cc = compiler("CC", "gcc") if profile is None else shlex.split(profile.cc)
+    profile = options.profile()
+    env = options.compilers_from_env
+    cc = compiler("CC", profile.cc) if env else shlex.split(profile.cc)
     fc = None
-    if profile is not None:
-        cflags = cflags or profile.flags_host
-        fflags = fflags or profile.flags_host
+    cflags = cflags or profile.flags_host
+    fflags = fflags or profile.flags_host
     graph, plan = gen.build_plan(model_path, options)
     if reference is not None:
         ref = stored_reference(reference, graph, plan)
@@ -354,7 +354,7 @@ def _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cfla
                 f"    if ({plan.name}_init(argv[4]) != 0) {{ fprintf(stderr, \"init failed\\n\"); return 4; }}\n")
             with open(os.path.join(workdir, "verify_c.c"), "w") as fh:
                 fh.write(C_HARNESS.format(init=init, **fmt))
-            cmd = cc + ["-O2"] + shlex.split(cflags or "-fopenmp") + [
+            cmd = cc + shlex.split(profile.optimize_c) + shlex.split(cflags) + [
                 "-I", workdir, os.path.join(workdir, "verify_c.c"), os.path.join(workdir, f"{plan.name}.c"),
                 "-o", exe, "-lm"]
         else:
@@ -363,8 +363,8 @@ def _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cfla
                 f"  call {plan.name}_init(trim(arg), status)\n  if (status /= 0) error stop 4\n")
             with open(os.path.join(workdir, "verify_f.f90"), "w") as fh:
                 fh.write(F_HARNESS.format(init=init, **fmt))
-            fc = fc or (compiler("FC", "gfortran") if profile is None else shlex.split(profile.fc))
-            cmd = fc + ["-O2"] + shlex.split(fflags or "-fopenmp") + [
+            fc = fc or (compiler("FC", profile.fc) if options.compilers_from_env else shlex.split(profile.fc))
+            cmd = fc + shlex.split(profile.optimize_fortran) + shlex.split(fflags) + [
                 "-J", workdir, os.path.join(workdir, f"{plan.name}_model.F90"),
                 os.path.join(workdir, "verify_f.f90"), "-o", exe]
         run(cmd, workdir, f"compiling the {lang} verify harness")

@@ -142,8 +142,8 @@ def test_none_means_todays_defaults(env):
     profile = resolve(None, detection=detect_none())
     assert profile.name == "gcc"
     assert profile.make_defaults() == {
-        "CC": "gcc", "FC": "gfortran", "DEVCC": "nvcc", "DEVFLAGS": "-O2 -arch=sm_80",
-        "ROSENNA_OFFLOAD_FLAGS": "-fopenmp", "ROSENNA_BACKEND": "omp",
+        "CC": "gcc", "FC": "gfortran", "CFLAGS": "-O3", "FFLAGS": "-O3", "DEVCC": "nvcc",
+        "DEVFLAGS": "-O3 -arch=sm_80", "ROSENNA_OFFLOAD_FLAGS": "-fopenmp", "ROSENNA_BACKEND": "omp",
     }
     from rosenna.emit.cuda import CONSTANT_LIMIT  # measured on the H200, docs/benchmarks.md
 
@@ -152,10 +152,12 @@ def test_none_means_todays_defaults(env):
 
 def test_make_defaults_of_nvhpc_on_an_h100(env):
     env.stub("nvidia-smi", NVIDIA_SMI_H100)
+    env.compilers("nvc", "nvfortran")  # archspec's host is zen3 here
     profile = resolve("nvhpc")
     assert profile.gpu.cc == "90" and profile.gpu.source.startswith("detected: NVIDIA H100")
     assert profile.make_defaults() == {
-        "CC": "nvc", "FC": "nvfortran", "DEVCC": "nvcc", "DEVFLAGS": "-O2 -arch=sm_90",
+        "CC": "nvc", "FC": "nvfortran", "CFLAGS": "-O3 -tp zen3", "FFLAGS": "-O3 -tp zen3",
+        "DEVCC": "nvcc", "DEVFLAGS": "-O3 -arch=sm_90",
         "ROSENNA_OFFLOAD_FLAGS": "-mp=gpu -gpu=cc90", "ROSENNA_BACKEND": "cuda",
     }
     assert profile.flags_acc == "-acc -gpu=cc90"
@@ -415,7 +417,7 @@ modules: [nvhpc/24.1, cuda/12.4]
     changed = {k for k in base if base[k] != mine[k]}
     assert changed == {"name", "source", "kind", "chain", "description", "aliases", "cc", "flags_acc",
                        "flags_omp_offload", "devflags", "constant_limit_bytes", "modules", "gpu",
-                       "make_defaults"}
+                       "make_defaults", "notes"}  # notes: a different nvc is not on PATH
     assert mine["cc"] == "/opt/nvidia/hpc_sdk/bin/nvc" and mine["fc"] == "nvfortran"
     assert mine["flags_acc"] == "-acc=gpu -gpu=cc80,managed"
     assert mine["flags_omp_offload"] == "-mp=gpu -gpu=cc80" and base["flags_omp_offload"] == "-mp=gpu -gpu=cc90"
@@ -547,7 +549,7 @@ def test_auto_picks_nvhpc_on_an_h100_with_nvhpc(env):
     selection = choose(env)
     profile = selection.profile
     assert profile.name == "nvhpc"
-    assert profile.flags_omp_offload == "-mp=gpu -gpu=cc90" and profile.devflags == "-O2 -arch=sm_90"
+    assert profile.flags_omp_offload == "-mp=gpu -gpu=cc90" and profile.device_flags() == "-O3 -arch=sm_90"
     assert "NVIDIA H100 80GB HBM3 (cc 90) found by nvidia-smi" in profile.reason
     assert selection.considered[0] == ("nvhpc", "chosen")
     assert resolve("auto").name == "nvhpc"
@@ -566,7 +568,7 @@ def test_auto_on_an_a100_without_nvcc_skips_nvhpc(env):
     assert "not on PATH" in verdicts["clang-offload"]
     assert selection.profile.name == "gcc"
     assert "no profile for the GPU found (NVIDIA A100-SXM4-80GB (cc 80)) is usable" in selection.profile.reason
-    assert selection.profile.devflags == "-O2 -arch=sm_80"
+    assert selection.profile.device_flags() == "-O3 -arch=sm_80"
 
 
 def test_auto_picks_gcc_nvptx_when_gcc_can_offload(env):
@@ -583,7 +585,7 @@ def test_auto_picks_rocm_on_gfx90a(env):
     profile = choose(env).profile
     assert profile.name == "rocm" and profile.backend == "hip"
     assert profile.flags_omp_offload == "-fopenmp --offload-arch=gfx90a"
-    assert profile.devflags == "-O2 --offload-arch=gfx90a"
+    assert profile.device_flags() == "-O3 --offload-arch=gfx90a"
 
 
 def test_auto_picks_oneapi_on_an_intel_gpu(env):
@@ -613,7 +615,7 @@ def test_auto_prefers_a_site_profile_for_the_gpu(env):
     env.stub("nvidia-smi", NVIDIA_SMI_H100)
     env.compilers("nvc", "nvc++", "nvfortran", "nvcc", "gcc", "gfortran")
     profile = resolve("auto")
-    assert profile.name == "our-gpus" and profile.kind == "path" and profile.devflags == "-O2 -arch=sm_90"
+    assert profile.name == "our-gpus" and profile.kind == "path" and profile.device_flags() == "-O3 -arch=sm_90"
 
 
 # ----------------------------------------------------------------------------- for real

@@ -1,5 +1,8 @@
 """`rosenna generate`: write the C library and Fortran module of a model."""
 
+import sys
+
+from rosenna.commands.toolchain import add_target_options
 from rosenna.generate import LANGS, PRECISIONS, Options, generate
 from rosenna.frontend import parse_dims
 
@@ -12,21 +15,20 @@ def add_model_options(p, lang_default="both"):
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", default=[],
                    help="bind a symbolic input dimension (repeatable)")
     p.add_argument("--toolchain", metavar="NAME|auto",
-                   help="toolchain profile for compilers, flags and thresholds (`rosenna toolchain list`)")
+                   help="toolchain profile for compilers, flags and thresholds (default gcc; "
+                        "`rosenna toolchain list`)")
+    add_target_options(p)
 
 
 def options_from(args):
-    options = Options(lang=args.lang, precision=args.precision, name=getattr(args, "name", None),
-                      embed=getattr(args, "embed", None), dims=parse_dims(args.dim))
-    if getattr(args, "toolchain", None):
-        from rosenna import toolchain
+    """Options for a command's arguments, from the profile they name (default: the gcc profile)."""
+    from rosenna import toolchain
 
-        profile = toolchain.resolve(args.toolchain)
-        options.toolchain = profile
-        options.make_defaults = {k: v for k, v in profile.make_defaults().items() if v}
-        options.embed_threshold = profile.embed_threshold
-        options.constant_limit = profile.constant_limit_bytes
-    return options
+    profile = toolchain.resolve(getattr(args, "toolchain", None), target=getattr(args, "target", None),
+                                gpu_arch=getattr(args, "gpu_arch", None))
+    return Options.from_profile(profile, lang=args.lang, precision=args.precision, name=getattr(args, "name", None),
+                                embed=getattr(args, "embed", None), dims=parse_dims(args.dim),
+                                compilers_from_env=not getattr(args, "toolchain", None))
 
 
 def register(subparsers):
@@ -45,7 +47,10 @@ def register(subparsers):
 
 
 def run(args):
-    _, written = generate(args.model, args.out, options_from(args))
+    options = options_from(args)
+    _, written = generate(args.model, args.out, options)
     for path in written:
         print(path)
+    for note in options.toolchain.notes:
+        print(f"rosenna generate: note: {note}", file=sys.stderr)
     return 0

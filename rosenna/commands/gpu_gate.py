@@ -4,6 +4,7 @@ import os
 import sys
 
 from rosenna import gate
+from rosenna.commands.toolchain import add_target_options
 from rosenna.gate.config import POINTS_DEVICE, POINTS_HOST, check_offload
 
 
@@ -23,7 +24,8 @@ def register(subparsers):
     p.add_argument("--acc-flags", help="OpenACC flags for --cc and --fc: also run the OpenACC harnesses "
                                        "(e.g. --acc-flags=\"-fopenacc -foffload=nvptx-none\"; host fallback: -fopenacc)")
     p.add_argument("--backend", choices=gate.BACKENDS, help="batched backend (default cuda when nvcc is found)")
-    p.add_argument("--devflags", help="device compiler flags (default -O3 -arch=sm_90 for cuda)")
+    p.add_argument("--devflags", help="device compiler flags (default: the profile's, e.g. -O3 -arch=sm_90 on an H100)")
+    add_target_options(p)
     p.add_argument("--host-fallback", action="store_true",
                    help="no GPU: omp backend on the host, no device or transfer checks (CI)")
     p.add_argument("--points", type=int, help=f"points timed per pass (default {POINTS_DEVICE}; "
@@ -46,7 +48,7 @@ def run(args):
     if args.toolchain:
         from rosenna import toolchain
 
-        profile = toolchain.resolve(args.toolchain)
+        profile = toolchain.resolve(args.toolchain, target=args.target, gpu_arch=args.gpu_arch)
     if args.print_job:
         from rosenna.gate.jobs import render_job
 
@@ -57,14 +59,16 @@ def run(args):
         print("rosenna gpu-gate: note: --partition and --account only matter with --print-job", file=sys.stderr)
     config = gate.Config(model=args.model, points=args.points, out=args.out, host_fallback=args.host_fallback,
                          label=args.label)
-    if profile is not None:
+    if profile is not None:  # without one, gate.Config takes the gcc profile's flags
         if args.flags is None:
             check_offload(profile, args.host_fallback)
+        config.cflags, config.fflags = profile.optimize_c, profile.optimize_fortran
         config.cc, config.fc = profile.cc, profile.fc
         config.flags = profile.flags_host if args.host_fallback else profile.flags_omp_offload
         config.backend = profile.backend
-        config.devcc, config.devflags = profile.devcc or None, profile.devflags or None
+        config.devcc, config.devflags = profile.devcc or None, (profile.device_flags() if profile.devcc else None)
         config.profile = {"name": profile.name, "file": str(profile.source), "reason": profile.reason or None}
+    config.target, config.gpu_arch = args.target, args.gpu_arch
     if profile is not None and profile.flags_acc and not args.host_fallback:
         config.acc_flags = profile.flags_acc
     for key in ("cc", "fc", "flags", "acc_flags", "backend", "devflags"):

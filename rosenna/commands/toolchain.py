@@ -26,6 +26,7 @@ def register(subparsers):
     p = actions.add_parser("show", help="a profile resolved for this machine (placeholders filled)")
     p.add_argument("name", metavar="NAME", help="a profile name, an alias, or 'auto'")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_target_options(p)
     p.set_defaults(func=_show)
 
     p = actions.add_parser("detect", help="the CPU, GPUs and compilers here, and the profile chosen")
@@ -75,8 +76,18 @@ def _list(args):
     return 0
 
 
+def add_target_options(p):
+    """``--target`` and ``--gpu-arch``: what to build for, when it is not this node."""
+    p.add_argument("--target", metavar="MICROARCH",
+                   help="CPU to build for, by archspec's name as in Spack's target= (e.g. zen3, icelake, "
+                        "neoverse_v2; default: this host)")
+    p.add_argument("--gpu-arch", metavar="ARCH",
+                   help="GPU to build for: a compute capability (80, 8.0, sm_90) or an AMD target (gfx90a); "
+                        "default: the profile's, else the GPU detected here")
+
+
 def _show(args):
-    profile = toolchain.resolve(args.name)
+    profile = toolchain.resolve(args.name, target=args.target, gpu_arch=args.gpu_arch)
     if args.json:
         print(json.dumps(profile.to_dict(), indent=2))
         return 0
@@ -93,6 +104,7 @@ def _show(args):
         print(f"aliases:      {', '.join(profile.aliases)}")
     print(f"gpu vendor:   {', '.join(profile.gpu_vendor) or 'none (host profile)'}")
     print(f"gpu target:   {profile.gpu.offload_arch} ({profile.gpu.source})")
+    print(f"cpu target:   {profile.target} ({profile.target_source})")
     for role, label in (("c", "cc"), ("cxx", "cxx"), ("fortran", "fc"), ("device", "devcc")):
         command = profile.compiler(role)
         state = "" if not command else ("  (not found on PATH)" if role in missing else "")
@@ -101,6 +113,9 @@ def _show(args):
     print(f"omp offload:  {profile.flags_omp_offload or '-'}")
     print(f"openacc:      {profile.flags_acc or '-'}")
     print(f"host:         {profile.flags_host or '-'}")
+    print(f"optimize c:   {profile.optimize_c or '-'}")
+    print(f"optimize f:   {profile.optimize_fortran or '-'}")
+    print(f"optimize dev: {profile.optimize_device or '-'}")
     print(f"devflags:     {profile.devflags or '-'}")
     print(f"device link:  {profile.device_link_flags or '-'}")
     print(f"__constant__ limit: {profile.constant_limit_bytes} bytes")
@@ -109,6 +124,8 @@ def _show(args):
     print("make defaults:")
     for key, value in profile.make_defaults().items():
         print(f"  {key} = {value}")
+    for note in profile.notes:
+        print(f"note:         {note}")
     return 0
 
 

@@ -8,7 +8,7 @@ from rosenna.verify import report, run_verify
 def register(subparsers):
     p = subparsers.add_parser(
         "verify", help="compile the generated code and compare it with onnxruntime or stored outputs",
-        description="Generate, compile ($CC, $FC with -fopenmp) and run <name>_infer per point on the host, and "
+        description="Generate, compile (the toolchain profile's compilers and flags; default gcc) and run <name>_infer per point on the host, and "
                     "compare every output element with onnxruntime on random inputs (for an old-opset model "
                     "onnxruntime cannot run, on the model converted by onnx's version converter) or with stored "
                     "outputs (--reference). Exit 0 only if every element of every output in every language "

@@ -19,8 +19,10 @@ def runtime_header():
     return c.runtime_header(cuda.runtime_mapping())
 
 
-def render(plan, lang, stamp, defaults, constant_limit=None):
+def render(plan, lang, stamp, profile, constant_limit=None):
     """All generated files of ``plan`` for ``lang`` ("c", "fortran" or "both"): {filename: text}.
+
+    ``profile``: the resolved toolchain profile whose compilers and flags the build files carry.
 
     ``constant_limit``: bytes of embedded weights up to which the CUDA/HIP kernel keeps them in
     __constant__ memory (default :data:`rosenna.limits.CONSTANT_LIMIT`)."""
@@ -30,10 +32,10 @@ def render(plan, lang, stamp, defaults, constant_limit=None):
         files["rosenna_rt.h"] = runtime_header()
         files[f"{plan.name}.h"] = c.header(plan, stamp)
         files[f"{plan.name}.c"] = c.source(plan, stamp, block)
-        files[f"{plan.name}.mk"] = c.makefile(plan, stamp, defaults, cuda.makefile_rules(plan.name, defaults))
+        files[f"{plan.name}.mk"] = c.makefile(plan, stamp, profile, cuda.makefile_rules(plan.name, profile))
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(
             plan, stamp, limits.CONSTANT_LIMIT if constant_limit is None else constant_limit)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, block)
-        files[f"{plan.name}_fortran.mk"] = fortran.makefile(plan, stamp, defaults)
+        files[f"{plan.name}_fortran.mk"] = fortran.makefile(plan, stamp, profile)
     return files

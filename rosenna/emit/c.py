@@ -425,22 +425,33 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     return head + batch + one
 
 
-def makefile(plan, stamp, defaults, native_rules):
+def profile_comment(profile, example):
+    """The .mk lines that say where its defaults come from, and how to override them."""
+    lines = [f"Defaults: toolchain profile {profile.name}, for CPU {profile.target} ({profile.target_source})",
+             f"and GPU {profile.gpu.offload_arch} ({profile.gpu.source}). Override any on the command line:",
+             f"  {example}"]
+    lines += [f"note: {note}" for note in profile.notes]
+    return "".join("# " + " ".join(line.split()) + "\n" if not line.startswith("  ") else "#   " + line.strip() + "\n"
+                   for line in lines)
+
+
+def makefile(plan, stamp, profile, native_rules):
     """``<name>.mk``; ``native_rules``: the CUDA/HIP part (:func:`rosenna.emit.cuda.makefile_rules`)."""
     n = plan.name
     return f"""# {stamp}
 # Builds lib{n}.a beside this file:
-#   make -f {n}.mk ROSENNA_BACKEND=omp CC=gcc ROSENNA_OFFLOAD_FLAGS=-fopenmp
+#   make -f {n}.mk
+{profile_comment(profile, f"make -f {n}.mk CC=nvc CFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
 # ROSENNA_OFFLOAD_FLAGS selects the offload model, e.g. -fopenmp -foffload=nvptx-none (GCC),
 # -mp=gpu -gpu=cc90 (nvc), -fopenacc (GCC OpenACC).
 
 ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-ROSENNA_BACKEND ?= {defaults['ROSENNA_BACKEND']}
+ROSENNA_BACKEND ?= {profile.backend}
 ifeq ($(origin CC),default)
-CC = {defaults['CC']}
+CC = {profile.cc}
 endif
-CFLAGS ?= -O3
-ROSENNA_OFFLOAD_FLAGS ?= {defaults['ROSENNA_OFFLOAD_FLAGS']}
+CFLAGS ?= {profile.optimize_c}
+ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
 
 {native_rules}
 all: $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_EXTRA)

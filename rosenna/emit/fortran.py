@@ -472,18 +472,21 @@ end module {n}_model
     return "\n".join(lines).replace("\n\n\n", "\n\n")
 
 
-def makefile(plan, stamp, defaults):
+def makefile(plan, stamp, profile):
+    from rosenna.emit.c import profile_comment
+
     n = plan.name
     return f"""# {stamp}
 # Builds lib{n}_f.a and {n}_model.mod beside this file:
-#   make -f {n}_fortran.mk FC=gfortran ROSENNA_OFFLOAD_FLAGS=-fopenmp
+#   make -f {n}_fortran.mk
+{profile_comment(profile, f"make -f {n}_fortran.mk FC=nvfortran FFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
 
 ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ifeq ($(origin FC),default)
-FC = {defaults['FC']}
+FC = {profile.fc}
 endif
-FFLAGS ?= -O3
-ROSENNA_OFFLOAD_FLAGS ?= {defaults['ROSENNA_OFFLOAD_FLAGS']}
+FFLAGS ?= {profile.optimize_fortran}
+ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
 
 all: $(ROSENNA_DIR)/lib{n}_f.a
 

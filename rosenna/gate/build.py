@@ -70,23 +70,23 @@ def per_point(shell, c, values, vdir, lib_dir, defs, model):
     flags = shlex.split(offload)
     builds = []
     try:
-        shell.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", "CFLAGS=-O2",
+        shell.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", f"CFLAGS={c.cflags}",
                   f"ROSENNA_OFFLOAD_FLAGS={offload}"], cwd=lib_dir)
         src = write_harness(vdir, f"c-{model}", values)
         exe = src[:-2]
-        shell.sh([c.cc, "-O2", *flags, *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"), "-lm", "-o", exe])
+        shell.sh([c.cc, *shlex.split(c.cflags), *flags, *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"), "-lm", "-o", exe])
         builds.append((f"c-{model}", exe, ""))
     except BuildError as exc:
         builds.append((f"c-{model}", None, note_of(exc)))
     if c.fc != "none":
         try:
-            shell.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", "FFLAGS=-O2",
+            shell.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", f"FFLAGS={c.fflags}",
                       f"ROSENNA_OFFLOAD_FLAGS={offload}"], cwd=lib_dir)
             src = write_harness(vdir, f"fortran-{model}", values)
             exe = src[:-4]
             mod_dir = os.path.join(vdir, f"{model}-mod")
             os.makedirs(mod_dir, exist_ok=True)
-            shell.sh([c.fc, "-O2", *flags, *defs, "-I", lib_dir, "-J", mod_dir, src,
+            shell.sh([c.fc, *shlex.split(c.fflags), *flags, *defs, "-I", lib_dir, "-J", mod_dir, src,
                       os.path.join(lib_dir, f"lib{n}_f.a"), "-o", exe])
             builds.append((f"fortran-{model}", exe, ""))
         except BuildError as exc:
@@ -106,11 +106,11 @@ def batch_omp(shell, c, values, vdir, lib_dir, defs, name="batch-omp"):
     built with the offload compiler and flags."""
     n = values["n"]
     try:
-        shell.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", "CFLAGS=-O2",
+        shell.sh(["make", "-s", "-f", f"{n}.mk", "ROSENNA_BACKEND=omp", f"CC={c.cc}", f"CFLAGS={c.cflags}",
                   f"ROSENNA_OFFLOAD_FLAGS={c.flags}"], cwd=lib_dir)
         src = write_harness(vdir, "batch-omp", values)
         exe = os.path.join(vdir, "h3_batch_omp")
-        shell.sh([c.cc, "-O2", *shlex.split(c.flags), *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"),
+        shell.sh([c.cc, *shlex.split(c.cflags), *shlex.split(c.flags), *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"),
                   "-lm", "-o", exe])
         return name, exe, ""
     except BuildError as exc:
@@ -122,14 +122,14 @@ def batch_native(shell, c, values, vdir, lib_dir, defs):
     ``<name>_infer_batch``."""
     n = values["n"]
     try:
-        shell.sh(["make", "-s", "-f", f"{n}.mk", f"ROSENNA_BACKEND={c.backend}", f"CC={c.host_cc}", "CFLAGS=-O2",
+        shell.sh(["make", "-s", "-f", f"{n}.mk", f"ROSENNA_BACKEND={c.backend}", f"CC={c.host_cc}", f"CFLAGS={c.cflags}",
                   "ROSENNA_OFFLOAD_FLAGS=", f"DEVCC={c.devcc}", f"DEVFLAGS={c.devflags}"], cwd=lib_dir)
         if c.backend == "hip":
             raise BuildError("the batch and user-kernel harnesses are written for the CUDA runtime; "
                              "the hip archive was built (compile-only here)")
         src = write_harness(vdir, "batch-cuda", values)
         exe = os.path.join(vdir, "h3_batch")
-        shell.sh([c.devcc, "-O2", *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"), "-o", exe])
+        shell.sh([c.devcc, *shlex.split(c.devflags), *defs, "-I", lib_dir, src, os.path.join(lib_dir, f"lib{n}.a"), "-o", exe])
         return "batch", exe, ""
     except BuildError as exc:
         return "batch", None, note_of(exc)

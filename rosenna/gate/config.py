@@ -31,6 +31,10 @@ class Config:
     out: str = "gpu-gate"
     devcc: str = None
     devflags: str = None
+    cflags: str = None  # optimisation flags of cc and host_cc (default: the gcc profile's)
+    fflags: str = None  # of fc
+    target: str = None  # archspec's name of the CPU the gcc profile's defaults are for (None: this host)
+    gpu_arch: str = None  # the GPU they are for (None: the profile's, else detected)
     host_cc: str = "gcc"  # compiles <name>.c of the native-kernel archive
     reps: int = 11
     label: str = ""  # names the compiler set in the report
@@ -59,12 +63,15 @@ def resolved(config):
         c.flags = c.flags if c.flags is not None else "-fopenmp -foffload=nvptx-none"
     if c.backend not in BACKENDS:
         raise UsageError(f"--backend {c.backend!r}: choose one of {', '.join(BACKENDS)}")
-    if c.backend == "cuda":
-        c.devcc = c.devcc or "nvcc"
-        c.devflags = c.devflags or "-O3 -arch=sm_90"
-    elif c.backend == "hip":
-        c.devcc = c.devcc or "hipcc"
-        c.devflags = c.devflags or "-O3 --offload-arch=gfx90a"
+    if None in (c.cflags, c.fflags) or (c.backend != "omp" and None in (c.devcc, c.devflags)):
+        from rosenna import toolchain  # the gcc profile: the one source of compiler defaults
+
+        profile = toolchain.resolve(None, target=c.target, gpu_arch=c.gpu_arch)
+        c.cflags = profile.optimize_c if c.cflags is None else c.cflags
+        c.fflags = profile.optimize_fortran if c.fflags is None else c.fflags
+        if c.backend != "omp":
+            c.devcc = c.devcc or profile.device_compiler(c.backend)
+            c.devflags = c.devflags or profile.device_flags(c.backend)
     if c.points is None:
         c.points = POINTS_HOST if c.host_fallback else POINTS_DEVICE
     if c.points < 1:

@@ -81,7 +81,7 @@ def build(c, plan, rows, planted, counter, *, checks, steps, complete, host=None
         "mode": mode, "machine": host or machine(),
         "job": {"id": job, "from": job_var},
         "profile": c.profile,
-        "flags": {"cc": c.cc, "fc": c.fc, "offload": c.flags, "openacc": c.acc_flags, "backend": c.backend,
+        "flags": {"cc": c.cc, "fc": c.fc, "cflags": c.cflags, "fflags": c.fflags, "offload": c.flags, "openacc": c.acc_flags, "backend": c.backend,
                   "devcc": c.devcc, "devflags": c.devflags, "host_cc": c.host_cc},
         "config": asdict(c),
         "checked_points": checks, "steps": steps,
@@ -103,7 +103,7 @@ def markdown(report, log):
              f"{report['config']['reps']} (median); checked against onnxruntime on {report['checked_points']} points",
              "- toolchain profile: " + (f"{profile['name']} ({profile['file']})" + (
                  f", chosen because {profile['reason']}" if profile.get("reason") else "") if profile else "none (flags below)"),
-             f"- compilers: cc `{c['cc']}`, fc `{c['fc']}`; OpenMP offload flags `{c['offload'] or '(none)'}`; OpenACC "
+             f"- compilers: cc `{c['cc']} {c.get('cflags') or ''}`, fc `{c['fc']} {c.get('fflags') or ''}`; OpenMP offload flags `{c['offload'] or '(none)'}`; OpenACC "
              + (f"flags `{c['openacc']}`" if c["openacc"] else "not run (no OpenACC flags)")
              + (f"; native kernel `{c['devcc']} {c['devflags']}`, host cc `{c['host_cc']}`" if c["backend"] != "omp" else ""),
              f"- transfers: {report['transfer_counter']}; each harness ran at 0 and {report['steps']} extra steps over "

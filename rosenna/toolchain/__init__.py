@@ -10,7 +10,7 @@ The public entry point is :func:`resolve`::
     profile = resolve("auto")            # detect this node and choose
     profile = resolve("nvhpc")           # by name or alias (e.g. "NVHPC")
     profile = resolve(None)              # today's defaults: the gcc profile
-    profile.make_defaults()              # CC, FC, DEVCC, DEVFLAGS, ROSENNA_OFFLOAD_FLAGS, ROSENNA_BACKEND
+    profile.make_defaults()              # CC, FC, CFLAGS, FFLAGS, DEVCC, DEVFLAGS, ROSENNA_OFFLOAD_FLAGS, ROSENNA_BACKEND
 """
 
 from rosenna.toolchain.catalog import Catalog, search_path

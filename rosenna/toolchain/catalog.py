@@ -181,7 +181,7 @@ def _strings(data, prefix=()):
 
 
 # The keys whose strings may use GPU placeholders.
-_TEMPLATED = ("flags.", "devflags", "device_link_flags", "probe.command")
+_TEMPLATED = ("flags.", "optimize.", "devflags", "device_link_flags", "probe.command")
 # What a probe command may name besides the GPU placeholders.
 PROBE_PLACEHOLDERS = ("c", "cxx", "fortran", "device", "omp_offload", "acc", "host", "src", "out")
 

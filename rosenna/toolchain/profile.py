@@ -1,22 +1,36 @@
-"""A resolved profile: extends merged, ``${...}`` expanded, GPU placeholders filled.
+"""A resolved profile: extends merged, ``${...}`` expanded, placeholders filled.
 
-The GPU architecture comes, in this order, from the profile's ``cuda_arch`` / ``amdgpu_target``
-(Spack's spellings), from the GPU detected on this node, or from the defaults below (the
-architectures the generated .mk recipes assume when nothing says otherwise).
+The GPU architecture comes, in this order, from ``--gpu-arch``, from the profile's ``cuda_arch`` /
+``amdgpu_target`` (Spack's spellings), from the GPU detected on this node, or from the defaults
+below (with a note saying so). The CPU microarchitecture that ``{archspec}`` is filled for comes
+from ``--target`` (archspec's names, as Spack's ``target=``) or archspec's detection of this host.
+
+The built-in ``gcc`` profile is the one source of compiler defaults: ``resolve(None)`` is that
+profile, and the optimisation flags a profile does not set (its ``optimize`` key) are the gcc
+profile's.
 """
 
 import os
-from dataclasses import asdict, dataclass
+import re
+import shlex
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from rosenna.errors import ToolchainError
+import archspec.cpu
+
+from rosenna.errors import ToolchainError, UsageError
 from rosenna.toolchain import detection as detect_mod
 from rosenna.toolchain.catalog import PROBE_PLACEHOLDERS, Catalog
-from rosenna.toolchain.schema import DEFAULT_CONSTANT_LIMIT_BYTES, DEFAULT_EMBED_THRESHOLD
+from rosenna.toolchain.schema import DEFAULT_CONSTANT_LIMIT_BYTES, DEFAULT_EMBED_THRESHOLD, OPTIMIZE_LANGS
 from rosenna.toolchain.template import TemplateError, expand_env, fill, placeholders_in
 
-DEFAULT_CC = "80"  # sm_80, the .mk recipes' default DEVFLAGS
-DEFAULT_GFX = "gfx90a"
+DEFAULT_CC = "80"  # sm_80 (A100) when no GPU is detected and nothing names one
+DEFAULT_GFX = "gfx90a"  # MI200
+#: The profile whose ``optimize`` flags fill in for a profile that sets none.
+DEFAULTS_PROFILE = "gcc"
+#: Per native backend: the device compiler and architecture flag of the .mk branch that a profile
+#: does not build itself (the gcc profile names nvcc; its hip branch needs hipcc all the same).
+DEVICE_BACKENDS = {"cuda": ("nvcc", "-arch=sm_{cc}"), "hip": ("hipcc", "--offload-arch={gfx}")}
 OFFLOAD_TRIPLES = {"nvidia": "nvptx64-nvidia-cuda", "amd": "amdgcn-amd-amdhsa", "intel": "spir64"}
 
 # Compiler roles: profile key -> Profile field.
@@ -49,6 +63,69 @@ class GpuTarget:
                 "offload_triple": self.offload_triple}
 
 
+def parse_gpu_arch(text):
+    """``--gpu-arch``: ``("nvidia", "80")`` for 80, 8.0, sm_80, compute_80, 90a; ``("amd", "gfx90a")``.
+
+    Raises:
+        UsageError: for anything else.
+    """
+    value = str(text).strip().lower()
+    match = re.fullmatch(r"(?:sm_|compute_)?(\d{1,2})\.?(\d[a-z]?)", value)
+    if match:
+        return "nvidia", match.group(1) + match.group(2)
+    if re.fullmatch(r"gfx[0-9a-f]+(:[a-z]+[+-])*", value):
+        return "amd", value
+    raise UsageError(f"--gpu-arch {text!r}: give a CUDA compute capability (80, 8.0, sm_90) or an AMD "
+                     "target (gfx90a)")
+
+
+def microarchitecture(name=None):
+    """``(archspec Microarchitecture, where it came from)`` for ``--target name``, or this host.
+
+    Raises:
+        UsageError: for a name archspec does not know, with the closest ones.
+    """
+    if name is None:
+        return archspec.cpu.host(), "archspec: this host"
+    target = archspec.cpu.TARGETS.get(name)
+    if target is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(archspec.cpu.TARGETS), n=3)
+        hint = f" (close: {', '.join(close)})" if close else ""
+        raise UsageError(f"--target {name!r}: not a microarchitecture archspec knows{hint}; names are "
+                         "archspec's, as in Spack's target= (e.g. zen3, icelake, neoverse_v2, x86_64_v3)")
+    return target, "--target"
+
+
+_PROBES = {}
+
+
+def _probe(command, target):
+    """detection.probe_compiler for ``command`` and ``target``, once per PATH."""
+    key = (command, target.name, os.environ.get("PATH", ""))
+    if key not in _PROBES:
+        _PROBES[key] = detect_mod.probe_compiler(command, target, [])
+    return _PROBES[key]
+
+
+def archspec_flags(command, target, key):
+    """archspec's optimisation flags for ``target`` with the compiler ``command``, and a note.
+
+    The compiler's family and version come from its ``--version`` banner (nvc -> nvhpc, icx ->
+    oneapi, amdclang -> clang, ...: :data:`rosenna.toolchain.detection._FAMILIES`). The note is ""
+    when flags were found, else why ``{archspec}`` in ``key`` was left empty.
+    """
+    if not command:
+        return "", f"{key}: {{archspec}} left empty: no compiler"
+    found = _probe(command, target)
+    if found is None:
+        return "", f"{key}: {{archspec}} left empty: '{command}' is not on PATH to ask its version"
+    if not found.host_flags:
+        return "", f"{key}: {{archspec}} left empty for {target.name}: {found.host_flags_note}"
+    return found.host_flags, ""
+
+
 @dataclass(frozen=True)
 class Profile:
     """A toolchain profile resolved for this machine. Build one with :func:`resolve`."""
@@ -69,7 +146,10 @@ class Profile:
     flags_omp_offload: str
     flags_acc: str
     flags_host: str
-    devflags: str
+    optimize_c: str  # the C compiler's optimisation flags, {archspec} filled
+    optimize_fortran: str
+    optimize_device: str
+    devflags: str  # the device compiler's architecture flags (with optimize_device: device_flags())
     device_link_flags: str
     constant_limit_bytes: int
     embed_threshold: int
@@ -77,22 +157,61 @@ class Profile:
     gpu: GpuTarget
     probe: dict  # {"command", "expect", "source"} with placeholders filled, or {}
     reason: str = ""  # why `auto` chose it; "" when asked for by name
+    target: str = ""  # the CPU microarchitecture {archspec} was filled for (archspec's name)
+    target_source: str = ""  # "--target" or "archspec: this host"
+    notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
+
+    @property
+    def device_backend(self):
+        """The native backend the profile's device compiler builds: "cuda", "hip" or ""."""
+        if self.backend in ("cuda", "hip"):
+            return self.backend
+        if not self.devcc:
+            return ""
+        return "hip" if "hipcc" in os.path.basename(shlex.split(self.devcc)[0]) else "cuda"
+
+    def device_flags(self, backend=None):
+        """Optimisation and architecture flags of the device compiler of ``backend`` (default: its own)."""
+        backend = backend or self.device_backend
+        if backend == self.device_backend:
+            return " ".join(f for f in (self.optimize_device, self.devflags) if f)
+        arch = fill(DEVICE_BACKENDS[backend][1], self.gpu.placeholders())
+        return " ".join(f for f in (self.optimize_device, arch) if f)
+
+    def device_compiler(self, backend=None):
+        """The device compiler of ``backend`` (default: its own): the profile's, or nvcc / hipcc."""
+        backend = backend or self.device_backend
+        if backend == self.device_backend and self.devcc:
+            return self.devcc
+        return DEVICE_BACKENDS[backend][0] if backend in DEVICE_BACKENDS else ""
+
+    @property
+    def offload_flags(self):
+        """The .mk's ROSENNA_OFFLOAD_FLAGS: OpenMP target flags, else the host OpenMP flags."""
+        return self.flags_omp_offload or self.flags_host
 
     def make_defaults(self):
-        """The values ``generate --toolchain`` writes as defaults into the .mk recipes.
+        """The values the generated .mk recipes default to (and ``toolchain show`` prints).
 
         ROSENNA_OFFLOAD_FLAGS is the OpenMP target flags, or the host fallback flags for a
-        profile that cannot offload OpenMP. Every key is present; a value may be "" (e.g. DEVCC
-        of a profile with no device compiler).
+        profile that cannot offload OpenMP. DEVCC and DEVFLAGS are those of the profile's own
+        device backend (:meth:`device_flags` gives the other's). Every key is present; a value may
+        be "" (e.g. DEVCC of a profile with no device compiler).
         """
         return {
             "CC": self.cc,
             "FC": self.fc,
+            "CFLAGS": self.optimize_c,
+            "FFLAGS": self.optimize_fortran,
             "DEVCC": self.devcc,
-            "DEVFLAGS": self.devflags,
-            "ROSENNA_OFFLOAD_FLAGS": self.flags_omp_offload or self.flags_host,
+            "DEVFLAGS": self.device_flags() if self.devcc else "",
+            "ROSENNA_OFFLOAD_FLAGS": self.offload_flags,
             "ROSENNA_BACKEND": self.backend,
         }
+
+    def describe(self):
+        """One line for provenance: profile, CPU target, GPU architecture."""
+        return f"toolchain={self.name} target={self.target or '?'} gpu={self.gpu.offload_arch}"
 
     def compiler(self, role):
         """The command for a role: "c", "cxx", "fortran" or "device"."""
@@ -135,6 +254,7 @@ class Profile:
         out["gpu"]["offload_arch"] = self.gpu.offload_arch
         out["gpu"]["offload_triple"] = self.gpu.offload_triple
         out["make_defaults"] = self.make_defaults()
+        out["notes"] = list(self.notes)
         return out
 
 
@@ -197,31 +317,77 @@ def _placeholder_names(data):
     """The placeholders the profile's templated strings use."""
     texts = [data.get("devflags", ""), data.get("device_link_flags", "")]
     texts += list(data.get("flags", {}).values()) + [data.get("probe", {}).get("command", "")]
+    texts += list(data.get("optimize", {}).values())
     names = set()
     for text in texts:
         names |= placeholders_in(text, PROBE_PLACEHOLDERS)
     return names & {"cc", "gfx", "offload_arch", "offload_triple"}
 
 
-def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, reason=""):
+def _defaults_optimize(catalog, environ):
+    """The ``optimize`` flags of the defaults profile (gcc), for a profile that sets none."""
+    try:
+        data, _ = catalog.merged(catalog.lookup(DEFAULTS_PROFILE))
+    except ToolchainError:
+        return {}
+    return _expand(data, DEFAULTS_PROFILE, environ).get("optimize", {})
+
+
+def _check_archspec_use(data, source):
+    for key, text in [("devflags", data.get("devflags", "")), ("device_link_flags", data.get("device_link_flags", "")),
+                      ("optimize.device", data.get("optimize", {}).get("device", ""))] + [
+            (f"flags.{k}", v) for k, v in data.get("flags", {}).items()]:
+        if "{archspec}" in text:
+            raise ToolchainError(f"{source}: key '{key}': {{archspec}} is filled only in optimize.c and "
+                                 "optimize.fortran (it depends on that language's compiler)")
+
+
+def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, reason="", target=None,
+          gpu_arch=None):
     """Resolve one profile file of ``catalog`` into a :class:`Profile`.
 
     Args:
-        gpus: the detected GPUs; when None and the profile has placeholders its own keys do not
-            fix, the GPUs are detected now (unless ``detect_gpus`` is false).
+        gpus: the detected GPUs; when None and neither the profile nor ``gpu_arch`` fixes the GPU
+            architecture, the GPUs are detected now (unless ``detect_gpus`` is false).
+        target: archspec's name of the CPU microarchitecture to build for (``--target``); None:
+            this host as archspec detects it.
+        gpu_arch: ``--gpu-arch`` (see :func:`parse_gpu_arch`), overriding profile and detection.
     """
     environ = os.environ if environ is None else environ
     data, chain = catalog.merged(profile_file)
     data = _expand(data, profile_file.path, environ)
+    _check_archspec_use(data, profile_file.path)
     names = _placeholder_names(data)
-    fixed = not names or ("cuda_arch" in data and "amdgpu_target" in data) or (
-        names <= {"cc"} and "cuda_arch" in data) or (names <= {"gfx"} and "amdgpu_target" in data)
+    override = parse_gpu_arch(gpu_arch) if gpu_arch else None
+    if override:
+        data = dict(data, **({"cuda_arch": override[1]} if override[0] == "nvidia" else {"amdgpu_target": override[1]}))
+    # Every .mk has a cuda and a hip branch, so both architectures are wanted whatever the profile uses.
+    fixed = "cuda_arch" in data and "amdgpu_target" in data
     if gpus is None and detect_gpus and not fixed:
         gpus = detect_mod.detect_gpus()
     vendors = tuple(data.get("gpu_vendor", ()))
     gpu = _gpu_target(data, vendors, gpus, names)
+    if override:
+        gpu = replace(gpu, source=gpu.source.replace("cuda_arch" if override[0] == "nvidia" else "amdgpu_target",
+                                                     "--gpu-arch"))
+    notes = []
+    if "default" in gpu.source:
+        notes.append(f"no GPU detected (nvidia-smi, rocm_agent_enumerator): building for {gpu.offload_arch}; "
+                     "name the GPU with --gpu-arch")
     values = gpu.placeholders()
     flags = {k: fill(v, values) for k, v in data.get("flags", {}).items()}
+    cpu, target_source = microarchitecture(target)
+    optimize = dict(_defaults_optimize(catalog, environ), **data.get("optimize", {}))
+    compilers_by_lang = {"c": data["compilers"]["c"], "fortran": data["compilers"]["fortran"]}
+    resolved_optimize = {}
+    for lang in OPTIMIZE_LANGS:
+        text = optimize.get(lang, "")
+        if "{archspec}" in text:
+            found, note = archspec_flags(compilers_by_lang[lang], cpu, f"optimize.{lang}")
+            if note:
+                notes.append(note)
+            text = fill(text, {"archspec": found})
+        resolved_optimize[lang] = " ".join(fill(text, values).split())
     compilers = data["compilers"]
     probe = dict(data.get("probe", {}))
     if probe:
@@ -250,6 +416,9 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         flags_omp_offload=flags.get("omp_offload", ""),
         flags_acc=flags.get("acc", ""),
         flags_host=flags["host"],
+        optimize_c=resolved_optimize["c"],
+        optimize_fortran=resolved_optimize["fortran"],
+        optimize_device=resolved_optimize["device"],
         devflags=fill(data.get("devflags", ""), values),
         device_link_flags=fill(data.get("device_link_flags", ""), values),
         constant_limit_bytes=thresholds.get("constant_limit_bytes", DEFAULT_CONSTANT_LIMIT_BYTES),
@@ -258,10 +427,13 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         gpu=gpu,
         probe=probe,
         reason=reason,
+        target=cpu.name,
+        target_source=target_source,
+        notes=tuple(notes),
     )
 
 
-def resolve(name, *, detection=None, catalog=None, environ=None):
+def resolve(name, *, detection=None, catalog=None, environ=None, target=None, gpu_arch=None):
     """The profile ``name`` resolved for this machine.
 
     Args:
@@ -271,6 +443,8 @@ def resolve(name, *, detection=None, catalog=None, environ=None):
         detection: a :class:`rosenna.toolchain.detection.Detection` to use instead of detecting.
         catalog: the profiles to choose from (default: those on the search path).
         environ: the environment for ``${...}`` and PATH (default: ``os.environ``).
+        target: ``--target``: archspec's name of the CPU to build for (default: this host).
+        gpu_arch: ``--gpu-arch``: the GPU to build for (default: the profile's, else detected).
 
     Raises:
         ToolchainError: for an unknown name and for any broken profile involved.
@@ -286,10 +460,15 @@ def resolve(name, *, detection=None, catalog=None, environ=None):
         if detection is None:
             detection = detect_mod.detect(compiler_commands(catalog, environ))
         selection = select(catalog, detection, environ=environ)
-        return selection.profile
+        profile = selection.profile
+        if target is None and gpu_arch is None:
+            return profile
+        return build(catalog, catalog.lookup(profile.name), gpus=detection.gpus, environ=environ,
+                     reason=profile.reason, target=target, gpu_arch=gpu_arch)
     gpus = detection.gpus if detection is not None else None
     asked = request.parse(name)  # gcc@13.2.0, GCC/13.2.0, foss/2023a: the version is checked
-    profile = build(catalog, catalog.lookup(asked.name), gpus=gpus, environ=environ)
+    profile = build(catalog, catalog.lookup(asked.name), gpus=gpus, environ=environ, target=target,
+                    gpu_arch=gpu_arch)
     return request.check(profile, asked, environ)
 
 

@@ -14,7 +14,12 @@ import yaml
 from rosenna.errors import ToolchainError
 
 # The names a flag or devflags string may use in braces; filled when the profile is resolved.
-PLACEHOLDERS = ("cc", "gfx", "offload_arch", "offload_triple")
+# ``{archspec}`` is archspec's optimisation flags for the target CPU; only ``optimize.c`` and
+# ``optimize.fortran`` may use it (it depends on that language's compiler).
+PLACEHOLDERS = ("cc", "gfx", "offload_arch", "offload_triple", "archspec")
+
+# The languages of the ``optimize`` key: the optimisation flags of each compiler role.
+OPTIMIZE_LANGS = ("c", "fortran", "device")
 
 GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
@@ -49,6 +54,11 @@ SCHEMA = {
             "type": "object",
             "additionalProperties": False,
             "properties": {"omp_offload": _STRING, "acc": _STRING, "host": _STRING},
+        },
+        "optimize": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {lang: _STRING for lang in OPTIMIZE_LANGS},
         },
         "devflags": _STRING,
         "device_link_flags": _STRING,

@@ -46,21 +46,23 @@ def runtime_mapping():
 #endif"""
 
 
-#: Per backend: default device compiler, its flags, the flag for relocatable device code, and the
-#: runtime library a host-compiler link needs.
+#: Per backend: the flag for relocatable device code, and the runtime library a host-compiler link
+#: needs. The device compiler and its flags are the toolchain profile's (Profile.device_flags).
 BACKENDS = {
-    "cuda": {"DEVCC": "nvcc", "DEVFLAGS": "-O2 -arch=sm_80", "RDC": "-rdc=true",
+    "cuda": {"RDC": "-rdc=true",
              "LIBS": "-L$(ROSENNA_DEVICE_LIBDIR) -Wl,-rpath,$(ROSENNA_DEVICE_LIBDIR) -lcudart -lstdc++",
              # nvcc names its installation in its dry run (a wrapper script on PATH may hide it).
              "LIBDIR": "$(shell $(DEVCC) -dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\\#\\$$ TOP=//p')/lib64"},
-    "hip": {"DEVCC": "hipcc", "DEVFLAGS": "-O2 --offload-arch=gfx90a", "RDC": "-fgpu-rdc",
+    "hip": {"RDC": "-fgpu-rdc",
             "LIBS": "-L$(ROSENNA_DEVICE_LIBDIR) -Wl,-rpath,$(ROSENNA_DEVICE_LIBDIR) -lamdhip64 -lstdc++",
             "LIBDIR": "$(or $(ROCM_PATH),/opt/rocm)/lib"},
 }
 
 
-def makefile_rules(name, defaults):
-    """The backend switch of ``<name>.mk``: which objects lib<name>.a holds, and the kernel rules."""
+def makefile_rules(name, profile):
+    """The backend switch of ``<name>.mk``: which objects lib<name>.a holds, and the kernel rules.
+
+    ``profile``: the resolved toolchain profile giving each backend's DEVCC and DEVFLAGS."""
     n = name
     lines = ["# ROSENNA_BACKEND=omp builds only <name>.c with CC. cuda|hip also compile <name>_kernel.cu",
              f"# with DEVCC and DEVFLAGS: {n}_kernel.o (the batched kernel, in lib{n}.a; a host compiler can",
@@ -70,9 +72,7 @@ def makefile_rules(name, defaults):
              "OBJCOPY ?= objcopy",
              "ROSENNA_OBJS = $(ROSENNA_DIR)/" + f"{n}.o"]
     for backend, conf in BACKENDS.items():
-        devcc = defaults.get("DEVCC") if defaults.get("ROSENNA_BACKEND") == backend and defaults.get("DEVCC") else conf["DEVCC"]
-        devflags = (defaults.get("DEVFLAGS") if defaults.get("ROSENNA_BACKEND") == backend and defaults.get("DEVFLAGS")
-                    else conf["DEVFLAGS"])
+        devcc, devflags = profile.device_compiler(backend), profile.device_flags(backend)
         keyword = "ifeq" if backend == "cuda" else "else ifeq"
         lines += [f"{keyword} ($(ROSENNA_BACKEND),{backend})",
                   f"DEVCC ?= {devcc}",
