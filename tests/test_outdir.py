@@ -10,7 +10,7 @@ import pytest
 
 from rosenna import emit, outdir
 from rosenna.cli import main
-from rosenna.generate import DEFAULT_MAKE, Options, build_plan, default_name, generate
+from rosenna.generate import Options, build_plan, default_name, generate
 
 
 def _cli(argv, capsys):
@@ -56,7 +56,7 @@ def test_set_files_cover_every_generated_and_built_file(model):
     recipe builds in $(ROSENNA_DIR) is in it, so a new file cannot escape the collision checks."""
     for embed in (True, False):
         _, plan = build_plan(model("two_in_two_out"), Options(name="nm", embed=embed))
-        files = emit.render(plan, "both", "stamp", DEFAULT_MAKE)
+        files = emit.render(plan, "both", "stamp", Options().profile())
         owned = set(outdir.set_files("nm")) | set(outdir.SHARED_FILES)
         assert set(files) <= owned
         for fname in (f for f in files if f.endswith(".mk")):
