@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from rosenna import gate
+from rosenna.gate.config import resolved
 from rosenna.cli import main
 from rosenna.errors import ToolchainError
 from rosenna.toolchain import resolve
@@ -58,7 +59,7 @@ def test_the_detected_gpu_reaches_mk_and_gate(cap, stubs, model, tmp_path, capsy
     assert f"and GPU {sm} (detected: {NVIDIA_SMI[cap].split(',')[0]} (nvidia-smi))" in mk
     assert "no GPU detected" not in mk and "no GPU detected" not in capsys.readouterr().err
     assert f"gpu={sm}" in (out / "gemm_small.c").read_text().splitlines()[0]
-    config = gate._defaults(gate.Config(backend="cuda"))
+    config = resolved(gate.Config(backend="cuda"))
     assert config.devcc == "nvcc" and f"-arch={sm}" in shlex.split(config.devflags)
 
 
