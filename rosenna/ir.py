@@ -48,6 +48,8 @@ class Node:
     outputs: list
     attrs: dict = field(default_factory=dict)
     domain: str = ""
+    #: The model's nodes this one stands for when a pass merged several (empty: just ``name``).
+    sources: tuple = ()
 
 
 @dataclass

@@ -23,6 +23,8 @@ from rosenna.passes.relabel import ALIAS
 
 # The thresholds live in rosenna.limits (configuration and code import them from there).
 EMBED_THRESHOLD, WHOLE_THRESHOLD = limits.EMBED_THRESHOLD, limits.WHOLE_THRESHOLD
+#: Ops whose loop over time is sequential: a plan with one has no whole-field path.
+SEQUENTIAL_OPS = ("LSTM", "GRU")
 
 
 @dataclass
@@ -51,6 +53,27 @@ class Weight:
         return decimal_texts(self.array)
 
 
+@dataclass(frozen=True)
+class PlannedOp:
+    """One node of the graph after the passes, as the plan lowered it."""
+    op: str  # the ONNX op; for an alias, the op it stands for (Identity, Reshape, ...)
+    activation: str = None  # the activation fused into it (Gemm, Conv), or None
+    alias: bool = False  # True: no code, its output shares its input's storage
+    nodes: tuple = ()  # the model's node names it stands for (several when a pass fused them)
+
+    @property
+    def label(self):
+        """``Gemm+Relu``, ``Reshape (alias)``: what `info` shows and the plan hash records."""
+        if self.alias:
+            return f"{self.op} (alias)"
+        return f"{self.op}+{self.activation}" if self.activation else self.op
+
+    @property
+    def name(self):
+        """The node's name after the passes (fused names joined by ``+``)."""
+        return "+".join(self.nodes)
+
+
 @dataclass
 class Plan:
     name: str
@@ -63,7 +86,7 @@ class Plan:
     scratch: list  # sizes of the per-point scratch buffers t0, t1, ...
     storage: dict  # buffer name (value/weight) -> (kind, ident, offset); kind in x y t w
     body: list  # kernel statements
-    ops: list  # (op, node label) after the passes, aliases included
+    ops: list  # PlannedOp per node after the passes, aliases included
     embed: bool
     producer: str = ""
     hash: str = field(default="")
@@ -87,9 +110,13 @@ class Plan:
     @property
     def path(self):
         """"whole" (``<name>_infer_batch`` runs ``<name>_infer_one`` per sample) or "point"."""
-        from rosenna.emit import whole
+        return "whole" if self.has_infer_one and self.scratch_bytes > WHOLE_THRESHOLD else "point"
 
-        return "whole" if whole.available(self) and self.scratch_bytes > WHOLE_THRESHOLD else "point"
+    @property
+    def has_infer_one(self):
+        """Whether the plan can run one sample over the whole field (``<name>_infer_one``): not
+        with an LSTM or GRU, whose time loop is sequential."""
+        return not any(op.op in SEQUENTIAL_OPS for op in self.ops)
 
 
 _IDENT_BAD = re.compile(r"[^a-z0-9_]+")
@@ -184,11 +211,14 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
     op_list = []
     for node in graph.nodes:
         label = comment_text(node.name)
+        sources = tuple(node.sources) or (node.name,)
         if node.op == ALIAS:
-            op_list.append((f"{node.attrs['of']} (alias)", node.name))
+            op_list.append(PlannedOp(node.attrs["of"], alias=True, nodes=sources))
             continue
-        op_list.append((node.op if not node.attrs.get("_activation") else f"{node.op}+{node.attrs['_activation'][0]}", node.name))
-        b.emit(Comment(f"{node.op}{'+' + node.attrs['_activation'][0] if node.attrs.get('_activation') else ''}: {label}"))
+        activation = node.attrs["_activation"][0] if node.attrs.get("_activation") else None
+        planned = PlannedOp(node.op, activation, nodes=sources)
+        op_list.append(planned)
+        b.emit(Comment(f"{planned.label}: {label}"))
         ops.get(node.op).lower(node, graph, b)
     for r, ybuf, size, vname in copies:
         b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))
@@ -235,6 +265,6 @@ def plan_hash(plan):
         "nx": plan.nx,
         "ny": plan.ny,
         "weights": [(w.ident, w.size) for w in plan.weights],
-        "ops": [op for op, _ in plan.ops],
+        "ops": [op.label for op in plan.ops],
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]

@@ -153,13 +153,13 @@ def _beyond_mlp(tmp_path):
 
 
 def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
-    from rosenna.emit import whole
+    from rosenna import parallel
 
     path = _beyond_mlp(tmp_path)["convnet"]
     plan = build_plan(str(path), Options(lang="c"))[1]
     assert plan.path == "whole"  # 64x64, 8 channels: far too much scratch for one thread
     text = cuda.kernel_source(plan, "stamp")
-    regions = [r for r in whole.regions(plan.body) if r[0] != "comment"]
+    regions = [r for r in parallel.regions(plan.body) if r[0] != "comment"]
     assert len(regions) == 27  # each padded 3x3 conv: interior, 4 edges, 4 corners
     # One launch per conv (the activations are fused into their conv; the Identity output is the
     # last conv's storage in y, no copy): 3 kernels, each holding its conv's 9 regions.
@@ -179,7 +179,7 @@ def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
 
 
 def _toy_plan(*regions):
-    """A hand-made plan for whole.launch_groups: each region ``(store, extent, offset, load)`` is
+    """A hand-made plan for parallel.launch_groups: each region ``(store, extent, offset, load)`` is
     ``store[i + offset] = load[i]`` over ``extent`` elements (extent 1: a serial statement)."""
     from rosenna.kernel import Assign, Comment, Idx, Loop, Ref
 
@@ -196,9 +196,9 @@ def _toy_plan(*regions):
 
 
 def _grouping(*regions):
-    from rosenna.emit import whole
+    from rosenna import parallel
 
-    return [[m.op for m in launch.members] for launch in whole.launch_groups(_toy_plan(*regions))]
+    return [[m.op for m in launch.members] for launch in parallel.launch_groups(_toy_plan(*regions))]
 
 
 def test_launch_grouping_keeps_dependent_regions_apart():
@@ -213,13 +213,13 @@ def test_launch_grouping_keeps_dependent_regions_apart():
 
 
 def test_launch_grouping_fuses_independent_regions():
-    from rosenna.emit import whole
+    from rosenna import parallel
 
     # disjoint parts of one storage (t0[0:8], t0[8] serially, b[0:8] = t0[16:24]), another buffer
     # from the weights, all reading only x or weights: one launch of 8 + 1 + 8 + 8 threads
     plan = _toy_plan(("a", 8, 0, "in"), ("a", 1, 8, "in"), ("b", 8, 0, "in"), ("c", 8, 0, "w"),
                      ("out", 8, 0, "c"))
-    launches = whole.launch_groups(plan)
+    launches = parallel.launch_groups(plan)
     assert [[m.op for m in launch.members] for launch in launches] == [["op0", "op1", "op2", "op3"], ["op4"]]
     assert [m.kind for m in launches[0].members] == ["parallel", "serial", "parallel", "parallel"]
     assert [launch.threads for launch in launches] == [25, 8]

@@ -208,7 +208,7 @@ def test_launch_argument_allowance_counts_region_launches(tmp_path, model):
     import sys
     from pathlib import Path
 
-    from rosenna.emit import whole
+    from rosenna import parallel
     from rosenna.gate import config
     from rosenna.gate import runner as gate
     from rosenna.generate import Options, build_plan
@@ -225,5 +225,5 @@ def test_launch_argument_allowance_counts_region_launches(tmp_path, model):
     per_step = gate.LAUNCH_ARG_BLOCKS * gate.STEPS
     assert gate.launch_allowance("c-omp", mlp, cuda) == gate.launch_allowance("fortran-acc", mlp, cuda) == per_step
     assert gate.launch_allowance("batch", mlp, omp) == per_step
-    assert gate.launch_allowance("batch-omp", conv, cuda) == per_step * len(whole.regions(conv.body)) * 64
+    assert gate.launch_allowance("batch-omp", conv, cuda) == per_step * len(parallel.regions(conv.body)) * 64
     assert gate.launch_allowance("batch", conv, cuda) == gate.launch_allowance("cuda-user", mlp, cuda) == 0

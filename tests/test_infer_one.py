@@ -11,7 +11,7 @@ import pytest
 
 from rosenna import generate as gen
 from rosenna.commands.info import describe
-from rosenna.emit import whole
+from rosenna import parallel
 from rosenna.emit.cuda import whole_field
 from rosenna.plan import WHOLE_THRESHOLD
 
@@ -142,7 +142,7 @@ def test_small_plan_keeps_the_per_point_batch_and_has_infer_one(tmp_path):
 def test_recurrent_plans_have_no_infer_one(tmp_path):
     path = op_models.lstm_cell(tmp_path / "cell.onnx")
     plan, _ = gen.generate(path, str(tmp_path / "gen"), gen.Options(lang="both"))
-    assert not whole.available(plan) and plan.path == "point"
+    assert not plan.has_infer_one and plan.path == "point"
     assert "infer_one" not in (tmp_path / "gen" / f"{plan.name}.h").read_text()
     assert "infer_one" not in (tmp_path / "gen" / f"{plan.name}_model.F90").read_text()
 
@@ -199,14 +199,14 @@ int main(int argc, char **argv)
 
 
 def emulate_launches(model_path, out, samples=2, launches=None):
-    """Run the CUDA infer_one's kernels on the host: each launch (whole.launch_groups, or the
+    """Run the CUDA infer_one's kernels on the host: each launch (parallel.launch_groups, or the
     given ones) as a loop over its thread indices, forwards and backwards, into the C file's
     buffers and weights. Returns (plan, x, y forwards, y backwards). A launch holding regions that
     depend on each other gives a wrong answer in at least one order."""
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
-    launches = whole.launch_groups(plan) if launches is None else launches
+    launches = parallel.launch_groups(plan) if launches is None else launches
     funcs, calls = [], []
     for k, launch in enumerate(launches):
         body = "\n".join(whole_field.launch_body(plan, launch))
@@ -245,7 +245,7 @@ def test_cuda_launches_emulated_on_host(tmp_path, name):
     else:
         path = str(models.write(name, tmp_path))
     plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen")
-    fused = [launch for launch in whole.launch_groups(plan) if len(launch.members) > 1]
+    fused = [launch for launch in parallel.launch_groups(plan) if len(launch.members) > 1]
     assert fused  # each model has a launch of several regions
     want = reference(path, plan, x)
     assert_close(forwards, want, what=f"{name}: launches, threads in order")
@@ -257,7 +257,7 @@ def test_emulation_catches_a_wrong_fusion(tmp_path):
     output) is right with the threads in order and wrong in reverse."""
     path = op_models.convnet(tmp_path / "convnet.onnx", height=16, width=16)
     _, plan = gen.build_plan(path, gen.Options(lang="c"))
-    everything = whole.Launch([m for launch in whole.launch_groups(plan) for m in launch.members])
+    everything = parallel.Launch([m for launch in parallel.launch_groups(plan) for m in launch.members])
     plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", launches=[everything])
     want = reference(path, plan, x)
     assert_close(forwards, want, what="one launch, threads in order")

@@ -200,7 +200,7 @@ def test_operators_against_onnxruntime(tmp_path):
 def _plan_ops(tmp_path, name):
     path = str(tmp_path / f"{name}.onnx")
     onnx.save(MODELS[name](), path)
-    return [op for op, _ in gen.build_plan(path, gen.Options())[1].ops]
+    return [op.label for op in gen.build_plan(path, gen.Options())[1].ops]
 
 
 def test_batchnorm_folds_into_conv_and_gemm(tmp_path):

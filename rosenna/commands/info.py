@@ -29,7 +29,7 @@ def describe(plan):
         f"x: {slices(plan.inputs)}   ({plan.nx} values per point)",
         f"y: {slices(plan.outputs)}   ({plan.ny} values per point)",
         "ops after the passes:",
-        *(f"  {op:<20} {name}" for op, name in plan.ops),
+        *(f"  {op.label:<20} {op.name}" for op in plan.ops),
         f"parameters: {plan.parameters}",
         f"weights: {'embedded' if plan.embed else 'file-loaded (' + plan.name + '.rwt)'}",
         f"per-point scratch: {plan.scratch_bytes} bytes",
@@ -40,10 +40,9 @@ def describe(plan):
 
 
 def _path(plan):
-    from rosenna.emit import whole
-    from rosenna.plan import WHOLE_THRESHOLD
+    from rosenna.limits import WHOLE_THRESHOLD
 
-    if not whole.available(plan):
+    if not plan.has_infer_one:
         return (f"per-point ({plan.name}_infer; {plan.name}_infer_batch runs it per point); no "
                 f"{plan.name}_infer_one: the plan has an LSTM or GRU")
     if plan.path == "whole":

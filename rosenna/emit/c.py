@@ -4,7 +4,7 @@ from rosenna import __version__, abi
 from rosenna.emit import fixed, whole
 from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, used_scalars
+from rosenna.emit.render import Renderer, resolver, used_scalars
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops.
@@ -143,18 +143,6 @@ def _weights(plan):
         clause = "copyin" if plan.embed else "create"
         out += ["#if defined(_OPENACC)", f"#pragma acc declare {clause}({names})", "#endif"]
     return "\n".join(out) if plan.weights else ""
-
-
-def resolver(plan, block=0):
-    """How the C renderers name a buffer (``block``: the host batch path's transposed x and y)."""
-    def resolve(buf):
-        kind, ident, offset = plan.storage[buf]
-        if block and kind in "xy":
-            ident = ident + "b"
-        if kind == "w":
-            ident = symbol(plan, ident)
-        return ident, offset, kind != "w"
-    return resolve
 
 
 def point_body(plan, renderer, scalar_len=None, depth=1):
@@ -362,8 +350,8 @@ int {n}_init(const char *path)
 
 def source(plan, stamp, block):
     n, t = plan.name, plan.ctype
-    point = Renderer(C, plan.precision, resolver(plan))
-    blocked = Renderer(C, plan.precision, resolver(plan, block), block=block, math=BATCH_MATH[plan.precision])
+    point = Renderer(C, plan.precision, resolver(plan, C))
+    blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
     includes = [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <string.h>"]

@@ -5,7 +5,7 @@ import re
 from rosenna import abi
 from rosenna.emit import whole
 from rosenna.emit.lang import FORTRAN
-from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
+from rosenna.emit.render import Renderer, resolver, used_loop_vars, used_scalars
 
 MAX_LINE = 132
 VALUES_PER_LINE = 4
@@ -115,15 +115,6 @@ def wrap(line):
             pos, prefix = pos + take, hard
     out.append(prefix + body[pos:])
     return out
-
-
-def _resolver(plan, block=0):
-    def resolve(buf):
-        kind, ident, offset = plan.storage[buf]
-        if block and kind in "xy":
-            ident = ident + "b"
-        return ident, offset, kind != "w"
-    return resolve
 
 
 def _literals(plan, w):
@@ -353,8 +344,8 @@ def _reader(plan):
 
 def module(plan, stamp, block):
     n = plan.name
-    point = Renderer(FORTRAN, plan.precision, _resolver(plan))
-    blocked = Renderer(FORTRAN, plan.precision, _resolver(plan, block), block=block)
+    point = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
+    blocked = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, block), block=block)
     kind = "real64" if plan.precision == "double" else "real32"
     width = max(len(f"{n}_status_{key.lower()}") for _, key, _ in abi.STATUS_CODES)
     statuses = "\n".join(f"  integer, parameter, public :: {f'{n}_status_{key.lower()}':<{width}} = {code:>2}  ! {text}"

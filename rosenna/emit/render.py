@@ -217,3 +217,30 @@ def used_scalars(stmts):
 
 def used_loop_vars(stmts):
     return sorted({stmt.var for stmt in walk(stmts) if isinstance(stmt, Loop)})
+
+
+def buffer_ident(i):
+    """The identifier of scratch buffer ``t<i>`` when it is a static whole-field buffer."""
+    return f"ws{i}"
+
+
+def resolver(plan, lang, block=0, whole_field=False):
+    """How ``lang`` names the buffers of ``plan.storage``, for :class:`Renderer`: buffer name ->
+    (identifier, element offset, is_runtime_buffer). The one resolver of every language and form.
+
+    Args:
+        block: the host batch path's block (x and y are then its transposed copies ``xb``, ``yb``).
+        whole_field: ``<name>_infer_one``'s form: scratch buffers are static (``ws<i>``).
+    Weights, and static scratch buffers, take the language's global name (model-prefixed in C).
+    """
+    def resolve(buf):
+        kind, ident, offset = plan.storage[buf]
+        if block and kind in "xy":
+            ident = ident + "b"
+        static = kind == "w" or (whole_field and kind == "t")
+        if whole_field and kind == "t":
+            ident = buffer_ident(int(ident[1:]))
+        if static:
+            ident = lang.symbol(plan.name, ident)
+        return ident, offset, kind != "w"
+    return resolve

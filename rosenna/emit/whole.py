@@ -8,25 +8,19 @@ the intermediates in static device buffers (``omp declare target``), and each op
 calls it once per sample. It exists for every plan without an LSTM or GRU (whose time loop is
 sequential).
 
-Where the parallel loop comes from: every op lowers once, into the loop IR, with the loops over
-its output elements outermost (the convention the ops follow). Here each top-level loop nest of an
-op is split into its perfectly nested outer loops, which become the collapsed parallel loop, and
-the body inside them, which runs per output element with its scalars private. A nest is
-parallelised only when every store in it indexes with every parallel loop variable (so distinct
-iterations write distinct elements); anything else runs as one sequential ``target`` region,
-correct if slow. The buffers are shared by every call: calls on different streams (or threads)
-must not overlap.
+Which loops run in parallel, and as which regions, is decided by :mod:`rosenna.parallel` over
+the loop IR; this module renders its regions: each parallel one as a collapsed ``target teams
+distribute parallel for``, a serial one as one sequential ``target`` region (correct if slow).
+The buffers are shared by every call: calls on different streams (or threads) must not overlap.
 
 C and Fortran render the same statements through the one Renderer; their directives and
 declarations differ only through the ``DIRECTIVES`` table below. Fortran also reaches the C
 symbol through the bind(C) interface ``<name>_infer_one_dev``.
 """
 
-import numpy as np
-
 from rosenna.emit.lang import FORTRAN, C
-from rosenna.emit.render import Renderer, used_loop_vars, used_scalars
-from rosenna.kernel import Assign, Comment, Loop, Ref, Var, walk, walk_expr
+from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
+from rosenna.parallel import regions
 
 #: How each language opens and closes the regions, and declares what a region needs; the "_host"
 #: forms run the same regions on the host's threads when there is no offload device (libgomp's host
@@ -77,82 +71,7 @@ DIRECTIVES = {
 
 def available(plan):
     """Whether the plan gets ``<name>_infer_one`` (not with an LSTM or GRU)."""
-    return not any(op.split("+")[0].split(" ")[0] in ("LSTM", "GRU") for op, _ in plan.ops)
-
-
-def buffer_ident(i):
-    return f"ws{i}"
-
-
-def regions(stmts):
-    """Split the plan's statements into ``(kind, header_loops, body)`` regions.
-
-    kind is "comment", "parallel" (``header_loops`` the collapsed Loops, ``body`` what runs per
-    iteration) or "serial" (``body`` a list of statements run by one thread).
-    """
-    out, serial = [], []
-
-    def flush():
-        if serial:
-            out.append(("serial", [], list(serial)))
-            serial.clear()
-
-    for stmt in stmts:
-        if isinstance(stmt, Comment):
-            flush()
-            out.append(("comment", [], [stmt]))
-            continue
-        if isinstance(stmt, Loop):
-            chain = [stmt]
-            while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], Loop):
-                chain.append(chain[-1].body[0])
-            body = chain[-1].body
-            if _independent(chain, body):
-                flush()
-                out.append(("parallel", chain, body))
-                continue
-        serial.append(stmt)
-    flush()
-    return out
-
-
-def _independent(chain, body):
-    """Whether the iterations of ``chain`` may run in parallel: every store indexes with every
-    loop variable of the chain, and every scalar is written in an iteration before it is read
-    there (so it is private, not a reduction across iterations)."""
-    loop_vars = {loop.var for loop in chain}
-    stores, defined = 0, set()
-    for stmt in walk(body):
-        if not isinstance(stmt, Assign):
-            continue
-        reads = {e.name for e in walk_expr(stmt.expr) if isinstance(e, Var)}
-        if stmt.accumulate and isinstance(stmt.target, Var):
-            reads.add(stmt.target.name)
-        if not reads <= defined:
-            return False
-        if isinstance(stmt.target, Ref):
-            stores += 1
-            used = {var for var, coef in stmt.target.idx.terms if coef}
-            if not loop_vars <= used:
-                return False
-        else:
-            defined.add(stmt.target.name)
-    return stores > 0
-
-
-def _scalars(stmts):
-    return used_scalars(stmts)
-
-
-def resolver(plan, lang=C):
-    def resolve(buf):
-        kind, ident, offset = plan.storage[buf]
-        if kind == "t":
-            ident = buffer_ident(int(ident[1:]))
-        if kind in "tw" and lang is C:
-            ident = C.symbol(plan.name, ident)
-        return ident, offset, kind != "w"
-    return resolve
+    return plan.has_infer_one
 
 
 def _region_lines(plan, lang, renderer, depth, host=False):
@@ -166,7 +85,7 @@ def _region_lines(plan, lang, renderer, depth, host=False):
         if kind == "comment":
             lines.append(pad + lang.comment.format(text=body[0].text))
             continue
-        scalars = _scalars(body)
+        scalars = used_scalars(body)
         inner_vars = used_loop_vars(body)
         private = ", ".join(scalars + inner_vars)
         priv = table["private"].format(names=private) if table["private"] and private else ""
@@ -221,7 +140,7 @@ def c_source(plan):
     if not available(plan):
         return ""
     n, t = plan.name, plan.ctype
-    renderer = Renderer(C, plan.precision, resolver(plan))
+    renderer = Renderer(C, plan.precision, resolver(plan, C, whole_field=True))
     buffers = "\n".join(f"{t} {C.symbol(plan.name, buffer_ident(i))}[{size}];" for i, size in enumerate(plan.scratch))
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
@@ -294,7 +213,7 @@ def fortran_subroutine(plan):
     if not available(plan):
         return ""
     n = plan.name
-    renderer = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
+    renderer = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, whole_field=True))
     device = _region_lines(plan, FORTRAN, renderer, 3)
     host = _region_lines(plan, FORTRAN, renderer, 3, host=True)
     decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.body)]
@@ -335,127 +254,3 @@ def fortran_batch_loop(plan):
             f"      if (status /= {n}_status_ok) return\n    end do\n")
 
 
-def launch_groups(plan):
-    """The plan's regions (comments dropped) grouped into kernel launches, in order: a list of
-    :class:`Launch`.
-
-    A region joins the launch being built when it can run at the same time as every region
-    already in it, in any interleaving of their threads: it reads no storage (a scratch buffer
-    ``ws*`` or ``y``; ``x`` and the weights are never written) that an earlier member writes,
-    writes no storage an earlier member reads (an accumulating store counts as a read), and every
-    element it stores is stored by no earlier member (checked element by element: the tap
-    segments of one conv write disjoint parts of one output). Otherwise the launch is closed and
-    the region starts the next one; launches on one stream run in order. So one op's segments
-    share a launch, and an op that reads its predecessor's output starts a new one.
-    """
-    launches, notes, op = [], [], ""
-    for kind, chain, body in regions(plan.body):
-        if kind == "comment":
-            notes.append(body[0].text)
-            op = body[0].text
-            continue
-        reads, writes = _accesses(plan, chain, body)
-        member = Member(kind, chain, body, notes, op, reads, writes)
-        notes = []
-        if not launches or not launches[-1].admits(member):
-            launches.append(Launch([]))
-        launches[-1].members.append(member)
-    return launches
-
-
-class Member:
-    """One region inside a launch: ``kind``, ``chain`` and ``body`` as :func:`regions` gives them,
-    the comments right before it (``notes``), the last comment before it (``op``: the op it belongs
-    to), the storage it reads and the elements it stores."""
-
-    def __init__(self, kind, chain, body, notes, op, reads, writes):
-        self.kind, self.chain, self.body, self.notes, self.op = kind, chain, body, list(notes), op
-        self.reads, self.writes = reads, writes
-
-    @property
-    def threads(self):
-        """The threads it takes: one per element of its collapsed loops, or one if serial."""
-        total = 1
-        for loop in self.chain:
-            total *= loop.extent
-        return total
-
-
-class Launch:
-    """Regions run by one kernel launch, each on its own range of the thread index."""
-
-    def __init__(self, members):
-        self.members = members
-
-    @property
-    def threads(self):
-        return sum(m.threads for m in self.members)
-
-    @property
-    def notes(self):
-        return [note for m in self.members for note in m.notes]
-
-    def admits(self, new):
-        """Whether ``new`` may run concurrently with every member (see :func:`launch_groups`)."""
-        for m in self.members:
-            if new.reads & set(m.writes) or set(new.writes) & m.reads:
-                return False
-            for store in set(new.writes) & set(m.writes):
-                if new.writes[store] is None or m.writes[store] is None:
-                    return False  # too many elements to list: assume they meet
-                if np.intersect1d(new.writes[store], m.writes[store], assume_unique=True).size:
-                    return False
-        return True
-
-
-#: Above this many stored elements a region's stores are not listed, only assumed to meet others.
-_MAX_LISTED = 1 << 22
-
-
-def _accesses(plan, chain, body):
-    """What a region touches, by storage (``x``, ``y``, a scratch buffer; weights left out):
-    ``reads``, the set of storage it loads from (an accumulating store included), and ``writes``,
-    storage -> the sorted array of element offsets it stores (None when more than _MAX_LISTED)."""
-    reads, writes = set(), {}
-
-    def key(buf):
-        kind, ident, offset = plan.storage[buf]
-        return None if kind == "w" else (ident, offset)
-
-    def visit(stmts, extents):
-        for stmt in stmts:
-            if isinstance(stmt, Loop):
-                visit(stmt.body, {**extents, stmt.var: stmt.extent})
-                continue
-            if not isinstance(stmt, Assign):
-                continue
-            for e in walk_expr(stmt.expr):
-                if isinstance(e, Ref) and key(e.buf):
-                    reads.add(key(e.buf)[0])
-            target = stmt.target
-            if not isinstance(target, Ref) or not key(target.buf):
-                continue
-            ident, offset = key(target.buf)
-            if stmt.accumulate:
-                reads.add(ident)
-            elements = _elements(target.idx, offset, extents)
-            if elements is None or writes.get(ident, ()) is None:
-                writes[ident] = None
-            else:
-                writes[ident] = np.union1d(writes.get(ident, np.zeros(0, np.int64)), elements)
-
-    visit(body, {loop.var: loop.extent for loop in chain})
-    return reads, writes
-
-
-def _elements(idx, offset, extents):
-    """The element offsets an affine store index reaches over the loop extents (None if too many)."""
-    count = 1
-    for var, _ in idx.terms:
-        count *= extents[var]
-    if count > _MAX_LISTED:
-        return None
-    values = np.array([idx.const + offset], np.int64)
-    for var, coef in idx.terms:
-        values = (values[:, None] + coef * np.arange(extents[var], dtype=np.int64)[None, :]).ravel()
-    return np.unique(values)

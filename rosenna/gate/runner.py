@@ -91,12 +91,12 @@ def launch_allowance(name, plan, c):
     OpenMP/OpenACC region launch. The per-point loops launch one region per step; an OpenMP
     ``<name>_infer_batch`` one per call, or for a whole-field plan one per region of
     ``<name>_infer_one`` per sample. CUDA/HIP harnesses launch kernels, which copy nothing."""
-    from rosenna.emit import whole
+    from rosenna import parallel
 
     if name.endswith(("-omp", "-acc")) and not name.startswith("batch"):
         return LAUNCH_ARG_BLOCKS * STEPS
     if name == "batch-omp" or (name == "batch" and c.backend == "omp"):
-        per_call = len(whole.regions(plan.body)) * c.points if plan.path == "whole" else 1
+        per_call = len(parallel.regions(plan.body)) * c.points if plan.path == "whole" else 1
         return LAUNCH_ARG_BLOCKS * per_call * STEPS
     return 0
 

@@ -43,5 +43,6 @@ def fuse_activation(graph):
         node.attrs["_activation"] = (act.op, dict(act.attrs))
         graph.values.pop(node.outputs[0], None)
         node.outputs = [act.outputs[0]]
+        node.sources = (node.sources or (node.name,)) + (act.sources or (act.name,))
         node.name = f"{node.name}+{act.name}"
         graph.nodes.remove(act)

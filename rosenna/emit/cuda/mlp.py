@@ -24,13 +24,13 @@ def mlp_layers(plan):
     y, each with a bias; ``None`` otherwise (the generic kernels serve it)."""
     if plan.precision != "single" or len(plan.inputs) != 1 or len(plan.outputs) != 1:
         return None
-    computed = [op for op, _ in plan.ops if not op.endswith("(alias)")]
+    computed = [op for op in plan.ops if not op.alias]
     if not computed or len(plan.weights) != 2 * len(computed):
         return None
     layers, k = [], plan.nx
     for i, op in enumerate(computed):
-        base, _, act = op.partition("+")
-        if base != "Gemm" or (act and act not in MLP_ACTIVATIONS):
+        act = op.activation
+        if op.op != "Gemm" or (act and act not in MLP_ACTIVATIONS):
             return None
         w, b = plan.weights[2 * i].array, plan.weights[2 * i + 1].array
         n = b.size

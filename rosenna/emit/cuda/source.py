@@ -16,12 +16,11 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 """
 
 from rosenna.emit import c as cemit
-from rosenna.emit import whole
 from rosenna.emit.cuda import kinds, staged, tf32, whole_field
 from rosenna.emit.cuda.mlp import activation_fn, array, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer
+from rosenna.emit.render import Renderer, resolver
 from rosenna.limits import CONSTANT_LIMIT
 
 
@@ -55,7 +54,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     n, t = plan.name, plan.ctype
     choice = kinds.choose(plan, constant_limit)
     base, tensor = choice.base, choice.tensor
-    renderer = Renderer(C, plan.precision, cemit.resolver(plan))
+    renderer = Renderer(C, plan.precision, resolver(plan, C))
     storage = CONSTANT_MEMORY if choice.constant else GLOBAL_MEMORY
     if plan.embed:
         why = (f"{choice.weight_bytes} bytes of weights, {'at or under' if choice.constant else 'over'} the "
@@ -167,7 +166,7 @@ extern "C" int {n}_routine_upload(const {t} *const *host)
 def _plan_weights_needed(plan, base):
     """Whether the batched kernel file needs the plan's own weight arrays outside
     ``-DROSENNA_DEVICE_ROUTINE``: for a kind that reads them, or for ``<name>_infer_one``."""
-    return base.plan_weights or whole.available(plan)
+    return base.plan_weights or plan.has_infer_one
 
 
 def _upload(plan, choice):

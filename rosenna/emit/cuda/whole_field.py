@@ -1,7 +1,7 @@
 """The whole-field kernels of ``<name>_kernel.cu``: ``<name>_infer_one`` as kernel launches.
 
 The regions of a whole-field plan and which of them may share a launch come from the loop
-analysis (:func:`rosenna.emit.whole.launch_groups`); here they become CUDA/HIP kernels, a thread
+analysis (:func:`rosenna.parallel.launch_groups`); here they become CUDA/HIP kernels, a thread
 per element of each region's collapsed loops. For a plan whose per-point locals are too large
 for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infer_one`` per sample
 (:data:`KIND`).
@@ -9,8 +9,8 @@ for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infe
 
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, used_scalars
-from rosenna.emit.whole import available, buffer_ident, launch_groups, resolver
+from rosenna.emit.render import Renderer, buffer_ident, resolver, used_scalars
+from rosenna.parallel import launch_groups
 
 #: Threads per block of the whole-field kernels.
 CUDA_THREADS = 256
@@ -22,7 +22,7 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
     last range doing nothing. A member's part is what one region's kernel did per thread: its
     loop indices from its offset in the range, its private scalars, its body. Plain C over the C
     file's names, so a host harness can run it too (tests/test_infer_one.py does)."""
-    renderer = renderer or Renderer(C, plan.precision, resolver(plan))
+    renderer = renderer or Renderer(C, plan.precision, resolver(plan, C, whole_field=True))
     t, pad = plan.ctype, "    " * depth
     lines, start = [], 0
     for k, m in enumerate(launch.members):
@@ -60,10 +60,10 @@ def infer_one(plan):
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
     declares in ``__constant__`` or ``__device__`` storage.
     """
-    if not available(plan):
+    if not plan.has_infer_one:
         return ""
     n, t = plan.name, plan.ctype
-    renderer = Renderer(C, plan.precision, resolver(plan))
+    renderer = Renderer(C, plan.precision, resolver(plan, C, whole_field=True))
     buffers = "\n".join(f"static __device__ {t} {C.symbol(n, buffer_ident(i))}[{size}];"
                          for i, size in enumerate(plan.scratch))
     kernels, launches = [], []

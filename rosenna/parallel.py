@@ -1,0 +1,201 @@
+"""Which loops of the loop IR may run in parallel, and which regions may share one GPU launch.
+
+The whole-field path (``<name>_infer_one``, :mod:`rosenna.emit.whole` and
+:mod:`rosenna.emit.cuda.whole_field`) runs each op's loops as parallel regions. The analysis
+here reads only the loop IR (:mod:`rosenna.loopir`) and the plan's storage; the emitters render
+what it decides.
+
+Every op lowers with the loops over its output elements outermost (the convention the ops
+follow). :func:`regions` splits each top-level loop nest into its perfectly nested outer loops,
+the collapsed parallel loop, and the body inside them, run per output element with its scalars
+private. A nest is parallel only when every store in it indexes with every parallel loop
+variable (distinct iterations write distinct elements) and every scalar is written in an
+iteration before it is read there; anything else is one serial region. :func:`launch_groups`
+then groups consecutive regions that may run at the same time into one kernel launch.
+"""
+
+import numpy as np
+
+from rosenna.kernel import Assign, Comment, Loop, Ref, Var, walk, walk_expr
+
+
+def regions(stmts):
+    """Split the plan's statements into ``(kind, header_loops, body)`` regions.
+
+    kind is "comment", "parallel" (``header_loops`` the collapsed Loops, ``body`` what runs per
+    iteration) or "serial" (``body`` a list of statements run by one thread).
+    """
+    out, serial = [], []
+
+    def flush():
+        if serial:
+            out.append(("serial", [], list(serial)))
+            serial.clear()
+
+    for stmt in stmts:
+        if isinstance(stmt, Comment):
+            flush()
+            out.append(("comment", [], [stmt]))
+            continue
+        if isinstance(stmt, Loop):
+            chain = [stmt]
+            while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], Loop):
+                chain.append(chain[-1].body[0])
+            body = chain[-1].body
+            if _independent(chain, body):
+                flush()
+                out.append(("parallel", chain, body))
+                continue
+        serial.append(stmt)
+    flush()
+    return out
+
+
+def _independent(chain, body):
+    """Whether the iterations of ``chain`` may run in parallel: every store indexes with every
+    loop variable of the chain, and every scalar is written in an iteration before it is read
+    there (so it is private, not a reduction across iterations)."""
+    loop_vars = {loop.var for loop in chain}
+    stores, defined = 0, set()
+    for stmt in walk(body):
+        if not isinstance(stmt, Assign):
+            continue
+        reads = {e.name for e in walk_expr(stmt.expr) if isinstance(e, Var)}
+        if stmt.accumulate and isinstance(stmt.target, Var):
+            reads.add(stmt.target.name)
+        if not reads <= defined:
+            return False
+        if isinstance(stmt.target, Ref):
+            stores += 1
+            used = {var for var, coef in stmt.target.idx.terms if coef}
+            if not loop_vars <= used:
+                return False
+        else:
+            defined.add(stmt.target.name)
+    return stores > 0
+
+
+def launch_groups(plan):
+    """The plan's regions (comments dropped) grouped into kernel launches, in order: a list of
+    :class:`Launch`.
+
+    A region joins the launch being built when it can run at the same time as every region
+    already in it, in any interleaving of their threads: it reads no storage (a scratch buffer
+    ``ws*`` or ``y``; ``x`` and the weights are never written) that an earlier member writes,
+    writes no storage an earlier member reads (an accumulating store counts as a read), and every
+    element it stores is stored by no earlier member (checked element by element: the tap
+    segments of one conv write disjoint parts of one output). Otherwise the launch is closed and
+    the region starts the next one; launches on one stream run in order. So one op's segments
+    share a launch, and an op that reads its predecessor's output starts a new one.
+    """
+    launches, notes, op = [], [], ""
+    for kind, chain, body in regions(plan.body):
+        if kind == "comment":
+            notes.append(body[0].text)
+            op = body[0].text
+            continue
+        reads, writes = _accesses(plan, chain, body)
+        member = Member(kind, chain, body, notes, op, reads, writes)
+        notes = []
+        if not launches or not launches[-1].admits(member):
+            launches.append(Launch([]))
+        launches[-1].members.append(member)
+    return launches
+
+
+class Member:
+    """One region inside a launch: ``kind``, ``chain`` and ``body`` as :func:`regions` gives them,
+    the comments right before it (``notes``), the last comment before it (``op``: the op it belongs
+    to), the storage it reads and the elements it stores."""
+
+    def __init__(self, kind, chain, body, notes, op, reads, writes):
+        self.kind, self.chain, self.body, self.notes, self.op = kind, chain, body, list(notes), op
+        self.reads, self.writes = reads, writes
+
+    @property
+    def threads(self):
+        """The threads it takes: one per element of its collapsed loops, or one if serial."""
+        total = 1
+        for loop in self.chain:
+            total *= loop.extent
+        return total
+
+
+class Launch:
+    """Regions run by one kernel launch, each on its own range of the thread index."""
+
+    def __init__(self, members):
+        self.members = members
+
+    @property
+    def threads(self):
+        return sum(m.threads for m in self.members)
+
+    @property
+    def notes(self):
+        return [note for m in self.members for note in m.notes]
+
+    def admits(self, new):
+        """Whether ``new`` may run concurrently with every member (see :func:`launch_groups`)."""
+        for m in self.members:
+            if new.reads & set(m.writes) or set(new.writes) & m.reads:
+                return False
+            for store in set(new.writes) & set(m.writes):
+                if new.writes[store] is None or m.writes[store] is None:
+                    return False  # too many elements to list: assume they meet
+                if np.intersect1d(new.writes[store], m.writes[store], assume_unique=True).size:
+                    return False
+        return True
+
+
+#: Above this many stored elements a region's stores are not listed, only assumed to meet others.
+_MAX_LISTED = 1 << 22
+
+
+def _accesses(plan, chain, body):
+    """What a region touches, by storage (``x``, ``y``, a scratch buffer; weights left out):
+    ``reads``, the set of storage it loads from (an accumulating store included), and ``writes``,
+    storage -> the sorted array of element offsets it stores (None when more than _MAX_LISTED)."""
+    reads, writes = set(), {}
+
+    def key(buf):
+        kind, ident, offset = plan.storage[buf]
+        return None if kind == "w" else (ident, offset)
+
+    def visit(stmts, extents):
+        for stmt in stmts:
+            if isinstance(stmt, Loop):
+                visit(stmt.body, {**extents, stmt.var: stmt.extent})
+                continue
+            if not isinstance(stmt, Assign):
+                continue
+            for e in walk_expr(stmt.expr):
+                if isinstance(e, Ref) and key(e.buf):
+                    reads.add(key(e.buf)[0])
+            target = stmt.target
+            if not isinstance(target, Ref) or not key(target.buf):
+                continue
+            ident, offset = key(target.buf)
+            if stmt.accumulate:
+                reads.add(ident)
+            elements = _elements(target.idx, offset, extents)
+            if elements is None or writes.get(ident, ()) is None:
+                writes[ident] = None
+            else:
+                writes[ident] = np.union1d(writes.get(ident, np.zeros(0, np.int64)), elements)
+
+    visit(body, {loop.var: loop.extent for loop in chain})
+    return reads, writes
+
+
+def _elements(idx, offset, extents):
+    """The element offsets an affine store index reaches over the loop extents (None if too many)."""
+    count = 1
+    for var, _ in idx.terms:
+        count *= extents[var]
+    if count > _MAX_LISTED:
+        return None
+    values = np.array([idx.const + offset], np.int64)
+    for var, coef in idx.terms:
+        values = (values[:, None] + coef * np.arange(extents[var], dtype=np.int64)[None, :]).ravel()
+    return np.unique(values)
