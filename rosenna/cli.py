@@ -21,6 +21,7 @@ SUBCOMMANDS = (
     "rosenna.commands.zoo",
     "rosenna.commands.toolchain",
     "rosenna.commands.gpu_gate",
+    "rosenna.commands.conformance",
 )
 
 

@@ -2,7 +2,7 @@
 
 Cases inside rosenna's limits must pass at the ONNX runner's tolerance; cases outside must be
 refused with rosenna's ModelError/UnsupportedOp and a reason; none may give a wrong number, crash
-or fail to compile. docs/conformance.md is the same run written out (python -m rosenna.conformance).
+or fail to compile. docs/conformance.md is the same run written out (rosenna conformance).
 """
 
 import functools

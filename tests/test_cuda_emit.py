@@ -1,6 +1,6 @@
 """The native CUDA/HIP kernel: emitted text, and compile-only builds with nvcc (sm_80, sm_90) and
 hipcc (gfx90a) of the golden models, embedded and file-loaded. Runs on the GPU are the gate's
-(gate-reports/); nothing here needs a device."""
+(results/h200/*/gate/); nothing here needs a device."""
 
 import os
 import shutil

@@ -1,0 +1,119 @@
+#!/bin/bash
+# Every kind of H200 run, one subcommand each. Build here first, carry what the subcommand names,
+# run it there from the repository root; its results land in results/h200/<date>/ (RESULTS=DIR
+# overrides), which results/README.md indexes. The lead runs these; nothing else touches the GPU.
+#
+#   bash bench/h200.sh prepare          # HERE: build everything the runs below carry (needs rosenna, nvcc)
+#   bash bench/h200.sh confirm          # THERE: one gate + bench run: the generated kernels against
+#                                       #   the per-point routine and PyTorch eager, then the gate on
+#                                       #   gemm_big, mlp128, gemm_small (GCC 12 nvptx and clang-16) and
+#                                       #   on a whole-field conv net and an LSTM cell. Carry .gpu, build.
+#   bash bench/h200.sh kernels          # THERE: only the generated kernels + PyTorch (carry build/gen)
+#   bash bench/h200.sh gate [MODEL...]  # THERE: only the gate (carry .gpu, build/probe for .onnx models);
+#                                       #   MODELS/CLANG_MODELS/POINTS as below
+#   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry .gpu, build/probe)
+#   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
+#   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
+#                                       #   hand-written variant (LABELS: a comma list filters them, as
+#                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench)
+#
+# Gate variables: MODELS (GCC 12 nvptx gate; built-in names or .onnx paths, default gemm_big mlp128
+# gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000).
+# The machine's python3 lacks archspec/jsonschema (toolchain profiles), so the gate is run through its
+# module with PYTHONPATH=. rather than `python3 -m rosenna`.
+set -u
+cmd=${1:-help}; shift || true
+RESULTS=${RESULTS:-results/h200/$(date -u +%F)}
+
+machine() {
+    { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; nvcc --version | tail -1; } \
+        > "$RESULTS/machine.txt" 2>&1
+    cat "$RESULTS/machine.txt"
+}
+
+gate() {  # gate [args of rosenna gpu-gate]
+    PYTHONPATH=$PWD python3 -c 'import argparse, sys
+from rosenna.commands import gpu_gate
+p = argparse.ArgumentParser(); s = p.add_subparsers(dest="command"); gpu_gate.register(s)
+a = p.parse_args(["gpu-gate"] + sys.argv[1:]); sys.exit(a.func(a))' "$@"
+}
+
+run_gate() {  # the GCC 12 nvptx and clang-16 gates over MODELS / CLANG_MODELS; reports in $RESULTS/gate/
+    source .gpu/setup.sh >/dev/null
+    local status=0 m r
+    for m in ${MODELS-gemm_big mlp128 gemm_small}; do
+        r=cuda-gcc12nvptx-$(basename "$m" .onnx)
+        gate --model "$m" --points "${POINTS:-1000000}" --cc $ROSENNA_GCC --fc $ROSENNA_GFORTRAN \
+             --flags="-fopenmp $GCC_OFFLOAD_FLAGS" --acc-flags="-fopenacc $GCC_OFFLOAD_FLAGS" \
+             --backend cuda --devflags="-O3 -arch=sm_90" --out "$RESULTS/gate/$r" --label "GCC 12 nvptx + nvcc 13" || status=1
+    done
+    for m in ${CLANG_MODELS-gemm_big}; do
+        r=cuda-clang16-$(basename "$m" .onnx)
+        LD_LIBRARY_PATH=$CLANG_OMP_LIB gate --model "$m" --points "${POINTS:-1000000}" --cc $ROSENNA_CLANG --fc none \
+             --flags="-fopenmp $CLANG_OFFLOAD_FLAGS" --backend cuda --devflags="-O3 -arch=sm_90" \
+             --out "$RESULTS/gate/$r" --label "clang-16 OpenMP offload + nvcc 13" || status=1
+    done
+    return $status
+}
+
+kernels() {
+    bash bench/gen_bench.sh run 2>&1 | tee "$RESULTS/generated-kernels.txt"
+    python3 bench/torch_baseline.py --csv "$RESULTS/pytorch-eager.csv" 2>&1 | tee "$RESULTS/pytorch-eager.txt"
+}
+
+whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepare` wrote
+    MODELS=build/probe/convnet.onnx CLANG_MODELS=build/probe/convnet.onnx POINTS=64 run_gate
+    MODELS=build/probe/lstm_cell.onnx CLANG_MODELS=build/probe/lstm_cell.onnx POINTS=100000 run_gate
+}
+
+case "$cmd" in
+prepare)
+    make -C bench/study
+    bash bench/gen_bench.sh build
+    mkdir -p build/probe
+    python3 -c "import sys; sys.path.insert(0, 'tests'); import op_models
+op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
+    echo "carry: .gpu build (build/bench, build/gen, build/probe)"
+    ;;
+confirm)
+    export RESULTS; mkdir -p "$RESULTS"
+    status=0
+    echo "== generated kernels and PyTorch eager"; timeout 160 bash "$0" kernels || status=1
+    echo "== gate"; timeout 280 bash "$0" gate > "$RESULTS/gate.txt" 2>&1 || status=1
+    timeout 140 bash "$0" whole-field >> "$RESULTS/gate.txt" 2>&1 || status=1
+    grep -h -E "^(c-|fortran-|batch|cuda-user)|PASS:|FAIL:" "$RESULTS/gate.txt"
+    exit $status
+    ;;
+whole-field)
+    mkdir -p "$RESULTS"; whole_field_gates
+    ;;
+kernels)
+    mkdir -p "$RESULTS"; machine; kernels
+    ;;
+gate)
+    mkdir -p "$RESULTS"; machine
+    [ $# -gt 0 ] && MODELS="$*"
+    run_gate
+    ;;
+checks)
+    mkdir -p "$RESULTS"; machine
+    bash bench/study/probe/acc_declare.sh 2>&1 | tee "$RESULTS/openacc-declare-probe.txt"
+    { MODELS=gemm_big CLANG_MODELS="gemm_big gemm_small" run_gate; whole_field_gates; } > "$RESULTS/gate.txt" 2>&1
+    grep -h -E "^(c-|fortran-|batch|cuda-user)|PASS:|FAIL:" "$RESULTS/gate.txt"
+    ;;
+study)
+    mkdir -p "$RESULTS"; machine
+    B=build/bench
+    $B/mlp_bench --probe >/dev/null 2>&1 || { echo "prebuilt mlp_bench does not run here: rebuilding"; make -C bench/study >/dev/null; }
+    CSV="$RESULTS/kernel-study.csv"
+    echo "model,variant,weights,weight_bytes,n,ns_per_point,min,max,tflops,err,status" > "$CSV"
+    $B/mlp_bench --peak ${1:+--only "$1"} --csv "$CSV" 2>&1 | tee "$RESULTS/kernel-study.txt"
+    [ -n "${1:-}" ] || for h in 16 24 28 32; do [ -x $B/sweep_$h ] && $B/sweep_$h --csv "$CSV"; done 2>&1 | tee "$RESULTS/constant-sweep.txt"
+    grep -hE "Compiling entry|Used|spill" $B/*.ptxas > "$RESULTS/kernel-study-ptxas.txt" 2>/dev/null
+    command -v cuobjdump >/dev/null && bash bench/study/sass_counts.sh $B/mlp_bench > "$RESULTS/kernel-study-sass-counts.txt" 2>&1
+    ;;
+*)
+    sed -n '2,/^set -u/p' "$0" | sed '$d'
+    [ "$cmd" = help ]
+    ;;
+esac

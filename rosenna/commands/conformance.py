@@ -1,0 +1,37 @@
+"""`rosenna conformance`: run the ONNX backend node tests of every lowered op through generate,
+compile and run, against the tests' expected outputs; optionally write docs/conformance.md."""
+
+import contextlib
+import os
+import tempfile
+
+from rosenna import conformance
+
+
+def register(subparsers):
+    p = subparsers.add_parser("conformance", help="run the ONNX node tests of every lowered op; write the table",
+                              description=conformance.__doc__.split("\n")[0])
+    p.add_argument("--write", metavar="FILE", help="write the markdown report to FILE")
+    p.add_argument("--op", action="append", help="only these ops (repeatable)")
+    p.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    found = conformance.collect(args.op)
+    results = {}
+    with contextlib.ExitStack() as stack:
+        root = args.keep or stack.enter_context(tempfile.TemporaryDirectory(prefix="rosenna-conf-"))
+        for op, cases in sorted(found.items()):
+            results[op] = conformance.run(cases, os.path.join(root, op))
+            counts = {k: sum(o.status == k for o in results[op]) for k in ("passed", "refused", "failed")}
+            print(f"{op:<20} {len(cases):>3} cases  {counts}", flush=True)
+            for o in results[op]:
+                if o.status == "failed":
+                    print(f"    FAILED {o.case.name}: {o.detail}", flush=True)
+    text = conformance.markdown(results)
+    if args.write:
+        with open(args.write, "w") as fh:
+            fh.write(text)
+    failed = sum(o.status == "failed" for outs in results.values() for o in outs)
+    return 1 if failed else 0
