@@ -25,6 +25,7 @@ KNOWN_LONG = {
     "rosenna/emit/c.py": "the .rwt reader could be a module of its own (issue 12, weights)",
     "rosenna/emit/fortran.py": "the .rwt reader and wrap() could be modules of their own (issue 12, weights)",
     "rosenna/toolchain/catalog.py": "search path, loading and reporting in one (issue 15)",
+    "rosenna/toolchain/profile.py": "profile model, flags and resolution in one (issue 14)",
 }
 
 
