@@ -16,7 +16,7 @@ then groups consecutive regions that may run at the same time into one kernel la
 
 import numpy as np
 
-from rosenna.kernel import Assign, Comment, Loop, Ref, Var, walk, walk_expr
+from rosenna.loopir import Assign, Comment, Loop, Ref, Var, walk, walk_expr
 
 
 def regions(stmts):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rosenna import abi, limits, ops
-from rosenna.kernel import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
+from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 

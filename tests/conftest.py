@@ -25,3 +25,48 @@ def have(tool):
     return shutil.which(tool) is not None
 
 
+
+
+# -- test tiers ----------------------------------------------------------------------------------
+# Each test gets the markers of what it needs (registered in setup.cfg): host (builds or runs code
+# with gcc/gfortran/make), nvcc, hipcc, gpu. They are read off the test's own source and that of
+# the module-level helpers it calls, and off its skip conditions, so a new test is tiered without
+# anyone remembering to: `pytest -m "not nvcc and not hipcc"` runs where no device compiler is.
+import ast  # noqa: E402
+import inspect  # noqa: E402
+
+_TIER_WORDS = {
+    "nvcc": ("nvcc",),
+    "hipcc": ("hipcc",),
+    "gpu": ("nvidia-smi", "CUDA_VISIBLE_DEVICES", "needs a GPU"),
+    "host": ("gcc", "gfortran", '"make"', "'make'", "subprocess", "run_packing", "compile", "verify(", "_build("),
+}
+
+
+def _test_text(item, cache={}):
+    fn = getattr(item, "function", None)
+    if fn is None:
+        return ""
+    key = (item.module.__name__, fn.__name__)
+    if key not in cache:
+        try:
+            text = inspect.getsource(fn)
+            called = {n.func.id for n in ast.walk(ast.parse(inspect.cleandoc("\n" + text)))
+                      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            for name in called:
+                helper = getattr(item.module, name, None)
+                if inspect.isfunction(helper) and helper.__module__ == item.module.__name__:
+                    text += inspect.getsource(helper)
+        except (OSError, TypeError, SyntaxError):
+            text = ""
+        reasons = " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+        cache[key] = text + reasons
+    return cache[key]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        text = _test_text(item)
+        for tier, words in _TIER_WORDS.items():
+            if any(word in text for word in words) and not item.get_closest_marker(tier):
+                item.add_marker(getattr(pytest.mark, tier))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rosenna.kernel import decimal_texts
+from rosenna.loopir import decimal_texts
 
 
 def _c_literal(value, precision):

@@ -17,7 +17,7 @@ The renderer knows two forms:
 """
 
 from rosenna.emit.lang import COMPOSITE
-from rosenna.kernel import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
 
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
 

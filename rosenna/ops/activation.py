@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from rosenna.kernel import Bin, Fn, Num, Ref, Select, flat_index
+from rosenna.loopir import Bin, Fn, Num, Ref, Select, flat_index
 from rosenna.ops.base import Op, const_input
 
 

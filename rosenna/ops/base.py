@@ -3,7 +3,7 @@
 Every ONNX op rosenna knows is one subclass of :class:`Op`, defined once in one module of this
 package and registered by one line in :mod:`rosenna.ops`. An op may be:
 
-- lowered: ``lower`` writes its loops into a :class:`rosenna.kernel.Builder`;
+- lowered: ``lower`` writes its loops into a :class:`rosenna.loopir.Builder`;
 - an alias: ``is_alias`` says it only relabels its input (Reshape, Identity, ...): no code, no copy;
 - fold-only: it has ``evaluate`` but no lowering (Shape, ConstantOfShape, ...): constant folding
   must remove it, or the model is refused with the unsupported-op error.
@@ -11,7 +11,7 @@ package and registered by one line in :mod:`rosenna.ops`. An op may be:
 
 import numpy as np
 
-from rosenna.kernel import Ref, flat_index
+from rosenna.loopir import Ref, flat_index
 
 
 class Op:

@@ -100,7 +100,7 @@ class Expand(Op):
         return graph.is_const(node.inputs[1]) and self.shape(node, graph)[0] == tuple(graph.shape_of(node.inputs[0]))
 
     def lower(self, node, graph, b):
-        from rosenna.kernel import Ref, broadcast_index, flat_index
+        from rosenna.loopir import Ref, broadcast_index, flat_index
 
         out_shape = self.shape(node, graph)[0]
         b.nest(out_shape, lambda idx: b.assign(Ref(node.outputs[0], flat_index(idx, out_shape)), Ref(

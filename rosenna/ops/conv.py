@@ -20,7 +20,7 @@ generated precision); 3-D convolutions are refused.
 from dataclasses import dataclass
 
 
-from rosenna.kernel import Idx, Num, Ref, Var, add, mul
+from rosenna.loopir import Idx, Num, Ref, Var, add, mul
 from rosenna.ops.base import Op, onnx_ints
 
 

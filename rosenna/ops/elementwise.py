@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from rosenna.kernel import Bin, Num, Ref, Select, broadcast_index, flat_index
+from rosenna.loopir import Bin, Num, Ref, Select, broadcast_index, flat_index
 from rosenna.ops.base import Op, broadcast_errors
 
 

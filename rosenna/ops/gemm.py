@@ -13,7 +13,7 @@ alpha = 1, within a rounding of the reference otherwise.
 
 import numpy as np
 
-from rosenna.kernel import Idx, Num, Ref, Var, add, flat_index, mul
+from rosenna.loopir import Idx, Num, Ref, Var, add, flat_index, mul
 from rosenna.ops.base import Op, broadcast_errors
 
 

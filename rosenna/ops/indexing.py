@@ -16,7 +16,7 @@ time; an index out of range.
 
 import numpy as np
 
-from rosenna.kernel import Idx, Ref, flat_index
+from rosenna.loopir import Idx, Ref, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 
 

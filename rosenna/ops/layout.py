@@ -12,7 +12,7 @@ skip the rounding ONNX specifies, so :func:`cast_rounding_problems` refuses it.
 
 import numpy as np
 
-from rosenna.kernel import Ref, flat_index
+from rosenna.loopir import Ref, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 from rosenna.onnx_types import numpy_dtype
 

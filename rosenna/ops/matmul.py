@@ -8,7 +8,7 @@ run time are refused.
 
 import numpy as np
 
-from rosenna.kernel import Num, Ref, Var, mul
+from rosenna.loopir import Num, Ref, Var, mul
 from rosenna.ops.base import Op, broadcast_errors
 
 
@@ -80,7 +80,7 @@ class MatMul(Op):
 
 def _index(batch_idx, last_two, batch_shape, shape):
     """Flat index into ``shape`` whose leading axes broadcast against ``batch_shape``."""
-    from rosenna.kernel import broadcast_index, flat_index
+    from rosenna.loopir import broadcast_index, flat_index
 
     lead = len(shape) - 2
     total = broadcast_index(batch_idx, batch_shape, shape[:lead]) if lead else 0

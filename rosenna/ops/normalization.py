@@ -13,7 +13,7 @@ the running-mean and running-variance outputs used) is refused, as are run-time 
 
 import numpy as np
 
-from rosenna.kernel import Bin, Idx, Ref, flat_index
+from rosenna.loopir import Bin, Idx, Ref, flat_index
 from rosenna.ops.base import Op
 
 

@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from rosenna.kernel import Num, Ref, flat_index
+from rosenna.loopir import Num, Ref, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 
 

@@ -17,7 +17,7 @@ kernel) gives -inf (MaxPool) or 0 (AveragePool). NaN inputs are skipped by the m
 rather than propagated. 3-D pooling is refused.
 """
 
-from rosenna.kernel import Bin, Idx, Num, Ref, Select, Var
+from rosenna.loopir import Bin, Idx, Num, Ref, Select, Var
 from rosenna.ops.base import Op, onnx_ints
 from rosenna.ops.conv import as_2d, flat4, segments, window, window_problems
 

@@ -34,7 +34,7 @@ Deviation: Wb + Rb is summed in float64 and rounded once.
 import numpy as np
 
 from rosenna.ir import Value
-from rosenna.kernel import Bin, Fn, Idx, Num, Ref, Var, add, mul
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Var, add, mul
 from rosenna.ops.base import Op, const_input, onnx_ints
 
 _DEFAULT_ACTS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"]}

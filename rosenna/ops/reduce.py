@@ -11,7 +11,7 @@ Refused: axes computed at run time.
 
 import numpy as np
 
-from rosenna.kernel import Bin, Idx, Num, Ref, Select, Var, flat_index
+from rosenna.loopir import Bin, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 
 

@@ -15,7 +15,7 @@ with round_prefer_floor or round_prefer_ceil); scales or sizes computed at run t
 
 import numpy as np
 
-from rosenna.kernel import Idx, Ref, flat_index
+from rosenna.loopir import Idx, Ref, flat_index
 from rosenna.ops.base import Op, const_input
 
 

@@ -13,7 +13,7 @@ Deviation: none beyond rounding (the sum runs in the generated precision, left t
 
 import numpy as np
 
-from rosenna.kernel import Bin, Fn, Idx, Num, Ref, Select, Var
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var
 from rosenna.ops.base import Op
 
 

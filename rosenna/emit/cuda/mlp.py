@@ -4,7 +4,7 @@ import numpy as np
 
 from rosenna import ops
 from rosenna.emit.lang import C
-from rosenna.kernel import Var
+from rosenna.loopir import Var
 
 #: Activations the MLP kernels fuse (attribute-free: their formula comes from the op module).
 MLP_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh")
