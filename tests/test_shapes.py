@@ -176,3 +176,11 @@ def test_float16_and_bool_inputs(tmp_path, capsys, elem, needle):
                 [vi("y", [1, 3])])
     err = refused(tmp_path, capsys, path, "input 'x' has element type", needle)
     assert "cast integer inputs" not in err
+
+
+def test_opset_6_broadcasting_is_named(capsys, tmp_path):
+    """onnx's own opset-6 PRelu with a per-channel slope: refused, naming the opset rule."""
+    data = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "pytorch-converted")
+    err = refused(tmp_path, capsys, os.path.join(data, "test_PReLU_2d_multiparam", "model.onnx"),
+                  "(PRelu)", "do not broadcast by the rules of opset 7 and later", "opset 6")
+    assert "cannot be checked" not in err

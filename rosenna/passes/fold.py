@@ -92,6 +92,10 @@ def _settle_shapes(graph, node, op):
         except Exception as exc:  # a rule that cannot even read its inputs' shapes
             errors = [f"its input shapes do not fit the op ({type(exc).__name__}: {exc})"]
         if errors:
+            if graph.opset < 7:  # before opset 7, broadcasting was per-op (attributes), not numpy's
+                raise ModelError(f"{label}: {errors[0]} by the rules of opset 7 and later; the model's opset "
+                                 f"{graph.opset} broadcast by per-op rules rosenna does not follow: re-export it "
+                                 "with opset 7 or later")
             raise ModelError(f"{label}: {errors[0]}; the model is inconsistent")
     shapes = None
     try:
