@@ -1,8 +1,11 @@
 """ONNX file -> :class:`rosenna.ir.Graph`.
 
-Steps: load; inline ONNX local functions; ``onnx.checker``; bind symbolic input dimensions (a
-symbolic leading dimension is the batch: 1 sample per point; others need ``--dim NAME=VALUE``);
-ONNX shape inference; then the IR: initializers as weights, nodes with python attribute values.
+Steps: load (external data separately, so a missing data file gives onnx's reason); refuse opsets
+newer than the installed onnx and unknown element types; inline ONNX local functions;
+``onnx.checker``; bind symbolic input dimensions (a symbolic leading dimension is the batch: 1
+sample per point; others need ``--dim NAME=VALUE``); ONNX shape inference in strict mode; sizes
+within the generated code's 32-bit indices; then the IR: initializers as weights, nodes with python
+attribute values.
 """
 
 import os
@@ -31,8 +34,9 @@ def load_model(path):
     try:
         external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
     except Exception as exc:  # onnx's own reason: which tensor, which file
-        raise ModelError(f"{path}: the model's external data cannot be read: {_first_line(exc).rstrip('.')}; keep the data "
-                         "file the exporter wrote (e.g. model.onnx.data) beside the model") from None
+        reason = _first_line(exc).rstrip(".")
+        raise ModelError(f"{path}: the model's external data cannot be read: {reason}; keep the data file the "
+                         "exporter wrote (e.g. model.onnx.data) beside the model") from None
     _check_opsets(model, path)
     _check_element_types(model, path)
     if model.functions:
@@ -198,7 +202,7 @@ def import_model(path, dims=None):
     for name in inputs:
         dtype = values[name].dtype
         if dtype not in FLOAT_DTYPES:
-            if dtype is not None and dtype.kind == "f":
+            if dtype is not None and (dtype.kind == "f" or "float" in dtype.name):  # float16, bfloat16, float8
                 fix = f"export the model in float32 (e.g. model.float() in PyTorch) instead of {dtype}"
             else:
                 fix = "feed it as float32, or make it a constant of the model"

@@ -131,7 +131,7 @@ def corpus(folder):
 
 
 DRIVER_CASE = """    {{
-        {t} *x = filled((size_t){points} * {nx}), *y = malloc(sizeof({t}) * (size_t){points} * {ny});
+        {t} *x = filled_{t}((size_t){points} * {nx}), *y = malloc(sizeof({t}) * (size_t){points} * {ny});
         if (!x || !y || {name}_infer_batch({points}, x, y, NULL) != 0) {{ printf("FAILED {name}\\n"); return 1; }}
         free(x);
         free(y);
@@ -157,19 +157,37 @@ def sanitized_run(tmp_path_factory):
         accepted.append((label, plan))
     includes = "".join(f'#include "{plan.name}.h"\n' for _, plan in accepted)
     cases = "".join(DRIVER_CASE.format(t=plan.ctype, nx=plan.nx, ny=plan.ny, name=plan.name, points=POINTS)
-                    .replace("filled(", "filled_d(" if plan.ctype == "double" else "filled(")
                     for _, plan in accepted)
     driver = f"""#include <stdio.h>
 #include <stdlib.h>
 {includes}
-static unsigned long state = 12345;
-static double next(void) {{ state = state * 6364136223846793005UL + 1442695040888963407UL;
-                            return (double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0; }}
-static float *filled(size_t n) {{ float *p = malloc(sizeof(float) * n); for (size_t i = 0; p && i < n; ++i) p[i] = (float)next(); return p; }}
-static double *filled_d(size_t n) {{ double *p = malloc(sizeof(double) * n); for (size_t i = 0; p && i < n; ++i) p[i] = next(); return p; }}
+static unsigned long long state = 12345;
+
+/* uniform in [-1, 1), a 64-bit LCG: the same inputs on every run */
+static double next(void)
+{{
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}}
+
+static float *filled_float(size_t n)
+{{
+    float *p = malloc(sizeof(float) * n);
+    for (size_t i = 0; p && i < n; ++i) p[i] = (float)next();
+    return p;
+}}
+
+static double *filled_double(size_t n)
+{{
+    double *p = malloc(sizeof(double) * n);
+    for (size_t i = 0; p && i < n; ++i) p[i] = next();
+    return p;
+}}
+
 int main(void)
 {{
-{cases}    (void)filled_d; (void)filled;
+{cases}    (void)filled_float;
+    (void)filled_double;
     return 0;
 }}
 """

@@ -239,8 +239,9 @@ def test_cast_between_float_types_rounds_or_is_refused(tmp_path, capsys):
     d, f = TensorProto.DOUBLE, TensorProto.FLOAT
 
     def cast_model(name, src, dst):
-        return _save(tmp_path, name, [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Cast", ["t"], ["y"], to=dst)],
-                     [helper.make_tensor_value_info("x", src, [1, 3])], [helper.make_tensor_value_info("y", dst, [1, 3])])
+        nodes = [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Cast", ["t"], ["y"], to=dst)]
+        return _save(tmp_path, name, nodes, [helper.make_tensor_value_info("x", src, [1, 3])],
+                     [helper.make_tensor_value_info("y", dst, [1, 3])])
 
     rc, out, err = _run(["verify", cast_model("narrow", d, f), "--lang", "c"], capsys)
     assert rc == 2 and "rounds a run-time float64 value to float32" in err and "--precision single" in err

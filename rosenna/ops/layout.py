@@ -212,6 +212,7 @@ class Cast(Alias):
 
 def cast_rounding_problems(graph, precision):
     """The run-time Casts whose float64 -> float32 rounding code computed in ``precision`` would skip."""
+    onnx_float = 1  # TensorProto.FLOAT
     if precision != "double":
         return []
     problems = []
@@ -219,7 +220,8 @@ def cast_rounding_problems(graph, precision):
         if node.op != "Cast" or node.domain not in ("", "ai.onnx") or graph.is_const(node.inputs[0]):
             continue
         source = graph.values.get(node.inputs[0])
-        if source is not None and source.dtype == np.float64 and numpy_dtype(node.attrs.get("to", 0) or 1) == np.float32:
+        narrows = numpy_dtype(node.attrs.get("to") or onnx_float) == np.float32
+        if source is not None and source.dtype == np.float64 and narrows:
             problems.append(f"node {node.name!r} (Cast): rounds a run-time float64 value to float32, a rounding the "
                             "double-precision code would skip; generate with --precision single, or drop the Cast")
     return problems
