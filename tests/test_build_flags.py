@@ -59,6 +59,9 @@ def test_the_detected_gpu_reaches_mk_and_gate(cap, stubs, model, tmp_path, capsy
     assert f"and GPU {sm} (detected: {NVIDIA_SMI[cap].split(',')[0]} (nvidia-smi))" in mk
     assert "no GPU detected" not in mk and "no GPU detected" not in capsys.readouterr().err
     assert f"gpu={sm}" in (out / "gemm_small.c").read_text().splitlines()[0]
+    cmake = (out / "gemm_smallConfig.cmake").read_text()
+    assert f'set(gemm_small_CUDA_ARCHITECTURES "{sm[3:]}")' in cmake and f"GPU {sm}" in cmake
+    assert f"GPU {sm})" in (out / "gemm_small.pc").read_text()
     config = resolved(gate.Config(backend="cuda"))
     assert config.devcc == "nvcc" and f"-arch={sm}" in shlex.split(config.devflags)
 

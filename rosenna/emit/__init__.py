@@ -1,7 +1,7 @@
 """Emitters: the plan rendered as files. C and Fortran differ only through emit.lang's tables."""
 
 from rosenna import limits
-from rosenna.emit import c, cuda, fortran
+from rosenna.emit import c, cmake, cuda, fortran, pkgconfig
 
 
 def host_block(plan):
@@ -35,7 +35,10 @@ def render(plan, lang, stamp, profile, constant_limit=None):
         files[f"{plan.name}.mk"] = c.makefile(plan, stamp, profile, cuda.makefile_rules(plan.name, profile))
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(
             plan, stamp, limits.CONSTANT_LIMIT if constant_limit is None else constant_limit)
+        files[f"{plan.name}.pc"] = pkgconfig.c_pc(plan, stamp, profile)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, block)
         files[f"{plan.name}_fortran.mk"] = fortran.makefile(plan, stamp, profile)
+        files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile)
+    files[f"{plan.name}Config.cmake"] = cmake.config(plan, stamp, profile, lang)
     return files

@@ -109,6 +109,11 @@ def _probe(command, target):
     return _PROBES[key]
 
 
+def _family(command, target):
+    found = _probe(command, target) if command else None
+    return found.family if found else ""
+
+
 def archspec_flags(command, target, key):
     """archspec's optimisation flags for ``target`` with the compiler ``command``, and a note.
 
@@ -160,6 +165,7 @@ class Profile:
     target: str = ""  # the CPU microarchitecture {archspec} was filled for (archspec's name)
     target_source: str = ""  # "--target" or "archspec: this host"
     notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
+    families: tuple = ("", "")  # (C, Fortran) compiler family from the banner (archspec's names), "" unknown
 
     @property
     def device_backend(self):
@@ -255,6 +261,7 @@ class Profile:
         out["gpu"]["offload_triple"] = self.gpu.offload_triple
         out["make_defaults"] = self.make_defaults()
         out["notes"] = list(self.notes)
+        out["families"] = list(self.families)
         return out
 
 
@@ -430,6 +437,7 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         target=cpu.name,
         target_source=target_source,
         notes=tuple(notes),
+        families=tuple(_family(compilers_by_lang[lang], cpu) for lang in ("c", "fortran")),
     )
 
 

@@ -1,0 +1,157 @@
+"""<name>Config.cmake with the real cmake: a solver's CMakeLists.txt of a few lines builds C and
+Fortran programs that run and match onnxruntime, with the profile's flags on the compile lines; a
+CUDA program (the batched kernel and the user's own kernel calling <name>_infer) is compiled and
+linked with nvcc (nothing runs CUDA here).
+
+One generated model serves every test; each CMake project is configured once (configure is the
+slow part: compiler detection).
+"""
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from rosenna.cli import main
+from rosenna.toolchain import resolve
+
+pytestmark = pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
+
+X = [0.5, -1.25]
+
+SOLVER = """cmake_minimum_required(VERSION 3.18)
+project(solver LANGUAGES C Fortran)
+find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)
+add_executable(solver_c main.c)
+target_link_libraries(solver_c PRIVATE rosenna::m)
+add_executable(solver_f main.f90)
+target_link_libraries(solver_f PRIVATE rosenna::m_fortran)
+"""
+
+MAIN_C = """#include <stdio.h>
+#include "m.h"
+int main(void) {
+    float x[M_NX] = {0.5f, -1.25f}, y[M_NY];
+    m_infer(x, y);
+    for (int i = 0; i < M_NY; i++) printf("%.9g\\n", y[i]);
+    return 0;
+}
+"""
+
+MAIN_F = """program main
+  use m_model
+  implicit none
+  real(m_rk) :: x(m_nx), y(m_ny)
+  integer :: i
+  x = [0.5_m_rk, -1.25_m_rk]
+  call m_infer(x, y)
+  do i = 1, m_ny
+    print '(es16.9)', y(i)
+  end do
+end program main
+"""
+
+CUDA_SOLVER = """cmake_minimum_required(VERSION 3.18)
+project(solver_cu LANGUAGES C CUDA)
+set(m_BACKEND cuda)
+find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)
+add_executable(batch batch.c)
+target_link_libraries(batch PRIVATE rosenna::m)
+add_executable(kernel kernel.cu)
+set_target_properties(kernel PROPERTIES CUDA_SEPARABLE_COMPILATION ON CUDA_ARCHITECTURES 80)
+target_link_libraries(kernel PRIVATE rosenna::m_device rosenna::m)
+"""
+
+BATCH_C = """#include "m.h"
+int main(void) { return m_infer_batch(0, 0, 0, 0) == ROSENNA_STATUS_OK ? 0 : 1; }
+"""
+
+KERNEL_CU = """#include "m.h"
+__global__ void step(int n, const float *x, float *y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) m_infer(x + i * M_NX, y + i * M_NY);
+}
+int main(void) { step<<<1, 32>>>(0, 0, 0); return cudaDeviceSynchronize() != cudaSuccess; }
+"""
+
+
+@pytest.fixture(scope="module")
+def gen(model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cmake") / "gen"
+    assert main(["generate", model("gemm_small"), "--name", "m", "--out", str(out), "--gpu-arch", "80"]) == 0
+    return out
+
+
+def configure_and_build(src, *defs):
+    build = src / "build"
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), *defs], capture_output=True, text=True)
+    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+    out = subprocess.run(["cmake", "--build", str(build), "--verbose"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return build, cfg.stdout + cfg.stderr, out.stdout
+
+
+def compile_line(log, source):
+    """The compiler command of ``log`` that compiles ``source`` (a file name)."""
+    return next(line for line in log.splitlines() if re.search(r" -c \S*/" + re.escape(source) + r"( |$)", line))
+
+
+def reference(path):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = {session.get_inputs()[0].name: np.array([X], dtype=np.float32)}
+    return session.run(None, feed)[0].reshape(-1)
+
+
+@pytest.mark.skipif(not shutil.which("gfortran"), reason="needs gfortran")
+def test_c_and_fortran_programs_build_and_run(gen, model, tmp_path):
+    src = tmp_path / "solver"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(SOLVER.format(gen=gen))
+    (src / "main.c").write_text(MAIN_C)
+    (src / "main.f90").write_text(MAIN_F)
+    build, _, log = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc", "-DCMAKE_Fortran_COMPILER=gfortran")
+    want = reference(model("gemm_small"))
+    for exe in ("solver_c", "solver_f"):
+        run = subprocess.run([str(build / exe)], capture_output=True, text=True, check=True)
+        got = np.array([float(v) for v in run.stdout.split()])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    profile = resolve("gcc", gpu_arch="80")
+    c_line, f_line = compile_line(log, "m.c"), compile_line(log, "m_model.F90")
+    for line, flags in ((c_line, profile.optimize_c), (f_line, profile.optimize_fortran)):
+        assert f" {flags} " in line and "-fopenmp" in line.split(), line
+    assert re.search(r"-J\S*rosenna_m_mod", f_line)
+
+
+def test_a_second_find_package_is_harmless(gen, tmp_path):
+    src = tmp_path / "twice"
+    (src / "sub").mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(twice LANGUAGES C)\n"
+        f'find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\nadd_subdirectory(sub)\n')
+    (src / "sub" / "CMakeLists.txt").write_text(
+        f'find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\n'
+        "add_executable(app main.c)\ntarget_link_libraries(app PRIVATE rosenna::m)\n")
+    (src / "sub" / "main.c").write_text(MAIN_C)
+    _, cfg, _ = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc")
+    assert "no rosenna::m_fortran" in cfg  # Fortran not enabled: said, not an error
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
+def test_cuda_programs_compile_and_link_with_nvcc(gen, tmp_path):
+    src = tmp_path / "cu"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(CUDA_SOLVER.format(gen=gen))
+    (src / "batch.c").write_text(BATCH_C)
+    (src / "kernel.cu").write_text(KERNEL_CU)
+    build, _, log = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc")
+    assert (build / "batch").exists() and (build / "kernel").exists()
+    nvcc = [line for line in log.splitlines() if "nvcc" in line.split(" ")[0] and "m_kernel.cu" in line]
+    assert len(nvcc) == 2 and all("arch=compute_80,code=[compute_80,sm_80]" in line and " -O3 " in line
+                                  and "-march" not in line for line in nvcc)
+    assert any("-DROSENNA_DEVICE_ROUTINE" in line for line in nvcc)
+    assert "--weaken-symbol=m_infer" in log
+    assert "-DROSENNA_NATIVE_KERNEL" in compile_line(log, "m.c")
