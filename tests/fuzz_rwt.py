@@ -198,16 +198,38 @@ def run(exe, good_path, paths):
     return before, rows, problems
 
 
+def zeroed(good, plan):
+    """``good`` with every weight zero (and a correct checksum): what a model computes with zero
+    weights, the reference for "zero before init and after a failed init"."""
+    data, at = bytearray(good[:-4]), 56
+    itemsize = 8 if plan.precision == "double" else 4
+    for _ in plan.weights:
+        length = struct.unpack_from("=I", data, at)[0]
+        at += 4 + length
+        rank = struct.unpack_from("=I", data, at)[0]
+        dims = struct.unpack_from(f"={rank}I", data, at + 4)
+        at += 4 + 4 * rank
+        size = itemsize * int(__import__("numpy").prod(dims, dtype="int64"))
+        data[at:at + size] = bytes(size)
+        at += size
+    return _reseal(bytes(data))
+
+
 def fuzz(work, cases, plan, good, c_exe, f_exe, chunk=5000):
     """Run every case through both probes, ``chunk`` files at a time (so the full fuzz never holds
     more than that on disk); returns a list of problems (empty: all refused alike)."""
-    problems = []
+    zero = zeroed(good, plan)
+    problems, outputs = _fuzz_chunk(work, [("zero weights", zero, 0)], good, c_exe, f_exe, None)
+    if problems:
+        return problems
     for start in range(0, len(cases), chunk):
-        problems += _fuzz_chunk(work, cases[start:start + chunk], good, c_exe, f_exe)
+        problems += _fuzz_chunk(work, cases[start:start + chunk], good, c_exe, f_exe, outputs)[0]
     return problems
 
 
-def _fuzz_chunk(work, cases, good, c_exe, f_exe):
+def _fuzz_chunk(work, cases, good, c_exe, f_exe, zero_outputs):
+    """One probe run per language over ``cases``: (problems, {lang: outputs of the last case}).
+    ``zero_outputs``: per language, the outputs with zero weights (None: not known yet)."""
     good_path = os.path.join(work, "good.rwt")
     with open(good_path, "wb") as handle:
         handle.write(good)
@@ -228,8 +250,8 @@ def _fuzz_chunk(work, cases, good, c_exe, f_exe):
     for lang, exe in (("c", c_exe), ("fortran", f_exe)):
         before, rows, errs = run(exe, good_path, paths)
         problems += errs
-        if before != 0.0:
-            problems.append(f"{lang}: outputs before any init are {before}, not 0")
+        if zero_outputs is not None and before != zero_outputs[lang]:
+            problems.append(f"{lang}: outputs before any init are {before}, not {zero_outputs[lang]} (zero weights)")
         if len(rows) != len(cases):
             problems.append(f"{lang}: {len(rows)} results for {len(cases)} cases")
             continue
@@ -238,21 +260,23 @@ def _fuzz_chunk(work, cases, good, c_exe, f_exe):
         if os.path.isfile(path):
             os.unlink(path)
     if problems:
-        return problems
+        return problems, None
+    last = {lang: float(rows[-1][2]) for lang, rows in results.items()}
+    zero = zero_outputs or last
     for (label, data, want), c_row, f_row in zip(cases, results["c"], results["fortran"]):
         for lang, row in (("c", c_row), ("fortran", f_row)):
             good_status, status, total = int(row[0]), int(row[1]), float(row[2])
             if good_status != 0:
                 problems.append(f"{label}: {lang} refused the good file ({good_status})")
-            if data is not good and status == 0:
+            if want != 0 and status == 0:
                 problems.append(f"{label}: {lang} accepted a corrupted file")
             if want is not None and status != want:
                 problems.append(f"{label}: {lang} gave {status}, expected {want}")
-            if status != 0 and total != 0.0:
-                problems.append(f"{label}: {lang} outputs {total} after a failed init, not 0")
+            if status != 0 and total != zero[lang]:
+                problems.append(f"{label}: {lang} outputs {total} after a failed init, not {zero[lang]} (zero weights)")
         if int(c_row[1]) != int(f_row[1]):
             problems.append(f"{label}: C gives {c_row[1]}, Fortran {f_row[1]}")
-    return problems
+    return problems, last
 
 
 def main(argv=None):
