@@ -124,14 +124,20 @@ def generate(model_path, out_dir, options):
     data = {fname: text.encode("ascii") for fname, text in files.items()}
     if not plan.embed:
         data[f"{plan.name}.rwt"] = abi.rwt_bytes(plan)
+    return plan, write_set(out_dir, plan.name, data)
+
+
+def write_set(out_dir, name, data):
+    """Replace model ``name``'s set in ``out_dir`` by ``data`` ({file name: bytes}), under the
+    directory's lock, after finishing what an interrupted run left and refusing a name that clashes
+    with another set there. Returns the paths written."""
     try:
         with outdir.Lock(out_dir):
             outdir.recover(out_dir)
-            for other in outdir.other_sets(out_dir, plan.name):
-                why = outdir.conflict(plan.name, other)
+            for other in outdir.other_sets(out_dir, name):
+                why = outdir.conflict(name, other)
                 if why:
                     raise UsageError(f"--out {out_dir}: {why}; choose another --name or another --out")
-            written = outdir.write_set(out_dir, plan.name, data)
+            return outdir.write_set(out_dir, name, data)
     except OSError as exc:
         raise RosennaError(f"--out {out_dir}: writing failed ({exc.strerror}); the previous files are kept") from None
-    return plan, written
