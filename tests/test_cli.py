@@ -103,7 +103,7 @@ def test_generate_prints_every_file(model, tmp_path, capsys):
     assert rc == 0, err
     listed = sorted(os.path.basename(p) for p in out.split())
     assert listed == sorted(["gb.c", "gb.h", "gb.mk", "gb.rwt", "gb_fortran.mk", "gb_kernel.cu", "gb_model.F90",
-                             "rosenna_rt.h"])
+                             "rosenna_rt.h", "gbConfig.cmake", "gb.pc", "gb_fortran.pc"])
     # no staging directory left behind: beside the set only its manifest and the directory's lock
     assert sorted(os.listdir(tmp_path)) == sorted(listed + [".rosenna-gb.json", ".rosenna.lock"])
 
@@ -112,7 +112,8 @@ def test_lang_selects_files(model, tmp_path, capsys):
     rc, out, _ = run_cli(["generate", model("gemm_small"), "--lang", "fortran", "--out", str(tmp_path)], capsys)
     assert rc == 0
     visible = [f for f in os.listdir(tmp_path) if not f.startswith(".")]
-    assert sorted(visible) == ["gemm_small_fortran.mk", "gemm_small_model.F90"]
+    assert sorted(visible) == ["gemm_smallConfig.cmake", "gemm_small_fortran.mk", "gemm_small_fortran.pc",
+                               "gemm_small_model.F90"]
 
 
 def test_regeneration_is_byte_identical(model, tmp_path, capsys):
