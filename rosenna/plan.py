@@ -60,6 +60,9 @@ class PlannedOp:
     activation: str = None  # the activation fused into it (Gemm, Conv), or None
     alias: bool = False  # True: no code, its output shares its input's storage
     nodes: tuple = ()  # the model's node names it stands for (several when a pass fused them)
+    #: the fused activation's attributes (LeakyRelu's alpha, Clip's bounds, ...), for the kernels
+    #: that apply it themselves (the CUDA MLP kernels)
+    activation_attrs: dict = field(default_factory=dict, compare=False)
 
     @property
     def label(self):
@@ -215,8 +218,8 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
         if node.op == ALIAS:
             op_list.append(PlannedOp(node.attrs["of"], alias=True, nodes=sources))
             continue
-        activation = node.attrs["_activation"][0] if node.attrs.get("_activation") else None
-        planned = PlannedOp(node.op, activation, nodes=sources)
+        activation, attrs = node.attrs.get("_activation") or (None, {})
+        planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs))
         op_list.append(planned)
         b.emit(Comment(f"{planned.label}: {label}"))
         ops.get(node.op).lower(node, graph, b)

@@ -19,8 +19,13 @@ ODD = ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])
 def evaluate(layers, x):
     """The chain in float64, layer by layer."""
     for layer in layers:
-        x = ACTS[layer.act](x @ layer.w.T.astype(np.float64) + layer.b)
+        x = act_of(layer)(x @ layer.w.T.astype(np.float64) + layer.b)
     return x
+
+
+def act_of(layer):
+    """A kernel layer's activation (op name and attributes, as the plan holds them) in float64."""
+    return activation(layer.act, getattr(layer, "attrs", {}))
 
 
 #: Every activation rosenna lists, as a test model spells it: (ONNX op or pattern, attributes).
@@ -47,7 +52,7 @@ _FORMULAS = {
     "Softsign": lambda v, a: v / (1 + np.abs(v)),
     "Gelu": lambda v, a: (0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))))
     if a.get("approximate") == "tanh" else 0.5 * v * (1 + _erf(v / np.sqrt(2))),
-    "Clip": lambda v, a: np.clip(v, a.get("min", -np.inf), a.get("max", np.inf)),
+    "Clip": lambda v, a: np.clip(v, _bound(a, "min", -np.inf), _bound(a, "max", np.inf)),
     "SiLU": lambda v, a: v / (1.0 + np.exp(-v)),
     "Swish": lambda v, a: v / (1.0 + np.exp(-a.get("alpha", 1.0) * v)),
     "Mish": lambda v, a: v * np.tanh(np.logaddexp(v, 0.0)),
@@ -55,6 +60,12 @@ _FORMULAS = {
     "HardSwishPattern": lambda v, a: v * np.clip(v / 6 + 0.5, 0, 1),
     "GeluErf": lambda v, a: 0.5 * v * (1 + _erf(v / np.sqrt(2))),
 }
+
+
+def _bound(attrs, key, default):
+    """A Clip bound: the model's attribute, or the plan's canonical ``_min``/``_max``."""
+    value = attrs.get("_" + key, attrs.get(key))
+    return default if value is None else value
 
 
 def _erf(v):

@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from mlp_reference import ACTS, ODD, custom_model, evaluate, run_packing
+from mlp_reference import ODD, act_of, custom_model, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import staged, tc_chain, tc_wide, tf32
@@ -101,7 +101,7 @@ def test_emulated_chain_matches_the_model(layers_of):
     packed = tc_chain.chain_packed(layers)
     rng = np.random.default_rng(3)
     x = rng.uniform(-1, 1, size=(27, plan.nx))  # 27 < 32: the bounds on the warp's last rows matter
-    got = _emulate(layers, [ACTS[layer.act] for layer in layers], packed, x)
+    got = _emulate(layers, [act_of(layer) for layer in layers], packed, x)
     want = evaluate(layers, x)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
     # The emulation can fail: unpaired rows for layer 1 (what the C fragments do not give) break it.
@@ -110,7 +110,7 @@ def test_emulated_chain_matches_the_model(layers_of):
     n1 = (layers[1].k + 7) // 8 * ((layers[1].n + 7) // 8) * 32 * 4
     broken[4 * frags[1]:4 * frags[1] + n1] = tf32.pack_layer(
         layers[1].w, (layers[1].k + 7) // 8 * 8, (layers[1].n + 7) // 8 * 8, paired=False)
-    assert not np.allclose(_emulate(layers, [ACTS[layer.act] for layer in layers], broken, x), want, atol=1e-3)
+    assert not np.allclose(_emulate(layers, [act_of(layer) for layer in layers], broken, x), want, atol=1e-3)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -241,7 +241,7 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
         plan, layers = _custom(tmp_path, "odd", *ODD)
     assert staged.fits(layers)
     packed = tc_wide.wide_packed(layers)
-    acts = [ACTS[layer.act] for layer in layers]
+    acts = [act_of(layer) for layer in layers]
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, size=(37, plan.nx))  # 37 < 128: rows past the point count matter
     want = evaluate(layers, x)

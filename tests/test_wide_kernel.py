@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from mlp_reference import ACTS, ODD, custom_model, evaluate, run_packing
+from mlp_reference import ODD, act_of, custom_model, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import staged
@@ -129,7 +129,7 @@ def test_emulated_staged_kernel_matches_the_model(tmp_path, model):
     choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert choice.staged
     layers, packed = choice.layers, choice.packed()
-    acts = [ACTS[layer.act] for layer in layers]
+    acts = [act_of(layer) for layer in layers]
     x = np.random.default_rng(5).uniform(-1, 1, size=(37, plan.nx))  # 37 < 64: points past n matter
     want = evaluate(layers, x)
     got = _emulate(layers, acts, packed, x)

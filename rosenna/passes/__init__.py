@@ -7,7 +7,7 @@ import os
 import sys
 
 from rosenna import ir
-from rosenna.passes import batchnorm, fold, fuse, relabel, support
+from rosenna.passes import batchnorm, fold, fuse, gelu, relabel, support
 
 PIPELINE = (
     ("fold_constants", fold.fold_constants),
@@ -16,6 +16,7 @@ PIPELINE = (
     ("matmul_add_to_gemm", fuse.matmul_add_to_gemm),
     ("canonicalize", support.canonicalize),
     ("fold_batchnorm", batchnorm.fold_batchnorm),
+    ("gelu_from_erf", gelu.gelu_from_erf),
     ("fuse_activation", fuse.fuse_activation),
     ("relabel_aliases", relabel.relabel_aliases),
     ("eliminate_dead_code_final", fold.eliminate_dead_code),

@@ -6,17 +6,25 @@ from rosenna import ops
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
-#: Activations the MLP kernels fuse (attribute-free: their formula comes from the op module).
-MLP_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh")
+#: Activations every MLP kernel applies (narrow FP32, staged FP32, tile, 3xTF32 chain and wide):
+#: one table for all of them. Each is rendered once per layer, with its attributes, from its op
+#: module's formula (rosenna.ops.activation) into a ``__device__`` function the kernels call, so a
+#: kernel never spells an activation itself. Each is finite at 0, which the kernels rely on (a
+#: padded column holds act(0) and meets zero weights downstream). Swish (SiLU), Mish and HardSwish
+#: come from the patterns exporters write (rosenna.passes), GELU's erf form from passes/gelu.py.
+MLP_ACTIVATIONS = ("Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Softsign",
+                   "Gelu", "Clip", "Swish", "Mish", "HardSwish")
 #: Packed weights per line of the kernel file.
 VALUES_PER_LINE = 6
 
 
 class Layer:
-    """One dense layer of an MLP chain: ``y[n] = act(sum_k W[n][k] x[k] + b[n])``."""
+    """One dense layer of an MLP chain: ``y[n] = act(sum_k W[n][k] x[k] + b[n])``; ``act`` the
+    activation's op name (None: linear), ``attrs`` its attributes."""
 
-    def __init__(self, k, n, act, w, b):
+    def __init__(self, k, n, act, w, b, attrs=None):
         self.k, self.n, self.act, self.w, self.b = k, n, act, w, b
+        self.attrs = attrs or {}
 
 
 def mlp_layers(plan):
@@ -36,7 +44,8 @@ def mlp_layers(plan):
         n = b.size
         if w.size != n * k:
             return None
-        layers.append(Layer(k, n, act or None, w.reshape(n, k), b))
+        attrs = op.activation_attrs if act else {}
+        layers.append(Layer(k, n, act or None, w.reshape(n, k), b, attrs))
         k = n
     return layers if k == plan.ny else None
 
@@ -45,9 +54,10 @@ def round_up(n, m):
     return (n + m - 1) // m * m
 
 
-def activation_fn(name, act, renderer):
-    """``__device__ float name(float v)``: the activation ``act`` (an op name, or None)."""
-    expr = ops.get(act).expr({}, Var("v")) if act else Var("v")
+def activation_fn(name, layer, renderer):
+    """``__device__ float name(float v)``: the layer's activation with its attributes (identity
+    without one), rendered from the op module's formula."""
+    expr = ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v")
     return (f"__device__ __forceinline__ float {name}(float v)\n{{\n"
             f"    return {renderer.expr(expr)};\n}}")
 

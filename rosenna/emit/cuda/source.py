@@ -116,7 +116,7 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
         parts.append("\nnamespace {")
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"
-            parts.append(activation_fn(name, layer.act, renderer))
+            parts.append(activation_fn(name, layer, renderer))
             acts.append(name)
         parts.append(base.library())
         parts.append("}  // namespace\n")
