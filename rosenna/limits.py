@@ -29,5 +29,11 @@ CONST_BANK_BYTES = 48 * 1024
 
 #: Points per block of the host batch path (point index innermost, in SIMD lanes), per precision;
 #: halved until a block's scratch fits in :data:`HOST_BLOCK_BYTES`.
+#: Device memory the CUDA/HIP whole-field batch keeps for the intermediates of the samples one
+#: launch computes together: <name>_infer_batch runs up to WHOLE_BATCH_SAMPLES samples per launch of
+#: each op, fewer when their buffers would pass WHOLE_BATCH_BYTES (static __device__ arrays, sized
+#: at load time: the U-Net of examples/surrogates/poisson_guess, 436 KB per sample, gets 128).
+WHOLE_BATCH_SAMPLES = 256
+WHOLE_BATCH_BYTES = 64 * 1024 * 1024
 HOST_BLOCK = {"single": 32, "double": 16}
 HOST_BLOCK_BYTES = 64 * 1024

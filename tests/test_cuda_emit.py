@@ -165,13 +165,20 @@ def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
     # One launch per conv (the activations are fused into their conv; the Identity output is the
     # last conv's storage in y, no copy): 3 kernels, each holding its conv's 9 regions.
     assert text.count("<<<") == text.count("__global__") == 3  # no per-point kernel either
-    launch = text[text.index('extern "C" int convnet_infer_one('):]
+    launch = text[text.index("static int convnet_run("):]
+    # 8x64x64, 8x64x64 and 64x64 threads per sample, 256 a block, count samples at once
     assert [line.split("<<<")[1].split(",")[0] for line in launch.splitlines() if "<<<" in line] == \
-        ["128", "128", "16"]  # 8x64x64, 8x64x64 and 64x64 threads, 256 a block
+        ["(unsigned)((count * 32768l + 255) / 256)", "(unsigned)((count * 32768l + 255) / 256)",
+         "(unsigned)((count * 4096l + 255) / 256)"]
     for op in ("Conv+Relu: conv0+act0", "Conv+Tanh: conv1+act1", "Conv: conv2"):
         assert f"/* {op} (9 regions, " in text
-    assert 'extern "C" int convnet_infer_one(' in text
-    assert "convnet_infer_one(x + (long)i * " in text  # infer_batch: one sample at a time
+    assert 'extern "C" int convnet_infer_one(' in text and "return convnet_run(1, x, y, " in text
+    # infer_batch: each op's launch covers up to 256 samples (256 KiB of intermediates per
+    # sample: 256 fit 64 MiB), not one launch per op and sample
+    samples = whole_field.batch_samples(plan)
+    assert samples == 256
+    assert f"for (int start = 0; start < n; start += {samples}) {{" in text
+    assert "convnet_infer_one(x + (long)i * " not in text
     # the C file's OpenMP infer_one steps aside for the kernel file's, and keeps one loop per region
     generate(str(path), str(tmp_path / "g"), Options(lang="c"))
     src = (tmp_path / "g" / "convnet.c").read_text()

@@ -168,13 +168,19 @@ def test_whole_field_code_compiles_clean(tmp_path):
 EMULATE_MAIN = """
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* Each launch of {n}_kernel.cu's {n}_infer_one as a function of the thread index, the same lines
-   the kernel holds after its tid; run over every tid in order, or in reverse order. */
+/* The intermediates of {n}_kernel.cu's batched launches, for every sample at once. */
+{buffers}
+
+/* Each launch of {n}_kernel.cu as a function of its global thread index g (over all samples),
+   the same lines the kernel holds after its bounds check; run over every g in order, or in
+   reverse order. */
 {launches}
 
-static void emulate(const {t} *x, {t} *y, int reverse)
+static void emulate(int count, const {t} *x, {t} *y, int reverse)
 {{
+{clears}
 {calls}
 }}
 
@@ -187,8 +193,7 @@ int main(int argc, char **argv)
     if (!x || !y || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
     fclose(f);
     for (int reverse = 0; reverse < 2; ++reverse)
-        for (int i = 0; i < n; ++i)
-            emulate(x + (size_t)i * {NX}, y + ((size_t)reverse * n + i) * {NY}, reverse);
+        emulate(n, x, y + (size_t)reverse * n * {NY}, reverse);
     f = fopen(argv[3], "wb");
     fwrite(y, sizeof({t}), (size_t)n * {NY} * 2, f);
     fclose(f);
@@ -198,26 +203,35 @@ int main(int argc, char **argv)
 """
 
 
-def emulate_launches(model_path, out, samples=2, launches=None):
-    """Run the CUDA infer_one's kernels on the host: each launch (parallel.launch_groups, or the
-    given ones) as a loop over its thread indices, forwards and backwards, into the C file's
-    buffers and weights. Returns (plan, x, y forwards, y backwards). A launch holding regions that
-    depend on each other gives a wrong answer in at least one order."""
+def emulate_launches(model_path, out, samples=3, launches=None):
+    """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
+    <name>_infer_batch launches them: each launch (parallel.launch_groups, or the given ones) as a
+    loop over its global thread indices (samples x threads per sample), forwards and backwards,
+    into buffers for every sample and the C file's weights. Returns (plan, x, y forwards, y
+    backwards). A launch holding regions that depend on each other gives a wrong answer in at least
+    one order; a sample reading another's intermediates gives a wrong answer."""
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
     launches = parallel.launch_groups(plan) if launches is None else launches
     funcs, calls = [], []
     for k, launch in enumerate(launches):
-        body = "\n".join(whole_field.launch_body(plan, launch))
-        if kernel_file is not None:  # the very lines of the kernel, after its tid
-            assert f"threadIdx.x;\n{body}\n" in kernel_file, f"launch {k} differs from {n}_kernel.cu's"
-        funcs.append(f"static void launch{k}(const {t} *x, {t} *y, long tid)\n{{\n{body}\n"
+        body = "\n".join(whole_field.batch_body(plan, launch))
+        if kernel_file is not None:  # the very lines of the kernel, after its bounds check
+            assert f"        return;\n{body}\n" in kernel_file, f"launch {k} differs from {n}_kernel.cu's"
+        funcs.append(f"static void launch{k}(const {t} *x, {t} *y, long g)\n{{\n{body}\n"
                      f"    (void)x;\n    (void)y;\n}}")
-        calls.append(f"    for (long j = 0; j < {launch.threads}l; ++j)\n"
-                     f"        launch{k}(x, y, reverse ? {launch.threads - 1}l - j : j);")
+        total = launch.threads
+        calls.append(f"    for (long j = 0; j < count * {total}l; ++j)\n"
+                     f"        launch{k}(x, y, reverse ? count * {total}l - 1 - j : j);")
+    buffers = "\n".join(f"static {t} {whole_field.buffer_symbol(plan, i)}[{samples} * {size}];"
+                         for i, size in enumerate(plan.scratch))
+    # NaN in every intermediate before each pass: a value read before it is written shows.
+    clears = "\n".join(f"    memset({whole_field.buffer_symbol(plan, i)}, 0xff, sizeof {whole_field.buffer_symbol(plan, i)});"
+                       for i in range(len(plan.scratch)))
     text = (out / f"{n}.c").read_text() + EMULATE_MAIN.format(
-        n=n, t=t, NX=plan.nx, NY=plan.ny, launches="\n\n".join(funcs), calls="\n".join(calls))
+        n=n, t=t, NX=plan.nx, NY=plan.ny, buffers=buffers, launches="\n\n".join(funcs), calls="\n".join(calls),
+        clears=clears)
     (out / "emulate.c").write_text(text)
     subprocess.run(["gcc", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Werror", "-I", str(out), "emulate.c", "-o", "emulate", "-lm"],
                    cwd=out, check=True, capture_output=True)

@@ -113,9 +113,15 @@ def test_emulated_wide_tensor_core_kernel_with_every_activation(wide_plan):
     _check(got, evaluate(layers, x), layers)
 
 
+#: For the compile of the wide kernels (one epilogue per layer: compile time grows with depth), the
+#: activations with the most arithmetic; the narrow compile has every activation.
+HEAVY = [("Gelu", {"approximate": "tanh"}), ("Softplus", {}), ("Selu", {}), ("Gelu", {})]
+
+
 def _generate(tmp_path, width, name):
-    path = activation_mlp(tmp_path / f"{name}.onnx", [5] + [width - 3 * (i % 3) for i in range(len(ACTIVATIONS))] + [3],
-                          [*ACTIVATIONS, None], seed=11, name=name)
+    acts = ACTIVATIONS if width <= tc_chain.CHAIN_MAX_WIDTH else HEAVY
+    path = activation_mlp(tmp_path / f"{name}.onnx", [5] + [width - 3 * (i % 3) for i in range(len(acts))] + [3],
+                          [*acts, None], seed=11, name=name)
     generate(path, str(tmp_path), Options(lang="c", name=name))
     return f"{name}_kernel.cu"
 
@@ -136,9 +142,8 @@ def test_every_activation_compiles_without_spills(tmp_path, width, kernels):
 
 
 @pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
-@pytest.mark.parametrize("width", [16, 100])
-def test_every_activation_compiles_with_hipcc(tmp_path, width):
-    src = _generate(tmp_path, width, "acts")
+def test_every_activation_compiles_with_hipcc(tmp_path):
+    src = _generate(tmp_path, 16, "acts")
     proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", src, "-o", "k.o"], cwd=tmp_path,
                           capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,6 +7,7 @@ for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infe
 (:data:`KIND`).
 """
 
+from rosenna import limits
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_scalars
@@ -51,11 +52,63 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
     return lines
 
 
+def batch_samples(plan):
+    """Samples one launch of each op computes together: a power of two up to
+    ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit ``limits.WHOLE_BATCH_BYTES``."""
+    per_sample = max(1, sum(plan.scratch) * plan.itemsize)
+    count = 1
+    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.WHOLE_BATCH_BYTES:
+        count *= 2
+    return count
+
+
+def buffer_symbol(plan, i):
+    """The kernel file's buffer for intermediate i, ``batch_samples`` samples of it (named apart
+    from the C file's one-sample ``<name>_ws<i>``, so a host harness can hold both)."""
+    return C.symbol(plan.name, f"wsb{i}")
+
+
+def _batch_resolver(plan):
+    """Buffers as one sample's thread sees them: x, y and the intermediates through the sample's
+    own pointers (``xs``, ``ys``, ``ws<i>``: see :func:`batch_body`), weights by their symbols."""
+    def resolve(buf):
+        kind, ident, offset = plan.storage[buf]
+        if kind == "w":
+            return C.symbol(plan.name, ident), offset, False
+        if kind == "t":
+            return buffer_ident(int(ident[1:])), offset, True
+        return ("xs" if kind == "x" else "ys"), offset, True
+    return resolve
+
+
+def batch_body(plan, launch, depth=1):
+    """The statements of one launch's kernel after its global thread index ``g`` is known (and
+    below ``count`` times the launch's threads): the sample ``s`` and the thread index within it,
+    that sample's pointers into x, y and the intermediates, then :func:`launch_body` over them.
+    Plain C over the C file's weight names and the :func:`buffer_symbol` buffers, so a host harness
+    runs it too (tests/test_infer_one.py does)."""
+    t, pad, total = plan.ctype, "    " * depth, launch.threads
+    body = launch_body(plan, launch, Renderer(C, plan.precision, _batch_resolver(plan)), depth)
+    text = "\n".join(body)
+    lines = [pad + f"const long s = g / {total}l, tid = g - s * {total}l;"]
+    if "xs[" in text:
+        lines.append(pad + f"const {t} *ROSENNA_RESTRICT xs = x + s * {plan.nx}l;")
+    if "ys[" in text:
+        lines.append(pad + f"{t} *ROSENNA_RESTRICT ys = y + s * {plan.ny}l;")
+    for i, size in enumerate(plan.scratch):
+        if f"{buffer_ident(i)}[" in text:
+            lines.append(pad + f"{t} *ROSENNA_RESTRICT {buffer_ident(i)} = {buffer_symbol(plan, i)} + s * {size}l;")
+    return lines + body
+
+
 def infer_one(plan):
-    """``<name>_infer_one`` for ``<name>_kernel.cu``: one kernel launch per group of regions that
-    may run concurrently (:func:`launch_groups`; in practice one per op), a thread per element of
-    each member region's collapsed loops (a serial region is one thread), the intermediates in
-    static ``__device__`` buffers. Returns "" when the plan has no ``<name>_infer_one``.
+    """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``: one kernel
+    launch per group of regions that may run concurrently (:func:`launch_groups`; in practice one
+    per op) for up to :func:`batch_samples` samples at once, a thread per element of each member
+    region's collapsed loops and sample (a serial region is one thread per sample), the
+    intermediates of those samples in static ``__device__`` buffers. ``<name>_infer_one`` is that
+    for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan has
+    no ``<name>_infer_one``.
 
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
     declares in ``__constant__`` or ``__device__`` storage.
@@ -63,41 +116,48 @@ def infer_one(plan):
     if not plan.has_infer_one:
         return ""
     n, t = plan.name, plan.ctype
-    renderer = Renderer(C, plan.precision, resolver(plan, C, whole_field=True))
-    buffers = "\n".join(f"static __device__ {t} {C.symbol(n, buffer_ident(i))}[{size}];"
+    samples = batch_samples(plan)
+    buffers = "\n".join(f"static __device__ {t} {buffer_symbol(plan, i)}[{samples} * {size}];"
                          for i, size in enumerate(plan.scratch))
     kernels, launches = [], []
     for k, launch in enumerate(launch_groups(plan)):
         total = launch.threads
         notes = "; ".join(launch.notes) or f"launch {k}"
         regions_note = "1 region" if len(launch.members) == 1 else f"{len(launch.members)} regions"
-        lines = [f"/* {notes} ({regions_note}, {total} threads) */",
+        lines = [f"/* {notes} ({regions_note}, {total} threads per sample) */",
                  (f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_launch{k}(const {t} *ROSENNA_RESTRICT x, "
-                  f"{t} *ROSENNA_RESTRICT y)"),
+                  f"{t} *ROSENNA_RESTRICT y, int count)"),
                  "{",
-                 f"    const long tid = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;"]
-        code = launch_body(plan, launch, renderer)
-        unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}[" in line for line in code)]
+                 f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
+                 f"    if (g >= (long)count * {total}l)",
+                 "        return;"]
+        code = batch_body(plan, launch)
+        unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}s = " in line for line in code)]
         lines += code + unused + ["}"]
         kernels.append("\n".join(lines))
-        blocks = (total + CUDA_THREADS - 1) // CUDA_THREADS
-        threads = min(total, CUDA_THREADS)
-        launches.append(f"    {n}_launch{k}<<<{blocks}, {threads}, 0, s>>>(x, y);")
+        launches.append(f"    {n}_launch{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
+                        f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
-/* {n}_infer_one: one sample over the whole field, one launch per group of regions that may run
-   concurrently (in practice one per op); each region of a launch on its own range of threads. */
+/* The whole-field path: count samples (at most {samples}) at once, one launch per group of regions
+   that may run concurrently (in practice one per op), each region of a launch on its own range of
+   every sample's threads. The intermediates of {samples} samples: */
 {buffers}
 
 {chr(10).join(kernels)}
+
+/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s. */
+static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
+{{
+{chr(10).join(launches)}
+    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+}}
 
 /* x[{plan.nx}] and y[{plan.ny}] are device pointers; launches on the caller's stream, never
    synchronises. The buffers are shared by every call: calls on different streams must not overlap. */
 extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
-    rosennaStream_t s = (rosennaStream_t)stream;
-{ready}{chr(10).join(launches)}
-    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+{ready}    return {n}_run(1, x, y, (rosennaStream_t)stream);
 }}
 """
 
@@ -110,9 +170,10 @@ class WholeField(Kind):
         return choice.plan.path == "whole"
 
     def launch(self, plan, choice):
-        n = plan.name
-        return "", (f"    for (int i = 0; i < n; ++i) {{\n"
-                    f"        const int status = {n}_infer_one(x + (long)i * {plan.nx}, y + (long)i * {plan.ny}, stream);\n"
+        n, samples = plan.name, batch_samples(plan)
+        return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* one launch per op for {samples} samples */\n"
+                    f"        const int status = {n}_run(n - start < {samples} ? n - start : {samples}, "
+                    f"x + (long)start * {plan.nx}, y + (long)start * {plan.ny}, (rosennaStream_t)stream);\n"
                     f"        if (status != ROSENNA_STATUS_OK)\n            return status;\n    }}")
 
 
