@@ -263,7 +263,8 @@ def _events(fn, reps):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(3):
         fn()
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start.record()
@@ -296,10 +297,39 @@ def _rosenna(name, info, sizes, reps):
     return times, raw[:k * info["nx"]].reshape(k, info["nx"]), raw[k * info["nx"]:].reshape(k, info["ny"])
 
 
+class _CpuEvent:
+    """torch.cuda.Event's timing interface on the CPU (--dry-run)."""
+
+    def __init__(self, enable_timing=True):
+        self.t = 0.0
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
 def _outside(got, want):
     want = want.double()
     bad = ~((got.double() - want).abs() <= 1e-6 + 1e-5 * want.abs())
     return int(bad.sum()), float(((got.double() - want).norm() / want.norm().clamp_min(1e-300)).item())
+
+
+def _stand_in(name, info, sizes, model):
+    """--dry-run: the driver's output computed by the PyTorch twin on the CPU (to exercise this
+    script where there is no GPU); times are zero."""
+    import torch
+
+    k = min(sizes[0], 4096)
+    shape = (k, info["nx"]) if name in MLPS else (k, *FIELD_SHAPES[name])
+    x = torch.rand(shape) * 2 - 1
+    with torch.no_grad():
+        y = model.float()(x).reshape(k, info["ny"])
+    return {n: 1.0 for n in sizes}, x.reshape(k, info["nx"]), y
 
 
 def run(args):
@@ -307,10 +337,12 @@ def run(args):
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dev = torch.device("cuda")
+    dev = torch.device("cpu" if args.dry_run else "cuda")
+    if args.dry_run:
+        torch.cuda.Event = _CpuEvent
     manifest = json.load(open(os.path.join(OUT, "manifest.json")))
     t0 = time.time()
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, TF32 off, fp32; "
+    print(f"torch {torch.__version__}, {'CPU (dry run)' if args.dry_run else torch.cuda.get_device_name(0)}, TF32 off, fp32; "
           f"median of {args.reps} (MLPs) / {args.field_reps} (fields) CUDA-event timings", flush=True)
     rows = []
     with torch.inference_mode():
@@ -318,7 +350,10 @@ def run(args):
             mlp = name in MLPS
             sizes = [args.points] if mlp else list(FIELD_BATCHES)
             try:
-                times, x, y = _rosenna(name, info, sizes, args.reps if mlp else args.field_reps)
+                if args.dry_run:
+                    times, x, y = _stand_in(name, info, sizes, _load(name, info))
+                else:
+                    times, x, y = _rosenna(name, info, sizes, args.reps if mlp else args.field_reps)
             except RuntimeError as exc:
                 print(f"{name}: rosenna failed: {exc}", flush=True)
                 continue
@@ -372,6 +407,8 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--field-reps", type=int, default=21)
     ap.add_argument("--budget", type=float, default=300.0, help="seconds after which torch.compile is skipped")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="run: no GPU; the PyTorch twins on the CPU stand in for rosenna (tests this script)")
     args = ap.parse_args(argv)
     return build(args) if args.step == "build" else run(args)
 
