@@ -18,16 +18,17 @@ class MissingExtra(RosennaError):
     """A command needs an optional dependency that is not installed."""
 
 
-def onnxruntime(command):
-    """The ``onnxruntime`` module, for ``command`` (e.g. "rosenna verify").
+def onnxruntime():
+    """The ``onnxruntime`` module, for the commands that compare with it (verify, gpu-gate).
 
     Raises:
-        MissingExtra: one line naming the command, the missing module and how to install it.
+        MissingExtra: one line naming the missing module and how to install it (the CLI's prefix
+            names the command).
     """
     try:
         return importlib.import_module("onnxruntime")
     except ImportError as exc:
         raise MissingExtra(
-            f"{command} compares with onnxruntime, which is not installed ({exc}); install it with "
+            f"this command compares with onnxruntime, which is not installed ({exc}); install it with "
             "`pip install 'rosenna[verify]'`, `spack install rosenna+verify`, or load an ONNX-Runtime module"
         ) from None

@@ -127,7 +127,7 @@ def _session(model):
     """An onnxruntime CPU session for a path or serialized model."""
     from rosenna.extras import onnxruntime  # the verify extra: a clear message when it is missing
 
-    ort = onnxruntime("rosenna verify")
+    ort = onnxruntime()
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
@@ -166,7 +166,7 @@ def ort_reference(model_path, graph, cases, seed):
     """onnxruntime's outputs on random inputs, one session run per case (each case is one point)."""
     from rosenna.extras import onnxruntime  # the verify extra: one line when it is missing
 
-    ort = onnxruntime("rosenna verify")
+    ort = onnxruntime()
 
     inputs = random_inputs(graph, cases, seed)
     try:

@@ -122,7 +122,7 @@ def test_a_missing_onnxruntime_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime raises ImportError
     assert main(["gpu-gate", "--host-fallback", "--model", "gemm_small", "--out", str(tmp_path / "g")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "rosenna gpu-gate compares with onnxruntime, which is not installed" in err
+    assert len(err.splitlines()) == 1 and err.startswith("rosenna gpu-gate: error: this command compares with onnxruntime, which is not installed")
     assert "pip install 'rosenna[verify]'" in err and "spack install rosenna+verify" in err
 
 

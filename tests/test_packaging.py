@@ -424,6 +424,23 @@ def test_sdist_and_wheel_contents(tmp_path):
         assert needed in members, f"{needed} missing from the sdist"
 
 
+def test_verify_without_onnxruntime_is_one_line(tmp_path, capsys, monkeypatch):
+    """onnxruntime is the verify extra: without it `rosenna verify` says so in one line, exit 2
+    (it raised ModuleNotFoundError), and generate does not need it."""
+    from rosenna import zoo
+    from rosenna.cli import main
+
+    model = zoo.save("gemm_small", str(tmp_path / "m.onnx"))
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` raises ImportError
+    assert main(["generate", model, "--out", str(tmp_path / "gen")]) == 0
+    capsys.readouterr()
+    assert main(["verify", model]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("rosenna verify: error: this command compares with onnxruntime, which is not installed")
+    assert "pip install 'rosenna[verify]'" in err and "rosenna+verify" in err
+
+
 def test_license_is_the_bsd_3_clause_text():
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("BSD 3-Clause License\n") and "the rosenna developers" in text.splitlines()[2]

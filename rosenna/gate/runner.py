@@ -43,7 +43,7 @@ def _reference(model_path, plan, x):
     """onnxruntime on each of the first CHECK points, with the plan's input shapes."""
     from rosenna.extras import onnxruntime
 
-    ort = onnxruntime("rosenna gpu-gate")
+    ort = onnxruntime()
     session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     rows = []
