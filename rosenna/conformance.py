@@ -75,8 +75,9 @@ def cache_dir():
         os.path.expanduser("~"), ".cache", "rosenna", f"onnx-node-{onnx.__version__}")
 
 
-def _write_cases(target, wanted):
-    """Write the node cases whose single node is one of ``wanted`` ops into ``target``."""
+def _write_cases(target, wanted=None):
+    """Write the node cases whose single node is one of ``wanted`` ops (every op of the default
+    domain when None) into ``target``."""
     import warnings
 
     from onnx import numpy_helper
@@ -88,7 +89,8 @@ def _write_cases(target, wanted):
     for case in cases:
         if case.kind != "node" or len(case.model.graph.node) != 1:
             continue
-        if case.model.graph.node[0].op_type not in wanted or case.model.graph.node[0].domain not in ("", "ai.onnx"):
+        if (wanted is not None and case.model.graph.node[0].op_type not in wanted) or \
+                case.model.graph.node[0].domain not in ("", "ai.onnx"):
             continue
         out = os.path.join(target, case.name)
         data = os.path.join(out, "test_data_set_0")
@@ -96,34 +98,41 @@ def _write_cases(target, wanted):
         with open(os.path.join(out, "model.onnx"), "wb") as fh:
             fh.write(case.model.SerializeToString())
         inputs, outputs = case.data_sets[0]
-        for kind, arrays, infos in (("input", inputs, case.model.graph.input),
-                                    ("output", outputs, case.model.graph.output)):
-            for j, (array, info) in enumerate(zip(arrays, infos)):
-                with open(os.path.join(data, f"{kind}_{j}.pb"), "wb") as fh:
+        try:
+            for kind, arrays, infos in (("input", inputs, case.model.graph.input),
+                                        ("output", outputs, case.model.graph.output)):
+                for j, (array, info) in enumerate(zip(arrays, infos)):
                     tensor = array if hasattr(array, "SerializeToString") and not isinstance(array, np.ndarray) \
                         else numpy_helper.from_array(np.asarray(array), info.name)
-                    fh.write(tensor.SerializeToString())
+                    with open(os.path.join(data, f"{kind}_{j}.pb"), "wb") as fh:
+                        fh.write(tensor.SerializeToString())
+        except (ValueError, TypeError, NotImplementedError):  # sequences and optionals: not tensors, not rosenna's inputs
+            shutil.rmtree(out)
 
 
-def data_dir(wanted):
+#: What the cache holds: every single-node case of the default domain, so that adding an op to the
+#: registry (or two checkouts with different registries sharing the cache) never rewrites it.
+CACHE_KEY = "every default-domain single-node case, v2"
+
+
+def data_dir(wanted=None):
     """The directory of node cases (installed, or generated once into the cache)."""
     installed = _installed_data_dir()
     if installed:
         return installed
     target = cache_dir()
     done = os.path.join(target, ".complete")
-    key = " ".join(sorted(wanted))
-    if os.path.exists(done) and open(done).read() == key:
+    if os.path.exists(done) and open(done).read() == CACHE_KEY:
         return target
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(done) and open(done).read() == key:
+        if os.path.exists(done) and open(done).read() == CACHE_KEY:
             return target
         staging = tempfile.mkdtemp(prefix=".staging-", dir=os.path.dirname(target))
-        _write_cases(staging, set(wanted))
+        _write_cases(staging)
         with open(os.path.join(staging, ".complete"), "w") as fh:
-            fh.write(key)
+            fh.write(CACHE_KEY)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staging, target)
     return target
@@ -136,7 +145,7 @@ def collect(ops=None):
     from rosenna import ops as registry
 
     wanted = list(registry.lowered_ops())
-    root = data_dir(wanted)
+    root = data_dir()
     found = {}
     for path in sorted(glob.glob(os.path.join(root, "test_*", "model.onnx"))):
         model = onnx.load(path, load_external_data=False)

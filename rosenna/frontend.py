@@ -15,7 +15,7 @@ import onnx
 from onnx import external_data_helper, helper, numpy_helper, shape_inference
 
 from rosenna.errors import ModelError, UsageError
-from rosenna.ir import FLOAT_DTYPES, Graph, Node, Value, check_size
+from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES, Graph, Node, Value, check_size, working_dtype
 from rosenna.onnx_types import numpy_dtype
 
 
@@ -201,18 +201,22 @@ def import_model(path, dims=None):
         raise ModelError(f"{path}: the model has no run-time input; there is nothing to compute per point")
     for name in inputs:
         dtype = values[name].dtype
-        if dtype not in FLOAT_DTYPES:
-            if dtype is not None and (dtype.kind == "f" or "float" in dtype.name):  # float16, bfloat16, float8
+        if dtype not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
+            if dtype is not None and (dtype.kind == "f" or "float" in dtype.name):  # float8
                 fix = f"export the model in float32 (e.g. model.float() in PyTorch) instead of {dtype}"
             else:
                 fix = "feed it as float32, or make it a constant of the model"
             raise ModelError(f"{path}: input {name!r} has element type {dtype}; the generated code takes float32 "
-                             f"or float64 inputs only; {fix}")
+                             f"or float64 inputs (integer, bool, float16 and bfloat16 ones passed as the working "
+                             f"float type) only; {fix}")
+    output_dtypes = []
     for out in g.output:
         dtype = values[out.name].dtype if out.name in values else weights[out.name].dtype
-        if dtype not in FLOAT_DTYPES:
-            raise ModelError(f"{path}: output {out.name!r} has element type {dtype}; rosenna produces float outputs")
-    model_dtypes = {values[name].dtype for name in inputs}
+        if dtype not in FLOAT_DTYPES + HELD_DTYPES:
+            raise ModelError(f"{path}: output {out.name!r} has element type {dtype}; rosenna produces float "
+                             "outputs (integer and bool ones as the working float type)")
+        output_dtypes.append(dtype)
+    model_dtypes = working_dtype([values[name].dtype for name in inputs], output_dtypes)
     if len(model_dtypes) > 1:
         raise ModelError(f"{path}: inputs mix float32 and float64; rosenna needs one float type per model")
 

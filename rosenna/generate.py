@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 
 from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner
 from rosenna.errors import RosennaError, UsageError
-from rosenna.ops import layout
-from rosenna.passes.support import unsupported
 
 LANGS = ("c", "fortran", "both")
 PRECISIONS = ("single", "double")
@@ -85,9 +83,6 @@ def build_plan(model_path, options):
     check_name(name)
     graph = frontend.import_model(model_path, options.dims)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
-    rounding = layout.cast_rounding_problems(graph, precision)
-    if rounding:
-        raise unsupported(rounding)
     passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold)
     for count, what in ((plan.nx, "x (one point's inputs)"), (plan.ny, "y (one point's outputs)"),

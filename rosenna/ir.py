@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnx import TensorProto, helper
+
 from rosenna.errors import ModelError
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -23,6 +25,30 @@ def check_size(count, what, where=""):
     if count > INDEX_MAX:
         raise ModelError(f"{where}{what} holds {count} elements; the generated code indexes with 32-bit "
                          f"integers (at most {INDEX_MAX}); make the model smaller or bind smaller --dim values")
+
+
+#: Element types a run-time value may have besides the float types: booleans (masks) and integers.
+#: The generated code holds them in its float type, exactly while a value fits the significand
+#: (2**24 in single precision, 2**53 in double); a caller passes integer inputs as floats.
+HELD_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                          np.int64, np.uint64))
+
+
+#: Narrow float types a graph input or an initializer may have: every value is exact in float32,
+#: so they are computed in the working precision (never rounded back to the narrow type).
+NARROW_DTYPES = (np.dtype(np.float16), np.dtype(helper.tensor_dtype_to_np_dtype(TensorProto.BFLOAT16)))
+
+
+def working_dtype(input_dtypes, output_dtypes):
+    """The model's float type: that of its float inputs, else of its float outputs; a model with
+    neither computes in float64 when an integer input is wider than 16 bits (so its values stay
+    exact), in float32 otherwise."""
+    for group in (input_dtypes, output_dtypes):
+        floats = {np.dtype(d) for d in group if np.dtype(d) in FLOAT_DTYPES}
+        if floats:
+            return floats
+    wide = any(np.dtype(d).kind in "iu" and np.dtype(d).itemsize > 2 for d in input_dtypes)
+    return {np.dtype(np.float64 if wide else np.float32)}
 
 
 @dataclass

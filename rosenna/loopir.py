@@ -89,13 +89,20 @@ class Fn:
     args: tuple
 
 
+#: The comparisons a Select may make (C spelling; a language table may respell one).
+COMPARISONS = (">", ">=", "<", "<=", "==", "!=")
+
+
 @dataclass(frozen=True)
 class Select:
-    """``a if lhs > rhs else b`` (the only comparison the ops need)."""
+    """``a if lhs (cmp) rhs else b``; ``cmp`` one of :data:`COMPARISONS` (``>`` by default).
+
+    Every comparison with a NaN operand is false except ``!=``, as in C and Fortran."""
     lhs: object
     rhs: object
     a: object
     b: object
+    cmp: str = ">"
 
 
 # Statements -------------------------------------------------------------------------------------

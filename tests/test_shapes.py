@@ -169,11 +169,13 @@ def test_unknown_domain_says_so(tmp_path, capsys):
     assert "not static" not in err
 
 
-@pytest.mark.parametrize("elem,needle", [(TensorProto.FLOAT16, "export the model in float32"),
-                                         (TensorProto.BOOL, "feed it as float32")])
-def test_float16_and_bool_inputs(tmp_path, capsys, elem, needle):
-    path = save(tmp_path, "typed", [helper.make_node("Cast", ["x"], ["y"], to=F)], [vi("x", [1, 3], elem)],
-                [vi("y", [1, 3])])
+@pytest.mark.parametrize("elem,needle", [(TensorProto.COMPLEX64, "feed it as float32"),
+                                         (TensorProto.STRING, "feed it as float32")])
+def test_inputs_of_types_rosenna_does_not_hold(tmp_path, capsys, elem, needle):
+    """float16, bfloat16, bool and integer inputs are passed as the working float type (ir.HELD_DTYPES);
+    complex numbers and strings are refused with what to do."""
+    path = save(tmp_path, "typed", [helper.make_node("Identity", ["x"], ["y"])], [vi("x", [1, 3], elem)],
+                [vi("y", [1, 3], elem)])
     err = refused(tmp_path, capsys, path, "input 'x' has element type", needle)
     assert "cast integer inputs" not in err
 

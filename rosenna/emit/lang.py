@@ -57,7 +57,7 @@ class Lang:
     assign: str  # "{target} = {expr}..."
     accumulate: str
     comment: str
-    select: str  # uses {lhs} {rhs} {a} {b}
+    select: str  # uses {lhs} {cmp} {rhs} {a} {b}
     literal: object  # (value, precision) -> str
     math_single: dict = field(default_factory=dict)
     math_double: dict = field(default_factory=dict)
@@ -67,6 +67,8 @@ class Lang:
     #: externally visible: offload runtimes map declare-target variables by name (clang-16 will
     #: not update a static one, nor map one for a kernel in another translation unit).
     global_name: str = "{ident}"
+    #: comparisons this language spells differently from C (see rosenna.loopir.COMPARISONS)
+    comparisons: dict = field(default_factory=dict)
 
     def symbol(self, model, ident):
         return self.global_name.format(model=model, ident=ident)
@@ -87,13 +89,23 @@ class Lang:
             cache[key] = self.literals(weight.array, precision, weight.decimals)
         return cache[key]
 
+    def comparison(self, cmp):
+        return self.comparisons.get(cmp, cmp)
+
     def fn(self, name, precision):
         table = self.math_single if precision == "single" else self.math_double
         return table[name]
 
 
+#: Math functions by name. An entry with ``{0}`` (``{1}``, ...) is a template over the arguments
+#: (each parenthesised); ``{one}`` is the literal 1 of the generated precision. ``to_single`` rounds to
+#: float32 and back (Cast to float32 in a double-precision routine): the ``+ 0`` in float is there
+#: because GCC 12's SLP vectoriser drops a bare ``(double)(float)x`` pair (C and Fortran, -O2: the
+#: rounding vanishes for the first lanes); it turns -0 into +0, nothing else. ``trunc`` rounds
+#: toward zero.
 _C_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "fabs",
-           "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil"}
+           "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil", "sin": "sin",
+           "cos": "cos", "trunc": "trunc"}
 
 C = Lang(
     name="c",
@@ -104,17 +116,21 @@ C = Lang(
     assign="{target} = {expr};",
     accumulate="{target} += {expr};",
     comment="/* {text} */",
-    select="({lhs} > {rhs} ? {a} : {b})",
+    select="({lhs} {cmp} {rhs} ? {a} : {b})",
     literal=_c_literal,
-    math_single={k: v + "f" for k, v in _C_MATH.items()},
-    math_double=dict(_C_MATH),
+    math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}"},
+    math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)"},
     simd="#pragma omp simd",
     indent="    ",
     global_name="{model}_{ident}",
 )
 
+#: Fortran's floor and ceiling return integers, so they are written with aint (real, toward zero);
+#: a NaN argument stays NaN because both comparisons are false.
 _F_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "abs",
-           "max": "max", "min": "min", "pow": "pow", "floor": "floor", "ceil": "ceiling"}
+           "max": "max", "min": "min", "pow": "{0}**{1}", "sin": "sin", "cos": "cos", "trunc": "aint",
+           "floor": "merge(aint({0}) - {one}, aint({0}), aint({0}) > {0})",
+           "ceil": "merge(aint({0}) + {one}, aint({0}), aint({0}) < {0})"}
 
 FORTRAN = Lang(
     name="fortran",
@@ -125,10 +141,11 @@ FORTRAN = Lang(
     assign="{target} = {expr}",
     accumulate="{target} = {target} + {expr}",
     comment="! {text}",
-    select="merge({a}, {b}, {lhs} > {rhs})",
+    select="merge({a}, {b}, {lhs} {cmp} {rhs})",
+    comparisons={"!=": "/="},
     literal=_f_literal,
-    math_single=dict(_F_MATH),
-    math_double=dict(_F_MATH),
+    math_single={**_F_MATH, "to_single": "{0}"},
+    math_double={**_F_MATH, "to_single": "real(real({0}, kind(1.0)) + 0.0, rk)"},
     simd="!$omp simd",
     indent="  ",
 )

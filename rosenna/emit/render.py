@@ -88,10 +88,16 @@ class Renderer:
                 arg = args[0] if _is_atom(e.args[0]) else f"({args[0]})"
                 text = COMPOSITE[e.name].format(arg, one=self.literal(1.0), exp=self.fn_name("exp"))
                 return f"({text})" if parent else text
-            return f"{self.fn_name(e.name)}({', '.join(args)})"
+            name = self.fn_name(e.name)
+            if "{0}" in name:  # a template over the arguments (see emit/lang.py)
+                wrapped = [text if _is_atom(arg) else f"({text})" for text, arg in zip(args, e.args)]
+                text = name.format(*wrapped, one=self.literal(1.0))
+                return f"({text})" if parent and text != wrapped[0] else text
+            return f"{name}({', '.join(args)})"
         if isinstance(e, Select):
             return self.lang.select.format(lhs=self.expr(e.lhs, 3), rhs=self.expr(e.rhs, 3),
-                                           a=self.expr(e.a, 3), b=self.expr(e.b, 3))
+                                           a=self.expr(e.a, 3), b=self.expr(e.b, 3),
+                                           cmp=self.lang.comparison(e.cmp))
         raise TypeError(f"cannot render {e!r}")
 
     # -- statements ------------------------------------------------------------------------------

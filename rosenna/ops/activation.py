@@ -12,11 +12,21 @@ Tanh:        tanh(x)
 Softplus:    max(x, 0) + log(1 + exp(-|x|))       (the overflow-free form of log(1 + exp(x)))
 Softsign:    x / (1 + |x|)
 Exp, Log, Sqrt, Erf, Neg:  exp(x), log(x), sqrt(x), erf(x), -x
+Abs, Sin, Cos, Floor, Ceil:  |x|, sin(x), cos(x), floor(x), ceil(x)
+Reciprocal:  1 / x
+Sign:        x > 0 ? 1 : (x < 0 ? -1 : 0*x)     (0*x keeps a NaN a NaN, as numpy's sign does)
+Mish:        x * tanh(softplus(x))              (softplus in the stable form below)
+HardSwish:   x * max(0, min(1, x/6 + 1/2))
+Swish:       x * sigmoid(alpha*x)               (alpha 1: SiLU; ``fuse.silu_to_swish`` rewrites
+             the Mul(x, Sigmoid(x)) that exporters write for SiLU into it, so it fuses like the rest)
 Clip:        min(max(x, lo), hi); lo/hi from attributes (opset < 11) or constant inputs
              (opset >= 11); a missing bound is no bound. ``canonicalize`` moves constant inputs
              into the private attributes ``_min``/``_max`` so a fused Clip keeps its bounds.
 Gelu:        0.5*x*(1 + erf(x/sqrt(2))), or with approximate="tanh"
              0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3)))
+
+Integer and boolean values are held in the working float type (see rosenna.passes.support), so
+Abs, Neg and Sign of an integer are exact wherever the value is.
 
 Deviations, candidly: maxima and minima are written as comparisons (``a > b ? a : b``), so a NaN
 input gives what the comparison gives, not necessarily NaN; Exp, Log and Sqrt of out-of-domain
@@ -145,9 +155,7 @@ class Softplus(Unary):
     name = "Softplus"
 
     def expr(self, attrs, x):
-        pos = Select(x, Num(0.0), x, Num(0.0))
-        tail = Fn("log", (Bin("+", Num(1.0), Fn("exp", (Bin("-", Num(0.0), Fn("abs", (x,))),))),))
-        return Bin("+", pos, tail)
+        return _softplus(x)
 
     def numpy(self, attrs, x):
         return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
@@ -193,6 +201,89 @@ class Erf(_Fn):
 
     def numpy(self, attrs, x):
         return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+class Abs(_Fn):
+    name, fn, numpy_fn = "Abs", "abs", staticmethod(np.abs)
+
+    def evaluate(self, node, inputs):
+        return [np.abs(inputs[0])]
+
+
+class Sin(_Fn):
+    name, fn, numpy_fn = "Sin", "sin", staticmethod(np.sin)
+
+
+class Cos(_Fn):
+    name, fn, numpy_fn = "Cos", "cos", staticmethod(np.cos)
+
+
+class Floor(_Fn):
+    name, fn, numpy_fn = "Floor", "floor", staticmethod(np.floor)
+
+
+class Ceil(_Fn):
+    name, fn, numpy_fn = "Ceil", "ceil", staticmethod(np.ceil)
+
+
+class Reciprocal(Unary):
+    name = "Reciprocal"
+
+    def expr(self, attrs, x):
+        return Bin("/", Num(1.0), x)
+
+    def numpy(self, attrs, x):
+        return 1.0 / x
+
+
+class Sign(Unary):
+    name = "Sign"
+
+    def expr(self, attrs, x):
+        return Select(x, Num(0.0), Num(1.0), Select(x, Num(0.0), Num(-1.0), Bin("*", Num(0.0), x), "<"))
+
+    def numpy(self, attrs, x):
+        return np.sign(x)
+
+    def evaluate(self, node, inputs):
+        return [np.sign(inputs[0])]
+
+
+def _softplus(x):
+    pos = Select(x, Num(0.0), x, Num(0.0))
+    return Bin("+", pos, Fn("log", (Bin("+", Num(1.0), Fn("exp", (Bin("-", Num(0.0), Fn("abs", (x,))),))),)))
+
+
+class Mish(Unary):
+    name = "Mish"
+
+    def expr(self, attrs, x):
+        return Bin("*", x, Fn("tanh", (_softplus(x),)))
+
+    def numpy(self, attrs, x):
+        return x * np.tanh(np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))))
+
+
+class HardSwish(Unary):
+    name = "HardSwish"
+
+    def expr(self, attrs, x):
+        return Bin("*", x, HardSigmoid().expr({"alpha": 1.0 / 6.0, "beta": 0.5}, x))
+
+    def numpy(self, attrs, x):
+        return x * np.clip(x / 6.0 + 0.5, 0, 1)
+
+
+class Swish(Unary):
+    name = "Swish"
+    attributes = {"alpha": 1.0}
+
+    def expr(self, attrs, x):
+        alpha = _get(attrs, "alpha", 1.0)
+        return Bin("*", x, Fn("sigmoid", (x if alpha == 1.0 else Bin("*", Num(alpha), x),)))
+
+    def numpy(self, attrs, x):
+        return x / (1.0 + np.exp(-_get(attrs, "alpha", 1.0) * x))
 
 
 class Neg(Unary):

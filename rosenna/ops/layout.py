@@ -1,18 +1,29 @@
 """Ops that change only how elements are labelled, never their order: buffer aliases.
 
-Identity, Flatten, Reshape, Squeeze, Unsqueeze, Cast between float types, and a Transpose that
-moves only size-1 axes produce no code and no copy: the plan gives the output the input's storage.
+Identity, Flatten, Reshape, Squeeze, Unsqueeze, a Transpose that moves only size-1 axes, and a Cast
+that changes no value produce no code and no copy: the plan gives the output the input's storage.
 Any other Transpose is a copy with the index remap ``Y[i_0, .., i_r] = X[j]``, ``j[perm[k]] = i_k``.
 
-Cast between float32 and float64 is an alias because the generated code computes in one precision
-(``--precision``). That is exact for a widening Cast, and for a narrowing one in single precision
-(the value is a float32 already); a run-time float64 -> float32 Cast in double-precision code would
-skip the rounding ONNX specifies, so :func:`cast_rounding_problems` refuses it.
+Cast, with every run-time value held in the generated float type (integers and bool too, see
+rosenna.ir.HELD_DTYPES):
+
+- to float64, from bool, between equal types, or an integer widening: an alias;
+- to float32: an alias in a float32 model; in a float64 model it rounds to float32 (to nearest
+  even, as ONNX and C do) and holds the rounded value: ``(double)((float)x + 0.0f)`` (see
+  emit/lang.py for why the ``+ 0``: a -0 comes out as +0);
+- to an integer type: ``trunc(x)`` (toward zero, as numpy's astype and onnxruntime do; ONNX leaves
+  out-of-range values undefined); to bool: ``x != 0 ? 1 : 0`` (NaN is true);
+- refused: to float16, bfloat16, the float8 types, strings (rosenna does not compute in them),
+  and an integer narrowing at run time (ONNX wraps, rosenna does not).
+
+Deviation: in a float32 model (or under ``--precision single``) a Cast to float64 cannot add
+precision: it is an alias.
 """
 
 import numpy as np
 
-from rosenna.loopir import Ref, flat_index
+from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES
+from rosenna.loopir import Fn, Num, Ref, Select, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 from rosenna.onnx_types import numpy_dtype
 
@@ -194,37 +205,51 @@ class Transpose(Op):
 
 
 class Cast(Alias):
+    """Cast: an alias where no value changes, else a rounding copy (see the module docstring)."""
     name = "Cast"
-    attributes = {"to": None, "saturate": 1}
+    attributes = {"to": None, "saturate": 1, "round_mode": "up"}
 
     def evaluate(self, node, inputs):
         return [inputs[0].astype(numpy_dtype(self.attr(node, "to")))]
 
+    def _types(self, node, graph):
+        value = graph.values.get(node.inputs[0])
+        source = np.dtype(value.dtype) if value is not None and value.dtype is not None else graph.dtype
+        return source, numpy_dtype(self.attr(node, "to"))
+
     def is_alias(self, node, graph):
-        return numpy_dtype(self.attr(node, "to")).kind == "f"
+        source, to = self._types(node, graph)
+        if source in NARROW_DTYPES and to.kind == "f":  # exact in float32
+            return to in FLOAT_DTYPES
+        if to == np.float64 or source == to or source == np.bool_:
+            return to.kind in "fiub"
+        if to == np.float32:
+            return source == np.float32 or graph.dtype == np.float32 or (source.kind in "iu" and source.itemsize <= 2)
+        if source.kind in "iu" and to.kind in "iu":  # widening: every value of source fits in to
+            return np.can_cast(source, to, "safe")
+        return False
 
     def check(self, node, graph):
-        to = numpy_dtype(self.attr(node, "to"))
-        if to not in (np.float32, np.float64):
-            return [f"casts a run-time value to {to}; rosenna computes in float32 or float64 only"]
+        source, to = self._types(node, graph)
+        if to not in FLOAT_DTYPES + HELD_DTYPES:
+            return [f"casts a run-time value to {to}; rosenna computes in float32 or float64 (integers and "
+                    "bool held in them) only"]
+        if source.kind in "iu" and to.kind in "iu" and not np.can_cast(source, to, "safe"):
+            return [f"narrows {source} to {to} at run time (values would wrap); rosenna holds integers as "
+                    "floats and does not wrap them"]
         return []
 
-
-def cast_rounding_problems(graph, precision):
-    """The run-time Casts whose float64 -> float32 rounding code computed in ``precision`` would skip."""
-    onnx_float = 1  # TensorProto.FLOAT
-    if precision != "double":
-        return []
-    problems = []
-    for node in graph.nodes:
-        if node.op != "Cast" or node.domain not in ("", "ai.onnx") or graph.is_const(node.inputs[0]):
-            continue
-        source = graph.values.get(node.inputs[0])
-        narrows = numpy_dtype(node.attrs.get("to") or onnx_float) == np.float32
-        if source is not None and source.dtype == np.float64 and narrows:
-            problems.append(f"node {node.name!r} (Cast): rounds a run-time float64 value to float32, a rounding the "
-                            "double-precision code would skip; generate with --precision single, or drop the Cast")
-    return problems
+    def lower(self, node, graph, b):
+        source, to = self._types(node, graph)
+        size = int(np.prod(graph.shape_of(node.inputs[0]), dtype=np.int64))
+        if to == np.bool_:
+            convert = lambda x: Select(x, Num(0.0), Num(1.0), Num(0.0), "!=")  # noqa: E731
+        elif to.kind in "iu":
+            convert = lambda x: Fn("trunc", (x,))  # noqa: E731
+        else:  # to float32 in a float64 model: round to float32 and hold the result
+            convert = lambda x: Fn("to_single", (x,))  # noqa: E731
+        b.loop(size, lambda i: b.assign(Ref(node.outputs[0], flat_index([i], (size,))),
+                                        convert(Ref(node.inputs[0], flat_index([i], (size,))))))
 
 
 class Dropout(Alias):

@@ -14,6 +14,7 @@ PIPELINE = (
     ("eliminate_dead_code", fold.eliminate_dead_code),
     ("check_supported", support.check_supported),
     ("matmul_add_to_gemm", fuse.matmul_add_to_gemm),
+    ("gated_activations", fuse.gated_activations),
     ("canonicalize", support.canonicalize),
     ("fold_batchnorm", batchnorm.fold_batchnorm),
     ("gelu_from_erf", gelu.gelu_from_erf),

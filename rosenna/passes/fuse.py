@@ -1,4 +1,5 @@
-"""Fusions: MatMul + Add -> Gemm, and an activation into the Gemm or Conv it alone follows."""
+"""Fusions: MatMul + Add -> Gemm; the gated activations exporters spell out (SiLU, HardSwish, Mish)
+back into one activation op; and an activation into the Gemm or Conv it alone follows."""
 
 from rosenna import ops
 from rosenna.ops.activation import Unary
@@ -46,3 +47,41 @@ def fuse_activation(graph):
         node.sources = (node.sources or (node.name,)) + (act.sources or (act.name,))
         node.name = f"{node.name}+{act.name}"
         graph.nodes.remove(act)
+
+
+def _gate_of(graph, producers, gate, x):
+    """The nodes that compute the gate ``gate`` from ``x`` in one of the patterns below, or None."""
+    node = producers.get(gate)
+    if node is None or gate in graph.outputs or len(graph.consumers().get(gate, [])) != 1:
+        return None
+    if node.op == "Sigmoid" and node.inputs[0] == x:
+        return "Swish", {}, [node]
+    if node.op == "HardSigmoid" and node.inputs[0] == x and \
+            abs(node.attrs.get("alpha", 0.2) - 1.0 / 6.0) < 1e-7 and node.attrs.get("beta", 0.5) == 0.5:
+        return "HardSwish", {}, [node]
+    if node.op == "Tanh":
+        inner = producers.get(node.inputs[0])
+        if inner is not None and inner.op == "Softplus" and inner.inputs[0] == x and \
+                len(graph.consumers().get(inner.outputs[0], [])) == 1 and inner.outputs[0] not in graph.outputs:
+            return "Mish", {}, [node, inner]
+    return None
+
+
+def gated_activations(graph):
+    """``Mul(x, Sigmoid(x))`` -> Swish (SiLU), ``Mul(x, HardSigmoid(x; 1/6, 1/2))`` -> HardSwish,
+    ``Mul(x, Tanh(Softplus(x)))`` -> Mish, when the gate feeds only the Mul. The result is one
+    Unary op, so ``fuse_activation`` can then put it into the Gemm or Conv before it."""
+    for mul in list(graph.nodes):
+        if mul.op != "Mul" or len(mul.inputs) != 2:
+            continue
+        producers = graph.producers()
+        for x, gate in (mul.inputs, mul.inputs[::-1]):
+            found = _gate_of(graph, producers, gate, x)
+            if found is None or graph.is_const(x):
+                continue
+            op, attrs, dead = found
+            mul.op, mul.attrs, mul.inputs = op, attrs, [x]
+            for node in dead:
+                graph.nodes.remove(node)
+                graph.values.pop(node.outputs[0], None)
+            break

@@ -2,7 +2,7 @@
 
 from rosenna import ops
 from rosenna.errors import ModelError, UnsupportedOp
-from rosenna.ir import FLOAT_DTYPES
+from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES
 
 WHERE_LISTED = "supported ops: README.md, section Operators, or `rosenna info --ops`"
 
@@ -39,10 +39,10 @@ def check_supported(graph):
     if problems:
         raise unsupported(problems)
     for name, value in graph.values.items():
-        if value.dtype is not None and value.dtype not in FLOAT_DTYPES:
+        if value.dtype is not None and value.dtype not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
             raise ModelError(
                 f"value {name!r} has element type {value.dtype} at run time; rosenna computes float32 or "
-                "float64 values only"
+                "float64 values (integer and bool ones held in the float type) only"
             )
 
 
