@@ -54,6 +54,7 @@ _OPS = (
     activation.HardSwish,
     activation.Swish,
     conv.Conv,
+    conv.ConvTranspose,
     pool.MaxPool,
     pool.AveragePool,
     pool.GlobalAveragePool,

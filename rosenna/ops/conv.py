@@ -1,26 +1,39 @@
-"""Conv, 1-D and 2-D (NCW / NCHW), and the sliding-window arithmetic the pooling ops share.
+"""Conv and ConvTranspose over 1, 2 or 3 (any number of) spatial axes, and the sliding-window
+arithmetic the pooling ops share.
 
-    Y[n, m, oh, ow] = sum_{c, kh, kw} W[m, c, kh, kw] * X[n, g*C/G + c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw]
-                      + B[m]        with g = m // (M/G), taps outside X skipped (zero padding)
+Conv (X [N, C, s...], W [M, C/G, k...]):
 
-strides, pads, dilations, group (depthwise, and depthwise with a channel multiplier: G = C,
-M = k*C), ``auto_pad`` NOTSET / SAME_UPPER / SAME_LOWER / VALID, bias optional. W and B must be
-constant (they are the layer's weights). A 1-D Conv is lowered as a 2-D one of height 1.
+    Y[n, m, o...] = B[m] + sum_{c, k...} W[m, c, k...] * X[n, g*C/G + c, o*stride - pad_begin + k*dilation ...]
+                    with g = m // (M/G), taps outside X skipped (zero padding)
 
-Padding costs nothing: the output range of each spatial axis is split into segments inside which
-the same kernel taps fall inside X (:func:`segments`), and each segment gets its own loop nest
-whose tap loops cover only those taps. So no padded copy of X is made and no tap is tested at run
-time. The bias is added after the dot product; an activation that alone consumes the output is
-fused in by ``fuse_activation`` (attribute ``_activation``).
+ConvTranspose (W [C, M/G, k...]): every input element scatters into the output,
 
-Deviation: none in the arithmetic (the sum runs over c, then kh, then kw, in float of the
-generated precision); 3-D convolutions are refused.
+    Y[n, m, i*stride - pad_begin + k*dilation ...] += X[n, c, i...] * W[c, m - g*M/G, k...],   plus B[m],
+
+computed as a gather, each output summing the (i, k) pairs that reach it. Output size per axis:
+``stride*(in-1) + output_padding + (k-1)*dilation + 1 - pad_begin - pad_end``; with ``output_shape``
+or ``auto_pad`` SAME_UPPER/SAME_LOWER (output ``in*stride``) the total padding follows from the
+size, split as ONNX says (the odd one at the end for SAME_UPPER, at the beginning for SAME_LOWER).
+
+Attributes: strides, pads, dilations, group (depthwise, and depthwise with a channel multiplier),
+``auto_pad`` NOTSET / SAME_UPPER / SAME_LOWER / VALID, bias optional; ConvTranspose also
+output_padding and output_shape. W and B must be constant (the layer's weights).
+
+Padding and striding cost nothing: each spatial axis's outputs are split into runs (:class:`Run`)
+inside which the same kernel taps reach X at input positions affine in the output and tap
+indices (for ConvTranspose, outputs ``stride`` apart in one phase), and each combination of runs
+gets its own loop nest whose tap loops cover only those taps. No padded or dilated copy of X is
+made and no tap is tested at run time. The bias is added after the dot product; an activation
+that alone consumes the output is fused in by ``fuse_activation`` (attribute ``_activation``).
+
+Deviation: none in the arithmetic (the sum runs over c, then the taps, in float of the generated
+precision); only the summation order differs from a scatter implementation.
 """
 
+import itertools
 from dataclasses import dataclass
 
-
-from rosenna.loopir import Idx, Num, Ref, Var, add, mul
+from rosenna.loopir import Idx, Num, Ref, Var, add, flat_index, mul
 from rosenna.ops.base import Op, onnx_ints
 
 
@@ -100,26 +113,114 @@ def window(op, node, spatial, kernel, ceil_mode=False):
     return strides, dilations, begin, end, out
 
 
-def as_2d(shape):
-    """A rank-3 (N, C, W) shape as rank 4 (N, C, 1, W); rank 4 unchanged."""
-    return tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else tuple(shape)
+@dataclass
+class Run:
+    """Outputs ``o0 + j*ostep`` (j < count) of one axis that read the same taps: tap ``t`` (t < ntaps)
+    is kernel index ``k0 + t*kstep`` at input position ``i0 + j*i_per_out + t*i_per_tap``, every
+    index affine in j and t. ``padded`` counts the taps inside the padded extent (AveragePool)."""
+
+    o0: int
+    ostep: int
+    count: int
+    k0: int
+    kstep: int
+    ntaps: int
+    i0: int
+    i_per_out: int
+    i_per_tap: int
+    padded: int = 0
+
+    def out(self, j):
+        return Idx.of(j) * self.ostep + self.o0
+
+    def kernel(self, t):
+        return Idx.of(t) * self.kstep + self.k0
+
+    def input(self, j, t):
+        return Idx.of(j) * self.i_per_out + Idx.of(t) * self.i_per_tap + self.i0
 
 
-def flat4(n, c, h, w, shape):
-    """Flat index of ``[n, c, h, w]`` (Idx or int each) in a rank-4 ``shape``."""
-    _, cc, hh, ww = shape
-    return ((Idx.of(n) * cc + c) * hh + h) * ww + w
+def forward_runs(out, size, kernel, stride, dilation, pad_begin, pad_end):
+    """The runs of a sliding window (Conv, pooling): output o reads ``o*stride - pad_begin + k*dilation``."""
+    return [Run(seg.o0, 1, seg.count, seg.k0, 1, seg.k1 - seg.k0, seg.base(stride, dilation, pad_begin), stride,
+                dilation, seg.padded)
+            for seg in segments(out, size, kernel, stride, dilation, pad_begin, pad_end)]
+
+
+def transposed_runs(out, size, kernel, stride, dilation, pad_begin):
+    """The runs of a transposed window (ConvTranspose): input i, tap k feed output
+    ``i*stride - pad_begin + k*dilation``; read as a gather, output o takes the taps k with
+    ``(o + pad_begin - k*dilation)`` a multiple of stride inside the input. Those form an arithmetic
+    progression in k, and outputs ``stride`` apart in the same phase step the input by one."""
+    runs, open_by_phase = [], {}
+    for o in range(out):
+        taps = [k for k in range(kernel)
+                if (o + pad_begin - k * dilation) % stride == 0 and 0 <= (o + pad_begin - k * dilation) // stride < size]
+        k0 = taps[0] if taps else 0
+        kstep = taps[1] - taps[0] if len(taps) > 1 else 1
+        i0 = (o + pad_begin - k0 * dilation) // stride if taps else 0
+        i_per_tap = -(kstep * dilation) // stride if len(taps) > 1 else 0
+        key = (k0, kstep, len(taps), i_per_tap)
+        run = open_by_phase.get(o % stride)
+        if run is not None and (run.k0, run.kstep, run.ntaps, run.i_per_tap) == key and \
+                run.o0 + run.count * stride == o and (not taps or run.i0 + run.count == i0):
+            run.count += 1
+            continue
+        run = Run(o, stride, 1, k0, kstep, len(taps), i0, 1 if taps else 0, i_per_tap)
+        open_by_phase[o % stride] = run
+        runs.append(run)
+    return runs
 
 
 def window_problems(node, graph, name="X"):
     shape = graph.shape_of(node.inputs[0])
     problems = []
-    if len(shape) not in (3, 4):
-        problems.append(f"{name} has rank {len(shape)}; rosenna takes 1-D (rank 3) and 2-D (rank 4) windows")
+    if len(shape) < 3:
+        problems.append(f"{name} has rank {len(shape)}; a window op needs [N, C, spatial...] (rank 3 or more)")
     auto_pad = node.attrs.get("auto_pad", "NOTSET") or "NOTSET"
     if auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
         problems.append(f"auto_pad={auto_pad!r} is not an ONNX value")
     return problems
+
+
+def lower_window(b, node, graph, runs, weights, out_shape, group=1, weight_layout="conv"):
+    """The loops of a Conv or ConvTranspose over any spatial rank: one nest per combination of the
+    axes' runs, ``acc`` summed over the group's channels and the run's taps.
+
+    Args:
+        runs: per spatial axis, its list of :class:`Run`.
+        weights: the W input's name; W is [M, C/G, k...] ("conv") or [C, M/G, k...] ("transposed").
+        out_shape: Y's shape [N, M, o...].
+    """
+    from rosenna.ops import activation_expr
+
+    xname, bias, out = node.inputs[0], (node.inputs[2] if len(node.inputs) > 2 else ""), node.outputs[0]
+    x, w = graph.shape_of(xname), graph.shape_of(weights)
+    c_group = x[1] // group
+    m_group = out_shape[1] // group
+    acc = Var("acc")
+    for combo in itertools.product(*runs):
+        def body(idx, combo=combo):
+            n, g, m, *js = idx
+            co = Idx.of(g) * m_group + m
+            b.assign(acc, Num(0.0))
+            taps = (c_group,) + tuple(r.ntaps for r in combo)
+
+            def tap(t):
+                c, *ts = t
+                ci = Idx.of(g) * c_group + c
+                xi = flat_index([n, ci] + [r.input(j, tt) for r, j, tt in zip(combo, js, ts)], x)
+                ks = [r.kernel(tt) for r, tt in zip(combo, ts)]
+                wi = flat_index(([co, c] if weight_layout == "conv" else [ci, m]) + ks, w)
+                b.assign(acc, mul(Ref(weights, wi), Ref(xname, xi)), accumulate=True)
+
+            if all(taps):
+                b.nest(taps, tap)
+            value = add(acc, Ref(bias, Idx.of(co))) if bias else acc
+            value = activation_expr(node.attrs.get("_activation"), value)
+            b.assign(Ref(out, flat_index([n, co] + [r.out(j) for r, j in zip(combo, js)], out_shape)), value)
+
+        b.nest((out_shape[0], group, m_group) + tuple(r.count for r in combo), body)
 
 
 class Conv(Op):
@@ -128,21 +229,12 @@ class Conv(Op):
                   "strides": None, "_activation": None}
 
     def _geometry(self, node, graph):
-        x = as_2d(graph.shape_of(node.inputs[0]))
-        w = as_2d(graph.shape_of(node.inputs[1]))
-        spatial_rank = len(graph.shape_of(node.inputs[0])) - 2
-        kernel = list(w[2:])
-        strides, dilations, begin, end, out = window(self, node, list(graph.shape_of(node.inputs[0])[2:]),
-                                                     kernel[-spatial_rank:])
-        if spatial_rank == 1:
-            strides, dilations, begin, end, out = [1] + strides, [1] + dilations, [0] + begin, [0] + end, [1] + out
-        return x, w, strides, dilations, begin, end, out
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        return window(self, node, list(x[2:]), list(w[2:]))
 
     def shape(self, node, graph):
-        x = graph.shape_of(node.inputs[0])
-        w = graph.shape_of(node.inputs[1])
-        _, _, _, _, _, _, out = self._geometry(node, graph)
-        return [(x[0], w[0]) + tuple(out[-(len(x) - 2):])]
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        return [(x[0], w[0]) + tuple(self._geometry(node, graph)[-1])]
 
     def check(self, node, graph):
         problems = window_problems(node, graph)
@@ -168,42 +260,66 @@ class Conv(Op):
         return []
 
     def lower(self, node, graph, b):
-        from rosenna.ops import activation_expr
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        strides, dilations, begin, end, out = self._geometry(node, graph)
+        runs = [forward_runs(*args) for args in zip(out, x[2:], w[2:], strides, dilations, begin, end)]
+        lower_window(b, node, graph, runs, node.inputs[1], (x[0], w[0]) + tuple(out), self.attr(node, "group"))
 
-        xname, wname = node.inputs[:2]
-        bias = node.inputs[2] if len(node.inputs) > 2 else ""
-        out = node.outputs[0]
-        x, w, strides, dilations, begin, end, (oh, ow) = self._geometry(node, graph)
-        n_batch, channels, height, width = x
-        m_all, c_group, kh, kw = w
+
+class ConvTranspose(Op):
+    """ConvTranspose: the gradient of Conv, computed as a gather (see the module docstring)."""
+
+    name = "ConvTranspose"
+    attributes = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "output_padding": None,
+                  "output_shape": None, "pads": None, "strides": None, "_activation": None}
+
+    def _geometry(self, node, graph):
+        """``(strides, dilations, pads_begin, out)`` per spatial axis (ONNX's shape rule)."""
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        rank = len(x) - 2
+        kernel = list(w[2:])
+        strides = onnx_ints(node.attrs.get("strides") or [1] * rank)
+        dilations = onnx_ints(node.attrs.get("dilations") or [1] * rank)
+        out_pad = onnx_ints(node.attrs.get("output_padding") or [0] * rank)
+        pads = onnx_ints(node.attrs.get("pads") or [0] * (2 * rank))
+        auto_pad = node.attrs.get("auto_pad", "NOTSET") or "NOTSET"
+        shape_attr = node.attrs.get("output_shape")
+        full = [s * (i - 1) + op + (k - 1) * d + 1 for i, k, s, d, op in zip(x[2:], kernel, strides, dilations, out_pad)]
+        if shape_attr is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            want = onnx_ints(shape_attr)[-rank:] if shape_attr is not None else [i * s for i, s in zip(x[2:], strides)]
+            begin = []
+            for f, o in zip(full, want):
+                total = max(0, f - o)
+                begin.append(total - total // 2 if auto_pad == "SAME_LOWER" else total // 2)
+            return strides, dilations, begin, want
+        if auto_pad == "VALID":
+            pads = [0] * (2 * rank)
+        out = [f - pads[a] - pads[a + rank] for a, f in enumerate(full)]
+        return strides, dilations, pads[:rank], out
+
+    def shape(self, node, graph):
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        return [(x[0], w[1] * self.attr(node, "group")) + tuple(self._geometry(node, graph)[-1])]
+
+    def check(self, node, graph):
+        problems = window_problems(node, graph)
+        if problems:
+            return problems
+        if not graph.is_const(node.inputs[1]):
+            problems.append("the weights W are computed at run time; rosenna needs them constant")
+        if len(node.inputs) > 2 and node.inputs[2] and not graph.is_const(node.inputs[2]):
+            problems.append("the bias B is computed at run time; rosenna needs it constant")
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
         group = self.attr(node, "group")
-        m_group = m_all // group
-        yshape = (n_batch, m_all, oh, ow)
-        acc = Var("acc")
-        segs_h = segments(oh, height, kh, strides[0], dilations[0], begin[0], end[0])
-        segs_w = segments(ow, width, kw, strides[1], dilations[1], begin[1], end[1])
-        for sh in segs_h:
-            for sw in segs_w:
-                base_h = sh.base(strides[0], dilations[0], begin[0])
-                base_w = sw.base(strides[1], dilations[1], begin[1])
+        if len(w) != len(x) or x[1] != w[0] or w[0] % group:
+            problems.append(f"W of shape {tuple(w)} does not match X of shape {tuple(x)} with group={group}")
+        elif any(o < 1 for o in self._geometry(node, graph)[-1]):
+            problems.append("the output would be empty: the pads are larger than the output")
+        return problems
 
-                def body(idx, sh=sh, sw=sw, base_h=base_h, base_w=base_w):
-                    n, g, m, i, j = idx
-                    co = Idx.of(g) * m_group + m
-                    b.assign(acc, Num(0.0))
-                    taps = (c_group, sh.k1 - sh.k0, sw.k1 - sw.k0)
-
-                    def tap(t):
-                        c, th, tw = t
-                        xi = flat4(n, Idx.of(g) * c_group + c, Idx.of(i) * strides[0] + Idx.of(th) * dilations[0] + base_h,
-                                   Idx.of(j) * strides[1] + Idx.of(tw) * dilations[1] + base_w, x)
-                        wi = flat4(co, c, Idx.of(th) + sh.k0, Idx.of(tw) + sw.k0, w)
-                        b.assign(acc, mul(Ref(wname, wi), Ref(xname, xi)), accumulate=True)
-
-                    if all(taps):
-                        b.nest(taps, tap)
-                    value = add(acc, Ref(bias, Idx.of(co))) if bias else acc
-                    value = activation_expr(node.attrs.get("_activation"), value)
-                    b.assign(Ref(out, flat4(n, co, Idx.of(i) + sh.o0, Idx.of(j) + sw.o0, yshape)), value)
-
-                b.nest((n_batch, group, m_group, sh.count, sw.count), body)
+    def lower(self, node, graph, b):
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        strides, dilations, begin, out = self._geometry(node, graph)
+        runs = [transposed_runs(*args) for args in zip(out, x[2:], w[2:], strides, dilations, begin)]
+        group = self.attr(node, "group")
+        lower_window(b, node, graph, runs, node.inputs[1], (x[0], w[1] * group) + tuple(out), group, "transposed")

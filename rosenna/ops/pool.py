@@ -1,4 +1,5 @@
-"""Pooling, 1-D and 2-D: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+"""Pooling over 1, 2 or 3 (any number of) spatial axes: MaxPool, AveragePool, GlobalAveragePool,
+GlobalMaxPool.
 
     MaxPool:      Y[n, c, oh, ow] = max over the taps of the window that fall inside X
     AveragePool:  Y[n, c, oh, ow] = (sum over the taps inside X) / count
@@ -14,12 +15,15 @@ only those are visited. MaxPool's optional Indices output must be unused.
 
 Deviation: a window with no tap inside X (possible only with pads at least as large as the
 kernel) gives -inf (MaxPool) or 0 (AveragePool). NaN inputs are skipped by the max comparison
-rather than propagated. 3-D pooling is refused.
+rather than propagated.
 """
 
-from rosenna.loopir import Bin, Idx, Num, Ref, Select, Var
+import itertools
+import math
+
+from rosenna.loopir import Bin, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.ops.base import Op, onnx_ints
-from rosenna.ops.conv import as_2d, flat4, segments, window, window_problems
+from rosenna.ops.conv import forward_runs, window, window_problems
 
 
 class _Pool(Op):
@@ -32,15 +36,11 @@ class _Pool(Op):
         kernel = onnx_ints(self.attr(node, "kernel_shape"))
         strides, dilations, begin, end, out = window(self, node, list(shape[2:]), kernel,
                                                      bool(self.attr(node, "ceil_mode")))
-        if len(shape) == 3:
-            kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
-            begin, end, out = [0] + begin, [0] + end, [1] + out
-        return as_2d(shape), kernel, strides, dilations, begin, end, out
+        return shape, kernel, strides, dilations, begin, end, out
 
     def shape(self, node, graph):
         shape = graph.shape_of(node.inputs[0])
-        out = self._geometry(node, graph)[-1]
-        return [tuple(shape[:2]) + tuple(out[-(len(shape) - 2):])] * len(node.outputs)
+        return [tuple(shape[:2]) + tuple(self._geometry(node, graph)[-1])] * len(node.outputs)
 
     def check(self, node, graph):
         problems = window_problems(node, graph)
@@ -55,38 +55,33 @@ class _Pool(Op):
 
     def lower(self, node, graph, b):
         xname, out = node.inputs[0], node.outputs[0]
-        x, (kh, kw), strides, dilations, begin, end, (oh, ow) = self._geometry(node, graph)
-        yshape = (x[0], x[1], oh, ow)
+        x, kernel, strides, dilations, begin, end, out_sizes = self._geometry(node, graph)
+        yshape = tuple(x[:2]) + tuple(out_sizes)
         include_pad = bool(self.attr(node, "count_include_pad"))
         acc = Var("acc")
-        for sh in segments(oh, x[2], kh, strides[0], dilations[0], begin[0], end[0]):
-            for sw in segments(ow, x[3], kw, strides[1], dilations[1], begin[1], end[1]):
-                base_h = sh.base(strides[0], dilations[0], begin[0])
-                base_w = sw.base(strides[1], dilations[1], begin[1])
+        runs = [forward_runs(*args) for args in zip(out_sizes, x[2:], kernel, strides, dilations, begin, end)]
+        for combo in itertools.product(*runs):
+            def body(idx, combo=combo):
+                n, c, *js = idx
+                b.assign(acc, Num(float("-inf") if self.is_max else 0.0))
+                taps = tuple(r.ntaps for r in combo)
 
-                def body(idx, sh=sh, sw=sw, base_h=base_h, base_w=base_w):
-                    n, c, i, j = idx
-                    b.assign(acc, Num(float("-inf") if self.is_max else 0.0))
-                    taps = (sh.k1 - sh.k0, sw.k1 - sw.k0)
+                def tap(ts):
+                    v = Ref(xname, flat_index([n, c] + [r.input(j, t) for r, j, t in zip(combo, js, ts)], x))
+                    if self.is_max:
+                        b.assign(acc, Select(v, acc, v, acc))
+                    else:
+                        b.assign(acc, v, accumulate=True)
 
-                    def tap(t):
-                        th, tw = t
-                        v = Ref(xname, flat4(n, c, Idx.of(i) * strides[0] + Idx.of(th) * dilations[0] + base_h,
-                                             Idx.of(j) * strides[1] + Idx.of(tw) * dilations[1] + base_w, x))
-                        if self.is_max:
-                            b.assign(acc, Select(v, acc, v, acc))
-                        else:
-                            b.assign(acc, v, accumulate=True)
+                if all(taps):
+                    b.nest(taps, tap)
+                value = acc
+                if not self.is_max:
+                    count = math.prod(r.padded for r in combo) if include_pad else math.prod(taps)
+                    value = acc if count == 0 else _div(acc, count)
+                b.assign(Ref(out, flat_index([n, c] + [r.out(j) for r, j in zip(combo, js)], yshape)), value)
 
-                    if all(taps):
-                        b.nest(taps, tap)
-                    value = acc
-                    if not self.is_max:
-                        count = sh.padded * sw.padded if include_pad else taps[0] * taps[1]
-                        value = acc if count == 0 else _div(acc, count)
-                    b.assign(Ref(out, flat4(n, c, Idx.of(i) + sh.o0, Idx.of(j) + sw.o0, yshape)), value)
-
-                b.nest((x[0], x[1], sh.count, sw.count), body)
+            b.nest(tuple(x[:2]) + tuple(r.count for r in combo), body)
 
 
 def _div(acc, count):
@@ -111,7 +106,7 @@ class _GlobalPool(Op):
 
     def check(self, node, graph):
         rank = len(graph.shape_of(node.inputs[0]))
-        return [] if 3 <= rank <= 4 else [f"X has rank {rank}; rosenna takes rank 3 and 4"]
+        return [] if rank >= 3 else [f"X has rank {rank}; a global pool needs [N, C, spatial...] (rank 3 or more)"]
 
     def lower(self, node, graph, b):
         shape = graph.shape_of(node.inputs[0])
