@@ -70,6 +70,7 @@ _OPS = (
     recurrent.GRU,
     indexing.Split,
     resize.Resize,
+    resize.Upsample,
     reduce.ReduceMean,
     reduce.ReduceSum,
     reduce.ReduceMax,

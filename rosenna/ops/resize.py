@@ -1,26 +1,121 @@
-"""Resize, nearest-neighbour upsampling by whole factors (what ``nn.Upsample(mode="nearest")`` exports).
+"""Resize (opsets 10-19) and the opset 7/9 Upsample: nearest, linear (bilinear, trilinear, ...) and
+cubic interpolation over any axes, separable:
 
-    Y[.., q*s + r, ..] = X[.., q, ..]     for every r in [0, s), s the integer factor of the axis
+    Y[o_0, .., o_r] = sum over taps (t_0, .., t_r) of  w_0(o_0, t_0) * .. * w_r(o_r, t_r) * X[i_0(o_0, t_0), ..]
 
-Factors come from the constant ``scales`` or ``sizes`` input (opset 11 on; opset 10's second input
-is ``scales``). The loops run over the input index q and the replica r, so each output element is
-one affine copy.
+Per axis of input size I, output size O and scale s (from ``scales``, or s = O/I from ``sizes``),
+output o maps to the input coordinate x by ``coordinate_transformation_mode``:
 
-Limits, refused with a reason: modes other than nearest; non-integer factors or factors below 1;
-coordinate transformations under which nearest is not ``floor(o / s)`` for whole factors (rosenna
-takes asymmetric with nearest_mode floor, and half_pixel / pytorch_half_pixel / tf_half_pixel_for_nn
-with round_prefer_floor or round_prefer_ceil); scales or sizes computed at run time; antialias,
-``axes`` and ``keep_aspect_ratio_policy`` other than the defaults.
+    half_pixel          (o + 0.5)/s - 0.5          pytorch_half_pixel  the same, 0 when O == 1
+    align_corners       o*(I-1)/(s*I-1) (0 if O==1)  asymmetric        o/s
+    tf_half_pixel_for_nn  (o + 0.5)/s              half_pixel_symmetric  half_pixel about the centre
+    tf_crop_and_resize  start*(I-1) + o*(end-start)*(I-1)/(O-1) with the constant ``roi``; an output
+                        whose x lies outside [0, I-1] is ``extrapolation_value``
+
+Taps: nearest takes one input, rounded by ``nearest_mode``; linear the two around x with weights
+1-r and r (r = x - floor(x)); cubic the four around x with Keys' kernel of ``cubic_coeff_a``. A
+tap outside X reads the nearest edge value, or with ``exclude_outside`` is dropped and the
+weights renormalised. ``axes`` (opset 18) and ``keep_aspect_ratio_policy`` (not_larger,
+not_smaller) are honoured. Upsample and opset-10 Resize are asymmetric, nearest rounding down.
+
+Lowering: the taps and weights are computed at generation time (in float64). Each axis's outputs
+are grouped into runs (outputs ``o0 + j*P`` with the same weights and input indices ``i0 + j*Q``:
+the pattern of a rational scale repeats), and each combination of runs over the axes gets one
+loop nest whose body is the weighted sum with the weights as literals, so nothing is tested or
+looked up at run time. Upsampling by 2 in 3-D gives at most a few dozen nests.
+
+Limits, refused with a reason: scales, sizes or roi computed at run time; ``antialias`` when
+downsampling; a scale whose pattern does not repeat within :data:`MAX_NESTS` loop nests.
+Deviation: a zero-weight tap is not read, so an Inf or NaN there does not leak into the output.
 """
+
+import itertools
+import math
 
 import numpy as np
 
-from rosenna.loopir import Idx, Ref, flat_index
-from rosenna.ops.base import Op, const_input
+from rosenna.loopir import Bin, Idx, Num, Ref, Var, flat_index
+from rosenna.ops.base import Op, const_input, onnx_ints
+
+#: The most loop nests one Resize may lower to (the product over axes of each axis's runs).
+MAX_NESTS = 4096
+_SAME = 1e-13
 
 
 def _text(value):
     return value.decode() if isinstance(value, bytes) else value
+
+
+class _Runs:
+    """Outputs ``o0 + j*ostep`` (j < count) of one axis: tap k reads input ``i0[k] + j*istep``
+    with weight ``weights[k]``; ``weights`` None means the outputs are the extrapolation value."""
+
+    def __init__(self, o, taps, ostep):
+        self.o0, self.ostep, self.count, self.istep = o, ostep, 1, 0
+        self.i0 = [i for i, _ in taps] if taps is not None else None
+        self.weights = [w for _, w in taps] if taps is not None else None
+
+    def extends(self, o, taps):
+        if self.o0 + self.count * self.ostep != o:
+            return False
+        if taps is None or self.weights is None:
+            return taps is None and self.weights is None
+        if len(taps) != len(self.weights) or any(abs(w - v) > _SAME for (_, w), v in zip(taps, self.weights)):
+            return False
+        steps = {i - i0 for (i, _), i0 in zip(taps, self.i0)}
+        if len(steps) != 1:
+            return False
+        step = steps.pop()
+        if self.count == 1:
+            self.istep = step // 1
+            return step >= 0
+        return step == self.count * self.istep
+
+    def out(self, j):
+        return Idx.of(j) * self.ostep + self.o0
+
+    def inputs(self, j):
+        return [Idx.of(j) * self.istep + i0 for i0 in self.i0]
+
+
+def group_runs(taps_by_output, max_period=16):
+    """The fewest runs over phases 1..max_period (see :class:`_Runs`)."""
+    best = None
+    for period in range(1, min(max_period, len(taps_by_output)) + 1):
+        runs, open_runs = [], {}
+        for o, taps in enumerate(taps_by_output):
+            run = open_runs.get(o % period)
+            if run is not None and run.extends(o, taps):
+                run.count += 1
+                continue
+            run = _Runs(o, taps, period)
+            open_runs[o % period] = run
+            runs.append(run)
+        if best is None or len(runs) < len(best):
+            best = runs
+    return best
+
+
+def _cubic(r, a):
+    """Keys' cubic convolution weights of the taps at floor(x)-1 .. floor(x)+2, r = x - floor(x)."""
+    def kernel(d):
+        d = abs(d)
+        if d <= 1:
+            return ((a + 2) * d - (a + 3)) * d * d + 1
+        if d < 2:
+            return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return 0.0
+    return [kernel(r + 1), kernel(r), kernel(1 - r), kernel(2 - r)]
+
+
+def _nearest(x, mode):
+    if mode == "floor":
+        return math.floor(x)
+    if mode == "ceil":
+        return math.ceil(x)
+    if mode == "round_prefer_ceil":
+        return math.floor(x + 0.5)
+    return math.ceil(x - 0.5)  # round_prefer_floor
 
 
 class Resize(Op):
@@ -30,59 +125,191 @@ class Resize(Op):
                   "keep_aspect_ratio_policy": "stretch", "cubic_coeff_a": -0.75, "exclude_outside": 0,
                   "extrapolation_value": 0.0}
 
-    def _factors(self, node, graph):
+    # -- attributes and inputs ------------------------------------------------------------------
+    def _modes(self, node, graph):
+        mode = _text(self.attr(node, "mode"))
+        if graph.opset < 11:  # opset-10 Resize: asymmetric, nearest rounds down
+            return mode, "asymmetric", "floor"
+        return (mode, _text(self.attr(node, "coordinate_transformation_mode")),
+                _text(self.attr(node, "nearest_mode")))
+
+    def _inputs(self, node, graph):
+        """``(scales_position, sizes_position, roi_position)`` of this opset's form."""
+        if graph.opset < 11:
+            return 1, None, None
+        return 2, 3, 1
+
+    def _geometry(self, node, graph):
+        """``(scales, out_sizes, roi)`` over every axis, or None when something is not constant."""
         shape = graph.shape_of(node.inputs[0])
-        positions = (1,) if len(node.inputs) == 2 else (2, 3)
-        for position in positions:
-            if position < len(node.inputs) and node.inputs[position]:
-                arr = const_input(graph, node, position)
-                if arr is None:
-                    return None
-                arr = np.asarray(arr).reshape(-1)
-                if arr.size == 0:
-                    continue
-                if position == 3:
-                    return [float(o) / d for o, d in zip(arr, shape)]
-                return [float(v) for v in arr]
-        return None
+        rank = len(shape)
+        axes = [a % rank for a in onnx_ints(node.attrs["axes"])] if node.attrs.get("axes") is not None \
+            else list(range(rank))
+        scales_at, sizes_at, roi_at = self._inputs(node, graph)
+        scales = sizes = roi = None
+        for position, kind in ((scales_at, "scales"), (sizes_at, "sizes"), (roi_at, "roi")):
+            if position is None or position >= len(node.inputs) or not node.inputs[position]:
+                continue
+            array = const_input(graph, node, position)
+            if array is None:
+                return None
+            array = np.asarray(array, np.float64).reshape(-1)
+            if array.size:
+                scales, sizes, roi = (array if kind == "scales" else scales, array if kind == "sizes" else sizes,
+                                      array if kind == "roi" else roi)
+        full_scales = [1.0] * rank
+        out = list(shape)
+        if scales is not None:
+            for axis, s in zip(axes, scales):
+                full_scales[axis] = float(s)
+                out[axis] = int(math.floor(shape[axis] * float(s)))
+        elif sizes is not None:
+            policy = _text(self.attr(node, "keep_aspect_ratio_policy"))
+            ratios = [float(o) / shape[a] for a, o in zip(axes, sizes)]
+            if policy in ("not_larger", "not_smaller"):
+                common = min(ratios) if policy == "not_larger" else max(ratios)
+                ratios = [common] * len(axes)
+                sizes = [math.floor(common * shape[a] + 0.5) for a in axes]
+            for axis, ratio, o in zip(axes, ratios, sizes):
+                full_scales[axis], out[axis] = ratio, int(o)
+        else:
+            return None
+        full_roi = [0.0] * rank + [1.0] * rank
+        if roi is not None and len(roi) == 2 * len(axes):
+            for k, axis in enumerate(axes):
+                full_roi[axis], full_roi[axis + rank] = roi[k], roi[k + len(axes)]
+        return full_scales, out, full_roi
 
     def shape(self, node, graph):
-        shape = graph.shape_of(node.inputs[0])
-        return [tuple(int(np.floor(d * f)) for d, f in zip(shape, self._factors(node, graph)))]
+        return [tuple(self._geometry(node, graph)[1])]
 
     def check(self, node, graph):
         problems = []
-        mode, ctm = _text(self.attr(node, "mode")), _text(self.attr(node, "coordinate_transformation_mode"))
-        nearest = _text(self.attr(node, "nearest_mode"))
-        if mode != "nearest":
-            problems.append(f"mode={mode!r}; rosenna resizes with nearest only")
-        if ctm == "asymmetric":
-            if nearest != "floor":
-                problems.append(f"asymmetric with nearest_mode={nearest!r}; rosenna takes floor there")
-        elif ctm in ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn"):
-            if nearest not in ("round_prefer_floor", "round_prefer_ceil"):
-                problems.append(f"{ctm} with nearest_mode={nearest!r} is not supported")
-        else:
-            problems.append(f"coordinate_transformation_mode={ctm!r} is not supported")
-        if self.attr(node, "antialias") or self.attr(node, "axes") is not None or \
-                _text(self.attr(node, "keep_aspect_ratio_policy")) != "stretch":
-            problems.append("antialias, axes or keep_aspect_ratio_policy other than the defaults")
-        factors = self._factors(node, graph)
-        if factors is None:
-            problems.append("scales or sizes are computed at run time (or absent); rosenna needs them constant")
-        elif any(f < 1 or f != int(f) for f in factors):
-            problems.append(f"factors {factors}: rosenna upsamples by whole factors only")
+        mode, ctm, nearest = self._modes(node, graph)
+        if mode not in ("nearest", "linear", "cubic"):
+            problems.append(f"mode={mode!r} is not an ONNX value")
+        if ctm not in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                       "half_pixel_symmetric", "tf_crop_and_resize"):
+            problems.append(f"coordinate_transformation_mode={ctm!r} is not an ONNX value")
+        if nearest not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+            problems.append(f"nearest_mode={nearest!r} is not an ONNX value")
+        geometry = self._geometry(node, graph)
+        if geometry is None:
+            problems.append("scales, sizes or roi are computed at run time (or absent); rosenna needs them constant")
+        elif self.attr(node, "antialias") and mode != "nearest" and any(s < 1 for s in geometry[0]):
+            problems.append("antialias=1 when downsampling is not supported")
+        if not problems:
+            nests = math.prod(len(runs) for runs in self._runs(node, graph))
+            if nests > MAX_NESTS:
+                problems.append(f"the resize pattern needs {nests} loop nests (more than {MAX_NESTS}): its scale "
+                                "does not repeat over a short period; resize by a simpler ratio")
         return problems
+
+    # -- taps -------------------------------------------------------------------------------------
+    def _axis_taps(self, node, graph, size, out, scale, start, end):
+        mode, ctm, nearest = self._modes(node, graph)
+        a = float(self.attr(node, "cubic_coeff_a"))
+        exclude = bool(self.attr(node, "exclude_outside"))
+        taps_by_output = []
+        for o in range(out):
+            if ctm == "half_pixel":
+                x = (o + 0.5) / scale - 0.5
+            elif ctm == "pytorch_half_pixel":
+                x = (o + 0.5) / scale - 0.5 if out > 1 else 0.0
+            elif ctm == "align_corners":  # over the unrounded output length scale*I, as ONNX's reference
+                x = o * (size - 1) / (scale * size - 1) if out > 1 else 0.0
+            elif ctm == "asymmetric":
+                x = o / scale
+            elif ctm == "tf_half_pixel_for_nn":
+                x = (o + 0.5) / scale
+            elif ctm == "half_pixel_symmetric":
+                adjustment = out / (scale * size)
+                x = size / 2.0 * (1 - adjustment) + (o + 0.5) / scale - 0.5
+            else:  # tf_crop_and_resize
+                x = (start * (size - 1) + o * (end - start) * (size - 1) / (out - 1) if out > 1
+                     else 0.5 * (start + end) * (size - 1))
+                if x < 0 or x > size - 1:
+                    taps_by_output.append(None)
+                    continue
+            if mode == "nearest":
+                taps = [(_nearest(x, nearest), 1.0)]
+            else:
+                base = math.floor(x)
+                r = x - base
+                weights = [1.0 - r, r] if mode == "linear" else _cubic(r, a)
+                first = base if mode == "linear" else base - 1
+                taps = [(first + k, w) for k, w in enumerate(weights)]
+                if exclude:
+                    taps = [(i, w) for i, w in taps if 0 <= i < size]
+                    total = sum(w for _, w in taps)
+                    taps = [(i, w / total) for i, w in taps]
+            merged = {}
+            for i, w in taps:  # clamp to the edge; taps that land on one input add up
+                i = min(max(i, 0), size - 1)
+                merged[i] = merged.get(i, 0.0) + w
+            taps_by_output.append([(i, w) for i, w in sorted(merged.items()) if w != 0.0])
+        return taps_by_output
+
+    def _runs(self, node, graph):
+        shape = graph.shape_of(node.inputs[0])
+        scales, out, roi = self._geometry(node, graph)
+        rank = len(shape)
+        return [group_runs(self._axis_taps(node, graph, shape[a], out[a], scales[a], roi[a], roi[a + rank]))
+                for a in range(rank)]
 
     def lower(self, node, graph, b):
         shape = graph.shape_of(node.inputs[0])
-        factors = [int(f) for f in self._factors(node, graph)]
         out_shape = self.shape(node, graph)[0]
-        nest = [extent for pair in zip(shape, factors) for extent in pair]
+        fill = float(self.attr(node, "extrapolation_value"))
+        acc = Var("acc")
+        for combo in itertools.product(*self._runs(node, graph)):
+            def body(js, combo=combo):
+                target = Ref(node.outputs[0], flat_index([r.out(j) for r, j in zip(combo, js)], out_shape))
+                if any(r.weights is None for r in combo):
+                    b.assign(target, Num(fill))
+                    return
+                terms = []
+                for picks in itertools.product(*(range(len(r.weights)) for r in combo)):
+                    weight = math.prod(r.weights[k] for r, k in zip(combo, picks))
+                    index = flat_index([r.inputs(j)[k] for r, j, k in zip(combo, js, picks)], shape)
+                    ref = Ref(node.inputs[0], index)
+                    terms.append(ref if weight == 1.0 else Bin("*", Num(weight), ref))
+                if len(terms) == 1:
+                    b.assign(target, terms[0])
+                    return
+                b.assign(acc, terms[0])
+                for term in terms[1:]:
+                    b.assign(acc, term, accumulate=True)
+                b.assign(target, acc)
 
-        def body(idx):
-            q, r = idx[0::2], idx[1::2]
-            out_idx = [Idx.of(qi) * f + ri for qi, ri, f in zip(q, r, factors)]
-            b.assign(Ref(node.outputs[0], flat_index(out_idx, out_shape)), Ref(node.inputs[0], flat_index(q, shape)))
+            b.nest(tuple(r.count for r in combo), body)
 
-        b.nest(nest, body)
+
+class Upsample(Resize):
+    """Upsample (opsets 7 and 9): Resize with asymmetric coordinates, nearest rounding down."""
+
+    name = "Upsample"
+    attributes = {"mode": "nearest", "scales": None}
+
+    def _modes(self, node, graph):
+        mode = _text(self.attr(node, "mode"))
+        return ("linear" if mode == "bilinear" else mode), "asymmetric", "floor"
+
+    def _inputs(self, node, graph):
+        return (1 if len(node.inputs) > 1 else None), None, None
+
+    def _geometry(self, node, graph):
+        if len(node.inputs) < 2 and node.attrs.get("scales") is not None:
+            shape = graph.shape_of(node.inputs[0])
+            scales = [float(s) for s in node.attrs["scales"]]
+            return scales, [int(math.floor(d * s)) for d, s in zip(shape, scales)], [0.0] * len(shape) + [1.0] * len(shape)
+        return super()._geometry(node, graph)
+
+    def attr(self, node, key):
+        if key in ("antialias", "exclude_outside"):
+            return 0
+        if key == "cubic_coeff_a":
+            return -0.75
+        if key == "extrapolation_value":
+            return 0.0
+        return super().attr(node, key)
