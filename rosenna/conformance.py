@@ -20,7 +20,8 @@ every graph input but the first turned into an initializer holding the test's ow
 Compiles are batched: each generated model is compiled on its own (``gcc -c``/``gfortran -c``, in
 parallel), then one C and one Fortran driver program run every case of the batch.
 
-``rosenna conformance --write docs/conformance.md`` runs everything and writes the table.
+``rosenna conformance --write docs/conformance.md`` runs everything and writes the table;
+``--update --op X --op Y`` reruns only those ops and keeps the file's other rows.
 """
 
 import concurrent.futures
@@ -381,12 +382,49 @@ def run(cases, work, langs=("c", "fortran"), rtol=RTOL, atol=ATOL):
 
 
 # -- the report -------------------------------------------------------------------------------------
-def markdown(results):
-    """docs/conformance.md from ``{op: [Outcome]}``."""
+def _summaries(results):
+    """``{op: (row, reason_lines)}``: the table row ``(cases, passed, frozen, refused, failed)`` and
+    the op's section of reasons (empty when every case passed)."""
+    out = {}
+    for op, outs in results.items():
+        passed = [o for o in outs if o.status == "passed"]
+        row = (len(outs), len(passed), sum(1 for o in passed if o.variant == "frozen"),
+               sum(o.status == "refused" for o in outs), sum(o.status == "failed" for o in outs))
+        groups = {}
+        for o in sorted((o for o in outs if o.status != "passed"), key=lambda o: o.case.name):
+            groups.setdefault((o.status, _one_line(o.detail)), []).append(o.case.name)
+        reasons = [f"- {status}: {', '.join(f'`{n}`' for n in names)}: {detail}"
+                   for (status, detail), names in groups.items()]
+        out[op] = (row, reasons)
+    return out
+
+
+_ROW = re.compile(r"^\| (\w+) \| (\d+) \| (\d+) \((\d+)\) \| (\d+) \| (\d+) \|$")
+
+
+def parse_markdown(text):
+    """The ``{op: (row, reason_lines)}`` of a report written by :func:`markdown` (for --update)."""
+    out, section = {}, None
+    for line in text.splitlines():
+        match = _ROW.match(line)
+        if match:
+            out[match.group(1)] = (tuple(int(g) for g in match.groups()[1:]), [])
+        elif line.startswith("### "):
+            section = line[4:].strip()
+        elif section in out and line.startswith("- "):
+            out[section][1].append(line)
+    return out
+
+
+def markdown(results, previous=None):
+    """docs/conformance.md from ``{op: [Outcome]}``, and from ``previous`` (parse_markdown's form)
+    for the ops not run this time."""
     import onnx
 
-    total = {k: sum(1 for outs in results.values() for o in outs if o.status == k)
-             for k in ("passed", "refused", "failed")}
+    summaries = dict(previous or {})
+    summaries.update(_summaries(results))
+    rows = {op: row for op, (row, _) in summaries.items()}
+    total = {k: sum(row[i] for row in rows.values()) for k, i in (("passed", 1), ("refused", 3), ("failed", 4))}
     lines = [
         "# Conformance: the ONNX backend node tests",
         "",
@@ -407,26 +445,15 @@ def markdown(results):
         "| op | cases | passed (frozen) | refused | failed |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for op in sorted(results):
-        outs = results[op]
-        passed = [o for o in outs if o.status == "passed"]
-        frozen = sum(1 for o in passed if o.variant == "frozen")
-        lines.append(f"| {op} | {len(outs)} | {len(passed)} ({frozen}) | "
-                     f"{sum(o.status == 'refused' for o in outs)} | {sum(o.status == 'failed' for o in outs)} |")
+    for op in sorted(rows):
+        cases, passed, frozen, refused, failed = rows[op]
+        lines.append(f"| {op} | {cases} | {passed} ({frozen}) | {refused} | {failed} |")
     lines += ["", "## Refused and failed cases, with the reason", "",
               "\"frozen:\" gives the reason of the frozen form when the case was refused as given too.", ""]
-    for op in sorted(results):
-        bad = [o for o in results[op] if o.status != "passed"]
-        if not bad:
-            continue
-        lines.append(f"### {op}")
-        lines.append("")
-        groups = {}
-        for o in sorted(bad, key=lambda o: o.case.name):
-            groups.setdefault((o.status, _one_line(o.detail)), []).append(o.case.name)
-        for (status, detail), names in groups.items():
-            lines.append(f"- {status}: {', '.join(f'`{n}`' for n in names)}: {detail}")
-        lines.append("")
+    for op in sorted(summaries):
+        reasons = summaries[op][1]
+        if reasons:
+            lines += [f"### {op}", ""] + reasons + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -64,7 +64,65 @@ class UNet(nn.Module):
         return self.dec(torch.cat([a, self.up(b)], dim=1))
 
 
+class UNet3d(nn.Module):
+    """3-D field: Conv3d, MaxPool3d, AvgPool3d, ConvTranspose3d, GroupNorm, InstanceNorm3d,
+    trilinear Upsample (Resize linear), SiLU, constant Pad, global average pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv3d(2, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.SiLU())
+        self.down = nn.Sequential(nn.MaxPool3d(2), nn.Conv3d(4, 6, 3, padding=1), nn.InstanceNorm3d(6, affine=True),
+                                  nn.ReLU())
+        self.up = nn.ConvTranspose3d(6, 4, 3, stride=2, padding=1, output_padding=1)
+        self.tri = nn.Upsample(scale_factor=2, mode="trilinear", align_corners=False)
+        self.out = nn.Conv3d(8, 1, 1)
+
+    def forward(self, x):
+        a = self.enc(x)
+        b = self.down(a)
+        h = torch.cat([a, self.up(b)], dim=1) + self.tri(nn.functional.avg_pool3d(a, 2)).repeat(1, 2, 1, 1, 1)
+        h = nn.functional.pad(h, (1, 0, 0, 1, 1, 0))[..., :-1, 1:, :-1]
+        return self.out(h) + h.mean(dim=(2, 3, 4), keepdim=True)[:, :1]
+
+
+class Decoder2d(nn.Module):
+    """ConvTranspose 1-D and 2-D (strides, dilations, groups, output_padding), LayerNorm, bilinear
+    (align_corners) and bicubic Resize, Mish, Hardswish."""
+
+    def __init__(self):
+        super().__init__()
+        self.t2 = nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(1, 2),
+                                     dilation=(1, 2), groups=2)
+        self.norm = nn.LayerNorm([6, 12, 14])
+        self.t1 = nn.ConvTranspose1d(6, 2, 4, stride=2, padding=1)
+
+    def forward(self, x):  # x: [1, 4, 6, 4]
+        h = nn.functional.mish(self.norm(self.t2(x)))
+        h = nn.functional.interpolate(h, size=(7, 9), mode="bilinear", align_corners=True)
+        h = nn.functional.hardswish(nn.functional.interpolate(h, scale_factor=2, mode="bicubic"))
+        return self.t1(h.mean(dim=2))
+
+
+class FourierFeatures(nn.Module):
+    """Sin/Cos Fourier features, Abs, Pow, Reciprocal, Floor, Ceil, Sign, Where with masks."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.register_buffer("B", torch.randn(3, 8) * 3.0)
+        self.mlp = nn.Sequential(nn.Linear(16, 12), nn.SiLU(), nn.Linear(12, 4))
+
+    def forward(self, x):  # x: [1, 3]
+        p = x @ self.B
+        h = self.mlp(torch.cat([torch.sin(p), torch.cos(p)], dim=-1))
+        r = torch.where(h > 0, h.abs() ** 1.5, 1.0 / (1.0 + h * h)) + torch.floor(3 * h) * 0.1
+        return torch.where((h < 0.2) & (h > -0.2), torch.sign(h) * torch.ceil(h * 4), r)
+
+
 MODELS = {
+    "unet3d": (UNet3d, (1, 2, 8, 8, 8)),
+    "decoder2d": (Decoder2d, (1, 4, 6, 4)),
+    "fourier": (FourierFeatures, (1, 3)),
     "cnn": (CNN, (1, 2, 12, 12)),
     "depthwise_separable": (DepthwiseSeparable, (1, 4, 8, 8)),
     "lstm": (lambda: Recurrent("LSTM"), (5, 1, 3)),

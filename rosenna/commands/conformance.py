@@ -14,6 +14,9 @@ def register(subparsers):
     p.add_argument("--write", metavar="FILE", help="write the markdown report to FILE")
     p.add_argument("--op", action="append", help="only these ops (repeatable)")
     p.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
+    p.add_argument("--update", action="store_true",
+                   help="with --write and --op: rerun only those ops and keep FILE's other rows (rows of ops "
+                        "rosenna no longer lowers are dropped)")
     p.set_defaults(func=run)
 
 
@@ -29,7 +32,12 @@ def run(args):
             for o in results[op]:
                 if o.status == "failed":
                     print(f"    FAILED {o.case.name}: {o.detail}", flush=True)
-    text = conformance.markdown(results)
+    previous = None
+    if args.update and args.write and os.path.exists(args.write):
+        lowered = set(conformance.collect())
+        with open(args.write, encoding="utf-8") as fh:
+            previous = {op: v for op, v in conformance.parse_markdown(fh.read()).items() if op in lowered}
+    text = conformance.markdown(results, previous)
     if args.write:
         with open(args.write, "w") as fh:
             fh.write(text)

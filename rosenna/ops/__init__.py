@@ -92,6 +92,7 @@ _OPS = (
     indexing.Gather,
     indexing.Concat,
     indexing.Slice,
+    indexing.Tile,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

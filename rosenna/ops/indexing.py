@@ -1,4 +1,4 @@
-"""Gather, Concat, Slice and Split: copies that pick or join parts of values.
+"""Gather, Concat, Slice, Split and Tile: copies that pick, join or repeat parts of values.
 
 Gather:  Y[pre, q, post] = X[pre, I[q], post] with I a constant (negative entries count from the
          end); an arithmetic I is one loop nest, any other one nest per index.
@@ -8,6 +8,8 @@ Slice:   Y[.., i, ..] = X[.., start + i*step, ..] with constant starts/ends/axes
 Split:   output k = X[.., offset_k + i, ..] along ``axis``; sizes from the ``split`` attribute
          (opset < 13) or constant input, else equal parts (``num_outputs`` from opset 18: the last
          part smaller when the extent does not divide).
+Tile:    Y[.., r*d + q, ..] = X[.., q, ..] for every repeat r of an axis of extent d (constant
+         ``repeats``): the loops run over (r, q) pairs, so each store is one affine copy.
 
 All of them also fold the constant shape arithmetic that exporters emit (Shape->Gather->Concat ...).
 Limits, refused with a reason: an index, start, end, step, axis or split size computed at run
@@ -235,3 +237,38 @@ class Split(Op):
             if out and all(out_shape):
                 b.nest(out_shape, body)
             offset += size
+
+
+class Tile(Op):
+    name = "Tile"
+
+    def evaluate(self, node, inputs):
+        return [np.tile(inputs[0], onnx_ints(inputs[1]))]
+
+    def _repeats(self, node, graph):
+        repeats = const_input(graph, node, 1)
+        return None if repeats is None else onnx_ints(repeats)
+
+    def shape(self, node, graph):
+        return [tuple(d * r for d, r in zip(graph.shape_of(node.inputs[0]), self._repeats(node, graph)))]
+
+    def check(self, node, graph):
+        repeats = self._repeats(node, graph)
+        if repeats is None:
+            return ["repeats are computed at run time; rosenna needs them constant"]
+        if len(repeats) != len(graph.shape_of(node.inputs[0])) or any(r < 1 for r in repeats):
+            return [f"repeats {repeats} must give one positive count per axis of the input"]
+        return []
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        repeats = self._repeats(node, graph)
+        out_shape = self.shape(node, graph)[0]
+        nest = [extent for pair in zip(repeats, shape) for extent in pair]
+
+        def body(idx):
+            r, q = idx[0::2], idx[1::2]
+            out_idx = [Idx.of(ri) * d + qi for ri, qi, d in zip(r, q, shape)]
+            b.assign(Ref(node.outputs[0], flat_index(out_idx, out_shape)), Ref(node.inputs[0], flat_index(q, shape)))
+
+        b.nest(nest, body)
