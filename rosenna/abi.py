@@ -70,7 +70,7 @@ RWT_MAX_RANK = 8
 RWT_CRC_POLY = 0x82F63B78
 RWT_CRC_INIT = 0xFFFFFFFF
 #: Bytes a reader reads at a time when it computes the checksum.
-RWT_CRC_BLOCK = 65536
+RWT_CRC_BLOCK = 4096
 
 
 def _crc_table():

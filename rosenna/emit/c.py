@@ -279,7 +279,7 @@ static int {n}_read_u32(FILE *file, unsigned long *value)
    bytes, read again in blocks; leaves the file positioned after the stored checksum. */
 static int {n}_checksum(FILE *file, long end, unsigned long *crc)
 {{
-    static unsigned char block[{abi.RWT_CRC_BLOCK}];
+    unsigned char block[{abi.RWT_CRC_BLOCK}];
     unsigned long table[256], c, k, j, m;
     long left = end;
 
