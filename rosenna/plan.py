@@ -271,3 +271,23 @@ def plan_hash(plan):
         "ops": [op.label for op in plan.ops],
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def io_keys(plan, side, limit):
+    """``[(slice, key)]`` for the inputs (``side`` "x") or outputs ("y"): the key names the slice in
+    the header's ``<NAME>_X_<KEY>_OFFSET`` / ``_SIZE`` macros and the Fortran module's constants.
+
+    The key is the sanitized value name, at most ``limit`` characters. When two names of one side
+    sanitize to the same key (``a.b`` and ``a_b``, ``A`` and ``a`` under Fortran's case folding) or
+    one sanitizes to nothing, every key of that side is index-prefixed (``in0_a_b``, ``in1_a_b``),
+    so a slice's key never depends on which other name happens to collide with it.
+    """
+    slices, kind = (plan.inputs, "in") if side == "x" else (plan.outputs, "out")
+    keys = [sanitize(s.name, limit) for s in slices]
+    if len(set(keys)) < len(keys) or not all(keys):
+        keys = []
+        for i, s in enumerate(slices):
+            prefix = f"{kind}{i}"
+            frag = sanitize(s.name, max(0, limit - len(prefix) - 1))
+            keys.append(f"{prefix}_{frag}" if frag else prefix)
+    return list(zip(slices, keys))

@@ -91,24 +91,24 @@ def test_target_zen3_gives_archspecs_flags_for_gcc_and_nvhpc(stubs, model, tmp_p
     stubs("nvc", NVC)
     stubs("nvfortran", NVFORTRAN)
     gcc = resolve("gcc", target="zen3")
-    assert (gcc.optimize_c, gcc.optimize_fortran) == ("-O3 -march=znver3 -mtune=znver3",) * 2
+    assert (gcc.optimize_c, gcc.optimize_fortran) == ("-O3 -march=znver3 -mtune=znver3 -ffp-contract=off",) * 2
     assert gcc.target == "zen3" and gcc.target_source == "--target"
     nvhpc = resolve("nvhpc", target="zen3")
-    assert (nvhpc.optimize_c, nvhpc.optimize_fortran) == ("-O3 -tp zen3",) * 2
+    assert (nvhpc.optimize_c, nvhpc.optimize_fortran) == ("-O3 -tp zen3 -Mnofma",) * 2
     assert main(["generate", model("gemm_small"), "--out", str(tmp_path), "--toolchain", "nvhpc",
                  "--target", "zen3"]) == 0
     mk, fmk = (tmp_path / "gemm_small.mk").read_text(), (tmp_path / "gemm_small_fortran.mk").read_text()
-    assert mk_value(mk, "CFLAGS") == "-O3 -tp zen3" and mk_value(fmk, "FFLAGS") == "-O3 -tp zen3"
+    assert mk_value(mk, "CFLAGS") == "-O3 -tp zen3 -Mnofma" and mk_value(fmk, "FFLAGS") == "-O3 -tp zen3 -Mnofma"
     assert "toolchain=nvhpc target=zen3" in mk.splitlines()[0]
     capsys.readouterr()
     assert main(["toolchain", "show", "gcc", "--target", "zen3"]) == 0
     shown = capsys.readouterr().out
-    assert "cpu target:   zen3 (--target)" in shown and "CFLAGS = -O3 -march=znver3 -mtune=znver3" in shown
+    assert "cpu target:   zen3 (--target)" in shown and "CFLAGS = -O3 -march=znver3 -mtune=znver3 -ffp-contract=off" in shown
 
 
 def test_archspec_left_empty_says_why(stubs):
     profile = resolve("nvhpc", target="zen3")  # no nvc on PATH here
-    assert profile.optimize_c == "-O3"
+    assert profile.optimize_c == "-O3 -Mnofma"
     assert any("'nvc' is not on PATH" in note for note in profile.notes)
 
 
@@ -133,7 +133,7 @@ def test_a_profile_without_optimize_takes_the_gcc_profiles(stubs, tmp_path, monk
     (tmp_path / "bare.yaml").write_text(
         "compilers: {c: gcc, fortran: gfortran}\nbackend: omp\nflags: {host: -fopenmp}\n")
     monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(tmp_path))
-    assert resolve("bare", target="zen3").optimize_c == "-O3 -march=znver3 -mtune=znver3"
+    assert resolve("bare", target="zen3").optimize_c == "-O3 -march=znver3 -mtune=znver3 -ffp-contract=off"
 
 
 def make_n(folder, makefile, *args):

@@ -142,7 +142,8 @@ def test_none_means_todays_defaults(env):
     profile = resolve(None, detection=detect_none())
     assert profile.name == "gcc"
     assert profile.make_defaults() == {
-        "CC": "gcc", "FC": "gfortran", "CFLAGS": "-O3", "FFLAGS": "-O3", "DEVCC": "nvcc",
+        "CC": "gcc", "FC": "gfortran", "CFLAGS": "-O3 -ffp-contract=off", "FFLAGS": "-O3 -ffp-contract=off",
+        "DEVCC": "nvcc",
         "DEVFLAGS": "-O3 -arch=sm_80", "ROSENNA_OFFLOAD_FLAGS": "-fopenmp", "ROSENNA_BACKEND": "omp",
     }
     from rosenna.emit.cuda import CONSTANT_LIMIT  # measured on the H200, docs/benchmarks.md
@@ -156,7 +157,7 @@ def test_make_defaults_of_nvhpc_on_an_h100(env):
     profile = resolve("nvhpc")
     assert profile.gpu.cc == "90" and profile.gpu.source.startswith("detected: NVIDIA H100")
     assert profile.make_defaults() == {
-        "CC": "nvc", "FC": "nvfortran", "CFLAGS": "-O3 -tp zen3", "FFLAGS": "-O3 -tp zen3",
+        "CC": "nvc", "FC": "nvfortran", "CFLAGS": "-O3 -tp zen3 -Mnofma", "FFLAGS": "-O3 -tp zen3 -Mnofma",
         "DEVCC": "nvcc", "DEVFLAGS": "-O3 -arch=sm_90",
         "ROSENNA_OFFLOAD_FLAGS": "-mp=gpu -gpu=cc90", "ROSENNA_BACKEND": "cuda",
     }

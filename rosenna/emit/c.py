@@ -1,6 +1,6 @@
 """The C library: ``rosenna_rt.h``, ``<name>.h``, ``<name>.c`` and the ``<name>.mk`` recipe."""
 
-from rosenna import __version__, abi
+from rosenna import __version__, abi, plan as planner
 from rosenna.emit import fixed, whole
 from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.lang import C
@@ -73,6 +73,23 @@ def layout_comment(plan):
     return "\n".join(lines)
 
 
+def layout_macros(plan):
+    """``<NAME>_X_<INPUT>_OFFSET`` / ``_SIZE`` and the same for y: where each input and output lies
+    in a point's x and y, in elements. The keys (``plan.io_keys``) fit Fortran's 63 characters too."""
+    n = plan.name.upper()
+    lines = ["", "/* Where each input and output lies in one point's x and y (elements). */"]
+    for side in ("x", "y"):
+        for s, key in planner.io_keys(plan, side, io_key_limit(plan)):
+            lines.append(f"#define {n}_{side.upper()}_{key.upper()}_OFFSET {s.offset}")
+            lines.append(f"#define {n}_{side.upper()}_{key.upper()}_SIZE {s.size}")
+    return "\n".join(lines) + "\n"
+
+
+def io_key_limit(plan):
+    """Longest io key: ``<name>_x_<key>_offset`` stays within Fortran's 63 characters."""
+    return 63 - len(plan.name) - len("_x__offset")
+
+
 def header(plan, stamp):
     n, t = plan.name, plan.ctype
     guard = f"{n.upper()}_H"
@@ -93,7 +110,7 @@ extern "C" {{
 
 #define {n.upper()}_NX {plan.nx}
 #define {n.upper()}_NY {plan.ny}
-{init}
+{layout_macros(plan)}{init}
 /* One point: reads x[{n.upper()}_NX], writes y[{n.upper()}_NY]. Callable inside OpenMP target and
    OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes. */
 #pragma omp declare target

@@ -2,7 +2,7 @@
 
 import re
 
-from rosenna import abi
+from rosenna import abi, plan as planner
 from rosenna.emit import whole
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, resolver, used_loop_vars, used_scalars
@@ -415,7 +415,7 @@ module {n}_model
   integer, parameter, public :: {n}_rk = {kind}
   integer, parameter :: rk = {n}_rk
   integer, parameter, public :: {n}_nx = {plan.nx}, {n}_ny = {plan.ny}
-
+{layout_constants(plan)}
   ! Status codes returned by {n}_init and {n}_infer_batch.
 {statuses}
 
@@ -461,6 +461,20 @@ end module {n}_model
     for line in text.split("\n"):
         lines.extend(wrap(line))
     return "\n".join(lines).replace("\n\n\n", "\n\n")
+
+
+def layout_constants(plan):
+    """The module's ``<name>_x_<input>_offset`` / ``_size`` (and y) constants, the header's macros:
+    input k of point i is ``x(off+1 : off+size, i)`` with ``off = <name>_x_<k>_offset``."""
+    from rosenna.emit.c import io_key_limit
+
+    n = plan.name
+    lines = ["  ! Where each input and output lies in one point's x and y: x(off+1:off+size)."]
+    for side in ("x", "y"):
+        for s, key in planner.io_keys(plan, side, io_key_limit(plan)):
+            lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_offset = {s.offset}")
+            lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_size = {s.size}")
+    return "\n".join(lines) + "\n"
 
 
 def makefile(plan, stamp, profile):
