@@ -37,3 +37,22 @@ def test_torch_mlp_verifies(tmp_path, dynamo, precision):
     assert [s.name for s in plan.inputs] == ["state", "params"]
     assert all(r.passed for r in results), [(r.output, r.lang, r.abs_err) for r in results]
     assert len(results) == 4
+
+
+def test_readme_recipe_exports_models_that_verify(tmp_path):
+    """README's "From PyTorch to rosenna" script, run as written: both files verify, the dynamo one
+    with its weights in external data beside the .onnx."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md"), encoding="utf-8").read()
+    script = re.search(r"<!-- torch-recipe -->\n```python\n(.*?)```", readme, re.S).group(1)
+    (tmp_path / "export.py").write_text(script)
+    subprocess.run([sys.executable, "export.py"], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "surrogate_dynamo.onnx.data").stat().st_size > 0
+    for name in ("surrogate.onnx", "surrogate_dynamo.onnx"):
+        plan, results = verify(str(tmp_path / name), Options(), cases=4, keep=str(tmp_path / name[:-5]))
+        assert [s.name for s in plan.inputs] == ["state"] and [s.name for s in plan.outputs] == ["flux"]
+        assert results and all(r.passed for r in results), name
