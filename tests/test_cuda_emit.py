@@ -183,7 +183,10 @@ def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
     generate(str(path), str(tmp_path / "g"), Options(lang="c"))
     src = (tmp_path / "g" / "convnet.c").read_text()
     assert src.index("#ifndef ROSENNA_NATIVE_KERNEL", src.index("int convnet_infer_batch")) < src.index("int convnet_infer_one(")
-    assert src.count("#pragma omp target teams distribute parallel for") == 23  # conv2's 4 corners are serial
+    one = src[src.index("int convnet_infer_one("):]
+    assert one.count("#pragma omp target teams distribute parallel for") == 23  # conv2's 4 corners are serial
+    batch = src[src.index("int convnet_infer_batch("):src.index("int convnet_infer_one(")]
+    assert batch.count("#pragma omp target teams distribute parallel for") == 27  # every region, samples collapsed
 
 
 def _toy_plan(*regions):

@@ -224,12 +224,14 @@ def emulate_launches(model_path, out, samples=3, launches=None):
         total = launch.threads
         calls.append(f"    for (long j = 0; j < count * {total}l; ++j)\n"
                      f"        launch{k}(x, y, reverse ? count * {total}l - 1 - j : j);")
+    c_file = (out / f"{n}.c").read_text()  # a whole-field plan's C file has them (its offload batch)
     buffers = "\n".join(f"static {t} {whole_field.buffer_symbol(plan, i)}[{samples} * {size}];"
-                         for i, size in enumerate(plan.scratch))
+                         for i, size in enumerate(plan.scratch)
+                         if f" {whole_field.buffer_symbol(plan, i)}[" not in c_file)
     # NaN in every intermediate before each pass: a value read before it is written shows.
     clears = "\n".join(f"    memset({whole_field.buffer_symbol(plan, i)}, 0xff, sizeof {whole_field.buffer_symbol(plan, i)});"
                        for i in range(len(plan.scratch)))
-    text = (out / f"{n}.c").read_text() + EMULATE_MAIN.format(
+    text = c_file + EMULATE_MAIN.format(
         n=n, t=t, NX=plan.nx, NY=plan.ny, buffers=buffers, launches="\n\n".join(funcs), calls="\n".join(calls),
         clears=clears)
     (out / "emulate.c").write_text(text)
@@ -277,3 +279,54 @@ def test_emulation_catches_a_wrong_fusion(tmp_path):
     assert_close(forwards, want, what="one launch, threads in order")
     with pytest.raises(AssertionError):
         assert_close(backwards, want, what="one launch, threads in reverse")
+
+
+# -- the OpenMP-offload batched path, its device branch run on the host ---------------------------
+OFFLOAD_MAIN = """#include "rosenna_rt.h"
+#undef ROSENNA_OMP_DEVICE
+#define ROSENNA_OMP_DEVICE() 1 /* take the offload branch: libgomp runs its target regions here */
+#include "{n}.c"
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{{
+    int n = atoi(argv[1]);
+    {t} *x = malloc(sizeof({t}) * (size_t)n * {NX}), *y = malloc(sizeof({t}) * (size_t)n * {NY});
+    FILE *f = fopen(argv[2], "rb");
+    if (!x || !y || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
+    fclose(f);
+    if ({n}_infer_batch(n, x, y, NULL) != ROSENNA_STATUS_OK) return 4;
+    f = fopen(argv[3], "wb");
+    fwrite(y, sizeof({t}), (size_t)n * {NY}, f);
+    fclose(f);
+    (void)argc;
+    return 0;
+}}
+"""
+
+
+def test_offload_batch_runs_each_op_once_for_all_samples(tmp_path):
+    """<name>_infer_batch's offload branch for a whole-field plan: one target region per op whose
+    parallel loop collapses the samples with the op's output loops (not n x ops regions), each
+    sample's intermediates in its slice of <name>_wsb<i>. Run on the host (libgomp executes target
+    regions there when no device is configured) for 3 samples against onnxruntime."""
+    path = op_models.convnet(tmp_path / "convnet.onnx")  # 64x64: a whole-field plan
+    out = tmp_path / "gen"
+    plan, _ = gen.generate(path, str(out), gen.Options(lang="c", embed=True))
+    assert plan.path == "whole"
+    src = (out / f"{plan.name}.c").read_text()
+    batch = src[src.index(f"int {plan.name}_infer_batch("):]
+    batch = batch[:batch.index("\n}\n")]
+    regions = [r for r in parallel.regions(plan.body) if r[0] != "comment"]
+    assert batch.count("#pragma omp target teams distribute parallel for") == len(regions)
+    assert "for (int s = 0; s < count; ++s) {" in batch and f"{plan.name}_infer_one(" in batch  # host: per sample
+    fmt = {"n": plan.name, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
+    (out / "main.c").write_text(OFFLOAD_MAIN.format(**fmt))
+    subprocess.run(["gcc", "-O1", "-fopenmp", "-Wall", "-Werror", "-I", str(out), "main.c", "-o", "main", "-lm"],
+                   cwd=out, check=True)
+    x = np.random.default_rng(4).uniform(-1, 1, (3, plan.nx)).astype(np.float32)
+    x.tofile(out / "x.bin")
+    subprocess.run([str(out / "main"), "3", "x.bin", "y.bin"], cwd=out, check=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    got = np.fromfile(out / "y.bin", np.float32).reshape(3, plan.ny)
+    assert_close(got, reference(path, plan, x), what="offload batch, 3 samples")

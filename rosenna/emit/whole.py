@@ -18,6 +18,7 @@ declarations differ only through the ``DIRECTIVES`` table below. Fortran also re
 symbol through the bind(C) interface ``<name>_infer_one_dev``.
 """
 
+from rosenna import limits
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
 from rosenna.parallel import regions
@@ -162,13 +163,105 @@ int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 """
 
 
+def batch_samples(plan):
+    """Samples one parallel loop (one kernel launch) of each op computes together in the batched
+    whole-field path: a power of two up to ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit
+    ``limits.WHOLE_BATCH_BYTES``."""
+    per_sample = max(1, sum(plan.scratch) * plan.itemsize)
+    count = 1
+    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.WHOLE_BATCH_BYTES:
+        count *= 2
+    return count
+
+
+def batch_buffer(plan, i):
+    """The batched path's buffer for intermediate i, :func:`batch_samples` samples of it (named
+    apart from ``<name>_infer_one``'s one-sample ``ws<i>``)."""
+    return C.symbol(plan.name, f"wsb{i}")
+
+
+def sample_resolver(plan):
+    """Buffers as one sample of the batched path sees them: x, y and the intermediates through that
+    sample's pointers (``xs``, ``ys``, ``ws<i>``: :func:`sample_pointers`), weights by their symbols."""
+    def resolve(buf):
+        kind, ident, offset = plan.storage[buf]
+        if kind == "w":
+            return C.symbol(plan.name, ident), offset, False
+        if kind == "t":
+            return buffer_ident(int(ident[1:])), offset, True
+        return ("xs" if kind == "x" else "ys"), offset, True
+    return resolve
+
+
+def sample_pointers(plan, text, x="x", y="y", sample="s"):
+    """Declarations of the pointers :func:`sample_resolver`'s names stand for, those ``text`` uses."""
+    t, out = plan.ctype, []
+    if "xs[" in text:
+        out.append(f"const {t} *ROSENNA_RESTRICT xs = {x} + {sample} * {plan.nx}l;")
+    if "ys[" in text:
+        out.append(f"{t} *ROSENNA_RESTRICT ys = {y} + {sample} * {plan.ny}l;")
+    for i, size in enumerate(plan.scratch):
+        if f"{buffer_ident(i)}[" in text:
+            out.append(f"{t} *ROSENNA_RESTRICT {buffer_ident(i)} = {batch_buffer(plan, i)} + {sample} * {size}l;")
+    return out
+
+
+def _batched_regions(plan, depth):
+    """The offloaded regions of the batched path: each parallel loop with the sample loop
+    outermost in its collapse, each serial region one thread per sample."""
+    renderer = Renderer(C, plan.precision, sample_resolver(plan))
+    pad, t, lines = C.indent * depth, plan.ctype, []
+    for kind, chain, body in regions(plan.body):
+        if kind == "comment":
+            lines.append(pad + C.comment.format(text=body[0].text))
+            continue
+        chain = chain if kind == "parallel" else []
+        collapse = f" collapse({len(chain) + 1})" if chain else ""
+        lines.append(f"#pragma omp target teams distribute parallel for{collapse} is_device_ptr(xb, yb)")
+        lines.append(pad + "for (int s = 0; s < count; ++s) {")
+        level = depth + 1
+        for loop in chain:
+            lines.append(C.indent * level + C.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
+            level += 1
+        inner = renderer.lines(body, level)
+        text = "\n".join(inner)
+        lines += [C.indent * level + decl for decl in sample_pointers(plan, text, "xb", "yb")]
+        scalars = used_scalars(body)
+        if scalars:
+            lines.append(C.indent * level + f"{t} {', '.join(scalars)};")
+        lines += inner
+        for level in range(depth + len(chain), depth - 1, -1):
+            lines.append(C.indent * level + C.loop_close)
+    return lines
+
+
 def c_batch(plan):
-    """``<name>_infer_batch`` for a whole-field plan: ``<name>_infer_one`` per sample."""
+    """``<name>_infer_batch`` for a whole-field plan: with an offload device, each op's parallel
+    loop over :func:`batch_samples` samples at once (the sample loop collapsed with the op's
+    output loops), the intermediates in ``<name>_wsb<i>``; without one, ``<name>_infer_one`` per
+    sample on the host's threads."""
     n, t = plan.name, plan.ctype
-    return f"""
-/* Whole-field plan: one sample at a time, each through {n}_infer_one. */
+    samples = batch_samples(plan)
+    buffers = "\n".join(f"{t} {batch_buffer(plan, i)}[{samples} * {size}];" for i, size in enumerate(plan.scratch))
+    declare = (f"\n/* Intermediate activations of {n}_infer_batch on the device, {samples} samples of each. */\n"
+               f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
+    ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
+    device = "\n".join(_batched_regions(plan, 3))
+    return f"""{declare}
+/* Whole-field plan: on an offload device one parallel loop per op over up to {samples} samples at
+   once; on the host one sample at a time through {n}_infer_one. */
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
+    (void)stream;
+{ready}    if (ROSENNA_OMP_DEVICE()) {{
+        for (int start = 0; start < n; start += {samples}) {{
+            const int count = n - start < {samples} ? n - start : {samples};
+            const {t} *xb = x + (long)start * {n.upper()}_NX;
+            {t} *yb = y + (long)start * {n.upper()}_NY;
+{device}
+        }}
+        return ROSENNA_STATUS_OK;
+    }}
     for (int i = 0; i < n; ++i) {{
         int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
         if (status != ROSENNA_STATUS_OK)

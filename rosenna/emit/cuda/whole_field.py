@@ -7,10 +7,10 @@ for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infe
 (:data:`KIND`).
 """
 
-from rosenna import limits
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_scalars
+from rosenna.emit.whole import batch_buffer, batch_samples, sample_pointers, sample_resolver
 from rosenna.parallel import launch_groups
 
 #: Threads per block of the whole-field kernels.
@@ -52,33 +52,9 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
     return lines
 
 
-def batch_samples(plan):
-    """Samples one launch of each op computes together: a power of two up to
-    ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit ``limits.WHOLE_BATCH_BYTES``."""
-    per_sample = max(1, sum(plan.scratch) * plan.itemsize)
-    count = 1
-    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.WHOLE_BATCH_BYTES:
-        count *= 2
-    return count
-
-
 def buffer_symbol(plan, i):
-    """The kernel file's buffer for intermediate i, ``batch_samples`` samples of it (named apart
-    from the C file's one-sample ``<name>_ws<i>``, so a host harness can hold both)."""
-    return C.symbol(plan.name, f"wsb{i}")
-
-
-def _batch_resolver(plan):
-    """Buffers as one sample's thread sees them: x, y and the intermediates through the sample's
-    own pointers (``xs``, ``ys``, ``ws<i>``: see :func:`batch_body`), weights by their symbols."""
-    def resolve(buf):
-        kind, ident, offset = plan.storage[buf]
-        if kind == "w":
-            return C.symbol(plan.name, ident), offset, False
-        if kind == "t":
-            return buffer_ident(int(ident[1:])), offset, True
-        return ("xs" if kind == "x" else "ys"), offset, True
-    return resolve
+    """The kernel file's buffer for intermediate i (:func:`rosenna.emit.whole.batch_buffer`)."""
+    return batch_buffer(plan, i)
 
 
 def batch_body(plan, launch, depth=1):
@@ -87,17 +63,10 @@ def batch_body(plan, launch, depth=1):
     that sample's pointers into x, y and the intermediates, then :func:`launch_body` over them.
     Plain C over the C file's weight names and the :func:`buffer_symbol` buffers, so a host harness
     runs it too (tests/test_infer_one.py does)."""
-    t, pad, total = plan.ctype, "    " * depth, launch.threads
-    body = launch_body(plan, launch, Renderer(C, plan.precision, _batch_resolver(plan)), depth)
-    text = "\n".join(body)
+    pad, total = "    " * depth, launch.threads
+    body = launch_body(plan, launch, Renderer(C, plan.precision, sample_resolver(plan)), depth)
     lines = [pad + f"const long s = g / {total}l, tid = g - s * {total}l;"]
-    if "xs[" in text:
-        lines.append(pad + f"const {t} *ROSENNA_RESTRICT xs = x + s * {plan.nx}l;")
-    if "ys[" in text:
-        lines.append(pad + f"{t} *ROSENNA_RESTRICT ys = y + s * {plan.ny}l;")
-    for i, size in enumerate(plan.scratch):
-        if f"{buffer_ident(i)}[" in text:
-            lines.append(pad + f"{t} *ROSENNA_RESTRICT {buffer_ident(i)} = {buffer_symbol(plan, i)} + s * {size}l;")
+    lines += [pad + decl for decl in sample_pointers(plan, "\n".join(body))]
     return lines + body
 
 
