@@ -211,7 +211,7 @@ def build(args):
         for i, line in enumerate(lines):
             wanted = "launch" if info["path"] == "whole" else "_kernel"
             if "Compiling entry function" in line and wanted in line:
-                stats = " ".join(lines[i + 1:i + 3])
+                stats = " ".join(lines[i + 1:i + 4])
                 regs = stats.split("Used ")[1].split(" registers")[0] if "Used " in stats else "?"
                 spill = stats.split(" bytes spill stores")[0].rsplit(" ", 1)[-1] if "spill stores" in stats else "?"
                 kernels.append(f"{line.split(chr(39))[1]} {regs} registers, {spill} B spilled")
@@ -282,8 +282,11 @@ def _rosenna(name, info, sizes, reps):
     d = os.path.join(OUT, name)
     exe, dump = os.path.join(d, "frontier"), os.path.join(d, "dump.bin")
     cmd = [exe, ",".join(str(n) for n in sizes), str(reps), dump]
+    if not os.access(exe, os.X_OK):
+        compile_model(d, name, info["nx"], info["ny"])
     run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode and "cuda" in (run.stderr or "").lower() or not os.access(exe, os.X_OK):
+    if run.returncode and "cuda" in (run.stderr or "").lower():  # built against another CUDA: rebuild here
+        print(f"{name}: {run.stderr.strip()[-200:]}; rebuilding", flush=True)
         compile_model(d, name, info["nx"], info["ny"])
         run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode:
