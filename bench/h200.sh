@@ -20,7 +20,8 @@
 # Gate variables: MODELS (GCC 12 nvptx gate; built-in names or .onnx paths, default gemm_big mlp128
 # gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000).
 # The machine's python3 lacks archspec/jsonschema (toolchain profiles), so the gate is run through its
-# module with PYTHONPATH=. rather than `python3 -m rosenna`.
+# module with PYTHONPATH=. rather than `python3 -m rosenna`, and every flag a profile would give is
+# named (--cflags, --fflags, --devcc, --devflags: the gcc profile's optimize flags minus {archspec}).
 set -u
 cmd=${1:-help}; shift || true
 RESULTS=${RESULTS:-results/h200/$(date -u +%F)}
@@ -45,12 +46,14 @@ run_gate() {  # the GCC 12 nvptx and clang-16 gates over MODELS / CLANG_MODELS; 
         r=cuda-gcc12nvptx-$(basename "$m" .onnx)
         gate --model "$m" --points "${POINTS:-1000000}" --cc $ROSENNA_GCC --fc $ROSENNA_GFORTRAN \
              --flags="-fopenmp $GCC_OFFLOAD_FLAGS" --acc-flags="-fopenacc $GCC_OFFLOAD_FLAGS" \
-             --backend cuda --devflags="-O3 -arch=sm_90" --out "$RESULTS/gate/$r" --label "GCC 12 nvptx + nvcc 13" || status=1
+             --backend cuda --devcc nvcc --devflags="-O3 -arch=sm_90" --cflags=-O3 --fflags=-O3 \
+             --out "$RESULTS/gate/$r" --label "GCC 12 nvptx + nvcc 13" || status=1
     done
     for m in ${CLANG_MODELS-gemm_big}; do
         r=cuda-clang16-$(basename "$m" .onnx)
         LD_LIBRARY_PATH=$CLANG_OMP_LIB gate --model "$m" --points "${POINTS:-1000000}" --cc $ROSENNA_CLANG --fc none \
-             --flags="-fopenmp $CLANG_OFFLOAD_FLAGS" --backend cuda --devflags="-O3 -arch=sm_90" \
+             --flags="-fopenmp $CLANG_OFFLOAD_FLAGS" --backend cuda --devcc nvcc --devflags="-O3 -arch=sm_90" \
+             --cflags=-O3 --fflags=-O3 \
              --out "$RESULTS/gate/$r" --label "clang-16 OpenMP offload + nvcc 13" || status=1
     done
     return $status

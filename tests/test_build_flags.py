@@ -168,3 +168,21 @@ def test_verify_compiles_with_the_profiles_flags(stubs, model, tmp_path, monkeyp
     assert main(["verify", model("gemm_small"), "--lang", "c", "--cases", "2", "--keep", str(tmp_path / "v")]) == 0
     profile = resolve("gcc")
     assert profile.optimize_c and profile.optimize_c in log.read_text()
+
+
+def test_gate_with_every_flag_named_needs_no_profile(monkeypatch):
+    """The H200's bare python3 has no archspec/jsonschema: bench/h200.sh names every flag, and then the
+    gate's configuration reads no profile; with one missing it says what to give."""
+    import sys
+
+    from rosenna.errors import UsageError
+
+    import rosenna
+
+    monkeypatch.setitem(sys.modules, "rosenna.toolchain", None)  # importing it raises ImportError
+    monkeypatch.delattr(rosenna, "toolchain", raising=False)
+    named = dict(backend="cuda", cflags="-O3", fflags="-O3", devcc="nvcc", devflags="-O3 -arch=sm_90")
+    c = resolved(gate.Config(**named))
+    assert (c.cflags, c.devcc, c.devflags) == ("-O3", "nvcc", "-O3 -arch=sm_90")
+    with pytest.raises(UsageError, match="--cflags, --fflags, --devcc and --devflags"):
+        resolved(gate.Config(**dict(named, cflags=None)))

@@ -155,3 +155,23 @@ def test_cuda_programs_compile_and_link_with_nvcc(gen, tmp_path):
     assert any("-DROSENNA_DEVICE_ROUTINE" in line for line in nvcc)
     assert "--weaken-symbol=m_infer" in log
     assert "-DROSENNA_NATIVE_KERNEL" in compile_line(log, "m.c")
+
+
+@pytest.mark.skipif(not shutil.which("nvcc") or not shutil.which("gcc"), reason="needs nvcc and gcc")
+def test_h200_build_integration_script_builds_here(tmp_path):
+    """bench/build_integration.sh (the H200 run of a CMake-built CUDA program and a clang offload
+    program): prepare, then its host variant: the CUDA program compiles and links, the OpenMP
+    program runs on the host and matches onnxruntime."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, DIR=str(tmp_path / "integration"), RESULTS=str(tmp_path / "results"),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    for step in ("prepare", "host"):
+        proc = subprocess.run(["bash", "bench/build_integration.sh", step], cwd=root, env=env, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout and (tmp_path / "integration" / "cmake" / "cmake_cuda").exists()
+    lines = (tmp_path / "results" / "build-integration" / "cmake-compile-lines.txt").read_text()
+    assert "sm_90" in lines

@@ -25,6 +25,9 @@ def register(subparsers):
                                        "(e.g. --acc-flags=\"-fopenacc -foffload=nvptx-none\"; host fallback: -fopenacc)")
     p.add_argument("--backend", choices=gate.BACKENDS, help="batched backend (default cuda when nvcc is found)")
     p.add_argument("--devflags", help="device compiler flags (default: the profile's, e.g. -O3 -arch=sm_90 on an H100)")
+    p.add_argument("--devcc", help="device compiler (default: the profile's, nvcc for cuda, hipcc for hip)")
+    p.add_argument("--cflags", help="optimisation flags of --cc (default: the profile's optimize.c; gcc's without one)")
+    p.add_argument("--fflags", help="optimisation flags of --fc (default: the profile's optimize.fortran)")
     add_target_options(p)
     p.add_argument("--host-fallback", action="store_true",
                    help="no GPU: omp backend on the host, no device or transfer checks (CI)")
@@ -71,7 +74,7 @@ def run(args):
     config.target, config.gpu_arch = args.target, args.gpu_arch
     if profile is not None and profile.flags_acc and not args.host_fallback:
         config.acc_flags = profile.flags_acc
-    for key in ("cc", "fc", "flags", "acc_flags", "backend", "devflags"):
+    for key in ("cc", "fc", "flags", "acc_flags", "backend", "devcc", "devflags", "cflags", "fflags"):
         if getattr(args, key) is not None:
             setattr(config, key, getattr(args, key))
     report = gate.run(config, progress=_say)

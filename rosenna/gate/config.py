@@ -64,8 +64,12 @@ def resolved(config):
     if c.backend not in BACKENDS:
         raise UsageError(f"--backend {c.backend!r}: choose one of {', '.join(BACKENDS)}")
     if None in (c.cflags, c.fflags) or (c.backend != "omp" and None in (c.devcc, c.devflags)):
-        from rosenna import toolchain  # the gcc profile: the one source of compiler defaults
-
+        try:
+            from rosenna import toolchain  # the gcc profile: the one source of compiler defaults
+        except ImportError as exc:  # a GPU node's bare python3 may lack archspec / jsonschema / yaml
+            raise UsageError(f"the gcc toolchain profile gives the flags not named here, and reading it needs "
+                             f"{exc.name} (pip install rosenna's dependencies), or give --cflags, --fflags, "
+                             "--devcc and --devflags") from None
         profile = toolchain.resolve(None, target=c.target, gpu_arch=c.gpu_arch)
         c.cflags = profile.optimize_c if c.cflags is None else c.cflags
         c.fflags = profile.optimize_fortran if c.fflags is None else c.fflags
