@@ -33,6 +33,8 @@ class Options:
     constant_limit: int = limits.CONSTANT_LIMIT
     #: The resolved toolchain profile (rosenna.toolchain.Profile); None: the gcc profile.
     toolchain: object = None
+    #: Emit ``<name>_infer_one`` for a per-point plan too (whole-field plans always have it).
+    infer_one: bool = False
     #: verify compiles with $CC / $FC when set (no profile was named on the command line).
     compilers_from_env: bool = True
 
@@ -85,6 +87,7 @@ def build_plan(model_path, options):
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
     passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold)
+    plan.infer_one = options.infer_one
     for count, what in ((plan.nx, "x (one point's inputs)"), (plan.ny, "y (one point's outputs)"),
                         (sum(plan.scratch), "the per-point scratch"), (plan.parameters, "the weights")):
         ir.check_size(count, what)

@@ -93,6 +93,8 @@ class Plan:
     embed: bool
     producer: str = ""
     hash: str = field(default="")
+    #: Asked for ``<name>_infer_one`` although the plan runs per point (``generate --infer-one``).
+    infer_one: bool = False
 
     @property
     def ctype(self):
@@ -120,6 +122,13 @@ class Plan:
         """Whether the plan can run one sample over the whole field (``<name>_infer_one``): not
         with an LSTM or GRU, whose time loop is sequential."""
         return not any(op.op in SEQUENTIAL_OPS for op in self.ops)
+
+    @property
+    def emits_infer_one(self):
+        """Whether the generated files hold ``<name>_infer_one``: for a whole-field plan, whose
+        batch runs it, or on request. A per-point MLP without it is a third of the code (the
+        kernels, buffers and weights of infer_one are not there)."""
+        return self.has_infer_one and (self.path == "whole" or self.infer_one)
 
 
 _IDENT_BAD = re.compile(r"[^a-z0-9_]+")

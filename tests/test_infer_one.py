@@ -73,7 +73,7 @@ end program main
 
 def run_whole(model_path, out, lang, samples=2, seed=0, embed=True):
     """Generate, build and run infer_one and infer_batch; return (plan, x, y_one, y_batch)."""
-    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="both", embed=embed))
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="both", embed=embed, infer_one=True))
     n = plan.name
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (samples, plan.nx)).astype(np.float32)
@@ -139,9 +139,29 @@ def test_small_plan_keeps_the_per_point_batch_and_has_infer_one(tmp_path):
     assert "for (int start = 0; start < n;" in (tmp_path / "gen" / "gemm_big.c").read_text()
 
 
+def test_per_point_plans_get_infer_one_only_on_request(tmp_path):
+    """A per-point MLP's files hold no infer_one (its kernels, buffers and a second copy of the
+    weights in the kernel file) unless generate is given --infer-one; a whole-field plan always."""
+    from rosenna import zoo
+    from rosenna.cli import main
+
+    path = zoo.save("gemm_big", str(tmp_path / "gemm_big.onnx"))
+    sizes = {}
+    for flag in ([], ["--infer-one"]):
+        out = tmp_path / ("with" if flag else "without")
+        assert main(["generate", path, "--out", str(out)] + flag) == 0
+        texts = {f: (out / f).read_text() for f in ("gemm_big.h", "gemm_big.c", "gemm_big_kernel.cu", "gemm_big_model.F90")}
+        assert all(("gemm_big_infer_one" in text) is bool(flag) for text in texts.values()), flag
+        sizes[bool(flag)] = sum(text.count("\n") for text in texts.values())
+    assert sizes[False] < sizes[True]
+    conv = op_models.convnet(tmp_path / "convnet.onnx")
+    assert "convnet_infer_one" in gen.generate(conv, str(tmp_path / "conv"), gen.Options(lang="c"))[0].name + \
+        (tmp_path / "conv" / "convnet.h").read_text()
+
+
 def test_recurrent_plans_have_no_infer_one(tmp_path):
     path = op_models.lstm_cell(tmp_path / "cell.onnx")
-    plan, _ = gen.generate(path, str(tmp_path / "gen"), gen.Options(lang="both"))
+    plan, _ = gen.generate(path, str(tmp_path / "gen"), gen.Options(lang="both", infer_one=True))
     assert not plan.has_infer_one and plan.path == "point"
     assert "infer_one" not in (tmp_path / "gen" / f"{plan.name}.h").read_text()
     assert "infer_one" not in (tmp_path / "gen" / f"{plan.name}_model.F90").read_text()
@@ -210,7 +230,7 @@ def emulate_launches(model_path, out, samples=3, launches=None):
     into buffers for every sample and the C file's weights. Returns (plan, x, y forwards, y
     backwards). A launch holding regions that depend on each other gives a wrong answer in at least
     one order; a sample reading another's intermediates gives a wrong answer."""
-    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True))
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
     launches = parallel.launch_groups(plan) if launches is None else launches

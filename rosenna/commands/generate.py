@@ -28,6 +28,7 @@ def options_from(args):
                                 gpu_arch=getattr(args, "gpu_arch", None))
     return Options.from_profile(profile, lang=args.lang, precision=args.precision, name=getattr(args, "name", None),
                                 embed=getattr(args, "embed", None), dims=parse_dims(args.dim),
+                                infer_one=getattr(args, "infer_one", False),
                                 compilers_from_env=not getattr(args, "toolchain", None))
 
 
@@ -43,6 +44,9 @@ def register(subparsers):
                        help="embed the weights in the source whatever their size")
     group.add_argument("--no-embed", dest="embed", action="store_const", const=False,
                        help="always write a .rwt weights file read by <name>_init")
+    p.add_argument("--infer-one", action="store_true",
+                   help="also emit <name>_infer_one (one sample over the whole field, one parallel loop per op) "
+                        "for a per-point plan; whole-field plans always have it")
     p.set_defaults(func=run, embed=None)
 
 

@@ -49,7 +49,7 @@ def _path(plan):
         return (f"whole-field: scratch above {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
                 f"{plan.name}_infer_one (one parallel loop per op) per sample")
     return (f"per-point: scratch within {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
-            f"{plan.name}_infer per point; {plan.name}_infer_one is there too")
+            f"{plan.name}_infer per point ({plan.name}_infer_one on request: generate --infer-one)")
 
 
 def run(args):

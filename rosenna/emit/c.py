@@ -4,7 +4,7 @@ from rosenna import __version__, abi, plan as planner
 from rosenna.emit import fixed, whole
 from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, resolver, used_scalars
+from rosenna.emit.render import Renderer, count, resolver, used_scalars
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops.
@@ -66,7 +66,7 @@ def runtime_header(native):
 
 def layout_comment(plan):
     """The header comment's lines on the x and y layouts (shared with the kernel file)."""
-    lines = [f" * x: {plan.nx} values per point; y: {plan.ny} values per point."]
+    lines = [f" * x: {count(plan.nx, 'value')} per point; y: {count(plan.ny, 'value')} per point."]
     for kind, slices in (("x", plan.inputs), ("y", plan.outputs)):
         for s in slices:
             lines.append(f" *   {kind}[{s.offset}:{s.offset + s.size}]  {s.ident}  shape {list(s.shape)}")
@@ -150,7 +150,7 @@ def _weights(plan):
     storage = "ROSENNA_CONST" if plan.parameters * plan.itemsize <= CONST_BANK_BYTES else "ROSENNA_CONST_LARGE"
     out = ["#pragma omp declare target"]
     for w in plan.weights:
-        out.append(f"/* {w.ident}: {w.size} values */")
+        out.append(f"/* {w.ident}: {count(w.size, 'value')} */")
         if plan.embed:
             out.append(f"{storage} {t} {symbol(plan, w.ident)}[{w.size}] = {{\n    {_values(plan, w)}\n}};")
         else:
@@ -398,7 +398,7 @@ static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSEN
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
     for (int e = 0; e < {nxm}; ++e)
         for (int p = 0; p < {block}; ++p)
-            xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : ({t})0;
+            xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
 {block_text}
     for (int p = 0; p < count; ++p)
         for (int e = 0; e < {nym}; ++e)

@@ -5,7 +5,7 @@ import re
 from rosenna import abi, plan as planner
 from rosenna.emit import whole
 from rosenna.emit.lang import FORTRAN
-from rosenna.emit.render import Renderer, resolver, used_loop_vars, used_scalars
+from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
 
 MAX_LINE = 132
 VALUES_PER_LINE = 4
@@ -350,7 +350,7 @@ def module(plan, stamp, block):
     width = max(len(f"{n}_status_{key.lower()}") for _, key, _ in abi.STATUS_CODES)
     statuses = "\n".join(f"  integer, parameter, public :: {f'{n}_status_{key.lower()}':<{width}} = {code:>2}  ! {text}"
                          for code, key, text in abi.STATUS_CODES)
-    layout = [f"! x: {plan.nx} values per point; y: {plan.ny} values per point."]
+    layout = [f"! x: {count(plan.nx, 'value')} per point; y: {count(plan.ny, 'value')} per point."]
     for tag, slices in (("x", plan.inputs), ("y", plan.outputs)):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")

@@ -62,6 +62,9 @@ class Lang:
     math_single: dict = field(default_factory=dict)
     math_double: dict = field(default_factory=dict)
     simd: str = ""
+    #: Whether a directive (``simd``) is indented with the code around it: Fortran's ``!$omp`` is;
+    #: C's ``#pragma``, a preprocessor line, starts at the margin like every other in the file.
+    indent_directives: bool = True
     indent: str = "    "
     #: How a weight or buffer is named at file or module scope. C symbols are model-prefixed and
     #: externally visible: offload runtimes map declare-target variables by name (clang-16 will
@@ -121,6 +124,7 @@ C = Lang(
     math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}"},
     math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)"},
     simd="#pragma omp simd",
+    indent_directives=False,
     indent="    ",
     global_name="{model}_{ident}",
 )

@@ -116,6 +116,9 @@ class Renderer:
         repository's AVX-512 host); on AVX2 it is two 256-bit vectors, no slower."""
         return f"{self.lang.simd} simdlen({self.block // 2})" if self.block > 1 else self.lang.simd
 
+    def _directive_pad(self, pad):
+        return pad if self.lang.indent_directives else ""
+
     def _lane_loop(self, stmts, depth):
         """One SIMD loop over half the block's points around a reduction, each statement written
         for point p and point p + block/2: every weight loaded (broadcast) in the dot product then
@@ -123,7 +126,7 @@ class Renderer:
         one vector each took five loads per four FMAs)."""
         pad = self.lang.indent * depth
         half = self.block // 2
-        return ([pad + self.simd(), pad + self.lang.loop_open.format(var=self.POINT, extent=half, last=half - 1)]
+        return ([self._directive_pad(pad) + self.simd(), pad + self.lang.loop_open.format(var=self.POINT, extent=half, last=half - 1)]
                 + self._lines(stmts, depth + 1, in_lane=True) + [pad + self.lang.loop_close])
 
     def _lines(self, stmts, depth, in_lane=False):
@@ -135,7 +138,7 @@ class Renderer:
             if not run:
                 return
             if self.block and not in_lane:
-                out.append(pad + self.simd())
+                out.append(self._directive_pad(pad) + self.simd())
                 out.append(pad + self.lang.loop_open.format(var=self.POINT, extent=self.block, last=self.block - 1))
                 out.extend(pad + self.lang.indent + text for text in run)
                 out.append(pad + self.lang.loop_close)
@@ -250,3 +253,8 @@ def resolver(plan, lang, block=0, whole_field=False):
             ident = lang.symbol(plan.name, ident)
         return ident, offset, kind != "w"
     return resolve
+
+
+def count(n, noun, plural=None):
+    """``1 value``, ``3 values``: a number and its noun, in the generated files' comments."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -71,8 +71,8 @@ DIRECTIVES = {
 
 
 def available(plan):
-    """Whether the plan gets ``<name>_infer_one`` (not with an LSTM or GRU)."""
-    return plan.has_infer_one
+    """Whether the files get ``<name>_infer_one``: see :attr:`rosenna.plan.Plan.emits_infer_one`."""
+    return plan.emits_infer_one
 
 
 def _region_lines(plan, lang, renderer, depth, host=False):

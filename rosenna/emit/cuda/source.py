@@ -67,8 +67,8 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     body = "\n".join(cemit.point_body(plan, renderer))
     # The plan's own weight layout serves the per-point routine, the kinds that read it and
     # infer_one; the per-point function serves the routine and the kinds that call it.
-    point_fn_needed = "1" if base.point_fn else "defined(ROSENNA_DEVICE_ROUTINE)"
-    weights_needed = "1" if _plan_weights_needed(plan, base) else "defined(ROSENNA_DEVICE_ROUTINE)"
+    point_fn_always = base.point_fn
+    weights_always = _plan_weights_needed(plan, base)
 
     parts = [f"""/* {stamp}
  * {n}_kernel.cu: the native batched kernel ({n}_infer_batch) and, compiled with
@@ -83,13 +83,16 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
 #undef ROSENNA_CONST
 #define ROSENNA_CONST {'ROSENNA_CONSTANT_MEMORY' if choice.constant else 'ROSENNA_GLOBAL_MEMORY'}
 """]
+    only_routine = "#if defined(ROSENNA_DEVICE_ROUTINE)\n"
     if plan.weights:
-        parts.append(f"#if {weights_needed}\n/* The weights as the per-point routine reads them (the C file's layout). */")
+        parts.append(("" if weights_always else only_routine)
+                     + "/* The weights as the per-point routine reads them (the C file's layout). */")
         parts.append(_plan_weights(plan))
-        parts.append("#endif")
-    parts.append(f"#if {point_fn_needed}\n/* One point: the same loops as {n}.c's {n}_infer. */\n"
+        if not weights_always:
+            parts.append("#endif")
+    parts.append(("" if point_fn_always else only_routine) + f"/* One point: the same loops as {n}.c's {n}_infer. */\n"
                  f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                 f"{{\n{body}\n}}\n#endif\n")
+                 f"{{\n{body}\n}}\n" + ("" if point_fn_always else "#endif\n"))
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
 /* The per-point routine for the user's own kernels (link them with the device linker). */
 extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
@@ -166,7 +169,7 @@ extern "C" int {n}_routine_upload(const {t} *const *host)
 def _plan_weights_needed(plan, base):
     """Whether the batched kernel file needs the plan's own weight arrays outside
     ``-DROSENNA_DEVICE_ROUTINE``: for a kind that reads them, or for ``<name>_infer_one``."""
-    return base.plan_weights or plan.has_infer_one
+    return base.plan_weights or plan.emits_infer_one
 
 
 def _upload(plan, choice):

@@ -9,7 +9,7 @@ for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infe
 
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, buffer_ident, resolver, used_scalars
+from rosenna.emit.render import Renderer, buffer_ident, count, resolver, used_scalars
 from rosenna.emit.whole import batch_buffer, batch_samples, sample_pointers, sample_resolver
 from rosenna.parallel import launch_groups
 
@@ -31,7 +31,8 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
         lines.append(pad + ("if" if k == 0 else "} else if") + f" ({tid} < {end}l) {{")
         inner = pad + "    "
         shape = " x ".join(str(loop.extent) for loop in m.chain)
-        what = f"{shape} threads" if m.kind == "parallel" else "serial, one thread"
+        what = (f"{shape} threads" if len(m.chain) > 1 else count(m.threads, "thread")) if m.kind == "parallel" \
+            else "serial, one thread"
         lines.append(inner + f"/* {m.op + ', ' if m.op else ''}region {k}: {what} */")
         if m.kind == "parallel":
             index = tid
@@ -82,7 +83,7 @@ def infer_one(plan):
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
     declares in ``__constant__`` or ``__device__`` storage.
     """
-    if not plan.has_infer_one:
+    if not plan.emits_infer_one:
         return ""
     n, t = plan.name, plan.ctype
     samples = batch_samples(plan)
@@ -92,8 +93,7 @@ def infer_one(plan):
     for k, launch in enumerate(launch_groups(plan)):
         total = launch.threads
         notes = "; ".join(launch.notes) or f"launch {k}"
-        regions_note = "1 region" if len(launch.members) == 1 else f"{len(launch.members)} regions"
-        lines = [f"/* {notes} ({regions_note}, {total} threads per sample) */",
+        lines = [f"/* {notes} ({count(len(launch.members), 'region')}, {count(total, 'thread')} per sample) */",
                  (f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_launch{k}(const {t} *ROSENNA_RESTRICT x, "
                   f"{t} *ROSENNA_RESTRICT y, int count)"),
                  "{",
