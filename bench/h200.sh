@@ -3,7 +3,8 @@
 # run it there from the repository root; its results land in results/h200/<date>/ (RESULTS=DIR
 # overrides), which results/README.md indexes. The lead runs these; nothing else touches the GPU.
 #
-#   bash bench/h200.sh prepare          # HERE: build everything the runs below carry (needs rosenna, nvcc)
+#   bash bench/h200.sh prepare          # HERE: build everything the runs below carry (needs nvcc, and rosenna:
+#                                       #   ROSENNA="python -m rosenna" PYTHON=python for a venv)
 #   bash bench/h200.sh confirm          # THERE: one gate + bench run: the generated kernels against
 #                                       #   the per-point routine and PyTorch eager, then the gate on
 #                                       #   gemm_big, mlp128, gemm_small (GCC 12 nvptx and clang-16) and
@@ -74,7 +75,7 @@ prepare)
     make -C bench/study
     bash bench/gen_bench.sh build
     mkdir -p build/probe
-    python3 -c "import sys; sys.path.insert(0, 'tests'); import op_models
+    ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
 op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
     echo "carry: .gpu build (build/bench, build/gen, build/probe)"
     ;;

@@ -122,7 +122,7 @@ def test_convnet_64x64_through_infer_one(tmp_path, lang):
 def test_convnet_file_loaded_infer_one(tmp_path):
     path = op_models.convnet(tmp_path / "convnet.onnx", height=16, width=16)
     out = tmp_path / "gen"
-    plan, _ = gen.generate(path, str(out), gen.Options(lang="c", embed=False))
+    plan, _ = gen.generate(path, str(out), gen.Options(lang="c", embed=False, infer_one=True))
     text = (out / f"{plan.name}.c").read_text()
     assert f"int {plan.name}_infer_one(" in text and "return ROSENNA_STATUS_DEVICE" in text.split("_infer_one(")[-1]
 

@@ -117,15 +117,11 @@ def wrap(line):
     return out
 
 
-def _literals(plan, w):
-    return FORTRAN.weight_literals(w, plan.precision)
-
-
 def _weight_decls(plan):
     out = []
     for w in plan.weights:
         if plan.embed and w.size <= INLINE_LIMIT:
-            lit = _literals(plan, w)
+            lit = FORTRAN.weight_literals(w, plan.precision)
             rows = [", ".join(lit[i:i + VALUES_PER_LINE]) for i in range(0, len(lit), VALUES_PER_LINE)]
             body = ", &\n      ".join(rows)
             out.append(f"  real(rk), protected :: {w.ident}({w.size}) = [ &\n      {body} ]")
@@ -133,7 +129,7 @@ def _weight_decls(plan):
             # file-loaded: zero until <name>_init succeeds (explicitly: -finit-real=nan must not change it)
             out.append(f"  real(rk), protected :: {w.ident}({w.size})" + ("" if plan.embed else " = 0.0_rk"))
             if plan.embed:
-                lit = _literals(plan, w)
+                lit = FORTRAN.weight_literals(w, plan.precision)
                 for start in range(0, w.size, DATA_CHUNK):
                     chunk = lit[start:start + DATA_CHUNK]
                     rows = [", ".join(chunk[i:i + VALUES_PER_LINE]) for i in range(0, len(chunk), VALUES_PER_LINE)]

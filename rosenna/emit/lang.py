@@ -1,5 +1,10 @@
 """Where the languages differ: one table per language, read by the one renderer in render.py.
 
+Numbers are spelled once (:func:`_number`, over :func:`rosenna.loopir.decimal_texts`); a table's
+``literal`` only adds its suffix (``f``, ``_rk``) and its spelling of inf and nan, and
+:meth:`Lang.literals` does the same for whole arrays. Every emitter, the CUDA kernels' packed
+weights included, takes its literals from here.
+
 A table holds syntax (subscripts, loops, statements, comments), the index base, how literals are
 spelled in each precision, and the math-function names. Composite functions (sigmoid) are written
 once, in terms of the table's own ``exp`` and literal one.
@@ -13,21 +18,19 @@ import numpy as np
 from rosenna.loopir import decimal_texts
 
 
+def _number(value, precision):
+    """The one decimal spelling of a finite value (:func:`rosenna.loopir.decimal_texts`): 9 or 17
+    significant digits, reading back to the same bits; the tables add suffixes and special values."""
+    return decimal_texts(np.array([value], np.float32 if precision == "single" else np.float64))[0]
+
+
 def _c_literal(value, precision):
     if math.isnan(value):
         return "NAN" if precision == "single" else "(double)NAN"
     if math.isinf(value):
         text = "INFINITY" if precision == "single" else "(double)INFINITY"
         return text if value > 0 else f"-{text}"
-    if precision == "single":
-        text = f"{float(np.float32(value)):.9g}"
-        suffix = "f"
-    else:
-        text = f"{float(value):.17g}"
-        suffix = ""
-    if not any(ch in text for ch in ".e"):
-        text += ".0"
-    return text + suffix
+    return _number(value, precision) + ("f" if precision == "single" else "")
 
 
 def _f_literal(value, precision):
@@ -38,13 +41,7 @@ def _f_literal(value, precision):
             return f"transfer({bits}_int32, 1.0_{kind})"
         bits = int(np.array([value], np.float64).view(np.int64)[0])
         return f"transfer({bits}_int64, 1.0_{kind})"
-    if precision == "single":
-        text = f"{float(np.float32(value)):.9g}"
-    else:
-        text = f"{float(value):.17g}"
-    if not any(ch in text for ch in ".e"):
-        text += ".0"
-    return f"{text}_{kind}"
+    return f"{_number(value, precision)}_{kind}"
 
 
 @dataclass(frozen=True)

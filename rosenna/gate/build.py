@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 
+from rosenna import toolrun
 from rosenna.errors import BuildError
 from rosenna.gate import harness
 
@@ -22,12 +23,7 @@ class Shell:
 
     def sh(self, argv, cwd=None, env=None, check=True, timeout=900):
         text = shlex.join(argv)
-        try:
-            proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
-            out, rc = proc.stdout + proc.stderr, proc.returncode
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            out, rc = str(exc), -1
+        rc, out = toolrun.execute(argv, cwd, env, timeout)
         self.log.append((text if cwd is None else f"(cd {cwd} && {text})", rc, out[-3000:]))
         if check and rc != 0:
             raise BuildError(f"`{text}` failed with status {rc}: {_last_line(out)}")
