@@ -15,6 +15,12 @@ extern "C" {
 #define GEMM_SMALL_NX 2
 #define GEMM_SMALL_NY 3
 
+/* Where each input and output lies in one point's x and y (elements). */
+#define GEMM_SMALL_X_INPUT_OFFSET 0
+#define GEMM_SMALL_X_INPUT_SIZE 2
+#define GEMM_SMALL_Y_OUTPUT_OFFSET 0
+#define GEMM_SMALL_Y_OUTPUT_SIZE 3
+
 /* One point: reads x[GEMM_SMALL_NX], writes y[GEMM_SMALL_NY]. Callable inside OpenMP target and
    OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes. */
 #pragma omp declare target

@@ -15,6 +15,11 @@ module gemm_small_model
   integer, parameter, public :: gemm_small_rk = real32
   integer, parameter :: rk = gemm_small_rk
   integer, parameter, public :: gemm_small_nx = 2, gemm_small_ny = 3
+  ! Where each input and output lies in one point's x and y: x(off+1:off+size).
+  integer, parameter, public :: gemm_small_x_input_offset = 0
+  integer, parameter, public :: gemm_small_x_input_size = 2
+  integer, parameter, public :: gemm_small_y_output_offset = 0
+  integer, parameter, public :: gemm_small_y_output_size = 3
 
   ! Status codes returned by gemm_small_init and gemm_small_infer_batch.
   integer, parameter, public :: gemm_small_status_ok             =  0  ! success
