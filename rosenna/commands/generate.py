@@ -35,7 +35,9 @@ def options_from(args):
 def register(subparsers):
     p = subparsers.add_parser("generate", help="generate the C library and Fortran module",
                               description="Generate <name>.h/.c/.mk, rosenna_rt.h, <name>_model.F90, "
-                                          "<name>_fortran.mk and, for file-loaded weights, <name>.rwt.")
+                                          "<name>_fortran.mk, <name>Config.cmake, <name>.pc, <name>_fortran.pc "
+                                          "and, for file-loaded weights, <name>.rwt; the build files carry the "
+                                          "toolchain profile's flags for this node (or --target/--gpu-arch).")
     add_model_options(p)
     p.add_argument("--name", help="base name of every file and symbol (default: the model file's stem)")
     p.add_argument("--out", default=".", metavar="DIR", help="output directory (default: current directory)")
