@@ -2,7 +2,7 @@
 per-point loop, C and Fortran, against onnxruntime's session.run over the same points in one batch,
 with the same number of threads.
 
-    python bench/host_batch.py [--model gemm_big] [--points 1000000] [--repeats 5] [--threads N]
+    python bench/host_batch.py [--model gemm_big [mlp128 ...]] [--points 1000000] [--repeats 5] [--threads N]
                                [--cflags "-O3 -march=native"]
 
 Prints ns per point (median of the repeats), each path's time as a fraction of onnxruntime's, and
@@ -134,15 +134,22 @@ def onnxruntime_ns(path, nx, points, repeats, threads, cpu_time=False):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="gemm_big", choices=sorted(zoo.MODELS))
+    ap.add_argument("--model", nargs="+", default=["gemm_big"], choices=sorted(zoo.MODELS),
+                    help="one or more zoo models, measured one after the other in this run")
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cflags", default="-O3 -march=native")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every path (default: all cores)")
     ap.add_argument("--cpu-time", action="store_true", help="process CPU time instead of wall clock (use one thread)")
     args = ap.parse_args(argv)
+    for model in args.model:
+        measure(model, args)
+    return 0
+
+
+def measure(model, args):
     work = tempfile.mkdtemp(prefix="rosenna-bench-")
-    path = zoo.save(args.model, os.path.join(work, "m.onnx"))
+    path = zoo.save(model, os.path.join(work, "m.onnx"))
     plan, _ = generate(path, work, Options(name="m"))
     flags = args.cflags.split() + (["-DCPU_TIME"] if args.cpu_time else [])
     with open(os.path.join(work, "drv.c"), "w") as fh:
@@ -161,7 +168,7 @@ def main(argv=None):
         rows.append((lang, float(out[0]), float(out[1])))
     ort_ns = onnxruntime_ns(path, plan.nx, args.points, args.repeats, args.threads, args.cpu_time)
     clock = "CPU time" if args.cpu_time else "wall clock"
-    print(f"model {args.model}, {args.points} points, {args.threads} threads of {os.cpu_count()} cores, "
+    print(f"model {model}, {args.points} points, {args.threads} threads of {os.cpu_count()} cores, "
           f"cflags {args.cflags}, {clock}, median of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'path':<38} {'ns/point':>9} {'x onnxruntime':>14}")
     print(f"{'onnxruntime session.run (1 batch)':<38} {ort_ns:>9.1f} {1.0:>14.2f}")
@@ -169,7 +176,7 @@ def main(argv=None):
         label = "C" if lang == "c" else "Fortran"
         print(f"{label + ' <name>_infer_batch':<38} {batch:>9.1f} {batch / ort_ns:>14.2f}")
         print(f"{label + ' per-point loop (omp parallel)':<38} {point:>9.1f} {point / ort_ns:>14.2f}")
-    return 0
+    print(flush=True)
 
 
 if __name__ == "__main__":
