@@ -175,3 +175,26 @@ def test_h200_build_integration_script_builds_here(tmp_path):
     assert "PASS" in proc.stdout and (tmp_path / "integration" / "cmake" / "cmake_cuda").exists()
     lines = (tmp_path / "results" / "build-integration" / "cmake-compile-lines.txt").read_text()
     assert "sm_90" in lines
+
+
+def test_another_compiler_than_the_profiles_gets_a_warning_and_cmakes_openmp(model, tmp_path, monkeypatch):
+    """A profile for nvc (not on PATH at generate time, so compared by name): a gcc project gets a
+    warning naming -DCMAKE_C_COMPILER=nvc, none of the profile's flags, and still builds and runs."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "nvsite.yaml").write_text("extends: nvhpc\n")
+    monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(tmp_path / "site"))
+    gen = tmp_path / "gen"
+    assert main(["generate", model("gemm_small"), "--name", "m", "--out", str(gen), "--toolchain", "nvsite",
+                 "--lang", "c"]) == 0
+    src = tmp_path / "solver"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(solver LANGUAGES C)\n"
+        f'find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\n'
+        "add_executable(solver_c main.c)\ntarget_link_libraries(solver_c PRIVATE rosenna::m)\n")
+    (src / "main.c").write_text(MAIN_C)
+    build, cfg, log = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc", "-Dm_BACKEND=omp")
+    assert "-DCMAKE_C_COMPILER=nvc" in cfg and "profile's flags are" in cfg
+    line = compile_line(log, "m.c")
+    assert "-Mnofma" not in line and "-mp=gpu" not in line and "-fopenmp" in line
+    subprocess.run([str(build / "solver_c")], check=True, capture_output=True)

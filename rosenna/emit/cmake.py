@@ -19,8 +19,9 @@ being looked up again at configure time on a different machine.
 The targets are compiled in the solver's build tree by the project's own compilers: Fortran
 module files are specific to the compiler that reads them, so a prebuilt archive could not serve
 every project. The profile's optimisation and offload flags are applied when the project's
-compiler is the profile's (compared by CMake's compiler id); otherwise CMake's own OpenMP flags
-are used and a warning says how to choose the profile's compiler.
+compiler is the profile's (compared by CMake's compiler id when rosenna could ask the profile's
+compiler for its family at generate time, else by the executable's name); otherwise CMake's own
+OpenMP flags are used and a warning says how to choose the profile's compiler.
 """
 
 #: archspec's compiler family (see rosenna.toolchain.detection) -> CMake's compiler ids.
@@ -44,6 +45,12 @@ def _comment(text):
     return " ".join(str(text).split())
 
 
+def _basename(command):
+    """The executable's file name of a compiler command (``/opt/x/bin/nvc -w`` -> ``nvc``)."""
+    first = " ".join(str(command).split()).split(" ")[0]
+    return first.rsplit("/", 1)[-1]
+
+
 def _language_target(n, lang, target, alias, sources, command, family, profile_name):
     """The block defining one library target of language ``lang`` ("C" or "Fortran")."""
     ids = ";".join(CMAKE_IDS.get(family, ()))
@@ -54,7 +61,9 @@ def _language_target(n, lang, target, alias, sources, command, family, profile_n
         f"  add_library({target} STATIC {srcs})",
         f"  add_library(rosenna::{alias} ALIAS {target})",
         f"  set(_rosenna_ids {quote(ids)})",
-        f'  if(_rosenna_ids STREQUAL "" OR ";${{_rosenna_ids}};" MATCHES ";${{CMAKE_{lang}_COMPILER_ID}};")',
+        f'  get_filename_component(_rosenna_cmd "${{CMAKE_{lang}_COMPILER}}" NAME)',
+        f'  if(";${{_rosenna_ids}};" MATCHES ";${{CMAKE_{lang}_COMPILER_ID}};" OR (_rosenna_ids STREQUAL ""',
+        f'     AND _rosenna_cmd STREQUAL {quote(_basename(command))}))',
         f'    separate_arguments(_rosenna_opt UNIX_COMMAND "${{{flags_var}}}")',
         "    foreach(_rosenna_flag IN LISTS _rosenna_opt)",
         f'      target_compile_options({target} PRIVATE "$<$<COMPILE_LANGUAGE:{lang}>:${{_rosenna_flag}}>")',
