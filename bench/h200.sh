@@ -3,12 +3,14 @@
 # run it there from the repository root; its results land in results/h200/<date>/ (RESULTS=DIR
 # overrides), which results/README.md indexes. The lead runs these; nothing else touches the GPU.
 #
-#   bash bench/h200.sh prepare          # HERE: build everything the runs below carry (needs nvcc, and rosenna:
-#                                       #   ROSENNA="python -m rosenna" PYTHON=python for a venv)
+#   bash bench/h200.sh prepare [study]  # HERE: build what the runs below carry (needs nvcc, and rosenna:
+#                                       #   ROSENNA="python -m rosenna" PYTHON=python for a venv): build/gen
+#                                       #   and build/probe; with `study`, the design study's build/bench
 #   bash bench/h200.sh confirm          # THERE: one gate + bench run: the generated kernels against
 #                                       #   the per-point routine and PyTorch eager, then the gate on
 #                                       #   gemm_big, mlp128, gemm_small (GCC 12 nvptx and clang-16) and
-#                                       #   on a whole-field conv net and an LSTM cell. Carry .gpu, build.
+#                                       #   on a whole-field conv net and an LSTM cell (under 10 minutes).
+#                                       #   Carry .gpu, build/gen, build/probe.
 #   bash bench/h200.sh kernels          # THERE: only the generated kernels + PyTorch (carry build/gen)
 #   bash bench/h200.sh gate [MODEL...]  # THERE: only the gate (carry .gpu, build/probe for .onnx models);
 #                                       #   MODELS/CLANG_MODELS/POINTS as below
@@ -16,7 +18,7 @@
 #   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
 #   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
 #                                       #   hand-written variant (LABELS: a comma list filters them, as
-#                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench)
+#                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
 #
 # Gate variables: MODELS (GCC 12 nvptx gate; built-in names or .onnx paths, default gemm_big mlp128
 # gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000).
@@ -72,12 +74,12 @@ whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepar
 
 case "$cmd" in
 prepare)
-    make -C bench/study
+    if [ "${1:-}" = study ]; then make -C bench/study; echo "carry: build/bench"; exit; fi
     bash bench/gen_bench.sh build
     mkdir -p build/probe
     ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
 op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
-    echo "carry: .gpu build (build/bench, build/gen, build/probe)"
+    echo "carry: .gpu build/gen build/probe"
     ;;
 confirm)
     export RESULTS; mkdir -p "$RESULTS"
