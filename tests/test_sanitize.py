@@ -208,7 +208,7 @@ def test_corpus_is_broad(sanitized_run):
     assert sum(label.startswith("edge ") for label in labels) == len(list(hostile())), refused
     assert sorted(label for label, _ in refused if label.startswith("invalid ")) == \
         sorted(f"invalid {label}" for label, _ in invalid())
-    lowered = {plan_op for _, plan in accepted for plan_op, _ in plan.ops}
+    lowered = {planned.op for _, plan in accepted for planned in plan.ops}
     assert len(lowered & set(ops.lowered_ops())) >= 35, sorted(lowered)
 
 
