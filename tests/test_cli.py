@@ -68,8 +68,20 @@ def test_gemm_broadcast_bias_refused(model, tmp_path, capsys):
 
 
 def test_non_float_input(model, tmp_path, capsys):
+    """int64 inputs are held in the working float type (ir.HELD_DTYPES); a string input is refused."""
+    import onnx
+    from onnx import TensorProto, helper
+
     rc, _, err = run_cli(["info", model("int_input")], capsys)
-    assert_refused(rc, err, "input 'x' has element type int64", "float32 or float64")
+    assert rc == 0, err
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "s",
+                              [helper.make_tensor_value_info("x", TensorProto.STRING, [1, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, [1, 2])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.save(proto, str(tmp_path / "s.onnx"))
+    rc, _, err = run_cli(["info", str(tmp_path / "s.onnx")], capsys)
+    assert_refused(rc, err, "input 'x' has element type", "float32 or float64")
 
 
 def test_symbolic_inner_dimension(model, tmp_path, capsys):
