@@ -6,8 +6,9 @@
 #
 #   bash bench/build_integration.sh prepare   # HERE: generate build/integration/gen (gemm_big, sm_90,
 #                                             #   the gcc profile) and expected.txt; carry .gpu build
-#   bash bench/build_integration.sh run       # THERE: needs cmake, nvcc; .gpu/setup.sh gives clang-16
-#                                             #   offload. Logs and a summary in $RESULTS/build-integration/
+#   bash bench/build_integration.sh run       # THERE: needs cmake (CMAKE=path/to/cmake if not on PATH),
+#                                             #   nvcc; .gpu/setup.sh gives clang-16 offload. Logs in
+#                                             #   $RESULTS/build-integration/
 #   bash bench/build_integration.sh host      # HERE: the same builds, the CUDA one compiled and linked
 #                                             #   only, the OpenMP one with gcc on the host (the suite runs it)
 set -eu
@@ -16,6 +17,7 @@ DIR=${DIR:-build/integration}
 RESULTS=${RESULTS:-results/h200/$(date -u +%F)}
 OUT=$RESULTS/build-integration
 SRC=bench/build_integration
+CMAKE=${CMAKE:-cmake}
 
 compare() {  # compare FILE COLUMN: each value against expected.txt, |got-want| <= 1e-5 + 1e-4*|want|
     awk -v col="$2" 'NR == FNR { want[FNR] = $1; n = FNR; next }
@@ -48,10 +50,10 @@ run|host)
     status=0
     if [ "$cmd" = run ]; then
         source .gpu/setup.sh >/dev/null
-        command -v cmake >/dev/null || { echo "no cmake on this machine" | tee "$OUT/summary.txt"; exit 2; }
+        command -v "$CMAKE" >/dev/null || { echo "no cmake on this machine: carry one, run with CMAKE=..."; exit 2; }
     fi
-    cmake -S "$SRC" -B "$DIR/cmake" -DGEN="$(cd "$DIR" && pwd)/gen" -DCMAKE_C_COMPILER=gcc > "$OUT/cmake-configure.log" 2>&1 \
-        && cmake --build "$DIR/cmake" --verbose > "$OUT/cmake-build.log" 2>&1 \
+    "$CMAKE" -S "$SRC" -B "$DIR/cmake" -DGEN="$(cd "$DIR" && pwd)/gen" -DCMAKE_C_COMPILER=gcc > "$OUT/cmake-configure.log" 2>&1 \
+        && "$CMAKE" --build "$DIR/cmake" --verbose > "$OUT/cmake-build.log" 2>&1 \
         || { echo "cmake build FAILED (logs in $OUT)"; exit 1; }
     grep -E "nvcc|gcc" "$OUT/cmake-build.log" | grep -E " -c |-dlink" > "$OUT/cmake-compile-lines.txt" || true
     if [ "$cmd" = run ]; then
@@ -75,6 +77,6 @@ run|host)
     exit $status
     ;;
 *)
-    sed -n '2,13p' "$0"
+    sed -n '2,15p' "$0" | grep '^#'
     ;;
 esac
