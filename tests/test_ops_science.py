@@ -110,6 +110,14 @@ MODELS = {
         [node("Cast", ["w16"], "w", to=F), node("MatMul", ["x", "w"], "m"),
          node("Cast", ["b16"], "b", to=F), node("Add", ["m", "b"], "y")],
         {"x": (1, 3)}, ["y"], {"w16": rand(3, 4).astype(np.float16), "b16": rand(4).astype(np.float16)}),
+    "matmul_runtime_operands": lambda: model(
+        [node("Transpose", ["k"], "kt", perm=[0, 2, 1]), node("MatMul", ["q", "kt"], "s"),
+         node("Softmax", ["s"], "p", axis=-1), node("MatMul", ["p", "v"], "att"),
+         node("MatMul", ["u", "m"], "um"), node("MatMul", ["um", "u"], "bilinear"),
+         node("Einsum", ["q", "k"], "e1", equation="bij,bkj->bik"), node("Einsum", ["m"], "tr", equation="ii"),
+         node("Einsum", ["q", "w"], "e2", equation="bij,jk->bk"), node("Einsum", ["u", "m", "u"], "e3", equation="i,ij,j")],
+        {"q": (2, 3, 4), "k": (2, 5, 4), "v": (2, 5, 6), "u": (3,), "m": (3, 3)},
+        ["att", "bilinear", "e1", "tr", "e2", "e3"], {"w": rand(4, 2)}, opset=17),
     "cast_rounds_in_double": lambda: model(
         [node("Cast", ["x"], "s", to=F), node("Cast", ["s"], "d", to=D), node("Sub", ["x", "d"], "y"),
          node("Cast", ["x"], "z", to=TensorProto.INT64)],

@@ -104,7 +104,7 @@ class Decoder2d(nn.Module):
 
 
 class FourierFeatures(nn.Module):
-    """Sin/Cos Fourier features, Abs, Pow, Reciprocal, Floor, Ceil, Sign, Where with masks."""
+    """Sin/Cos Fourier features (through Einsum), Abs, Pow, Reciprocal, Floor, Ceil, Sign, Where with masks."""
 
     def __init__(self):
         super().__init__()
@@ -113,7 +113,7 @@ class FourierFeatures(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(16, 12), nn.SiLU(), nn.Linear(12, 4))
 
     def forward(self, x):  # x: [1, 3]
-        p = x @ self.B
+        p = torch.einsum("bi,ij->bj", x, self.B)
         h = self.mlp(torch.cat([torch.sin(p), torch.cos(p)], dim=-1))
         r = torch.where(h > 0, h.abs() ** 1.5, 1.0 / (1.0 + h * h)) + torch.floor(3 * h) * 0.1
         return torch.where((h < 0.2) & (h > -0.2), torch.sign(h) * torch.ceil(h * 4), r)

@@ -9,6 +9,7 @@ from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing
 _OPS = (
     gemm.Gemm,
     matmul.MatMul,
+    matmul.Einsum,
     elementwise.Add,
     elementwise.Sub,
     elementwise.Mul,

@@ -1,14 +1,14 @@
-"""MatMul with one constant operand: ``Y[..., m, n] = sum_k A[..., m, k] * B[k, n]`` (numpy rules).
+"""MatMul: ``Y[..., m, n] = sum_k A[..., m, k] * B[k, n]`` (numpy rules, batch axes broadcast).
 
-Either operand may be the constant, which must be rank 1 or 2; the runtime operand may have
-leading batch axes. A rank-2 runtime A times a constant B is rewritten to Gemm by the
-``matmul_to_gemm`` pass, so this lowering serves the remaining forms. Both operands computed at
-run time are refused.
+Either operand may be a constant, which must then be rank 1 or 2; both may be computed at run time
+(per-point bilinear forms, attention-like blocks), with any batch axes. A rank-2 runtime A times a
+constant B is rewritten to Gemm by the ``matmul_to_gemm`` pass, so this lowering serves the
+remaining forms.
 """
 
 import numpy as np
 
-from rosenna.loopir import Num, Ref, Var, mul
+from rosenna.loopir import Num, Ref, Var, flat_index, mul
 from rosenna.ops.base import Op, broadcast_errors
 
 
@@ -48,8 +48,8 @@ class MatMul(Op):
 
     def check(self, node, graph):
         a_const, b_const = (graph.is_const(n) for n in node.inputs[:2])
-        if not (a_const or b_const):
-            return ["both operands are computed at run time; rosenna needs one of them constant"]
+        if not (a_const or b_const):  # per-point bilinear forms, attention-like products
+            return []
         const = node.inputs[1] if b_const else node.inputs[0]
         if len(graph.shape_of(const)) > 2:
             return [f"the constant operand has rank {len(graph.shape_of(const))}; rosenna takes rank 1 or 2"]
@@ -86,3 +86,81 @@ def _index(batch_idx, last_two, batch_shape, shape):
     total = broadcast_index(batch_idx, batch_shape, shape[:lead]) if lead else 0
     inner = flat_index(last_two, shape[-2:])
     return inner + (total * (shape[-2] * shape[-1]) if lead else 0)
+
+
+class Einsum(Op):
+    """Einsum: products of the operands summed over the labels the output does not keep."""
+
+    name = "Einsum"
+    attributes = {"equation": None}
+
+    def _parse(self, node):
+        """``(operand label strings, output labels)``, or None for a form rosenna does not take."""
+        equation = str(self.attr(node, "equation") or "").replace(" ", "")
+        if "..." in equation or not equation:
+            return None
+        lhs, arrow, rhs = equation.partition("->")
+        terms = lhs.split(",")
+        labels = "".join(terms)
+        if not arrow:  # implicit output: the labels that appear once, alphabetically
+            rhs = "".join(sorted(label for label in set(labels) if labels.count(label) == 1))
+        if not all(t.isalpha() or t == "" for t in terms + [rhs]) or len(set(rhs)) != len(rhs) or \
+                not set(rhs) <= set(labels):
+            return None
+        return terms, rhs
+
+    def _sizes(self, node, graph):
+        terms, _ = self._parse(node)
+        sizes = {}
+        for term, name in zip(terms, node.inputs):
+            for label, dim in zip(term, graph.shape_of(name)):
+                sizes[label] = max(sizes.get(label, 1), dim)
+        return sizes
+
+    def evaluate(self, node, inputs):
+        return [np.asarray(np.einsum(str(self.attr(node, "equation")), *inputs))]
+
+    def shape(self, node, graph):
+        _, rhs = self._parse(node)
+        sizes = self._sizes(node, graph)
+        return [tuple(sizes[label] for label in rhs)]
+
+    def check(self, node, graph):
+        parsed = self._parse(node)
+        if parsed is None:
+            return [f"equation {self.attr(node, 'equation')!r}: rosenna takes explicit labels (no '...')"]
+        terms, _ = parsed
+        if len(terms) != len([n for n in node.inputs if n]) or any(
+                len(t) != len(graph.shape_of(n)) for t, n in zip(terms, node.inputs)):
+            return [f"equation {self.attr(node, 'equation')!r} does not match the operands' ranks"]
+        return []
+
+    def lower(self, node, graph, b):
+        terms, rhs = self._parse(node)
+        sizes = self._sizes(node, graph)
+        seen = "".join(terms)
+        summed = [label for i, label in enumerate(seen) if label not in rhs and label not in seen[:i]]
+        out_shape = tuple(sizes[label] for label in rhs)
+        acc = Var("acc")
+
+        def product(index):
+            expr = None
+            for term, name in zip(terms, node.inputs):
+                shape = graph.shape_of(name)
+                # a broadcast (size-1) axis reads element 0
+                ref = Ref(name, flat_index([index[l] if d != 1 else 0 for l, d in zip(term, shape)], shape))
+                expr = ref if expr is None else mul(expr, ref)
+            return expr
+
+        def body(out_idx):
+            index = dict(zip(rhs, out_idx))
+            target = Ref(node.outputs[0], flat_index(out_idx, out_shape))
+            if not summed:
+                b.assign(target, product(index))
+                return
+            b.assign(acc, Num(0.0))
+            b.nest([sizes[label] for label in summed],
+                   lambda s_idx: b.assign(acc, product({**index, **dict(zip(summed, s_idx))}), accumulate=True))
+            b.assign(target, acc)
+
+        b.nest(out_shape, body)
