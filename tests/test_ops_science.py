@@ -118,6 +118,16 @@ MODELS = {
          node("Einsum", ["q", "w"], "e2", equation="bij,jk->bk"), node("Einsum", ["u", "m", "u"], "e3", equation="i,ij,j")],
         {"q": (2, 3, 4), "k": (2, 5, 4), "v": (2, 5, 6), "u": (3,), "m": (3, 3)},
         ["att", "bilinear", "e1", "tr", "e2", "e3"], {"w": rand(4, 2)}, opset=17),
+    "recurrent_activations_clip_input_forget": lambda: model(
+        [node("LSTM", ["x", "W", "R", "B"], ["y", "yh", "yc"], hidden_size=3, clip=0.7, input_forget=1,
+              activations=["HardSigmoid", "LeakyRelu", "Softsign"], activation_alpha=[0.3, 0.2],
+              activation_beta=[0.4]),
+         node("GRU", ["x", "Wg", "Rg", "Bg"], ["gy", "gyh"], hidden_size=2, direction="bidirectional", clip=0.9,
+              activations=["Sigmoid", "ScaledTanh", "Affine", "Tanh"], activation_alpha=[1.5, 0.5],
+              activation_beta=[0.8, 0.1], linear_before_reset=1)],
+        {"x": (4, 1, 2)}, ["y", "yh", "yc", "gy", "gyh"],
+        {"W": rand(1, 12, 2), "R": rand(1, 12, 3), "B": rand(1, 24, scale=0.2), "Wg": rand(2, 6, 2),
+         "Rg": rand(2, 6, 2), "Bg": rand(2, 12, scale=0.2)}),
     "cast_rounds_in_double": lambda: model(
         [node("Cast", ["x"], "s", to=F), node("Cast", ["s"], "d", to=D), node("Sub", ["x", "d"], "y"),
          node("Cast", ["x"], "z", to=TensorProto.INT64)],

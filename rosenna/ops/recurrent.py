@@ -1,4 +1,4 @@
-"""LSTM and GRU: layout 0, default activations, forward, reverse or bidirectional.
+"""LSTM and GRU: layout 0, forward, reverse or bidirectional, any activations, clip, input_forget.
 
 LSTM (gates i, o, f, c in ONNX's order; P the optional peepholes):
 
@@ -26,18 +26,52 @@ Y_c; a GRU uses Y_h for the reset gate r of the current step (linear_before_rese
 r before any n) and fills it with the last h at the end. Both biases are added once, summed at
 generation time, after the dot products.
 
+Activations (f, g and for LSTM h, per direction) may be any of ONNX's recurrent activations
+(Sigmoid, Tanh, Relu, LeakyRelu, ThresholdedRelu, Elu, HardSigmoid, Affine, ScaledTanh, Softsign,
+Softplus), taking ``activation_alpha``/``activation_beta`` in order with ONNX's defaults; ``clip``
+bounds the input of every gate activation to [-clip, clip] (the cell's output activation h is not
+clipped); LSTM ``input_forget=1`` uses 1 - i as the forget gate.
+
 Limits, refused with a reason: layout=1, sequence_lens (unless it is a constant equal to the
-sequence length everywhere), activations other than the defaults, clip, LSTM input_forget=1.
+sequence length everywhere).
 Deviation: Wb + Rb is summed in float64 and rounded once.
 """
 
 import numpy as np
 
 from rosenna.ir import Value
-from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Var, add, mul
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, add, mul
 from rosenna.ops.base import Op, const_input, onnx_ints
 
 _DEFAULT_ACTS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"]}
+
+#: ONNX's recurrent activations: name -> (number of alphas, number of betas, their defaults)
+_ACTIVATIONS = {"sigmoid": (), "tanh": (), "relu": (), "softsign": (), "softplus": (), "leakyrelu": (0.01,),
+                "thresholdedrelu": (1.0,), "elu": (1.0,), "hardsigmoid": (0.2, 0.5), "affine": (1.0, 0.0),
+                "scaledtanh": (1.0, 1.0)}
+
+
+def _activation(name, alpha, beta):
+    """The kernel expression builder of one recurrent activation with its alpha and beta."""
+    from rosenna import ops
+
+    def build(x):
+        if name == "sigmoid":
+            return Fn("sigmoid", (x,))
+        if name == "tanh":
+            return Fn("tanh", (x,))
+        if name == "relu":
+            return Select(x, Num(0.0), x, Num(0.0))
+        if name == "thresholdedrelu":
+            return Select(x, Num(alpha), x, Num(0.0))
+        if name == "affine":
+            return add(mul(Num(alpha), x), Num(beta))
+        if name == "scaledtanh":
+            return mul(Num(alpha), Fn("tanh", (mul(Num(beta), x),)))
+        op = {"softsign": "Softsign", "softplus": "Softplus", "leakyrelu": "LeakyRelu", "elu": "Elu",
+              "hardsigmoid": "HardSigmoid"}[name]
+        return ops.REGISTRY[op].expr({"alpha": alpha, "beta": beta}, x)
+    return build
 
 
 class _Recurrent(Op):
@@ -48,6 +82,31 @@ class _Recurrent(Op):
 
     def _dirs(self, node):
         return 2 if self._direction(node) == "bidirectional" else 1
+
+    def _acts(self, node, d, clipped=True):
+        """The activations (f, g[, h]) of direction ``d``, each with ``clip`` applied to its input
+        (unless ``clipped`` is False)."""
+        names = self.attr(node, "activations")
+        per = len(_DEFAULT_ACTS[self.name])
+        names = [(a.decode() if isinstance(a, bytes) else a).lower() for a in names] if names is not None \
+            else _DEFAULT_ACTS[self.name] * self._dirs(node)
+        alphas = list(self.attr(node, "activation_alpha") or [])
+        betas = list(self.attr(node, "activation_beta") or [])
+        built = []
+        for name in names:  # alphas and betas are taken in order by the activations that have them
+            defaults = _ACTIVATIONS[name]
+            alpha = (alphas.pop(0) if alphas else defaults[0]) if len(defaults) > 0 else None
+            beta = (betas.pop(0) if betas else defaults[1]) if len(defaults) > 1 else None
+            built.append(_activation(name, alpha, beta))
+        clip = self.attr(node, "clip") if clipped else None
+
+        def with_clip(fn):
+            if clip is None:
+                return fn
+            c = float(clip)
+            return lambda x: fn(Select(x, Num(c), Num(c), Select(Num(-c), x, Num(-c), x)))
+
+        return [with_clip(fn) for fn in built[d * per:(d + 1) * per]]
 
     def _direction(self, node):
         d = self.attr(node, "direction")
@@ -73,12 +132,10 @@ class _Recurrent(Op):
         acts = self.attr(node, "activations")
         if acts is not None:
             names = [a.decode() if isinstance(a, bytes) else a for a in acts]
-            if [a.lower() for a in names] != _DEFAULT_ACTS[self.name] * self._dirs(node):
-                problems.append(f"activations {names}: rosenna supports the defaults only")
-        if self.attr(node, "clip") is not None:
-            problems.append("clip is not supported")
-        if self.name == "LSTM" and self.attr(node, "input_forget"):
-            problems.append("input_forget=1 is not supported")
+            unknown = [a for a in names if a.lower() not in _ACTIVATIONS]
+            if unknown or len(names) != len(_DEFAULT_ACTS[self.name]) * self._dirs(node):
+                problems.append(f"activations {names}: rosenna takes {len(_DEFAULT_ACTS[self.name])} per direction "
+                                f"from {', '.join(sorted(_ACTIVATIONS))}")
         for position, what in ((1, "W"), (2, "R"), (3, "B"), (7, "P")):
             if len(node.inputs) > position and node.inputs[position] and not graph.is_const(node.inputs[position]):
                 problems.append(f"{what} is computed at run time; rosenna needs it constant")
@@ -193,14 +250,6 @@ class _Recurrent(Op):
         b.loop(hidden, over_h)
 
 
-def _sigmoid(e):
-    return Fn("sigmoid", (e,))
-
-
-def _tanh(e):
-    return Fn("tanh", (e,))
-
-
 class LSTM(_Recurrent):
     name = "LSTM"
     gates = 4
@@ -215,6 +264,8 @@ class LSTM(_Recurrent):
         bias, peep, yc = node.inputs[3], node.inputs[7], node.outputs[2]
         accs = {g: Var(f"a{name}") for g, name in enumerate("iofc")}
         cvar, gi, gf = Var("cell"), Var("gi"), Var("gf")
+        f, g, _ = self._acts(node, d)
+        h = self._acts(node, d, clipped=False)[2]  # clip bounds the gates' inputs, not the cell's
 
         def unit(j):
             self._dot(b, accs, node, graph, d, t, bi, prev_ref, lambda g: Idx.of(j) + g * hidden)
@@ -226,12 +277,15 @@ class LSTM(_Recurrent):
             def peephole(e, k, c):
                 return add(e, mul(Ref(peep, Idx.of(j) + (d * 3 + k) * hidden), c)) if peep else e
 
-            b.assign(gi, _sigmoid(peephole(pre(0), 0, cref)))
-            b.assign(gf, _sigmoid(peephole(pre(2), 2, cref)))
-            b.assign(cvar, add(mul(gf, cref), mul(gi, _tanh(pre(3)))))
+            b.assign(gi, f(peephole(pre(0), 0, cref)))
+            if self.attr(node, "input_forget"):  # the forget gate coupled to the input gate
+                b.assign(gf, Bin("-", Num(1.0), gi))
+            else:
+                b.assign(gf, f(peephole(pre(2), 2, cref)))
+            b.assign(cvar, add(mul(gf, cref), mul(gi, g(pre(3)))))
             b.assign(cref, cvar)
-            out_gate = _sigmoid(peephole(pre(1), 1, cvar))
-            b.assign(Ref(node.outputs[0], y_at(t, d, bi, j)), mul(out_gate, _tanh(cvar)))
+            out_gate = f(peephole(pre(1), 1, cvar))
+            b.assign(Ref(node.outputs[0], y_at(t, d, bi, j)), mul(out_gate, h(cvar)))
 
         b.loop(hidden, unit)
 
@@ -252,9 +306,11 @@ class GRU(_Recurrent):
         # the reset gate of every unit first
         ar = Var("ar")
 
+        f = self._acts(node, d)[0]
+
         def reset(k):
             self._dot(b, {1: ar}, node, graph, d, t, bi, prev_ref, lambda g: Idx.of(k) + g * hidden)
-            b.assign(Ref(rbuf, s_at(d, bi, k)), _sigmoid(add(ar, bias_ref(1, k))))
+            b.assign(Ref(rbuf, s_at(d, bi, k)), f(add(ar, bias_ref(1, k))))
 
         b.loop(hidden, reset)
         az, ax, ah = Var("az"), Var("ax"), Var("ah")
@@ -285,11 +341,12 @@ class GRU(_Recurrent):
         b.loop(inputs, over_x)
         b.loop(hidden, over_h)
         z = Var("gz")
-        b.assign(z, _sigmoid(add(az, bias_ref(0, j))))
+        f, g = self._acts(node, d)
+        b.assign(z, f(add(az, bias_ref(0, j))))
         if before:
             rj = Ref(rbuf, (Idx.of(d) * batch + bi) * hidden + j)
-            cand = _tanh(add(add(ax, bias_ref(2, j)), mul(rj, add(ah, bias_ref(3, j)))))
+            cand = g(add(add(ax, bias_ref(2, j)), mul(rj, add(ah, bias_ref(3, j)))))
         else:
-            cand = _tanh(add(add(ax, ah), bias_ref(2, j)))
+            cand = g(add(add(ax, ah), bias_ref(2, j)))
         new = add(mul(Bin("-", Num(1.0), z), cand), mul(z, prev_ref(bi, j)))
         b.assign(Ref(node.outputs[0], y_at(t, d, bi, j)), new)
