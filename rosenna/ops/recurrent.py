@@ -1,4 +1,4 @@
-"""LSTM and GRU: layout 0, forward, reverse or bidirectional, any activations, clip, input_forget.
+"""LSTM and GRU: layout 0 or 1, forward, reverse or bidirectional, any activations, clip, input_forget.
 
 LSTM (gates i, o, f, c in ONNX's order; P the optional peepholes):
 
@@ -32,8 +32,11 @@ Softplus), taking ``activation_alpha``/``activation_beta`` in order with ONNX's 
 bounds the input of every gate activation to [-clip, clip] (the cell's output activation h is not
 clipped); LSTM ``input_forget=1`` uses 1 - i as the forget gate.
 
-Limits, refused with a reason: layout=1, sequence_lens (unless it is a constant equal to the
-sequence length everywhere).
+``layout=1`` (batch first: X [batch, seq, input], Y [batch, seq, dirs, hidden], states [batch,
+dirs, hidden]) changes only the index arithmetic.
+
+Limits, refused with a reason: sequence_lens (unless it is a constant equal to the sequence length
+everywhere).
 Deviation: Wb + Rb is summed in float64 and rounded once.
 """
 
@@ -115,18 +118,41 @@ class _Recurrent(Op):
     def _hidden(self, node, graph):
         return graph.shape_of(node.inputs[2])[-1]
 
-    def shape(self, node, graph):
-        seq, batch, _ = graph.shape_of(node.inputs[0])
+    def _dims(self, node, graph):
+        """``(seq, batch, inputs)`` of X, in either layout."""
+        shape = graph.shape_of(node.inputs[0])
+        return (shape[1], shape[0], shape[2]) if self.attr(node, "layout") else tuple(shape)
+
+    def _shapes(self, node, graph):
+        """Y, Y_h and Y_c shapes: [seq, dirs, batch, hidden] and [dirs, batch, hidden] in layout 0,
+        [batch, seq, dirs, hidden] and [batch, dirs, hidden] in layout 1 (batch first)."""
+        seq, batch, _ = self._dims(node, graph)
         dirs, hidden = self._dirs(node), self._hidden(node, graph)
-        shapes = [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
-        return shapes[:len(node.outputs)]
+        if self.attr(node, "layout"):
+            return [(batch, seq, dirs, hidden), (batch, dirs, hidden), (batch, dirs, hidden)]
+        return [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
+
+    def _x_at(self, node, graph, t, bi, k):
+        seq, batch, inputs = self._dims(node, graph)
+        if self.attr(node, "layout"):
+            return (Idx.of(bi) * seq + t) * inputs + k
+        return (Idx.of(t) * batch + bi) * inputs + k
+
+    def _s_at(self, node, graph, d, bi, j):
+        """Index of unit j of sample bi, direction d, in Y_h, Y_c, initial_h and initial_c."""
+        _, batch, _ = self._dims(node, graph)
+        dirs, hidden = self._dirs(node), self._hidden(node, graph)
+        if self.attr(node, "layout"):
+            return (Idx.of(bi) * dirs + d) * hidden + j
+        return (Idx.of(d) * batch + bi) * hidden + j
+
+    def shape(self, node, graph):
+        return self._shapes(node, graph)[:len(node.outputs)]
 
     def check(self, node, graph):
         problems = []
         if len(graph.shape_of(node.inputs[0])) != 3:
             return ["X must have rank 3 [seq_length, batch_size, input_size]"]
-        if self.attr(node, "layout") != 0:
-            problems.append("layout=1 (batch-first) is not supported; export with layout 0")
         if self._direction(node) not in ("forward", "reverse", "bidirectional"):
             problems.append(f"direction={self._direction(node)!r} is not an ONNX value")
         acts = self.attr(node, "activations")
@@ -141,7 +167,7 @@ class _Recurrent(Op):
                 problems.append(f"{what} is computed at run time; rosenna needs it constant")
         if len(node.inputs) > 4 and node.inputs[4]:
             lens = const_input(graph, node, 4)
-            seq = graph.shape_of(node.inputs[0])[0]
+            seq = self._dims(node, graph)[0]
             if lens is None or any(v != seq for v in onnx_ints(lens)):
                 problems.append("sequence_lens is given and not the full sequence length everywhere")
         return problems
@@ -150,7 +176,6 @@ class _Recurrent(Op):
         """Sum the biases, give the node every state input and output (see the module docstring)."""
         if node.attrs.get("_canonical"):
             return
-        seq, batch, _ = graph.shape_of(node.inputs[0])
         dirs, hidden, gates = self._dirs(node), self._hidden(node, graph), self.gates
         dtype = graph.weights[node.inputs[1]].dtype
         inputs = list(node.inputs) + [""] * (8 - len(node.inputs))
@@ -170,11 +195,11 @@ class _Recurrent(Op):
         for position in (5, 6):
             if not inputs[position] and (position == 5 or self.name == "LSTM"):
                 zero = graph.new_name(node.name + ("_h0" if position == 5 else "_c0"))
-                graph.weights[zero] = np.zeros((dirs, batch, hidden), dtype)
+                graph.weights[zero] = np.zeros(self._shapes(node, graph)[1], dtype)
                 inputs[position] = zero
         node.inputs = inputs
         outputs = list(node.outputs) + [""] * (3 - len(node.outputs))
-        shapes = [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
+        shapes = self._shapes(node, graph)
         count = 3 if self.name == "LSTM" else 2
         for k in range(count):
             if not outputs[k]:
@@ -187,22 +212,25 @@ class _Recurrent(Op):
     def _steps(self, node, graph, d):
         """Time steps of direction ``d`` as ``(first_t, later)``: the first step's time index, and
         (count, t as an Idx of the loop var, previous t) for the rest."""
-        seq = graph.shape_of(node.inputs[0])[0]
+        seq = self._dims(node, graph)[0]
         reverse = self._direction(node) == "reverse" or d == 1
         if not reverse:
             return 0, (seq - 1, lambda i: Idx.of(i) + 1, lambda i: Idx.of(i))
         return seq - 1, (seq - 1, lambda i: Idx.of(i) * -1 + (seq - 2), lambda i: Idx.of(i) * -1 + (seq - 1))
 
     def lower(self, node, graph, b):
-        seq, batch, _ = graph.shape_of(node.inputs[0])
+        seq, batch, _ = self._dims(node, graph)
         dirs, hidden = self._dirs(node), self._hidden(node, graph)
         y = node.outputs[0]
+        batch_first = bool(self.attr(node, "layout"))
 
         def y_at(t, d, bi, j):
+            if batch_first:
+                return ((Idx.of(bi) * seq + t) * dirs + d) * hidden + j
             return ((Idx.of(t) * dirs + d) * batch + bi) * hidden + j
 
         def s_at(d, bi, j):
-            return (Idx.of(d) * batch + bi) * hidden + j
+            return self._s_at(node, graph, d, bi, j)
 
         for d in range(dirs):
             first, (count, t_of, prev_of) = self._steps(node, graph, d)
@@ -229,7 +257,7 @@ class _Recurrent(Op):
 
     def _dot(self, b, accs, node, graph, d, t, bi, prev_ref, rows_of):
         """``accs[g] += W[d, rows_of(g)] . X[t, bi] + R[d, rows_of(g)] . h`` for every gate g."""
-        _, batch, inputs = graph.shape_of(node.inputs[0])
+        _, batch, inputs = self._dims(node, graph)
         hidden = self._hidden(node, graph)
         w, r = node.inputs[1], node.inputs[2]
         gates = self.gates
@@ -237,7 +265,7 @@ class _Recurrent(Op):
             b.assign(acc, Num(0.0))
 
         def over_x(k):
-            xk = Ref(node.inputs[0], (Idx.of(t) * batch + bi) * inputs + k)
+            xk = Ref(node.inputs[0], self._x_at(node, graph, t, bi, k))
             for g, acc in accs.items():
                 b.assign(acc, mul(Ref(w, (Idx.of(rows_of(g)) + d * gates * hidden) * inputs + k), xk), accumulate=True)
 
@@ -319,7 +347,7 @@ class GRU(_Recurrent):
                                             rbuf, y_at, s_at))
 
     def _unit(self, node, graph, b, d, t, bi, prev_ref, j, az, ax, ah, before, bias_ref, rbuf, y_at, s_at):
-        _, batch, inputs = graph.shape_of(node.inputs[0])
+        _, batch, inputs = self._dims(node, graph)
         hidden = self._hidden(node, graph)
         w, r = node.inputs[1], node.inputs[2]
         row_z = Idx.of(j) + d * 3 * hidden
@@ -328,14 +356,14 @@ class GRU(_Recurrent):
             b.assign(acc, Num(0.0))
 
         def over_x(k):
-            xk = Ref(node.inputs[0], (Idx.of(t) * batch + bi) * inputs + k)
+            xk = Ref(node.inputs[0], self._x_at(node, graph, t, bi, k))
             b.assign(az, mul(Ref(w, row_z * inputs + k), xk), accumulate=True)
             b.assign(ax, mul(Ref(w, row_h * inputs + k), xk), accumulate=True)
 
         def over_h(k):
             hk = prev_ref(bi, k)
             b.assign(az, mul(Ref(r, row_z * hidden + k), hk), accumulate=True)
-            h_term = hk if before else mul(Ref(rbuf, Idx.of(d * batch) * hidden + Idx.of(bi) * hidden + k), hk)
+            h_term = hk if before else mul(Ref(rbuf, s_at(d, bi, k)), hk)
             b.assign(ah, mul(Ref(r, row_h * hidden + k), h_term), accumulate=True)
 
         b.loop(inputs, over_x)
@@ -344,7 +372,7 @@ class GRU(_Recurrent):
         f, g = self._acts(node, d)
         b.assign(z, f(add(az, bias_ref(0, j))))
         if before:
-            rj = Ref(rbuf, (Idx.of(d) * batch + bi) * hidden + j)
+            rj = Ref(rbuf, s_at(d, bi, j))
             cand = g(add(add(ax, bias_ref(2, j)), mul(rj, add(ah, bias_ref(3, j)))))
         else:
             cand = g(add(add(ax, ah), bias_ref(2, j)))
