@@ -8,6 +8,7 @@ parser and sets ``func`` (``args -> int``) as the parser default. Library code r
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from rosenna import __version__
@@ -53,6 +54,10 @@ def subparsers_of(parser):
     return []
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = build_parser()
@@ -61,6 +66,8 @@ def main(argv=None):
         print(f"rosenna: error: give a command: {', '.join(subparsers_of(parser))}\nhint: rosenna --help",
               file=sys.stderr)
         return 2
+    if argv is None:  # the real command line: a kill (SIGTERM) unwinds like Ctrl-C, so work folders go
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
     except RosennaError as exc:

@@ -254,3 +254,23 @@ def test_cast_between_float_types_rounds(tmp_path, capsys):
     assert rc == 0, out + err
     rc, out, err = _run(["verify", cast_model("widen", f, d), "--lang", "c", "--cases", "4"], capsys)
     assert rc == 0, out + err
+
+
+def test_killed_verify_removes_its_folder(model, tmp_path):
+    """SIGTERM (a batch system's kill, a killed test run) unwinds like Ctrl-C: the folder goes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "rosenna", "verify", model("gemm_big"), "--cases", "2"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not list(tmp_path.glob("rosenna-verify-*/*.c")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "verify ended before it could be killed"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err, err
+    assert not list(tmp_path.glob("rosenna-verify-*")), err
