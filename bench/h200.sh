@@ -36,7 +36,7 @@ machine() {
 }
 
 gate() {  # gate [args of rosenna gpu-gate]
-    PYTHONPATH=$PWD python3 -c 'import argparse, sys
+    PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -c 'import argparse, sys
 from rosenna.commands import gpu_gate
 p = argparse.ArgumentParser(); s = p.add_subparsers(dest="command"); gpu_gate.register(s)
 a = p.parse_args(["gpu-gate"] + sys.argv[1:]); sys.exit(a.func(a))' "$@"
