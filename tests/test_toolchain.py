@@ -539,7 +539,7 @@ def test_archspec_too_old_compiler_is_reported(env):
 
 def choose(env):
     catalog = catalog_of()
-    from rosenna.toolchain.profile import compiler_commands
+    from rosenna.toolchain.resolution import compiler_commands
 
     return select(catalog, detect(compiler_commands(catalog)))
 

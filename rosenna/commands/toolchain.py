@@ -7,7 +7,8 @@ from rosenna import toolchain
 from rosenna.errors import ToolchainError
 from rosenna.toolchain.catalog import BrokenFile, Catalog, read_profile
 from rosenna.toolchain.schema import ProfileError
-from rosenna.toolchain.profile import build, compiler_commands
+from rosenna.toolchain.profile import build
+from rosenna.toolchain.resolution import compiler_commands
 
 
 def register(subparsers):

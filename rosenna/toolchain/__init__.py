@@ -3,7 +3,7 @@
 A profile is a YAML file (see docs/toolchains.md for the keys). This package finds profiles on a
 search path (:mod:`.catalog`), validates them with a JSON schema (:mod:`.schema`), detects the node
 (:mod:`.detection`: archspec for the CPU, nvidia-smi / rocm_agent_enumerator / rocminfo / sycl-ls for
-GPUs, compilers on PATH), chooses one (:mod:`.select`) and resolves it (:mod:`.profile`).
+GPUs, compilers on PATH), chooses one (:mod:`.select`), builds the resolved profile (:mod:`.profile`); :mod:`.resolution` ties them together.
 
 The public entry point is :func:`resolve`::
 
@@ -15,7 +15,8 @@ The public entry point is :func:`resolve`::
 
 from rosenna.toolchain.catalog import Catalog, search_path
 from rosenna.toolchain.detection import Detection, Gpu, detect
-from rosenna.toolchain.profile import GpuTarget, Profile, resolve
+from rosenna.toolchain.profile import GpuTarget, Profile
+from rosenna.toolchain.resolution import resolve
 from rosenna.toolchain.select import Selection, select
 
 __all__ = [
