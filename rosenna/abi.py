@@ -19,8 +19,8 @@
       (end of file)
 
 - ``RWT_CHECKS``: what a reader checks, in order, and the status of each failure. The C and the
-  Fortran reader are both generated from this one table (``rosenna.emit.c._reader``,
-  ``rosenna.emit.fortran._reader``), and docs/weights-format.md lists it.
+  Fortran reader are both generated from this one table (``rosenna.emit.c_reader``,
+  ``rosenna.emit.fortran_reader``), and docs/weights-format.md lists it.
 """
 
 from dataclasses import dataclass

@@ -19,8 +19,6 @@ KNOWN_CIRCLES = {}
 #: Modules over MAX_LINES when this test was written, each with who splits it (same rules).
 KNOWN_LONG = {
     "rosenna/conformance.py": "the node-test runner and its report (issue 16)",
-    "rosenna/emit/c.py": "the .rwt reader could be a module of its own (issue 12, weights)",
-    "rosenna/emit/fortran.py": "the .rwt reader and wrap() could be modules of their own (issue 12, weights)",
     "rosenna/toolchain/catalog.py": "search path, loading and reporting in one (issue 15)",
     "rosenna/toolchain/profile.py": "the profile record and the flag assembly of build() (issue 14)",
 }

@@ -1,4 +1,4 @@
-"""Fortran line wrapping (``rosenna.emit.fortran.wrap``) is correct for every line, and the generated
+"""Fortran line wrapping (``rosenna.emit.fortran_wrap.wrap``) is correct for every line, and the generated
 module compiles for every model name and comment text: a property test over seeded random lines and
 a compile test over models whose file stems (1 to 200 characters) and node/producer names mix quotes,
 apostrophes, ``!``, ``&``, ``*/`` and non-ASCII characters (issue 12, group 1).
@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rosenna.emit.fortran import MAX_LINE, wrap
+from rosenna.emit.fortran_wrap import MAX_LINE, wrap
 from rosenna.generate import Options, default_name, generate
 from rosenna.outdir import conflict
 
