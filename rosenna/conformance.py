@@ -22,6 +22,9 @@ parallel), then one C and one Fortran driver program run every case of the batch
 
 ``rosenna conformance --write docs/conformance.md`` runs everything and writes the table;
 ``--update --op X --op Y`` reruns only those ops and keeps the file's other rows.
+
+Long on purpose: the node-test loader, the batched build, the driver programs and the report
+table share the case records and are read together when a case fails.
 """
 
 import concurrent.futures

@@ -17,11 +17,7 @@ MAX_LINES = 400
 #: circle, and on one of these once it is gone (then delete its line).
 KNOWN_CIRCLES = {}
 #: Modules over MAX_LINES when this test was written, each with who splits it (same rules).
-KNOWN_LONG = {
-    "rosenna/conformance.py": "the node-test runner and its report (issue 16)",
-    "rosenna/toolchain/catalog.py": "search path, loading and reporting in one (issue 15)",
-    "rosenna/toolchain/profile.py": "the profile record and the flag assembly of build() (issue 14)",
-}
+KNOWN_LONG = {}
 
 
 def _modules():

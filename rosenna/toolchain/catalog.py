@@ -13,6 +13,10 @@ shadows):
 Built-in and site profiles never share a folder: an upgrade rewrites ``.../builtin`` and leaves the
 site's files alone, and a site file is never taken for a built-in one. Only ``*.yaml`` files directly
 in each folder are profiles; the profile's name is the file name without ``.yaml``.
+
+Long on purpose: the search path, the loading of each file and the report of broken ones are one
+story (which file wins, and why the others were skipped), read together when a site's profile
+is not picked.
 """
 
 import logging

@@ -8,6 +8,9 @@ from ``--target`` (archspec's names, as Spack's ``target=``) or archspec's detec
 The built-in ``gcc`` profile is the one source of compiler defaults: ``resolve(None)`` is that
 profile, and the optimisation flags a profile does not set (its ``optimize`` key) are the gcc
 profile's.
+
+Long on purpose: the Profile record and :func:`build`, which fills it (extends, compilers,
+optimisation flags, GPU target, thresholds), change together whenever a profile key is added.
 """
 
 import os
