@@ -156,25 +156,27 @@ def custom_model(tmp_path, name, sizes, activations):
     return path
 
 
-def run_packing(tmp_path, layers, prelude, body, result, size):
+def run_packing(tmp_path, layers, prelude, body, result, size, ctype="float"):
     """Compiles ``body`` (C++ reading ``host[i]``, the weights in the file's order) after
-    ``prelude``, runs it and returns the ``size`` floats it leaves in ``result``."""
+    ``prelude``, runs it and returns the ``size`` values (``ctype``: float or double) it leaves
+    in ``result``."""
+    dtype, suffix = (np.float64, "") if ctype == "double" else (np.float32, "f")
     decls, ptrs = [], []
     for i, layer in enumerate(layers):
         for j, arr in enumerate((layer.w.reshape(-1), layer.b)):
-            vals = ", ".join(repr(float(v)) + "f" for v in np.asarray(arr, np.float32))
-            decls.append(f"static const float w{2 * i + j}[] = {{{vals}}};")
+            vals = ", ".join(repr(float(v)) + suffix for v in np.asarray(arr, dtype))
+            decls.append(f"static const {ctype} w{2 * i + j}[] = {{{vals}}};")
             ptrs.append(f"w{2 * i + j}")
     src = tmp_path / "pack.cpp"
     src.write_text(prelude + "#include <stdio.h>\n#include <stdlib.h>\n" + "\n".join(decls) + f"""
 int main(void)
 {{
-    const float *host[] = {{{", ".join(ptrs)}}};
+    const {ctype} *host[] = {{{", ".join(ptrs)}}};
 {body}
-    fwrite({result}, sizeof(float), {size}, stdout);
+    fwrite({result}, sizeof({ctype}), {size}, stdout);
     return 0;
 }}
 """)
     exe = tmp_path / "pack"
     subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
-    return np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.float32)
+    return np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, dtype)

@@ -15,7 +15,8 @@ Where to look:
 - :mod:`~rosenna.emit.cuda.runtime`: the CUDA/HIP API names, the backends and the ``.mk`` rules;
 - ``rosenna/data/*.cuh``: the fixed device code, real files a compiler checks on their own.
 
-Only single precision takes the MLP kinds; double precision takes ``point``.
+Only single precision takes the FP32 MLP kinds; double precision takes ``point``, and a float64
+chain up to 128 wide the FP64 tensor-core chain beside it (:mod:`~rosenna.emit.cuda.dmma`, CUDA sm_80+).
 ``-DROSENNA_NO_TENSOR_CORES`` on the kernel file's compile line keeps FP32 kernels everywhere (it
 also overrides ``-DROSENNA_TF32_WIDE``). The measurements behind each kind are in
 docs/benchmarks.md.

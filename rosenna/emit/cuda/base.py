@@ -34,6 +34,34 @@ class Kind:
         """The kernel's source (``acts``: per MLP layer the name of its activation function)."""
         return ""
 
+    def arrays(self, plan, choice):
+        """A tensor-core kind's packed copy in the kernel file (``<name>_tc_packed``), under its
+        guard: 3xTF32 B fragments (floats) unless the kind says otherwise."""
+        from rosenna.emit.cuda.mlp import array
+        tc = choice.tensor_layout
+        return (f"{self.guard}\n/* The tensor-core {self.copy}'s copy: 3xTF32 B fragments per layer, then the "
+                "biases (rosenna/emit/cuda/tf32.py). */\n"
+                + array("__device__ const", f"{plan.name}_tc_packed", tc.packed() if plan.embed else None, tc.size)
+                + "\n#endif")
+
+    def upload_helper(self):
+        """Host code ``<name>_device_upload``'s packing needs (for 3xTF32: the TF32 rounding)."""
+        from rosenna.emit.cuda import tf32
+        return self.guard + "\n" + tf32.host_tf32() + "#endif\n"
+
+    def upload(self, plan, choice):
+        """The lines of ``<name>_device_upload`` that pack a tensor-core kind's copy and copy it."""
+        size = choice.tensor_layout.size
+        return (f"{self.guard}\n"
+                f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
+                f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
+                f"{choice.tensor_layout.host_packing()}\n"
+                f"    const int tc_failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(float) * {size}, 0, "
+                f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
+                f"    free(tc);\n"
+                f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
+                f"#endif\n")
+
     def launch(self, plan, choice):
         """``(setup, launch)``: statements of ``<name>_infer_batch`` run once before the launch
         (may be ""), and the launch."""

@@ -15,7 +15,7 @@ fixed device code in ``rosenna/data/``, and insert it in the table where its ``f
 asked.
 """
 
-from rosenna.emit.cuda import narrow, point, staged, tc_chain, tc_wide, tiled, whole_field
+from rosenna.emit.cuda import dmma, narrow, point, staged, tc_chain, tc_wide, tiled, whole_field
 from rosenna.emit.cuda.base import Kind  # noqa: F401 (the interface, documented here)
 from rosenna.emit.cuda.mlp import mlp_layers
 
@@ -70,4 +70,4 @@ def choose(plan, constant_limit):
 #: Tried in order; the last always fits.
 BATCH_KINDS = (whole_field.KIND, narrow.KIND, staged.KIND, tiled.KIND, point.KIND)
 #: Compiled in beside the batched kernel, under their guard, when they fit.
-TENSOR_KINDS = (tc_chain.KIND, tc_wide.KIND)
+TENSOR_KINDS = (tc_chain.KIND, tc_wide.KIND, dmma.KIND)

@@ -27,10 +27,10 @@ class Layer:
         self.attrs = attrs or {}
 
 
-def mlp_layers(plan):
-    """The layers when ``plan`` is a single-precision chain of Gemm(+activation) layers from x to
-    y, each with a bias; ``None`` otherwise (the generic kernels serve it)."""
-    if plan.precision != "single" or len(plan.inputs) != 1 or len(plan.outputs) != 1:
+def mlp_layers(plan, precision="single"):
+    """The layers when ``plan`` is a chain of Gemm(+activation) layers from x to y in
+    ``precision``, each with a bias; ``None`` otherwise (the generic kernels serve it)."""
+    if plan.precision != precision or len(plan.inputs) != 1 or len(plan.outputs) != 1:
         return None
     computed = [op for op in plan.ops if not op.alias]
     if not computed or len(plan.weights) != 2 * len(computed):
@@ -54,11 +54,12 @@ def round_up(n, m):
     return (n + m - 1) // m * m
 
 
-def activation_fn(name, layer, renderer):
+def activation_fn(name, layer, renderer, ctype="float"):
     """``__device__ float name(float v)``: the layer's activation with its attributes (identity
-    without one), rendered from the op module's formula."""
+    without one), rendered from the op module's formula (``ctype`` double for a double plan's
+    renderer)."""
     expr = ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v")
-    return (f"__device__ __forceinline__ float {name}(float v)\n{{\n"
+    return (f"__device__ __forceinline__ {ctype} {name}({ctype} v)\n{{\n"
             f"    return {renderer.expr(expr)};\n}}")
 
 

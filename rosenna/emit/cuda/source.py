@@ -16,7 +16,7 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 """
 
 from rosenna.emit import c as cemit
-from rosenna.emit.cuda import kinds, staged, tf32, whole_field
+from rosenna.emit.cuda import kinds, staged, whole_field
 from rosenna.emit.cuda.mlp import activation_fn, array, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
@@ -107,11 +107,7 @@ extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA
         storage_class = "__device__ const" if base is staged.KIND else "ROSENNA_CONST"
         parts.append(array(storage_class, f"{n}_packed", choice.packed() if plan.embed else None, choice.packed_size))
     if tensor:
-        tc = choice.tensor_layout
-        parts.append(f"{tensor.guard}\n/* The tensor-core {tensor.copy}'s copy: 3xTF32 B fragments per layer, then the "
-                     "biases (rosenna/emit/cuda/tf32.py). */")
-        parts.append(array("__device__ const", f"{n}_tc_packed", tc.packed() if plan.embed else None, tc.size))
-        parts.append("#endif")
+        parts.append(tensor.arrays(plan, choice))
     if not plan.embed:
         parts.append("static int ready;")
     acts = []
@@ -186,17 +182,8 @@ def _upload(plan, choice):
                 f"    if (failed)\n        return ROSENNA_STATUS_DEVICE;\n")
     tc_pack, tc_helper = "", ""
     if choice.tensor:
-        guard, size = choice.tensor.guard, choice.tensor_layout.size
-        tc_helper = guard + "\n" + tf32.host_tf32() + "#endif\n"
-        tc_pack = (f"{guard}\n"
-                   f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
-                   f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
-                   f"{choice.tensor_layout.host_packing()}\n"
-                   f"    const int tc_failed = cudaMemcpyToSymbol({n}_tc_packed, tc, sizeof(float) * {size}, 0, "
-                   f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
-                   f"    free(tc);\n"
-                   f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
-                   f"#endif\n")
+        tc_helper = choice.tensor.upload_helper()
+        tc_pack = choice.tensor.upload(plan, choice)
     return f"""#include <stdlib.h>
 {tc_helper}
 /* In <name>_device.o (lib{n}_device.a) when the program links it: a weak reference, so that a

@@ -1,0 +1,297 @@
+"""The float64 MLP chain on the FP64 tensor cores (DMMA ``mma.sync.m8n8k4.f64``, CUDA sm_80+).
+
+A double-precision chain of Gemm(+activation) layers (:func:`rosenna.emit.cuda.mlp.mlp_layers`
+with ``precision="double"``), every layer at most :data:`MAX_WIDTH` wide, takes the ``dmma``
+kernel beside the generic FP64-FMA point kernel (HIP, GPUs before sm_80 and
+``-DROSENNA_NO_TENSOR_CORES`` keep that one). A warp carries ``M`` tiles of 8 points through all
+layers in registers, fp64 throughout (the DMMA unit multiplies and adds in IEEE double), so the
+result differs from the FMA loops only by the order of the additions.
+
+Fragment layouts (PTX ISA, ``m8n8k4`` ``.f64``), ``gid = lane / 4``, ``tig = lane % 4``: A 8x4:
+(gid, tig); B 4x8: (tig, gid); C 8x8: c0 (gid, 2tig), c1 (gid, 2tig+1). The C fragment of n8 tile
+nt is, as it stands, the A fragment of two k4 tiles of the next layer, 2nt (columns 8nt + 2tig)
+and 2nt + 1 (8nt + 2tig + 1), once that layer's weight rows are packed in that order (``paired``);
+no data moves between layers. Layer 0 reads x in the natural order (k4 tile kt, slot tig = input
+4kt + tig). Widths are padded with zero weights and zero bias: a padded column carries act(0),
+finite, into rows of the next layer whose weights are zero.
+
+``<name>_tc_packed`` (doubles): per layer its B fragments ``[kt][nt][32 lanes]``, then every
+layer's bias padded to 8. Packed twice on purpose, in numpy for embedded weights and in C++ at
+init for file-loaded ones; tests compare the two bit for bit and emulate the kernel lane by lane.
+"""
+
+import numpy as np
+
+from rosenna.emit import fixed
+from rosenna.emit.cuda import tf32
+from rosenna.emit.cuda.base import Kind
+from rosenna.emit.cuda.mlp import activation_fn, chunks, mlp_layers
+from rosenna.emit.lang import C
+from rosenna.emit.render import Renderer, resolver
+
+#: Widest layer the register chain takes (M tiles x (KT + 2 NT) doubles stay within 255 registers).
+MAX_WIDTH = 128
+#: Tiles of 8 points a warp carries, by the widest layer (padded to 8): registers per thread
+#: are about 4 M (width / 4) for the input and output fragments of the widest layer.
+M_TILES = ((32, 4), (64, 2), (128, 1))
+#: Threads per block: 8 warps.
+THREADS = 256
+#: Fragments and biases up to this many bytes are copied into (static) shared memory once per
+#: block; larger ones are read from global memory through L1.
+SMEM_LIMIT = 40 * 1024
+
+
+def layers_of(plan):
+    """The float64 chain's layers, or None."""
+    layers = mlp_layers(plan, precision="double")
+    if not layers or max(max(layer.k, layer.n) for layer in layers) > MAX_WIDTH:
+        return None
+    return layers
+
+
+def _ktiles(layer, first):
+    return (layer.k + 3) // 4 if first else 2 * ((layer.k + 7) // 8)
+
+
+def _ntiles(layer):
+    return (layer.n + 7) // 8
+
+
+def m_tiles(layers):
+    width = max(8 * _ntiles(layer) for layer in layers)
+    width = max(width, 4 * _ktiles(layers[0], True))
+    return next(m for w, m in M_TILES if width <= w)
+
+
+def offsets(layers):
+    """Per layer (fragment offset, bias offset) in doubles from the start of the array, and the
+    array's size."""
+    frags, f = [], 0
+    for i, layer in enumerate(layers):
+        frags.append(f)
+        f += 32 * _ktiles(layer, i == 0) * _ntiles(layer)
+    biases, b = [], f
+    for layer in layers:
+        biases.append(b)
+        b += 8 * _ntiles(layer)
+    return frags, biases, b
+
+
+def _kcol(kt, slot, first):
+    """The input column that slot ``slot`` of k4 tile ``kt`` holds."""
+    return 4 * kt + slot if first else 8 * (kt // 2) + 2 * slot + kt % 2
+
+
+def packed(layers):
+    """``<name>_tc_packed`` (float64): see the module's docstring."""
+    frags, biases, size = offsets(layers)
+    out = np.zeros(size, np.float64)
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    for i, layer in enumerate(layers):
+        kt_n, nt_n = _ktiles(layer, i == 0), _ntiles(layer)
+        w = np.zeros((8 * nt_n, 4 * kt_n))
+        w[:layer.n, :layer.k] = layer.w
+        for kt in range(kt_n):
+            for nt in range(nt_n):
+                at = frags[i] + (kt * nt_n + nt) * 32
+                out[at:at + 32] = w[8 * nt + g, _kcol(kt, t, i == 0)]
+        out[biases[i]:biases[i] + layer.n] = layer.b
+    return out
+
+
+def host_packing(layers, dest="tc"):
+    """C++ for ``<name>_device_upload``: the same packing as :func:`packed` into ``double *{dest}``
+    (zeroed), from ``host[2i]`` (layer i's W as [N][K]) and ``host[2i+1]`` (its bias)."""
+    frags, biases, _ = offsets(layers)
+    out = []
+    for i, layer in enumerate(layers):
+        kt_n, nt_n = _ktiles(layer, i == 0), _ntiles(layer)
+        k = "4 * kt + t" if i == 0 else "8 * (kt / 2) + 2 * t + kt % 2"
+        out.append(f"""    for (int kt = 0; kt < {kt_n}; ++kt)
+        for (int nt = 0; nt < {nt_n}; ++nt)
+            for (int lane = 0; lane < 32; ++lane) {{
+                const int g = lane / 4, t = lane % 4, c = 8 * nt + g, k = {k};
+                {dest}[{frags[i]} + (kt * {nt_n} + nt) * 32 + lane] = c < {layer.n} && k < {layer.k} ? host[{2 * i}][c * {layer.k} + k] : 0.0;
+            }}
+    for (int o = 0; o < {layer.n}; ++o)
+        {dest}[{biases[i]} + o] = host[{2 * i + 1}][o];""")
+    return "\n".join(out)
+
+
+def library():
+    """``rosenna/data/rosenna_dmma.cuh``: the DMMA and one register layer (CUDA only: inline PTX)."""
+    return fixed.load("rosenna_dmma.cuh")
+
+
+def shared(layers):
+    return 8 * offsets(layers)[2] <= SMEM_LIMIT
+
+
+def kernel(plan, layers):
+    """``<name>_tc_kernel`` (its body only where the device code is compiled for sm_80 or later),
+    its activation functions, and ``<name>_tc_usable``."""
+    n, nx, ny = plan.name, plan.nx, plan.ny
+    frags, biases, size = offsets(layers)
+    m = m_tiles(layers)
+    warps = THREADS // 32
+    per_warp = 8 * m
+    renderer = Renderer(C, plan.precision, resolver(plan, C))
+    acts = ["namespace {"] + [activation_fn(f"{n}_dact{i}", layer, renderer, "double")
+                              for i, layer in enumerate(layers)] + ["}  // namespace"]
+    kt0 = _ktiles(layers[0], True)
+    if shared(layers):
+        weights = [f"    __shared__ double s[{size}];  /* {8 * size} bytes: fragments, then biases */",
+                   f"    for (int e = threadIdx.x; e < {size}; e += {THREADS})",
+                   f"        s[e] = {n}_tc_packed[e];",
+                   "    __syncthreads();"]
+        where = "in shared memory once per block"
+    else:
+        weights = [f"    const double *s = {n}_tc_packed;"]
+        where = "read through L1"
+    lines = acts + [
+        f"/* FP64 tensor-core chain: a warp carries {per_warp} points ({m} tile{'s' if m > 1 else ''} of 8) through all "
+        f"{len(layers)} layers in registers;",
+        f"   {8 * size} bytes of fragments and biases {where} (persistent grid). */",
+        f"__global__ void __launch_bounds__({THREADS}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
+        "double *ROSENNA_RESTRICT y)",
+        "{",
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800"] + weights + [
+        "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;",
+        f"    for (long base = ((long)blockIdx.x * {warps} + warp) * {per_warp}; base < n; "
+        f"base += (long)gridDim.x * {warps * per_warp}) {{",
+        f"        /* Layer 0's A fragments: x[p][4kt + tig], zeros past the point count and past {nx} inputs. */",
+        f"        double h0[{m}][{kt0}];",
+        "#pragma unroll",
+        f"        for (int mi = 0; mi < {m}; ++mi) {{",
+        "            const long r = base + 8 * mi + gid;",
+        "#pragma unroll",
+        f"            for (int kt = 0; kt < {kt0}; ++kt)",
+        f"                h0[mi][kt] = {f'4 * kt + tig < {nx} && ' if nx < 4 * kt0 else ''}r < n ? x[r * {nx} + 4 * kt + tig] : 0.0;",
+        "        }"]
+    for i, layer in enumerate(layers):
+        kt, nt = _ktiles(layer, i == 0), _ntiles(layer)
+        lines += [f"        double h{i + 1}[{m}][{2 * nt}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                  f"        rosenna_dmma_layer<{kt}, {nt}, {m}, {n}_dact{i}>(s + {frags[i]}, s + {biases[i]}, h{i}, h{i + 1}, lane);"]
+    last = len(layers)
+    nt_last = _ntiles(layers[-1])
+    lines += ["        /* Output columns 8nt + 2tig and + 1, row gid of each tile. */",
+              "#pragma unroll",
+              f"        for (int mi = 0; mi < {m}; ++mi) {{",
+              "            const long r = base + 8 * mi + gid;",
+              "            if (r >= n)",
+              "                continue;",
+              "#pragma unroll",
+              f"            for (int nt = 0; nt < {nt_last}; ++nt) {{",
+              "                const int c = 8 * nt + 2 * tig;",
+              f"                if (c < {ny})\n                    y[r * {ny} + c] = h{last}[mi][2 * nt];",
+              f"                if (c + 1 < {ny})\n                    y[r * {ny} + c + 1] = h{last}[mi][2 * nt + 1];",
+              "            }",
+              "        }",
+              "    }",
+              "#else",
+              "    (void)n; (void)x; (void)y;  /* no DMMA before sm_80: never launched (see the host side) */",
+              "#endif",
+              "}",
+              "",
+              f"/* Whether this device runs {n}_tc_kernel's sm_80+ body: the binary the runtime picked for it. */",
+              f"static bool {n}_tc_usable()",
+              "{",
+              "    static int usable = -1;",
+              "    if (usable < 0) {",
+              "        cudaFuncAttributes attributes;",
+              f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80;",
+              "    }",
+              "    return usable == 1;",
+              "}"]
+    return "\n".join(lines)
+
+
+def launch(plan, layers):
+    """Statements of ``<name>_infer_batch`` that run the DMMA kernel and return, when usable: a
+    persistent grid of as many blocks as the GPU holds at once."""
+    n = plan.name
+    per_block = THREADS // 32 * 8 * m_tiles(layers)
+    return f"""    if ({n}_tc_usable()) {{
+        static int resident;
+        if (!resident) {{
+            int device = 0, sms = 0, per_sm = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {THREADS}, 0) != cudaSuccess)
+                return ROSENNA_STATUS_LAUNCH;
+            resident = sms * (per_sm > 0 ? per_sm : 1);
+        }}
+        const long wanted = ((long)n + {per_block - 1}) / {per_block};
+        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {THREADS}, 0, (cudaStream_t)stream>>>(n, x, y);
+        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+    }}
+"""
+
+
+class Layout:
+    """``<name>_tc_packed`` of the DMMA kernel (doubles)."""
+
+    ctype = "double"
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.size = offsets(layers)[2]
+
+    def packed(self):
+        return packed(self.layers)
+
+    def host_packing(self, dest="tc"):
+        return host_packing(self.layers, dest)
+
+
+def _literals(values):
+    return ",\n    ".join(", ".join(row) for row in chunks(C.literals(np.asarray(values, np.float64), "double")))
+
+
+class Dmma(Kind):
+    label = "FP64 DMMA chain"
+    copy = "DMMA chain"
+    note = (" (on CUDA sm_80+: the float64 chain on the FP64 tensor cores, rosenna/emit/cuda/dmma.py; compile with\n"
+            " * -DROSENNA_NO_TENSOR_CORES for the FMA kernel everywhere)")
+    guard = tf32.GUARD
+
+    def fits(self, choice):
+        return choice.plan.precision == "double" and layers_of(choice.plan) is not None
+
+    def layout(self, choice):
+        return Layout(layers_of(choice.plan))
+
+    def arrays(self, plan, choice):
+        """The kernel file's ``<name>_tc_packed``, under the guard."""
+        tc = choice.tensor_layout
+        values = f" = {{\n    {_literals(tc.packed())}\n}}" if plan.embed else ""
+        storage = "__device__ const" if plan.embed else "__device__"
+        return (f"{self.guard}\n/* The FP64 tensor-core chain's copy: DMMA B fragments per layer, then the biases "
+                f"(rosenna/emit/cuda/dmma.py). */\nstatic {storage} __align__(16) double {plan.name}_tc_packed[{tc.size}]{values};\n#endif")
+
+    def upload(self, plan, choice):
+        """The lines of ``<name>_device_upload`` that pack and copy ``<name>_tc_packed``."""
+        size = choice.tensor_layout.size
+        return (f"{self.guard}\n"
+                f"    double *tc = (double *)calloc({size}, sizeof(double));\n"
+                f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
+                f"{choice.tensor_layout.host_packing()}\n"
+                f"    const int tc_failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(double) * {size}, 0, "
+                f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
+                f"    free(tc);\n"
+                f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
+                f"#endif\n")
+
+    def upload_helper(self):
+        return ""
+
+    def kernel(self, plan, choice, acts):
+        return (self.guard + "\nnamespace {\n" + library() + "}  // namespace\n"
+                + kernel(plan, layers_of(plan)) + "\n#endif /* tensor cores */")
+
+    def launch(self, plan, choice):
+        return self.guard + "\n" + launch(plan, layers_of(plan)) + "#endif\n"
+
+
+KIND = Dmma()
