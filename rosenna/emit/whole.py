@@ -19,6 +19,7 @@ symbol through the bind(C) interface ``<name>_infer_one_dev``.
 """
 
 from rosenna import limits
+from rosenna.emit.host_field import host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
 from rosenna.parallel import regions
@@ -147,7 +148,7 @@ def c_source(plan):
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
     device = "\n".join(_region_lines(plan, C, renderer, 2))
-    host = "\n".join(_region_lines(plan, C, renderer, 1, host=True))
+    host = "\n".join(host_lines(plan, C, renderer, 1))
     return f"""{declare}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
@@ -156,7 +157,7 @@ int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {device}
         return ROSENNA_STATUS_OK;
     }}
-    /* No offload device: the same loops on the host's threads. */
+    /* No offload device: the same loops on the host's threads and SIMD lanes. */
 {host}
     return ROSENNA_STATUS_OK;
 }}
@@ -308,9 +309,10 @@ def fortran_subroutine(plan):
     n = plan.name
     renderer = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, whole_field=True))
     device = _region_lines(plan, FORTRAN, renderer, 3)
-    host = _region_lines(plan, FORTRAN, renderer, 3, host=True)
-    decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.body)]
-    loops = used_loop_vars(plan.body)
+    host = host_lines(plan, FORTRAN, renderer, 3)
+    scalars, loops = host_names(plan)
+    decls = [f"    real(rk) :: {name}" for name in sorted(set(used_scalars(plan.body)) | set(scalars))]
+    loops = sorted(set(used_loop_vars(plan.body)) | set(loops))
     if loops:
         decls.append(f"    integer :: {', '.join(loops)}")
     decls.append("    logical :: on_device")

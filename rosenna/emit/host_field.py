@@ -1,0 +1,290 @@
+"""The host branch of ``<name>_infer_one`` (no offload device): the whole-field loops on the host's
+threads and SIMD lanes, C and Fortran from one table.
+
+One ``omp parallel`` region holds the whole call, so the thread team is forked once per call, not
+once per loop nest (a U-Net has about 90 nests). Inside it each region of :mod:`rosenna.parallel`
+is a worksharing loop: the outer loops of its nest collapsed over the threads (``omp for``), the
+innermost output loop (an op's last spatial axis, or its channels where the spatial position is
+fixed) an ``omp simd`` loop whose iteration computes one output element: its accumulator lives in
+a vector register over the whole kernel window and the channels, and every load of the window is
+a contiguous vector. The ops' lowering already splits each conv and pool into an interior and its
+borders (:mod:`rosenna.ops.conv`), so the interior's SIMD loop has no bounds test. A serial
+region is an ``omp single``. Regions that :func:`rosenna.parallel.launch_groups` puts in one launch
+(they touch disjoint elements, e.g. the border pieces of one conv) share one barrier: every
+worksharing loop but the group's last is ``nowait``.
+
+Nested parallelism: called inside the solver's own active parallel region, the routine's
+``omp parallel`` is a nested one, which OpenMP runs with a team of one thread unless the caller
+raised ``max-active-levels`` (``OMP_MAX_ACTIVE_LEVELS``, ``omp_set_max_active_levels``): so a
+solver thread may call it from ``omp single`` or ``omp master`` (one call at a time: the
+intermediate buffers are shared) and the loops run there with their SIMD lanes, without
+oversubscribing the cores. No orphaned worksharing construct is used, so such a call cannot bind
+to the solver's team and wait for threads that never arrive.
+"""
+
+from dataclasses import replace
+
+from rosenna.emit.render import used_loop_vars, used_scalars
+from rosenna.loopir import Assign, Bin, Fn, Idx, Loop, Ref, Select, Var, walk, walk_expr
+from rosenna.parallel import launch_groups
+
+#: At most this many output channels (copies of a region's body) share one pass over the inputs.
+JAM = 8
+#: Tap loops inside a SIMD loop are unrolled below their outermost loop up to this many statements.
+UNROLL = 128
+
+#: How each language writes the constructs; ``{nowait}`` is the clause or "", ``{private}`` the
+#: private clause or "".
+TABLE = {
+    "c": {
+        "team_open": ["#pragma omp parallel", "{"],
+        "team_close": ["}"],
+        "for": "#pragma omp for{collapse}{nowait}",
+        "for_simd": "#pragma omp for simd{nowait}",
+        "for_end": None,
+        "for_simd_end": None,
+        "simd": "#pragma omp simd",
+        "single": "#pragma omp single{nowait}",
+        "single_end": None,
+        "block": ("{", "}"),
+        "nowait": " nowait",
+        "private": None,
+        "scalar": "{t} {names};",
+    },
+    "fortran": {
+        "team_open": ["!$omp parallel{private}"],
+        "team_close": ["!$omp end parallel"],
+        "for": "!$omp do{collapse}",
+        "for_simd": "!$omp do simd{private}",
+        "for_end": "!$omp end do{nowait}",
+        "for_simd_end": "!$omp end do simd{nowait}",
+        "simd": "!$omp simd{private}",
+        "single": "!$omp single",
+        "single_end": "!$omp end single{nowait}",
+        "block": None,
+        "nowait": " nowait",
+        "private": " private({names})",
+        "scalar": None,
+    },
+}
+
+
+def _private(table, names):
+    return table["private"].format(names=", ".join(names)) if table["private"] and names else ""
+
+
+def host_regions(plan):
+    """The regions of the host form, in order: ``(kind, chain, body, notes, nowait)`` with each
+    parallel region's loops transformed (:func:`jam`, :func:`unroll_taps`)."""
+    out = []
+    launches = launch_groups(plan)
+    for j, launch in enumerate(launches):
+        for k, member in enumerate(launch.members):
+            # a group's last region ends with a barrier; the team's own closing barrier ends the last
+            nowait = k < len(launch.members) - 1 or j == len(launches) - 1
+            chain, body = member.chain, member.body
+            if member.kind == "parallel":
+                chain, body = jam(plan, chain, body)
+                body = unroll_taps(body)
+            out.append((member.kind, chain, body, member.notes, nowait))
+    return out
+
+
+def host_names(plan):
+    """The scalars and loop variables the host form uses (Fortran declares them)."""
+    scalars, loops = set(), set()
+    for _, chain, body, _, _ in host_regions(plan):
+        scalars.update(used_scalars(body))
+        loops.update(used_loop_vars(body))
+        loops.update(loop.var for loop in chain)
+    return sorted(scalars), sorted(loops)
+
+
+def host_lines(plan, lang, renderer, depth):
+    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``."""
+    table = TABLE[lang.name]
+    t = plan.ctype
+    pad = lang.indent * depth
+    team = _private(table, [name for names in host_names(plan) for name in names])
+    lines = [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team)]
+    lines += [pad + text for text in table["team_open"][1:]]
+    inner = depth + (1 if table["block"] else 0)
+    for kind, chain, body, notes, nowait in host_regions(plan):
+        for note in notes:
+            lines.append(lang.indent * inner + lang.comment.format(text=note))
+        nowait = table["nowait"] if nowait else ""
+        if kind == "parallel":
+            lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t)
+        else:
+            lines += _serial(body, lang, table, renderer, inner, nowait, t)
+    lines += [pad + text for text in table["team_close"]]
+    return lines
+
+
+def _directive(lang, depth, text):
+    return (lang.indent * depth if lang.indent_directives else "") + text
+
+
+def _declare(table, level, lang, t, scalars):
+    if table["scalar"] and scalars:
+        return [lang.indent * level + table["scalar"].format(t=t, names=", ".join(scalars))]
+    return []
+
+
+def _parallel(chain, body, lang, table, renderer, depth, nowait, t):
+    """A parallel region: its outer loops shared by the threads, its innermost loop SIMD."""
+    scalars = used_scalars(body)
+    private = _private(table, scalars + used_loop_vars(body))
+    out = []
+    if len(chain) == 1:
+        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private)))
+    else:
+        collapse = f" collapse({len(chain) - 1})" if len(chain) > 2 else ""
+        out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait)))
+    level = depth
+    for i, loop in enumerate(chain):
+        if i == len(chain) - 1 and len(chain) > 1:
+            out.append(_directive(lang, level, table["simd"].format(private=private)))
+        out.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
+        level += 1
+    out += _declare(table, level, lang, t, scalars)
+    out += renderer.lines(body, level)
+    for level in range(depth + len(chain) - 1, depth - 1, -1):
+        out.append(lang.indent * level + lang.loop_close)
+    end = table["for_simd_end"] if len(chain) == 1 else table["for_end"]
+    if end:
+        out.append(_directive(lang, depth, end.format(nowait=nowait)))
+    return out
+
+
+def _serial(body, lang, table, renderer, depth, nowait, t):
+    """A serial region: one thread of the team runs it (the others wait at its end unless nowait)."""
+    out = [_directive(lang, depth, table["single"].format(nowait=nowait))]
+    level = depth
+    if table["block"]:
+        out.append(lang.indent * depth + table["block"][0])
+        level += 1
+    out += _declare(table, level, lang, t, used_scalars(body))
+    out += renderer.lines(body, level)
+    if table["block"]:
+        out.append(lang.indent * depth + table["block"][1])
+    if table["single_end"]:
+        out.append(_directive(lang, depth, table["single_end"].format(nowait=nowait)))
+    return out
+
+
+# -- the loop transformations of the host form ------------------------------------------------------
+
+def _subst(e, var, value, suffix):
+    """``e`` with loop variable ``var`` replaced by the affine index ``value`` and every scalar
+    renamed with ``suffix``."""
+    if isinstance(e, Ref):
+        return Ref(e.buf, e.idx.substitute(var, value))
+    if isinstance(e, Var):
+        return Var(e.name + suffix)
+    if isinstance(e, Bin):
+        return Bin(e.op, _subst(e.a, var, value, suffix), _subst(e.b, var, value, suffix))
+    if isinstance(e, Fn):
+        return Fn(e.name, tuple(_subst(a, var, value, suffix) for a in e.args))
+    if isinstance(e, Select):
+        return replace(e, lhs=_subst(e.lhs, var, value, suffix), rhs=_subst(e.rhs, var, value, suffix),
+                       a=_subst(e.a, var, value, suffix), b=_subst(e.b, var, value, suffix))
+    return e
+
+
+def _copy(stmts, var, value, suffix=""):
+    """The statements with ``var`` := ``value`` (scalars renamed with ``suffix``)."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, Loop):
+            out.append(Loop(stmt.var, stmt.extent, _copy(stmt.body, var, value, suffix)))
+        elif isinstance(stmt, Assign):
+            out.append(Assign(_subst(stmt.target, var, value, suffix), _subst(stmt.expr, var, value, suffix),
+                              stmt.accumulate))
+        else:
+            out.append(stmt)
+    return out
+
+
+def _jammed(stmts, copies):
+    """Interleave ``copies`` (lists of statements of one shape): each assignment once per copy, each
+    loop once with the copies of its body interleaved inside."""
+    out = []
+    for parts in zip(*copies):
+        if isinstance(parts[0], Loop):
+            out.append(Loop(parts[0].var, parts[0].extent, _jammed(parts[0].body, [p.body for p in parts])))
+        else:
+            out.extend(parts)
+    return out
+
+
+def _loads(body):
+    """Buffers and indices the body loads (an accumulating store counts as a load)."""
+    refs = []
+    for stmt in walk(body):
+        if isinstance(stmt, Assign):
+            refs += [e for e in walk_expr(stmt.expr) if isinstance(e, Ref)]
+            if stmt.accumulate and isinstance(stmt.target, Ref):
+                refs.append(stmt.target)
+    return refs
+
+
+def jam(plan, chain, body):
+    """Unroll-and-jam: the outermost parallel loop whose variable indexes only weights among the
+    loads (a conv's output channel) runs ``JAM`` (or fewer, a divisor of its extent) iterations
+    at once, each with its own accumulators, so every input vector loaded feeds that many
+    independent FMA chains (one accumulator's chain is bound by the FMA latency). Each output's
+    sum keeps its order: the results do not change by a bit. Returns ``(chain, body)``."""
+    if len(chain) < 2:
+        return chain, body
+    stored = {s.target.buf for s in walk(body) if isinstance(s, Assign) and isinstance(s.target, Ref)}
+    loads = _loads(body)
+    if any(ref.buf in stored for ref in loads):
+        return chain, body
+    runtime = [ref for ref in loads if plan.storage[ref.buf][0] != "w"]
+    for pos, loop in enumerate(chain[:-1]):
+        if any(v == loop.var for ref in runtime for v, _ in ref.idx.terms):
+            continue
+        factor = max(d for d in range(1, JAM + 1) if loop.extent % d == 0)
+        if factor == 1:
+            continue
+        outer = loop.extent // factor
+        base = Idx.of(loop.var) * factor if outer > 1 else Idx()
+        copies = [_copy(body, loop.var, base + j, f"_{j}") for j in range(factor)]
+        new_chain = list(chain[:pos]) + ([Loop(loop.var, outer, [])] if outer > 1 else []) + list(chain[pos + 1:])
+        return new_chain, _jammed(body, copies)
+    return chain, body
+
+
+def unroll_taps(stmts):
+    """Inside a SIMD loop: each loop nest keeps only its outermost loop, the loops below it
+    unrolled (GCC vectorises an outer loop around one inner loop, not around a nest), when that
+    makes at most ``UNROLL`` statements; a nest of small loops is unrolled whole."""
+    out = []
+    for stmt in stmts:
+        if not isinstance(stmt, Loop):
+            out.append(stmt)
+            continue
+        inner = _flatten(stmt.body)
+        if inner is None or len(inner) > UNROLL:
+            out.append(Loop(stmt.var, stmt.extent, unroll_taps(stmt.body)))
+        elif len(inner) * stmt.extent <= 16:
+            out.extend(s for t in range(stmt.extent) for s in _copy(inner, stmt.var, Idx((), t)))
+        else:
+            out.append(Loop(stmt.var, stmt.extent, inner))
+    return out
+
+
+def _flatten(stmts):
+    """The statements with every loop unrolled, or None when that exceeds ``UNROLL``."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, Loop):
+            inner = _flatten(stmt.body)
+            if inner is None or len(out) + len(inner) * stmt.extent > UNROLL:
+                return None
+            for t in range(stmt.extent):
+                out.extend(_copy(inner, stmt.var, Idx((), t)))
+        else:
+            out.append(stmt)
+    return out
