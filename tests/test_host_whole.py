@@ -171,12 +171,14 @@ def test_jam_keeps_each_sum_in_order():
             Loop("i2", 4, [Assign(acc, mul(Ref("w", i0 * 4 + i2), Ref("x", i1 + i2)), accumulate=True)]),
             Assign(Ref("y", i0 * 8 + i1), add(acc, Num(1.0)))]
     chain = [Loop("i0", 6, []), Loop("i1", 8, [])]
-    new_chain, new_body = host_field.jam(Plan, chain, body)
+    (new_chain, new_body), = host_field.jam(Plan, chain, body)
     assert [loop.var for loop in new_chain] == ["i1"]  # all 6 channels at once: the channel loop is gone
     assert new_body[:6] == [Assign(Var(f"acc_{j}"), Num(0.0)) for j in range(6)]
     loop = new_body[6]
     assert [s.target.name for s in loop.body] == [f"acc_{j}" for j in range(6)]
     assert [s.expr.a.idx for s in loop.body] == [Idx.of("i2") + 4 * j for j in range(6)]
     assert new_body[7 + 5] == Assign(Ref("y", i1 + 40), add(Var("acc_5"), Num(1.0)))
-    # a channel count with no divisor up to JAM but itself is left alone when above JAM
-    assert host_field.jam(Plan, [Loop("i0", 11, []), Loop("i1", 8, [])], body)[0][0].extent == 11
+    # 11 channels (no divisor up to JAM): 4 at a time for the FMA latency, the last 3 a second piece
+    pieces = host_field.jam(Plan, [Loop("i0", 11, []), Loop("i1", 8, [])], body)
+    assert [[loop.extent for loop in chain] for chain, _ in pieces] == [[2, 8], [3, 8]]
+    assert pieces[1][1][-1] == Assign(Ref("y", i0 * 8 + i1 + 64), add(acc, Num(1.0)))  # i0 := i0 + 8

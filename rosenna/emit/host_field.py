@@ -30,6 +30,8 @@ from rosenna.parallel import launch_groups
 
 #: At most this many output channels (copies of a region's body) share one pass over the inputs.
 JAM = 8
+#: Independent sums a SIMD loop should carry (the FMA latency times the FMA units, in vectors).
+CHAINS = 4
 #: Tap loops inside a SIMD loop are unrolled below their outermost loop up to this many statements.
 UNROLL = 128
 
@@ -83,10 +85,13 @@ def host_regions(plan):
             # a group's last region ends with a barrier; the team's own closing barrier ends the last
             nowait = k < len(launch.members) - 1 or j == len(launches) - 1
             chain, body = member.chain, member.body
-            if member.kind == "parallel":
-                chain, body = jam(plan, chain, body)
-                body = unroll_taps(body)
-            out.append((member.kind, chain, body, member.notes, nowait))
+            if member.kind != "parallel":
+                out.append((member.kind, chain, body, member.notes, nowait))
+                continue
+            pieces = jam(plan, chain, body)
+            for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
+                out.append(("parallel", chain, unroll_taps(body), member.notes if i == 0 else [],
+                            nowait or i < len(pieces) - 1))
     return out
 
 
@@ -230,30 +235,57 @@ def _loads(body):
 
 
 def jam(plan, chain, body):
-    """Unroll-and-jam: the outermost parallel loop whose variable indexes only weights among the
-    loads (a conv's output channel) runs ``JAM`` (or fewer, a divisor of its extent) iterations
-    at once, each with its own accumulators, so every input vector loaded feeds that many
-    independent FMA chains (one accumulator's chain is bound by the FMA latency). Each output's
-    sum keeps its order: the results do not change by a bit. Returns ``(chain, body)``."""
+    """Unroll-and-jam a parallel region's outer loops so that its SIMD loop carries several
+    independent sums (one accumulator's chain of FMAs is bound by their latency). Returns the
+    region as a list of ``(chain, body)`` pieces (a remainder of a loop that does not divide is
+    its own piece).
+
+    First the outermost loop whose variable indexes no run-time buffer among the loads (a conv's
+    output channel): up to ``JAM`` of its iterations (a divisor of its extent) at once, so every
+    input vector loaded feeds that many FMAs. Then, where that gives fewer than ``CHAINS`` sums
+    and the body has a reduction loop (a one-channel output, a depthwise conv), the loop around
+    the SIMD loop (the rows), its remainder apart. Each output's sum keeps its terms and their
+    order: the results do not change by a bit."""
     if len(chain) < 2:
-        return chain, body
+        return [(chain, body)]
     stored = {s.target.buf for s in walk(body) if isinstance(s, Assign) and isinstance(s.target, Ref)}
     loads = _loads(body)
     if any(ref.buf in stored for ref in loads):
-        return chain, body
+        return [(chain, body)]
     runtime = [ref for ref in loads if plan.storage[ref.buf][0] != "w"]
+    sums = 1
     for pos, loop in enumerate(chain[:-1]):
         if any(v == loop.var for ref in runtime for v, _ in ref.idx.terms):
             continue
         factor = max(d for d in range(1, JAM + 1) if loop.extent % d == 0)
-        if factor == 1:
-            continue
-        outer = loop.extent // factor
-        base = Idx.of(loop.var) * factor if outer > 1 else Idx()
-        copies = [_copy(body, loop.var, base + j, f"_{j}") for j in range(factor)]
-        new_chain = list(chain[:pos]) + ([Loop(loop.var, outer, [])] if outer > 1 else []) + list(chain[pos + 1:])
-        return new_chain, _jammed(body, copies)
-    return chain, body
+        if factor > 1:
+            (chain, body), = _jam_loop(chain, body, pos, factor)
+            sums = factor
+            break
+    rows = CHAINS // sums
+    if rows < 2 or len(chain) < 2 or not any(isinstance(s, Loop) for s in body) or chain[-2].extent < rows:
+        return [(chain, body)]
+    return _jam_loop(chain, body, len(chain) - 2, rows)
+
+
+def _jam_loop(chain, body, pos, factor):
+    """``chain[pos]`` run ``factor`` iterations at a time (scalars of copy j get the suffix _j);
+    the iterations left over (extent not a multiple) as a second piece."""
+    loop = chain[pos]
+    outer, left = divmod(loop.extent, factor)
+    base = Idx.of(loop.var) * factor if outer > 1 else Idx()
+    copies = [_copy(body, loop.var, base + j, f"_{j}") for j in range(factor)]
+    pieces = [(_replace(chain, pos, outer), _jammed(body, copies))]
+    if left:
+        start = Idx.of(loop.var) + outer * factor if left > 1 else Idx.of(outer * factor)
+        pieces.append((_replace(chain, pos, left), _copy(body, loop.var, start)))
+    return pieces
+
+
+def _replace(chain, pos, extent):
+    """``chain`` with loop ``pos`` of a new extent (dropped when 1)."""
+    keep = [Loop(chain[pos].var, extent, [])] if extent > 1 else []
+    return list(chain[:pos]) + keep + list(chain[pos + 1:])
 
 
 def unroll_taps(stmts):
