@@ -87,7 +87,7 @@ confirm)
     echo "== generated kernels and PyTorch eager"; timeout 160 bash "$0" kernels || status=1
     echo "== gate"; timeout 280 bash "$0" gate > "$RESULTS/gate.txt" 2>&1 || status=1
     timeout 140 bash "$0" whole-field >> "$RESULTS/gate.txt" 2>&1 || status=1
-    grep -h -E "^(c-|fortran-|batch|cuda-user)|PASS:|FAIL:" "$RESULTS/gate.txt"
+    grep -h -E "^(c-|fortran-|batch|cuda-user|cuda-warp)|PASS:|FAIL:" "$RESULTS/gate.txt"
     exit $status
     ;;
 whole-field)
@@ -105,7 +105,7 @@ checks)
     mkdir -p "$RESULTS"; machine
     bash bench/study/probe/acc_declare.sh 2>&1 | tee "$RESULTS/openacc-declare-probe.txt"
     { MODELS=gemm_big CLANG_MODELS="gemm_big gemm_small" run_gate; whole_field_gates; } > "$RESULTS/gate.txt" 2>&1
-    grep -h -E "^(c-|fortran-|batch|cuda-user)|PASS:|FAIL:" "$RESULTS/gate.txt"
+    grep -h -E "^(c-|fortran-|batch|cuda-user|cuda-warp)|PASS:|FAIL:" "$RESULTS/gate.txt"
     ;;
 study)
     mkdir -p "$RESULTS"; machine

@@ -232,20 +232,23 @@ def test_launch_argument_allowance_counts_region_launches(tmp_path, model):
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
 def test_cuda_harnesses_compile_for_float_and_double(tmp_path):
     """The device harnesses run only on the GPU machine; here nvcc at least compiles them against a
-    generated model, in the model's precision (float: the batch harness; double: the user kernel)."""
+    generated model, in the model's precision (float: the batch harness and the warp routine's;
+    double: the user kernel)."""
     import subprocess
 
     from rosenna import zoo
     from rosenna.gate import harness
     from rosenna.generate import Options, generate
 
-    for dtype, name, extra in ((np.float32, "batch-cuda", []), (np.float64, "cuda-user", ["-rdc=true"])):
+    for dtype, name, extra in ((np.float32, "batch-cuda", []), (np.float64, "cuda-user", ["-rdc=true"]),
+                               (np.float32, "cuda-warp", ["-rdc=true"])):
         real = "double" if dtype == np.float64 else "float"
-        model = zoo.save("gemm_small", str(tmp_path / f"{real}.onnx"), dtype=dtype)
-        out = tmp_path / real
+        stem = f"{real}_{name}".replace("-", "_")
+        model = zoo.save("gemm_small", str(tmp_path / f"{stem}.onnx"), dtype=dtype)
+        out = tmp_path / stem
         generate(model, str(out), Options(lang="c"))
-        src = tmp_path / f"{real}_{harness.FILES[name][1]}"
-        src.write_text(harness.render(name, n=real, check=8, real=real))
-        result = subprocess.run(["nvcc", "-c", *extra, "-I", str(out), str(src), "-o", str(tmp_path / f"{real}.o")],
+        src = tmp_path / f"{stem}_{harness.FILES[name][1]}"
+        src.write_text(harness.render(name, n=stem, check=8, real=real))
+        result = subprocess.run(["nvcc", "-c", *extra, "-I", str(out), str(src), "-o", str(tmp_path / f"{stem}.o")],
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr

@@ -37,7 +37,9 @@ template <int KT, int NT, float (*ACT)(float)>
 __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[2][KT][4],
                                                  float (&out)[2][NT][4])
 {
-    const int lane = threadIdx.x % 32, tig = lane % 4;
+    unsigned lane;  /* %laneid: threadIdx.x % 32 is the lane only for x extents that are multiples of 32 */
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    const int tig = lane % 4;
     float acc[2][NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {

@@ -120,6 +120,14 @@ extern "C" {{
 ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
 #pragma omp end declare target
 
+#if defined(__CUDACC__) || defined(__HIPCC__)
+/* 32 points, one per lane, computed together (ROSENNA_BACKEND=cuda|hip, {n}_device.o): ALL 32
+   lanes of the warp must call it together, each with its own point; a lane without a point passes
+   a valid one (e.g. the last) and a y it may write. On CUDA an MLP runs on the batched kernel's
+   warp body (tensor cores where that kernel uses them); other models, one point per lane. */
+__device__ void {n}_infer_warp(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
+#endif
+
 /* n points, point-major: x[n][{n.upper()}_NX] -> y[n][{n.upper()}_NY]. Pointers are device
    pointers when an offload device is present, host pointers otherwise. Never allocates or
    transfers; returns ROSENNA_STATUS_OK, _DEVICE (not initialised) or _LAUNCH. */

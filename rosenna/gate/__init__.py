@@ -8,7 +8,8 @@ harnesses of :mod:`rosenna.gate.harness`:
 2. ``fortran-omp``: the same from Fortran, explicit-shape dummies (and ``fortran-acc``);
 3. ``batch``: device-resident data handed to ``<name>_infer_batch`` (the native CUDA kernel with
    ``--backend cuda``; the OpenMP one with ``omp``);
-4. ``cuda-user``: the user's own CUDA kernel calling ``<name>_infer`` per thread (cuda only).
+4. ``cuda-user``: the user's own CUDA kernel calling ``<name>_infer`` per thread (cuda only);
+5. ``cuda-warp``: the same kernel calling ``<name>_infer_warp`` from every lane (cuda only).
 
 Each is compared with onnxruntime on the first points (:func:`rosenna.compare.compare`, the rule
 ``rosenna verify`` uses), timed over N distinct points (median of repeats, data on the device

@@ -131,17 +131,18 @@ def batch_native(shell, c, values, vdir, lib_dir, defs):
         return "batch", None, note_of(exc)
 
 
-def cuda_user(shell, c, values, vdir, lib_dir, defs):
-    """Harness 4: the user's own CUDA kernel calling ``<name>_infer`` per thread."""
+def cuda_user(shell, c, values, vdir, lib_dir, defs, name="cuda-user"):
+    """Harness 4 (``cuda-user``): the user's own CUDA kernel calling ``<name>_infer`` per thread;
+    harness 5 (``cuda-warp``): the same calling ``<name>_infer_warp`` from every lane."""
     n = values["n"]
     try:
-        src = write_harness(vdir, "cuda-user", values)
-        exe = os.path.join(vdir, "h4_cuda_user")
+        src = write_harness(vdir, name, values)
+        exe = os.path.join(vdir, os.path.splitext(harness.FILES[name][1])[0])
         shell.sh([c.devcc, *shlex.split(c.devflags), "-rdc=true", *defs, "-I", lib_dir, src,
                   os.path.join(lib_dir, f"lib{n}_device.a"), os.path.join(lib_dir, f"lib{n}.a"), "-o", exe])
-        return "cuda-user", exe, ""
+        return name, exe, ""
     except BuildError as exc:
-        return "cuda-user", None, note_of(exc)
+        return name, None, note_of(exc)
 
 
 def cuda_root(devcc):

@@ -94,6 +94,7 @@ FILES = {
     "batch-cuda": ("batch_cuda.c", "h3_batch.c"),
     "batch-omp": ("batch_omp.c", "h3_batch.c"),
     "cuda-user": ("cuda_user.cu", "h4_cuda_user.cu"),
+    "cuda-warp": ("cuda_warp.cu", "h5_cuda_warp.cu"),
 }
 
 
@@ -134,7 +135,7 @@ def render(harness, *, n, check, real):
     """The source of one harness (a key of :data:`FILES`) for model ``n``.
 
     Args:
-        harness: e.g. "c-omp", "fortran-acc", "batch-cuda", "batch-omp", "cuda-user".
+        harness: e.g. "c-omp", "fortran-acc", "batch-cuda", "batch-omp", "cuda-user", "cuda-warp".
         n: the model's C name.
         check: how many points of y the harness writes back.
         real: "float" or "double", the model's precision.

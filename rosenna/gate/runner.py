@@ -129,8 +129,9 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
     else:
         builds.append(build.batch_native(shell, c, values, vdir, nat_dir, defs))
     if c.backend == "cuda":
-        builds.append(("cuda-user", None, SKIP_WHOLE) if plan.path == "whole"
-                      else build.cuda_user(shell, c, values, vdir, nat_dir, defs))
+        for name in ("cuda-user", "cuda-warp"):
+            builds.append((name, None, SKIP_WHOLE) if plan.path == "whole"
+                          else build.cuda_user(shell, c, values, vdir, nat_dir, defs, name))
     return builds, (dict(os.environ, ROSENNA_GATE_WEIGHTS=os.path.join(omp_dir, f"{plan.name}.rwt"))
                     if not embed else dict(os.environ))
 

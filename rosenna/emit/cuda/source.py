@@ -16,7 +16,7 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 """
 
 from rosenna.emit import c as cemit
-from rosenna.emit.cuda import kinds, staged, whole_field
+from rosenna.emit.cuda import kinds, routine, staged, whole_field
 from rosenna.emit.cuda.mlp import activation_fn, array, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
@@ -94,11 +94,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
                  f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
                  f"{{\n{body}\n}}\n" + ("" if point_fn_always else "#endif\n"))
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
-/* The per-point routine for the user's own kernels (link them with the device linker). */
-extern "C" __device__ void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
-{{
-    {n}_point(x, y);
-}}
+{routine.routine(plan, choice, renderer)}
 {_routine_upload(plan) if not plan.embed else ''}#else /* the batched kernel */
 """)
     if choice.layout:

@@ -30,6 +30,14 @@ extern "C" {
 ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
 #pragma omp end declare target
 
+#if defined(__CUDACC__) || defined(__HIPCC__)
+/* 32 points, one per lane, computed together (ROSENNA_BACKEND=cuda|hip, gemm_small_device.o): ALL 32
+   lanes of the warp must call it together, each with its own point; a lane without a point passes
+   a valid one (e.g. the last) and a y it may write. On CUDA an MLP runs on the batched kernel's
+   warp body (tensor cores where that kernel uses them); other models, one point per lane. */
+__device__ void gemm_small_infer_warp(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
+#endif
+
 /* n points, point-major: x[n][GEMM_SMALL_NX] -> y[n][GEMM_SMALL_NY]. Pointers are device
    pointers when an offload device is present, host pointers otherwise. Never allocates or
    transfers; returns ROSENNA_STATUS_OK, _DEVICE (not initialised) or _LAUNCH. */

@@ -1,0 +1,260 @@
+"""The per-point routines of ``<name>_kernel.cu`` for the user's own kernels (compiled with
+``-DROSENNA_DEVICE_ROUTINE`` as relocatable device code): ``<name>_infer`` and
+``<name>_infer_warp``.
+
+``<name>_infer(x, y)`` computes one point and may be called by any thread, alone or not. For an
+FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops but:
+
+- its one-thread body: every layer unrolled with the activations in registers, as the narrow
+  batched kernel does it (``rosenna_dense``), the weights repacked input-major ``[K][N rounded up
+  to 4]`` in ``__constant__`` memory up to :data:`CONSTANT_BYTES` (FFMA operands straight from the
+  constant bank), else in global memory read as uniform 16-byte loads; a layer wider than
+  :data:`REGISTER_WIDTH` accumulates its outputs in registers and reads its inputs from a local
+  array, one at a time (``rosenna_dense_kouter``: 128 + 128 live values would not fit);
+- when all 32 lanes of the warp are calling it together (``__activemask()`` full, CUDA), the
+  warp body below instead: 32 points at once. Both give results within verify's tolerance of the
+  plan's loops; which one a point took depends on how the caller's warp arrived.
+
+``<name>_infer_warp(x, y)`` is the warp-cooperative routine: all 32 lanes of a warp must call it
+together (each with its own point; lanes without one pass a valid point, e.g. the last, and a y
+that may be written), and the 32 points are computed together:
+
+- an MLP chain the 3xTF32 tensor-core chain takes (:mod:`rosenna.emit.cuda.tc_chain`): that
+  kernel's warp body, its fragments read from global memory (CUDA sm_80+);
+- an MLP chain the staged FP32 kernel takes (a hidden layer 96 to 128 wide, at most 8 outputs):
+  ``rosenna/data/rosenna_routine.cuh``, two passes of 16 points, no shared memory (CUDA, and HIP in
+  each 32-lane half of a 64-wide wavefront);
+- anything else (and the tensor-core chain where its guard fails): each lane computes its own
+  point.
+"""
+
+from rosenna.emit import fixed
+from rosenna.emit.cuda import narrow, staged, tc_chain, tf32
+from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
+from rosenna.emit.cuda.tf32 import tiles
+
+#: Packed weights up to this many bytes go to ``__constant__`` memory for the one-thread body (the
+#: batched kernels' limit is rosenna.limits.CONSTANT_LIMIT).
+CONSTANT_BYTES = 6 * 1024
+#: Layers at most this wide keep inputs and outputs in registers in the one-thread body.
+REGISTER_WIDTH = 64
+#: Whether ``<name>_infer`` takes the warp body when the whole warp calls it.
+AUTO_WARP = True
+
+
+def fast(plan, choice):
+    """Whether the plan gets the MLP routines (else ``<name>_point`` serves both)."""
+    return bool(choice.layers) and plan.embed
+
+
+def _warp_kind(choice):
+    layers = choice.layers
+    if choice.base is narrow.KIND and tc_chain.chain_fits(layers):
+        return "chain"
+    if choice.base is staged.KIND:
+        return "shuffle"
+    return None
+
+
+class WarpLayout:
+    """``<name>_rwarp``: per hidden layer W ``[16 KC][16 NC]`` input-major then its bias ``[16 NC]``
+    (KC, NC: its input and output widths over 16, rounded up), then the output layer's W
+    ``[16 KC][8]`` and bias ``[8]``. ``offsets``: per layer (float offset, KC, NC)."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.offsets, off = [], 0
+        for i, layer in enumerate(layers):
+            kc = (layer.k + 15) // 16
+            nc = 8 if i == len(layers) - 1 else (layer.n + 15) // 16
+            cols = 8 if i == len(layers) - 1 else 16 * nc
+            self.offsets.append((off, kc, nc))
+            off += 16 * kc * cols + cols
+        self.size = off
+
+    def packed(self):
+        import numpy as np
+
+        out = np.zeros(self.size, np.float32)
+        for i, (layer, (off, kc, nc)) in enumerate(zip(self.layers, self.offsets)):
+            cols = 8 if i == len(self.layers) - 1 else 16 * nc
+            block = np.zeros((16 * kc, cols), np.float32)
+            block[:layer.k, :layer.n] = layer.w.T
+            out[off:off + block.size] = block.reshape(-1)
+            out[off + block.size:off + block.size + layer.n] = layer.b
+        return out
+
+
+def _dense_layout(choice):
+    return PackedLayout.dense(choice.layers, 4, 4)
+
+
+def _one_thread(plan, choice, weights, ld):
+    """The lines of the one-thread body (inside ``{n}_infer_one_thread``)."""
+    layers = choice.layers
+    layout = _dense_layout(choice)
+    wide = any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
+    lines = []
+    if not wide:
+        lines += [f"    float h0[{plan.nx}];", "#pragma unroll", f"    for (int e = 0; e < {plan.nx}; ++e)",
+                  "        h0[e] = x[e];"]
+        for i, (layer, (woff, _, npad)) in enumerate(zip(layers, layout.offsets)):
+            lines.append(f"    float h{i + 1}[{layer.n}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */")
+            lines.append(f"    rosenna_dense<{layer.k}, {layer.n}, {npad}, {ld}, rt_act{i}>({weights} + {woff}, h{i}, h{i + 1});")
+        lines += ["#pragma unroll", f"    for (int e = 0; e < {plan.ny}; ++e)", f"        y[e] = h{len(layers)}[e];"]
+        return lines
+    width = max(round_up(layer.n, 4) for layer in layers[:-1])
+    lines.append(f"    float a[{width}], b[{width}];  /* the activations, ping-pong (local memory) */")
+    src = "x"
+    for i, (layer, (woff, _, npad)) in enumerate(zip(layers, layout.offsets)):
+        dst = "y" if i == len(layers) - 1 else ("a" if i % 2 == 0 else "b")
+        lines.append(f"    rosenna_dense_kouter<{layer.k}, {layer.n}, {npad}, rt_act{i}>({weights} + {woff}, {src}, {dst});"
+                     f"  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */")
+        src = dst
+    return lines
+
+
+def _chain_warp(plan, choice):
+    """The 3xTF32 chain's warp body for the lanes' 32 points (CUDA sm_80+)."""
+    n, nx, ny = plan.name, plan.nx, plan.ny
+    layers = choice.layers
+    frags, biases, frag4, _ = tc_chain.chain_offsets(layers)
+    kt0 = tiles(layers[0].k)
+    lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({n}_rchain);",
+             f"    const float *bias = {n}_rchain + {4 * frag4};",
+             "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;",
+             f"    float h0[2][{kt0}][4];",
+             "#pragma unroll",
+             "    for (int mi = 0; mi < 2; ++mi) {",
+             "        const float *x0 = rosenna_lane_ptr(x, 16 * mi + gid), *x1 = rosenna_lane_ptr(x, 16 * mi + gid + 8);",
+             "#pragma unroll",
+             f"        for (int kt = 0; kt < {kt0}; ++kt) {{",
+             "            const int k0 = kt * 8 + tig, k1 = k0 + 4;",
+             f"            h0[mi][kt][0] = k0 < {nx} ? x0[k0] : 0.0f;",
+             f"            h0[mi][kt][1] = k0 < {nx} ? x1[k0] : 0.0f;",
+             f"            h0[mi][kt][2] = k1 < {nx} ? x0[k1] : 0.0f;",
+             f"            h0[mi][kt][3] = k1 < {nx} ? x1[k1] : 0.0f;",
+             "        }",
+             "    }"]
+    for i, layer in enumerate(layers):
+        kt, nt = tiles(layer.k), tiles(layer.n)
+        lines += [f"    float h{i + 1}[2][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                  f"    rosenna_tc_layer<{kt}, {nt}, rt_act{i}>(F + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});"]
+    last = len(layers)
+    lines += ["    /* Output columns 2tig and 2tig+1 of each n8 tile, rows gid and gid+8. */",
+              "#pragma unroll",
+              "    for (int mi = 0; mi < 2; ++mi) {",
+              "        float *y0 = rosenna_lane_ptr(y, 16 * mi + gid), *y1 = rosenna_lane_ptr(y, 16 * mi + gid + 8);",
+              "#pragma unroll",
+              f"        for (int nt = 0; nt < {tiles(layers[-1].n)}; ++nt) {{",
+              "            const int c = nt * 8 + 2 * tig;",
+              f"            if (c < {ny}) {{",
+              f"                y0[c] = h{last}[mi][nt][0];",
+              f"                y1[c] = h{last}[mi][nt][1];",
+              "            }",
+              f"            if (c + 1 < {ny}) {{",
+              f"                y0[c + 1] = h{last}[mi][nt][2];",
+              f"                y1[c + 1] = h{last}[mi][nt][3];",
+              "            }",
+              "        }",
+              "    }"]
+    return lines
+
+
+def _shuffle_warp(plan, choice):
+    """The FP32 warp body (rosenna_routine.cuh): two passes of 16 points."""
+    n, nx, ny = plan.name, plan.nx, plan.ny
+    layout = WarpLayout(choice.layers)
+    layers = choice.layers
+    kc0 = layout.offsets[0][1]
+    lines = ["    const int lane = rosenna_lane(), py = lane / 16, cx = lane % 16;",
+             "#pragma unroll 1",
+             "    for (int pass = 0; pass < 2; ++pass) {",
+             f"        float h0[8][{kc0}];",
+             "#pragma unroll",
+             "        for (int i = 0; i < 8; ++i) {",
+             "            const float *xp = rosenna_lane_ptr(x, 16 * pass + 8 * py + i);",
+             "#pragma unroll",
+             f"            for (int j = 0; j < {kc0}; ++j)",
+             f"                h0[i][j] = cx * {kc0} + j < {nx} ? xp[cx * {kc0} + j] : 0.0f;",
+             "        }"]
+    for i, (layer, (off, kc, nc)) in enumerate(zip(layers[:-1], layout.offsets)):
+        lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                  f"        rosenna_warp_layer<{kc}, {nc}, rt_act{i}>({n}_rwarp + {off}, h{i}, h{i + 1}, py, cx);"]
+    last = len(layers) - 1
+    off, kc, _ = layout.offsets[-1]
+    lines += [f"        /* layer {last}: {layers[-1].k} -> {layers[-1].n}, {layers[-1].act or 'no activation'}: lane cx ends with "
+              "point 8py + cx / 2, outputs 4 (cx % 2) .. + 4 */",
+              f"        const float4 v = rosenna_warp_out<{kc}, rt_act{last}>({n}_rwarp + {off}, h{last}, cx);",
+              "        float *yp = rosenna_lane_ptr(y, 16 * pass + 8 * py + cx / 2);",
+              "        const int o = 4 * (cx % 2);",
+              "        const float r[4] = {v.x, v.y, v.z, v.w};",
+              "#pragma unroll",
+              "        for (int j = 0; j < 4; ++j)",
+              f"            if (o + j < {ny})",
+              "                yp[o + j] = r[j];",
+              "    }"]
+    return lines
+
+
+def routine(plan, choice, renderer):
+    """The ``-DROSENNA_DEVICE_ROUTINE`` part of the kernel file after ``<name>_point``: the MLP
+    routines' weight copies and device code, ``<name>_infer`` and ``<name>_infer_warp``."""
+    n, t = plan.name, plan.ctype
+    sig = f"(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)"
+    warp_note = ("/* The warp routine: all 32 lanes of the warp call it together, each with its own point "
+                 "(rosenna/emit/cuda/routine.py). */")
+    if not fast(plan, choice):
+        return (f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
+                f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n    {n}_point(x, y);\n}}\n\n"
+                f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_point(x, y);\n}}\n")
+    layers = choice.layers
+    dense = _dense_layout(choice)
+    constant = dense.size * 4 <= CONSTANT_BYTES
+    parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
+             array("__constant__" if constant else "__device__ const", f"{n}_rpacked", dense.packed(), dense.size)]
+    kind = _warp_kind(choice)
+    if kind == "chain":
+        chain = tc_chain.chain_packed(layers)
+        parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, then its biases (tc_chain.py). */",
+                  array("__device__ const", f"{n}_rchain", chain, chain.size), "#endif"]
+    elif kind == "shuffle":
+        wl = WarpLayout(layers)
+        parts += ["/* The warp body's copy: per layer W [16 KC][16 NC], then its bias (routine.py's WarpLayout). */",
+                  array("__device__ const", f"{n}_rwarp", wl.packed(), wl.size)]
+    parts.append("namespace {")
+    parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
+    parts.append(fixed.load("rosenna_narrow.cuh"))
+    parts.append(fixed.load("rosenna_routine.cuh"))
+    if kind == "chain":
+        parts += [tf32.GUARD, tf32.device_lib(), "#endif"]
+    parts.append("}  // namespace\n")
+    body = _one_thread(plan, choice, f"{n}_rpacked", 0 if constant else 1)
+    parts.append(f"/* One point, one thread. */\nstatic __device__ __forceinline__ void {n}_infer_one_thread{sig}\n{{\n"
+                 + "\n".join(body) + "\n}\n")
+    if kind == "chain":
+        guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
+        warp = [guard] + _chain_warp(plan, choice) + ["#else", f"    {n}_infer_one_thread(x, y);", "#endif"]
+        warp_kind = "the 3xTF32 chain's warp body (CUDA sm_80+; elsewhere each lane its own point)"
+    elif kind == "shuffle":
+        warp = _shuffle_warp(plan, choice)
+        warp_kind = "FP32, two passes of 16 points, no shared memory"
+    else:
+        warp = [f"    {n}_infer_one_thread(x, y);"]
+        warp_kind = "each lane its own point"
+    parts.append(f"/* 32 points, one per lane: {warp_kind}. */\n"
+                 f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{\n" + "\n".join(warp) + "\n}\n")
+    if AUTO_WARP and kind:
+        dispatch = ("#if !defined(__HIPCC__)\n"
+                    "    if (__activemask() == 0xffffffffu) {  /* the whole warp is here: 32 points at once */\n"
+                    "        __syncwarp();\n"
+                    f"        {n}_infer_warp_body(x, y);\n"
+                    "        return;\n"
+                    "    }\n"
+                    "#endif\n")
+    else:
+        dispatch = ""
+    parts.append(f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
+                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{dispatch}    {n}_infer_one_thread(x, y);\n}}\n\n"
+                 f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_infer_warp_body(x, y);\n}}\n")
+    return "\n".join(parts)

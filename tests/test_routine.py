@@ -1,0 +1,134 @@
+"""The per-point routines of the kernel file (rosenna/emit/cuda/routine.py) without a GPU: which
+body each model's <name>_infer and <name>_infer_warp get, a lane-by-lane emulation of the FP32 warp
+body (the shuffles of each layer, the output layer's reduce-scatter, the scatter of y) against the
+model in float64, and nvcc (ptxas) and hipcc compiles of the routines."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from mlp_reference import act_of, evaluate
+from rosenna import zoo
+from rosenna.emit import cuda
+from rosenna.emit.cuda import routine
+from rosenna.generate import Options, build_plan, generate
+
+
+def _plan(tmp_path, name, sizes=None, acts=None, embed=None):
+    path = str(tmp_path / f"{name}.onnx")
+    if sizes:
+        import onnx
+        onnx.save(zoo.mlp(name, sizes, acts, seed=11), path)
+    else:
+        zoo.save(name, path)
+    _, plan = build_plan(path, Options(lang="c", embed=embed))
+    return path, plan, cuda.choose(plan, cuda.CONSTANT_LIMIT)
+
+
+@pytest.mark.parametrize("name,warp", [("gemm_big", "chain"), ("mlp128", "shuffle"), ("gemm_small", None)])
+def test_which_warp_body(tmp_path, name, warp):
+    _, plan, choice = _plan(tmp_path, name)
+    assert routine.fast(plan, choice) and routine._warp_kind(choice) == warp
+
+
+def test_file_loaded_models_keep_the_plan_routine(tmp_path):
+    _, plan, choice = _plan(tmp_path, "gemm_big", embed=False)
+    assert not routine.fast(plan, choice)
+
+
+def emulate_warp(layers, packed, x):
+    """rosenna_warp_layer / rosenna_warp_out for the 32 lanes, pass by pass (float64)."""
+    layout = routine.WarpLayout(layers)
+    lane = np.arange(32)
+    py, cx = lane // 16, lane % 16
+    points, nx = x.shape
+    y = np.full((points, layers[-1].n), np.nan)
+    for pas in range(2):
+        kc0 = layout.offsets[0][1]
+        h = np.zeros((32, 8, kc0))
+        for i in range(8):
+            for j in range(kc0):
+                k = cx * kc0 + j
+                h[:, i, j] = np.where(k < nx, x[16 * pas + 8 * py + i, np.minimum(k, nx - 1)], 0.0)
+        for layer, (off, kc, nc) in zip(layers[:-1], layout.offsets):
+            ldw = 16 * nc
+            acc = np.zeros((32, 8, nc))
+            for c in range(16):
+                for j in range(kc):
+                    w = packed[off + (c * kc + j) * ldw + cx[:, None] * nc + np.arange(nc)]  # [32, nc]
+                    for i in range(8):
+                        a = h[py * 16 + c, i, j]  # the shuffle from lane (py, c)
+                        acc[:, i, :] += w * a[:, None]
+            b = packed[off + 16 * kc * ldw + cx[:, None] * nc + np.arange(nc)]
+            h = act_of(layer)(acc + b[:, None, :])
+        off, kc, _ = layout.offsets[-1]
+        p = np.zeros((32, 64))
+        for j in range(kc):
+            w = packed[off + (cx[:, None] * kc + j) * 8 + np.arange(8)]  # [32, 8]
+            for i in range(8):
+                p[:, i * 8:(i + 1) * 8] += w * h[:, i, j][:, None]
+        for s in range(4):
+            half, bit = 32 >> s, 8 >> s
+            upper = (cx & bit) != 0
+            send = np.where(upper[:, None], p[:, :half], p[:, half:2 * half])
+            keep = np.where(upper[:, None], p[:, half:2 * half], p[:, :half])
+            p = keep + send[lane ^ bit]
+        b = packed[off + 16 * kc * 8 + 4 * (cx % 2)[:, None] + np.arange(4)]
+        v = act_of(layers[-1])(p[:, :4] + b)
+        for ln in range(32):
+            point = 16 * pas + 8 * py[ln] + cx[ln] // 2
+            for o in range(4):
+                if 4 * (cx[ln] % 2) + o < layers[-1].n:
+                    y[point, 4 * (cx[ln] % 2) + o] = v[ln, o]
+    return y
+
+
+@pytest.mark.parametrize("sizes,acts", [([16, 128, 128, 128, 8], ["Relu", "Relu", "Relu", None]),
+                                        ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])])
+def test_emulated_warp_body_matches_the_model(tmp_path, sizes, acts):
+    _, plan, choice = _plan(tmp_path, "wide", sizes, acts)
+    assert routine._warp_kind(choice) == "shuffle"
+    layers = choice.layers
+    packed = routine.WarpLayout(layers).packed().astype(np.float64)
+    x = np.random.default_rng(2).uniform(-1, 1, size=(32, plan.nx))
+    np.testing.assert_allclose(emulate_warp(layers, packed, x), evaluate(layers, x), rtol=1e-10, atol=1e-6)
+    # It can fail: the output layer's rows shifted by one input (what a wrong K index would read).
+    broken = packed.copy()
+    off, kc, _ = routine.WarpLayout(layers).offsets[-1]
+    broken[off:off + 16 * kc * 8] = np.roll(broken[off:off + 16 * kc * 8], 8)
+    assert not np.allclose(emulate_warp(layers, broken, x), evaluate(layers, x), atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def kernel_files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("routine")
+    out = []
+    for name in ("gemm_big", "mlp128"):
+        path, _, _ = _plan(tmp, name)
+        generate(path, str(tmp / name), Options(lang="c"))
+        out.append(tmp / name / f"{name}_kernel.cu")
+    return out
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_routines_compile_as_relocatable_device_code(kernel_files):
+    for src in kernel_files:
+        proc = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-rdc=true", "-DROSENNA_DEVICE_ROUTINE", "-Xptxas", "-v",
+                               "-c", str(src), "-o", str(src) + ".o"], capture_output=True, text=True, cwd=src.parent)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "_infer_warp" in proc.stderr and "_infer\n" in proc.stderr.replace("_infer ", "_infer\n")
+
+
+@pytest.mark.hipcc
+@pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
+def test_routines_compile_with_hipcc(kernel_files):
+    env = dict(os.environ, HIP_PLATFORM="amd")
+    for src in kernel_files:
+        proc = subprocess.run(["hipcc", "--offload-arch=gfx90a", "-O3", "-fgpu-rdc", "-DROSENNA_DEVICE_ROUTINE", "-c",
+                               str(src), "-o", str(src) + ".hip.o"], capture_output=True, text=True, cwd=src.parent,
+                              env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
