@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from mlp_reference import act_of, evaluate
+from mlp_reference import act_of, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import routine
@@ -34,9 +34,14 @@ def test_which_warp_body(tmp_path, name, warp):
     assert routine.fast(plan, choice) and routine._warp_kind(choice) == warp
 
 
-def test_file_loaded_models_keep_the_plan_routine(tmp_path):
-    _, plan, choice = _plan(tmp_path, "gemm_big", embed=False)
-    assert not routine.fast(plan, choice)
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_warp_host_packing_in_cpp_equals_numpy(tmp_path):
+    """File-loaded models pack the warp body's copy at init (C++ in <name>_routine_upload)."""
+    _, plan, choice = _plan(tmp_path, "odd", [5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"], embed=False)
+    layout = routine.WarpLayout(choice.layers)
+    body = f"    float *rw = (float *)calloc({layout.size}, sizeof(float));\n" + layout.host_packing("rw")
+    got = run_packing(tmp_path, choice.layers, "", body, "rw", layout.size)
+    assert np.array_equal(got.view(np.uint32), layout.packed().view(np.uint32))
 
 
 def emulate_warp(layers, packed, x):
@@ -106,10 +111,12 @@ def test_emulated_warp_body_matches_the_model(tmp_path, sizes, acts):
 def kernel_files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("routine")
     out = []
-    for name in ("gemm_big", "mlp128"):
+    # The chain's warp body with embedded weights; the shuffle body with file-loaded ones (its init packing).
+    for name, embed in (("gemm_big", True), ("mlp128", False)):
         path, _, _ = _plan(tmp, name)
-        generate(path, str(tmp / name), Options(lang="c"))
-        out.append(tmp / name / f"{name}_kernel.cu")
+        out_dir = tmp / f"{name}_{'embedded' if embed else 'file'}"
+        generate(path, str(out_dir), Options(lang="c", embed=embed))
+        out.append(out_dir / f"{name}_kernel.cu")
     return out
 
 

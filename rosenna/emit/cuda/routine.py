@@ -44,7 +44,7 @@ AUTO_WARP = True
 
 def fast(plan, choice):
     """Whether the plan gets the MLP routines (else ``<name>_point`` serves both)."""
-    return bool(choice.layers) and plan.embed
+    return bool(choice.layers)
 
 
 def _warp_kind(choice):
@@ -83,6 +83,19 @@ class WarpLayout:
             out[off:off + block.size] = block.reshape(-1)
             out[off + block.size:off + block.size + layer.n] = layer.b
         return out
+
+
+    def host_packing(self, dest="rw"):
+        """C++ filling ``float *{dest}`` (zeroed) from ``host`` as :meth:`packed` does."""
+        steps = []
+        for i, (layer, (off, kc, nc)) in enumerate(zip(self.layers, self.offsets)):
+            cols = 8 if i == len(self.layers) - 1 else 16 * nc
+            steps.append(f"    for (int k = 0; k < {layer.k}; ++k)\n"
+                         f"        for (int o = 0; o < {layer.n}; ++o)\n"
+                         f"            {dest}[{off} + k * {cols} + o] = host[{2 * i}][o * {layer.k} + k];\n"
+                         f"    for (int o = 0; o < {layer.n}; ++o)\n"
+                         f"        {dest}[{off + 16 * kc * cols} + o] = host[{2 * i + 1}][o];")
+        return "\n".join(steps)
 
 
 def _dense_layout(choice):
@@ -197,6 +210,43 @@ def _shuffle_warp(plan, choice):
     return lines
 
 
+def _array(plan, storage, name, layout):
+    """A routine's copy: initialised for embedded weights, else filled by ``<name>_routine_upload``
+    (``__constant__`` stays constant memory; the rest is ``__device__``)."""
+    if plan.embed:
+        return array(storage, name, layout.packed(), layout.size)
+    storage = "__constant__" if storage == "__constant__" else "__device__"
+    return f"static {storage} __align__(16) float {name}[{layout.size}];"
+
+
+def upload(plan, choice):
+    """The lines of ``<name>_routine_upload`` (file-loaded weights) that pack and copy the MLP
+    routines' copies, and the host helpers they need (``(helpers, lines)``)."""
+    if not fast(plan, choice):
+        return "", ""
+    n, layers = plan.name, choice.layers
+    steps = [(f"{n}_rpacked", _dense_layout(choice), "packed", "")]
+    kind = _warp_kind(choice)
+    if kind == "chain":
+        steps.append((f"{n}_rchain", tc_chain.ChainLayout(layers), "tc", tf32.GUARD))
+    elif kind == "shuffle":
+        steps.append((f"{n}_rwarp", WarpLayout(layers), "rw", ""))
+    lines = []
+    for name, layout, var, guard in steps:
+        lines += ([guard] if guard else []) + [
+            "    {",
+            f"        float *{var} = (float *)calloc({layout.size}, sizeof(float));",
+            f"        if ({var} == NULL)\n            return ROSENNA_STATUS_DEVICE;",
+            layout.host_packing(var) if var != "packed" else layout.host_packing(),
+            f"        const int failed = rosennaMemcpyToSymbol({name}, {var}, sizeof(float) * {layout.size}, 0, "
+            "rosennaMemcpyHostToDevice) != rosennaSuccess;",
+            f"        free({var});",
+            "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
+            "    }"] + (["#endif"] if guard else [])
+    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if kind == "chain" else "")
+    return helpers, "\n".join(lines)
+
+
 def routine(plan, choice, renderer):
     """The ``-DROSENNA_DEVICE_ROUTINE`` part of the kernel file after ``<name>_point``: the MLP
     routines' weight copies and device code, ``<name>_infer`` and ``<name>_infer_warp``."""
@@ -212,16 +262,14 @@ def routine(plan, choice, renderer):
     dense = _dense_layout(choice)
     constant = dense.size * 4 <= CONSTANT_BYTES
     parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
-             array("__constant__" if constant else "__device__ const", f"{n}_rpacked", dense.packed(), dense.size)]
+             _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)
     if kind == "chain":
-        chain = tc_chain.chain_packed(layers)
         parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, then its biases (tc_chain.py). */",
-                  array("__device__ const", f"{n}_rchain", chain, chain.size), "#endif"]
+                  _array(plan, "__device__ const", f"{n}_rchain", tc_chain.ChainLayout(layers)), "#endif"]
     elif kind == "shuffle":
-        wl = WarpLayout(layers)
         parts += ["/* The warp body's copy: per layer W [16 KC][16 NC], then its bias (routine.py's WarpLayout). */",
-                  array("__device__ const", f"{n}_rwarp", wl.packed(), wl.size)]
+                  _array(plan, "__device__ const", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
     parts.append(fixed.load("rosenna_narrow.cuh"))

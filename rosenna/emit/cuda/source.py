@@ -95,7 +95,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
                  f"{{\n{body}\n}}\n" + ("" if point_fn_always else "#endif\n"))
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
 {routine.routine(plan, choice, renderer)}
-{_routine_upload(plan) if not plan.embed else ''}#else /* the batched kernel */
+{_routine_upload(plan, choice) if not plan.embed else ''}#else /* the batched kernel */
 """)
     if choice.layout:
         parts.append("/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */")
@@ -146,13 +146,15 @@ def _copies(plan):
                      for i, w in enumerate(plan.weights))
 
 
-def _routine_upload(plan):
+def _routine_upload(plan, choice):
     n, t = plan.name, plan.ctype
-    return f"""
-/* Called by {n}_device_upload when this object is linked: fills the per-point routine's copy. */
+    helpers, packing = routine.upload(plan, choice)
+    return f"""{helpers}
+/* Called by {n}_device_upload when this object is linked: fills the per-point routines' copies. */
 extern "C" int {n}_routine_upload(const {t} *const *host)
 {{
 {_copies(plan)}
+{packing}
     return ROSENNA_STATUS_OK;
 }}
 """
