@@ -1,7 +1,7 @@
 #!/bin/bash
 # Build integration on the GPU machine: a CUDA program built by CMake against a generated model's
-# <name>Config.cmake (its own kernel calling the __device__ m_infer, then m_infer_batch), and a
-# clang OpenMP-offload program calling m_infer in a target loop. Both run there and are compared
+# <name>Config.cmake (its own kernel calling the __device__ mdl_infer, then mdl_infer_batch), and a
+# clang OpenMP-offload program calling mdl_infer in a target loop. Both run there and are compared
 # with onnxruntime's outputs computed here.
 #
 #   bash bench/build_integration.sh prepare   # HERE: generate build/integration/gen (gemm_big, sm_90,
@@ -31,7 +31,7 @@ case "$cmd" in
 prepare)
     mkdir -p "$DIR"
     python3 -m rosenna zoo gemm_big -o "$DIR/gemm_big.onnx" >/dev/null
-    python3 -m rosenna generate "$DIR/gemm_big.onnx" --name m --out "$DIR/gen" --gpu-arch 90 >/dev/null
+    python3 -m rosenna generate "$DIR/gemm_big.onnx" --name mdl --out "$DIR/gen" --gpu-arch 90 >/dev/null
     python3 - "$DIR" <<'PY'
 import sys
 import numpy as np
@@ -59,16 +59,16 @@ run|host)
     if [ "$cmd" = run ]; then
         "$DIR/cmake/cmake_cuda" > "$OUT/cmake_cuda.txt" || status=1
         echo -n "cmake CUDA, user kernel: " && compare "$OUT/cmake_cuda.txt" 1 || status=1
-        echo -n "cmake CUDA, m_infer_batch: " && compare "$OUT/cmake_cuda.txt" 2 || status=1
+        echo -n "cmake CUDA, mdl_infer_batch: " && compare "$OUT/cmake_cuda.txt" 2 || status=1
         cc=$ROSENNA_CLANG; flags="-fopenmp $CLANG_OFFLOAD_FLAGS"
     else
         echo "cmake CUDA: compiled and linked (not run here)"
         cc=gcc; flags="-fopenmp"
     fi
     # shellcheck disable=SC2086
-    $cc -O2 $flags -I "$DIR/gen" "$SRC/offload.c" "$DIR/gen/m.c" -lm -o "$DIR/offload" 2> "$OUT/offload-build.log" \
+    $cc -O2 $flags -I "$DIR/gen" "$SRC/offload.c" "$DIR/gen/mdl.c" -lm -o "$DIR/offload" 2> "$OUT/offload-build.log" \
         || { echo "offload build FAILED"; cat "$OUT/offload-build.log"; exit 1; }
-    echo "$cc -O2 $flags -I $DIR/gen $SRC/offload.c $DIR/gen/m.c -lm" > "$OUT/offload-compile-line.txt"
+    echo "$cc -O2 $flags -I $DIR/gen $SRC/offload.c $DIR/gen/mdl.c -lm" > "$OUT/offload-compile-line.txt"
     LD_LIBRARY_PATH=${CLANG_OMP_LIB:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$DIR/offload" > "$OUT/offload.out" || status=1
     head -1 "$OUT/offload.out"
     tail -n +2 "$OUT/offload.out" > "$OUT/offload.txt"

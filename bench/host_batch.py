@@ -26,7 +26,7 @@ from rosenna.generate import Options, generate
 C_DRIVER = r"""#include <stdio.h>
 #include <stdlib.h>
 #include <omp.h>
-#include "m.h"
+#include "mdl.h"
 
 static int cmp(const void *a, const void *b) { double d = *(const double *)a - *(const double *)b; return (d > 0) - (d < 0); }
 #ifdef CPU_TIME
@@ -39,19 +39,19 @@ static double now(void) { return omp_get_wtime(); }
 int main(int argc, char **argv)
 {
     int n = atoi(argv[1]), reps = atoi(argv[2]);
-    float *x = malloc(sizeof(float) * (size_t)n * M_NX), *y = malloc(sizeof(float) * (size_t)n * M_NY);
+    float *x = malloc(sizeof(float) * (size_t)n * MDL_NX), *y = malloc(sizeof(float) * (size_t)n * MDL_NY);
     double tb[64], tp[64], sum = 0;
-    for (long i = 0; i < (long)n * M_NX; ++i) x[i] = (float)((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
+    for (long i = 0; i < (long)n * MDL_NX; ++i) x[i] = (float)((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
     for (int r = 0; r < reps; ++r) {
         double t0 = now();
-        m_infer_batch(n, x, y, NULL);
+        mdl_infer_batch(n, x, y, NULL);
         tb[r] = now() - t0;
         t0 = now();
 #pragma omp parallel for schedule(static)
-        for (int i = 0; i < n; ++i) m_infer(x + (size_t)i * M_NX, y + (size_t)i * M_NY);
+        for (int i = 0; i < n; ++i) mdl_infer(x + (size_t)i * MDL_NX, y + (size_t)i * MDL_NY);
         tp[r] = now() - t0;
     }
-    for (long i = 0; i < (long)n * M_NY; ++i) sum += y[i];
+    for (long i = 0; i < (long)n * MDL_NY; ++i) sum += y[i];
     qsort(tb, reps, sizeof(double), cmp); qsort(tp, reps, sizeof(double), cmp);
     printf("%.3f %.3f %g\n", tb[reps / 2] * 1e9 / n, tp[reps / 2] * 1e9 / n, sum);
     return 0;
@@ -60,11 +60,11 @@ int main(int argc, char **argv)
 
 F_DRIVER = """program bench
   use omp_lib
-  use m_model
+  use mdl_model
   implicit none
   integer :: n, reps, r, i, status
   character(len=32) :: arg
-  real(m_rk), allocatable :: x(:, :), y(:, :)
+  real(mdl_rk), allocatable :: x(:, :), y(:, :)
   double precision :: tb(64), tp(64), t0
 #ifdef CPU_TIME
 #define NOW cpu_now()
@@ -73,17 +73,17 @@ F_DRIVER = """program bench
 #endif
   call get_command_argument(1, arg); read (arg, *) n
   call get_command_argument(2, arg); read (arg, *) reps
-  allocate (x(m_nx, n), y(m_ny, n))
+  allocate (x(mdl_nx, n), y(mdl_ny, n))
   call random_number(x)
   x = 2 * x - 1
   do r = 1, reps
     t0 = NOW
-    call m_infer_batch(n, x, y, status)
+    call mdl_infer_batch(n, x, y, status)
     tb(r) = NOW - t0
     t0 = NOW
     !$omp parallel do schedule(static)
     do i = 1, n
-      call m_infer(x(:, i), y(:, i))
+      call mdl_infer(x(:, i), y(:, i))
     end do
     tp(r) = NOW - t0
   end do
@@ -150,15 +150,15 @@ def main(argv=None):
 def measure(model, args):
     work = tempfile.mkdtemp(prefix="rosenna-bench-")
     path = zoo.save(model, os.path.join(work, "m.onnx"))
-    plan, _ = generate(path, work, Options(name="m"))
+    plan, _ = generate(path, work, Options(name="mdl"))
     flags = args.cflags.split() + (["-DCPU_TIME"] if args.cpu_time else [])
     with open(os.path.join(work, "drv.c"), "w") as fh:
         fh.write(C_DRIVER)
     with open(os.path.join(work, "drv.F90"), "w") as fh:
         fh.write(F_DRIVER)
-    subprocess.run(["gcc", *flags, "-fopenmp", "-I", work, os.path.join(work, "drv.c"), os.path.join(work, "m.c"),
+    subprocess.run(["gcc", *flags, "-fopenmp", "-I", work, os.path.join(work, "drv.c"), os.path.join(work, "mdl.c"),
                     "-o", os.path.join(work, "drv_c"), "-lm"], check=True)
-    subprocess.run(["gfortran", *flags, "-fopenmp", "-J", work, os.path.join(work, "m_model.F90"),
+    subprocess.run(["gfortran", *flags, "-fopenmp", "-J", work, os.path.join(work, "mdl_model.F90"),
                     os.path.join(work, "drv.F90"), "-o", os.path.join(work, "drv_f")], check=True)
     rows = []
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))

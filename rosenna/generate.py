@@ -53,12 +53,18 @@ class Options:
         return self.toolchain
 
 
-def default_name(path):
-    stem = os.path.splitext(os.path.basename(path))[0]
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_") or "model"
+def mangled(text):
+    """``text`` as a model name: runs of other characters and of ``_`` become one ``_``; ``m_`` in
+    front of a name that does not start with a letter or that :func:`outdir.reserved` refuses (no
+    ``m_*`` name is in its table: tested)."""
+    name = re.sub(r"[^A-Za-z0-9_]+|__+", "_", text).strip("_") or "model"
     if not name[0].isalpha() or outdir.reserved(name):
         name = "m_" + name
     return name[:MAX_NAME].rstrip("_")
+
+
+def default_name(path):
+    return mangled(os.path.splitext(os.path.basename(path))[0])
 
 
 def check_name(name):
@@ -72,7 +78,7 @@ def check_name(name):
                          "Fortran identifier within 63 characters")
     why = outdir.reserved(name)
     if why:
-        raise UsageError(f"--name {name!r}: {why}; choose another name")
+        raise UsageError(f"--name {name!r}: {why}; choose another name, e.g. --name {mangled(name)}")
 
 
 def build_plan(model_path, options):

@@ -6,8 +6,9 @@ plus what its recipes build beside them. Each name is defined here once:
 - :data:`SET_FILES`: the files of a set, as templates over the model name ``{n}``, generated or
   built. A test checks that every file ``emit.render`` returns and every target its recipes name is
   listed, so a new file cannot be added without its name being reserved here.
-- :data:`RESERVED`: the prefix of rosenna's own files and symbols (``rosenna_rt.h``,
-  ``ROSENNA_STATUS_*``, ``rosenna_expf``, ...). No model name may be it or start with it and ``_``.
+- :func:`reserved`: names no model may have: rosenna's own prefix (``rosenna_rt.h``,
+  ``ROSENNA_STATUS_*``, ``rosenna_expf``, ...) and names whose files or symbols would shadow a
+  system's; the table is :mod:`rosenna.names`.
 - :func:`conflict`: two model names clash when their sets share a file (compared case-blind:
   macOS file systems and Fortran ``.mod`` names fold case) or when one name is the other followed
   by ``_`` (then the shorter one's symbols ``<n>_*`` and files ``<n>_*`` can be the longer one's:
@@ -36,16 +37,17 @@ import os
 import shutil
 import tempfile
 
+from rosenna import names
+
 #: Files of one model's set: generated (``GENERATED``) and built beside them by its recipes,
-#: CMake and pkg-config files (``BUILT``). ``rosenna_rt.h`` is shared by every set.
+#: CMake and pkg-config files (``BUILT``). ``rosenna_rt.h`` is shared by every set. ``{lower}``: the
+#: name in lower case, as Fortran compilers name a module's ``.mod`` file.
 GENERATED = ("{n}.h", "{n}.c", "{n}.mk", "{n}_kernel.cu", "{n}.rwt", "{n}_model.F90", "{n}_fortran.mk",
              "{n}Config.cmake", "{n}ConfigVersion.cmake", "{n}.pc", "{n}_fortran.pc")
 BUILT = ("{n}.o", "{n}_kernel.o", "{n}_device.o", "lib{n}.a", "lib{n}_device.a", "{n}_model.o",
-         "{n}_model.mod", "lib{n}_f.a")
+         "{lower}_model.mod", "lib{n}_f.a")
 SET_FILES = GENERATED + BUILT
 SHARED_FILES = ("rosenna_rt.h",)
-#: rosenna's own prefix: of rosenna_rt.h and of every macro and symbol rosenna_rt.h defines.
-RESERVED = "rosenna"
 
 STAGING_PREFIX = ".rosenna-"
 JOURNAL = "JOURNAL.json"
@@ -58,16 +60,13 @@ def manifest_name(name):
 
 def set_files(name):
     """Every file name the set of model ``name`` owns (generated or built), shared files excluded."""
-    return [template.format(n=name) for template in SET_FILES]
+    return [template.format(n=name, lower=name.lower()) for template in SET_FILES]
 
 
 def reserved(name):
-    """Why ``name`` is rosenna's own (a sentence), or None."""
-    low = name.lower()
-    if low == RESERVED or low.startswith(RESERVED + "_"):
-        return (f"names '{RESERVED}' and '{RESERVED}_*' are rosenna's own (rosenna_rt.h, the ROSENNA_* macros "
-                "and rosenna_* routines it defines)")
-    return None
+    """Why ``name`` cannot be a model's (a sentence), or None: rosenna's own, or a name whose files or
+    symbols would shadow a system's (the table is :data:`rosenna.names.CLASSES`)."""
+    return names.reserved(name)
 
 
 def conflict(name, other):

@@ -23,31 +23,31 @@ X = [0.5, -1.25]
 
 SOLVER = """cmake_minimum_required(VERSION 3.18)
 project(solver LANGUAGES C Fortran)
-find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)
+find_package(mdl CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)
 add_executable(solver_c main.c)
-target_link_libraries(solver_c PRIVATE rosenna::m)
+target_link_libraries(solver_c PRIVATE rosenna::mdl)
 add_executable(solver_f main.f90)
-target_link_libraries(solver_f PRIVATE rosenna::m_fortran)
+target_link_libraries(solver_f PRIVATE rosenna::mdl_fortran)
 """
 
 MAIN_C = """#include <stdio.h>
-#include "m.h"
+#include "mdl.h"
 int main(void) {
-    float x[M_NX] = {0.5f, -1.25f}, y[M_NY];
-    m_infer(x, y);
-    for (int i = 0; i < M_NY; i++) printf("%.9g\\n", y[i]);
+    float x[MDL_NX] = {0.5f, -1.25f}, y[MDL_NY];
+    mdl_infer(x, y);
+    for (int i = 0; i < MDL_NY; i++) printf("%.9g\\n", y[i]);
     return 0;
 }
 """
 
 MAIN_F = """program main
-  use m_model
+  use mdl_model
   implicit none
-  real(m_rk) :: x(m_nx), y(m_ny)
+  real(mdl_rk) :: x(mdl_nx), y(mdl_ny)
   integer :: i
-  x = [0.5_m_rk, -1.25_m_rk]
-  call m_infer(x, y)
-  do i = 1, m_ny
+  x = [0.5_mdl_rk, -1.25_mdl_rk]
+  call mdl_infer(x, y)
+  do i = 1, mdl_ny
     print '(es16.9)', y(i)
   end do
 end program main
@@ -55,23 +55,23 @@ end program main
 
 CUDA_SOLVER = """cmake_minimum_required(VERSION 3.18)
 project(solver_cu LANGUAGES C CUDA)
-set(m_BACKEND cuda)
-find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)
+set(mdl_BACKEND cuda)
+find_package(mdl CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)
 add_executable(batch batch.c)
-target_link_libraries(batch PRIVATE rosenna::m)
+target_link_libraries(batch PRIVATE rosenna::mdl)
 add_executable(kernel kernel.cu)
 set_target_properties(kernel PROPERTIES CUDA_SEPARABLE_COMPILATION ON CUDA_ARCHITECTURES 80)
-target_link_libraries(kernel PRIVATE rosenna::m_device rosenna::m)
+target_link_libraries(kernel PRIVATE rosenna::mdl_device rosenna::mdl)
 """
 
-BATCH_C = """#include "m.h"
-int main(void) { return m_infer_batch(0, 0, 0, 0) == ROSENNA_STATUS_OK ? 0 : 1; }
+BATCH_C = """#include "mdl.h"
+int main(void) { return mdl_infer_batch(0, 0, 0, 0) == ROSENNA_STATUS_OK ? 0 : 1; }
 """
 
-KERNEL_CU = """#include "m.h"
+KERNEL_CU = """#include "mdl.h"
 __global__ void step(int n, const float *x, float *y) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) m_infer(x + i * M_NX, y + i * M_NY);
+    if (i < n) mdl_infer(x + i * MDL_NX, y + i * MDL_NY);
 }
 int main(void) { step<<<1, 32>>>(0, 0, 0); return cudaDeviceSynchronize() != cudaSuccess; }
 """
@@ -80,7 +80,7 @@ int main(void) { step<<<1, 32>>>(0, 0, 0); return cudaDeviceSynchronize() != cud
 @pytest.fixture(scope="module")
 def gen(model, tmp_path_factory):
     out = tmp_path_factory.mktemp("cmake") / "gen"
-    assert main(["generate", model("gemm_small"), "--name", "m", "--out", str(out), "--gpu-arch", "80"]) == 0
+    assert main(["generate", model("gemm_small"), "--name", "mdl", "--out", str(out), "--gpu-arch", "80"]) == 0
     return out
 
 
@@ -120,10 +120,10 @@ def test_c_and_fortran_programs_build_and_run(gen, model, tmp_path):
         got = np.array([float(v) for v in run.stdout.split()])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     profile = resolve("gcc", gpu_arch="80")
-    c_line, f_line = compile_line(log, "m.c"), compile_line(log, "m_model.F90")
+    c_line, f_line = compile_line(log, "mdl.c"), compile_line(log, "mdl_model.F90")
     for line, flags in ((c_line, profile.optimize_c), (f_line, profile.optimize_fortran)):
         assert f" {flags} " in line and "-fopenmp" in line.split(), line
-    assert re.search(r"-J\S*rosenna_m_mod", f_line)
+    assert re.search(r"-J\S*rosenna_mdl_mod", f_line)
 
 
 def test_a_second_find_package_is_harmless(gen, tmp_path):
@@ -131,13 +131,13 @@ def test_a_second_find_package_is_harmless(gen, tmp_path):
     (src / "sub").mkdir(parents=True)
     (src / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(twice LANGUAGES C)\n"
-        f'find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\nadd_subdirectory(sub)\n')
+        f'find_package(mdl CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\nadd_subdirectory(sub)\n')
     (src / "sub" / "CMakeLists.txt").write_text(
-        f'find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\n'
-        "add_executable(app main.c)\ntarget_link_libraries(app PRIVATE rosenna::m)\n")
+        f'find_package(mdl CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\n'
+        "add_executable(app main.c)\ntarget_link_libraries(app PRIVATE rosenna::mdl)\n")
     (src / "sub" / "main.c").write_text(MAIN_C)
     _, cfg, _ = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc")
-    assert "no rosenna::m_fortran" in cfg  # Fortran not enabled: said, not an error
+    assert "no rosenna::mdl_fortran" in cfg  # Fortran not enabled: said, not an error
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
@@ -149,12 +149,12 @@ def test_cuda_programs_compile_and_link_with_nvcc(gen, tmp_path):
     (src / "kernel.cu").write_text(KERNEL_CU)
     build, _, log = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc")
     assert (build / "batch").exists() and (build / "kernel").exists()
-    nvcc = [line for line in log.splitlines() if "nvcc" in line.split(" ")[0] and "m_kernel.cu" in line]
+    nvcc = [line for line in log.splitlines() if "nvcc" in line.split(" ")[0] and "mdl_kernel.cu" in line]
     assert len(nvcc) == 2 and all("arch=compute_80,code=[compute_80,sm_80]" in line and " -O3 " in line
                                   and "-march" not in line for line in nvcc)
     assert any("-DROSENNA_DEVICE_ROUTINE" in line for line in nvcc)
-    assert "--weaken-symbol=m_infer" in log
-    assert "-DROSENNA_NATIVE_KERNEL" in compile_line(log, "m.c")
+    assert "--weaken-symbol=mdl_infer" in log
+    assert "-DROSENNA_NATIVE_KERNEL" in compile_line(log, "mdl.c")
 
 
 @pytest.mark.skipif(not shutil.which("nvcc") or not shutil.which("gcc"), reason="needs nvcc and gcc")
@@ -184,17 +184,17 @@ def test_another_compiler_than_the_profiles_gets_a_warning_and_cmakes_openmp(mod
     (tmp_path / "site" / "nvsite.yaml").write_text("extends: nvhpc\n")
     monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(tmp_path / "site"))
     gen = tmp_path / "gen"
-    assert main(["generate", model("gemm_small"), "--name", "m", "--out", str(gen), "--toolchain", "nvsite",
+    assert main(["generate", model("gemm_small"), "--name", "mdl", "--out", str(gen), "--toolchain", "nvsite",
                  "--lang", "c"]) == 0
     src = tmp_path / "solver"
     src.mkdir()
     (src / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(solver LANGUAGES C)\n"
-        f'find_package(m CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\n'
-        "add_executable(solver_c main.c)\ntarget_link_libraries(solver_c PRIVATE rosenna::m)\n")
+        f'find_package(mdl CONFIG REQUIRED PATHS "{gen}" NO_DEFAULT_PATH)\n'
+        "add_executable(solver_c main.c)\ntarget_link_libraries(solver_c PRIVATE rosenna::mdl)\n")
     (src / "main.c").write_text(MAIN_C)
-    build, cfg, log = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc", "-Dm_BACKEND=omp")
+    build, cfg, log = configure_and_build(src, "-DCMAKE_C_COMPILER=gcc", "-Dmdl_BACKEND=omp")
     assert "-DCMAKE_C_COMPILER=nvc" in cfg and "profile's flags are" in cfg
-    line = compile_line(log, "m.c")
+    line = compile_line(log, "mdl.c")
     assert "-Mnofma" not in line and "-mp=gpu" not in line and "-fopenmp" in line
     subprocess.run([str(build / "solver_c")], check=True, capture_output=True)

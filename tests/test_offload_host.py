@@ -12,23 +12,23 @@ N = 997
 
 C_PROG = r"""#include <stdio.h>
 #include <string.h>
-#include "m.h"
+#include "mdl.h"
 #define N %(n)d
-static float x[N][M_NX], plain[N][M_NY], loop[N][M_NY];
+static float x[N][MDL_NX], plain[N][MDL_NY], loop[N][MDL_NY];
 int main(int argc, char **argv)
 {
     for (int i = 0; i < N; ++i)
-        for (int k = 0; k < M_NX; ++k)
+        for (int k = 0; k < MDL_NX; ++k)
             x[i][k] = (float)((i * 37 + k * 11) %% 200) / 100.0f - 1.0f;
     for (int i = 0; i < N; ++i)
-        m_infer(x[i], plain[i]);
+        mdl_infer(x[i], plain[i]);
 #if defined(_OPENACC)
 #pragma acc parallel loop gang vector copyin(x) copyout(loop)
 #else
 #pragma omp target teams distribute parallel for map(to: x) map(from: loop)
 #endif
     for (int i = 0; i < N; ++i)
-        m_infer(x[i], loop[i]);
+        mdl_infer(x[i], loop[i]);
     FILE *f = fopen(argv[1], "wb");
     fwrite(plain, sizeof plain, 1, f);
     fclose(f);
@@ -38,19 +38,19 @@ int main(int argc, char **argv)
 """
 
 F_PROG = """program prog
-  use m_model
+  use mdl_model
   implicit none
   integer, parameter :: n = %(n)d
-  real(m_rk) :: x(m_nx, n), plain(m_ny, n), loop(m_ny, n)
+  real(mdl_rk) :: x(mdl_nx, n), plain(mdl_ny, n), loop(mdl_ny, n)
   integer :: i, k, unit
   character(len=4096) :: path
   do i = 1, n
-    do k = 1, m_nx
-      x(k, i) = real(mod((i - 1) * 37 + (k - 1) * 11, 200), m_rk) / 100 - 1
+    do k = 1, mdl_nx
+      x(k, i) = real(mod((i - 1) * 37 + (k - 1) * 11, 200), mdl_rk) / 100 - 1
     end do
   end do
   do i = 1, n
-    call m_infer(x(:, i), plain(:, i))
+    call mdl_infer(x(:, i), plain(:, i))
   end do
 #ifdef _OPENACC
   !$acc parallel loop gang vector copyin(x) copyout(loop)
@@ -58,7 +58,7 @@ F_PROG = """program prog
   !$omp target teams distribute parallel do map(to: x) map(from: loop)
 #endif
   do i = 1, n
-    call m_infer(x(:, i), loop(:, i))
+    call mdl_infer(x(:, i), loop(:, i))
   end do
   call get_command_argument(1, path)
   open (newunit=unit, file=trim(path), access='stream', form='unformatted', status='replace')
@@ -75,7 +75,7 @@ def generated(request, tmp_path_factory):
 
     work = tmp_path_factory.mktemp("offload")
     path = models.write("gemm_big", work)
-    plan, _ = generate(path, str(work), Options(name="m", embed=request.param))
+    plan, _ = generate(path, str(work), Options(name="mdl", embed=request.param))
     return work, plan
 
 
@@ -83,8 +83,8 @@ def generated(request, tmp_path_factory):
 def test_per_point_in_offload_loops_matches_plain_loop_and_languages_agree(generated, model_flag):
     work, plan = generated
     tag = model_flag.strip("-")
-    init_c = "" if plan.embed else 'm_init("m.rwt");'
-    init_f = "" if plan.embed else "  block\n    integer :: s\n    call m_init('m.rwt', s)\n  end block\n"
+    init_c = "" if plan.embed else 'mdl_init("mdl.rwt");'
+    init_f = "" if plan.embed else "  block\n    integer :: s\n    call mdl_init('mdl.rwt', s)\n  end block\n"
     c_src = (C_PROG % {"n": N}).replace("    for (int i = 0; i < N; ++i)\n        for (int k", f"    {init_c}\n    for (int i = 0; i < N; ++i)\n        for (int k", 1)
     f_src = (F_PROG % {"n": N}).replace("  do i = 1, n\n    do k", init_f + "  do i = 1, n\n    do k", 1)
     (work / f"c_{tag}.c").write_text(c_src)
@@ -93,9 +93,9 @@ def test_per_point_in_offload_loops_matches_plain_loop_and_languages_agree(gener
     flags = [model_flag, "-O2", "-Wno-unknown-pragmas"]
     mod_dir = work / f"mod_{tag}"
     mod_dir.mkdir(exist_ok=True)
-    subprocess.run(["gcc", *flags, "-I", str(work), str(work / f"c_{tag}.c"), str(work / "m.c"), "-o",
+    subprocess.run(["gcc", *flags, "-I", str(work), str(work / f"c_{tag}.c"), str(work / "mdl.c"), "-o",
                     str(work / f"c_{tag}"), "-lm"], check=True)
-    subprocess.run(["gfortran", *flags, "-J", str(mod_dir), str(work / "m_model.F90"), str(work / f"f_{tag}.F90"),
+    subprocess.run(["gfortran", *flags, "-J", str(mod_dir), str(work / "mdl_model.F90"), str(work / f"f_{tag}.F90"),
                     "-o", str(work / f"f_{tag}")], check=True)
     for lang in ("c", "f"):
         proc = subprocess.run([str(work / f"{lang}_{tag}"), str(work / f"y_{lang}_{tag}.bin")], cwd=work,
@@ -115,7 +115,7 @@ def file_loaded(tmp_path_factory):
     import models
 
     work = tmp_path_factory.mktemp("updates")
-    plan, _ = generate(models.write("gemm_big", work), str(work), Options(name="m", embed=False))
+    plan, _ = generate(models.write("gemm_big", work), str(work), Options(name="mdl", embed=False))
     return work, plan
 
 
@@ -129,7 +129,7 @@ def test_init_updates_every_weight_on_the_device(file_loaded, model_flag):
 
     work, plan = file_loaded  # embedded weights are initialised in the device image: no update
     counts = {}
-    for lang, compiler, src in (("c", ["gcc"], "m.c"), ("fortran", ["gfortran", "-J", str(work)], "m_model.F90")):
+    for lang, compiler, src in (("c", ["gcc"], "mdl.c"), ("fortran", ["gfortran", "-J", str(work)], "mdl_model.F90")):
         dump = work / f"{lang}{model_flag}.optimized"
         subprocess.run([*compiler, model_flag, "-O2", "-Wno-unknown-pragmas", "-c", str(work / src), "-o",
                         str(work / f"{lang}{model_flag}.o"), f"-fdump-tree-optimized={dump}"], check=True)

@@ -92,10 +92,10 @@ def test_generate_killed_at_every_step(model, tmp_path):
     committed, and no .rosenna-* folder."""
     path = model("gemm_big")
     old_dir, new_dir = str(tmp_path / "old"), str(tmp_path / "new")
-    generate(path, old_dir, Options(name="m", embed=False))
-    generate(path, new_dir, Options(name="m", embed=True))
+    generate(path, old_dir, Options(name="mdl", embed=False))
+    generate(path, new_dir, Options(name="mdl", embed=True))
     old, new = _visible(old_dir), _visible(new_dir)
-    assert old != new and "m.rwt" in old and "m.rwt" not in new
+    assert old != new and "mdl.rwt" in old and "mdl.rwt" not in new
     outcomes = []
     for step in range(60):
         out = str(tmp_path / f"k{step}")
@@ -104,7 +104,7 @@ def test_generate_killed_at_every_step(model, tmp_path):
         if pid == 0:  # the child: generate, dying at its step-th crash point
             os.environ["ROSENNA_TEST_CRASH_AT"] = str(step)
             try:
-                generate(path, out, Options(name="m", embed=True))
+                generate(path, out, Options(name="mdl", embed=True))
             finally:
                 os._exit(0)
         _, status = os.waitpid(pid, 0)
@@ -126,7 +126,7 @@ def test_generate_killed_at_every_step(model, tmp_path):
     assert outcomes[-1] == (False, False), "the last step was reached: every step was tried"
     assert (True, False) in outcomes and (True, True) in outcomes
     # the manifest names the new set only
-    manifest = json.load(open(os.path.join(out, outdir.manifest_name("m"))))
+    manifest = json.load(open(os.path.join(out, outdir.manifest_name("mdl"))))
     assert sorted(manifest["files"]) == sorted(new)
 
 
@@ -134,8 +134,8 @@ def test_next_run_removes_old_debris(model, tmp_path):
     """A staging folder of an older rosenna (killed mid-write) is removed by the next run."""
     out = tmp_path / "o"
     (out / ".rosenna-abc123").mkdir(parents=True)
-    (out / ".rosenna-abc123" / "m.rwt").write_bytes(b"x" * 1000)
-    generate(model("gemm_small"), str(out), Options(name="m"))
+    (out / ".rosenna-abc123" / "mdl.rwt").write_bytes(b"x" * 1000)
+    generate(model("gemm_small"), str(out), Options(name="mdl"))
     assert not _debris(str(out))
 
 
@@ -147,7 +147,7 @@ def _forked_write(out, data, ready):
     if pid == 0:
         try:
             os.write(ready, b"w")
-            gen.write_set(out, "m", data)
+            gen.write_set(out, "mdl", data)
         finally:
             os._exit(0)
     return pid
@@ -155,7 +155,7 @@ def _forked_write(out, data, ready):
 
 def _set_bytes(out):
     return {f: open(os.path.join(out, f), "rb").read() for f in os.listdir(out)
-            if not f.startswith(".") or f == outdir.manifest_name("m")}
+            if not f.startswith(".") or f == outdir.manifest_name("mdl")}
 
 
 def test_generate_sigkilled_at_random_instants(model, tmp_path):
@@ -168,11 +168,11 @@ def test_generate_sigkilled_at_random_instants(model, tmp_path):
 
     path = model("gemm_big")
     old_dir, new_dir = str(tmp_path / "old"), str(tmp_path / "new")
-    generate(path, old_dir, Options(name="m", embed=False))
-    generate(path, new_dir, Options(name="m", embed=True))
+    generate(path, old_dir, Options(name="mdl", embed=False))
+    generate(path, new_dir, Options(name="mdl", embed=True))
     old, new = _visible(old_dir), _visible(new_dir)
     data = _set_bytes(new_dir)
-    data.pop(outdir.manifest_name("m"))
+    data.pop(outdir.manifest_name("mdl"))
     read, ready = os.pipe()
     out = str(tmp_path / "timing")
     shutil.copytree(old_dir, out)

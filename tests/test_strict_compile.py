@@ -15,13 +15,13 @@ F_STRICT = ["-std=f2008", "-Wall", "-Werror"]
 
 @pytest.mark.parametrize("name,precision,embed", MODELS)
 def test_strict_warnings(model, tmp_path, name, precision, embed):
-    plan, _ = generate(model(name), str(tmp_path), Options(name="m", precision=precision, embed=embed))
+    plan, _ = generate(model(name), str(tmp_path), Options(name="mdl", precision=precision, embed=embed))
     commands = [
-        ["gcc", *C_STRICT, "-fopenmp", "-c", "m.c", "-o", "m_omp.o"],
+        ["gcc", *C_STRICT, "-fopenmp", "-c", "mdl.c", "-o", "m_omp.o"],
         # An OpenACC-only build ignores the omp pragmas; that is the one warning switched off.
-        ["gcc", *C_STRICT, "-Wno-unknown-pragmas", "-fopenacc", "-c", "m.c", "-o", "m_acc.o"],
-        ["gfortran", *F_STRICT, "-fopenmp", "-c", "m_model.F90", "-o", "mf_omp.o"],
-        ["gfortran", *F_STRICT, "-fopenacc", "-c", "m_model.F90", "-o", "mf_acc.o"],
+        ["gcc", *C_STRICT, "-Wno-unknown-pragmas", "-fopenacc", "-c", "mdl.c", "-o", "m_acc.o"],
+        ["gfortran", *F_STRICT, "-fopenmp", "-c", "mdl_model.F90", "-o", "mf_omp.o"],
+        ["gfortran", *F_STRICT, "-fopenacc", "-c", "mdl_model.F90", "-o", "mf_acc.o"],
     ]
     for cmd in commands:
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)

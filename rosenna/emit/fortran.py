@@ -188,7 +188,7 @@ def makefile(plan, stamp, profile):
 
     n = plan.name
     return f"""# {stamp}
-# Builds lib{n}_f.a and {n}_model.mod beside this file:
+# Builds lib{n}_f.a and {n.lower()}_model.mod beside this file:
 #   make -f {n}_fortran.mk
 {profile_comment(profile, f"make -f {n}_fortran.mk FC=nvfortran FFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
 
@@ -208,7 +208,7 @@ $(ROSENNA_DIR)/{n}_model.o: $(ROSENNA_DIR)/{n}_model.F90
 \t$(FC) $(FFLAGS) $(ROSENNA_OFFLOAD_FLAGS) -J$(ROSENNA_DIR) -c $< -o $@
 
 clean:
-\trm -f $(ROSENNA_DIR)/{n}_model.o $(ROSENNA_DIR)/{n}_model.mod $(ROSENNA_DIR)/lib{n}_f.a
+\trm -f $(ROSENNA_DIR)/{n}_model.o $(ROSENNA_DIR)/{n.lower()}_model.mod $(ROSENNA_DIR)/lib{n}_f.a
 
 .PHONY: all clean
 """
