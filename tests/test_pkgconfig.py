@@ -28,9 +28,9 @@ def pkg_config(folder, *args):
 
 
 def sources(name):
-    """test_cmake's C and Fortran mains for model ``name`` (not "m": lib<m>.a would be libm.a)."""
-    c = MAIN_C.replace('"m.h"', f'"{name}.h"').replace("M_N", f"{name.upper()}_N").replace("m_infer", f"{name}_infer")
-    f = re.sub(r"\bm_", f"{name}_", MAIN_F).replace("_m_rk", f"_{name}_rk")
+    """test_cmake's C and Fortran mains (model ``mdl``) for model ``name``."""
+    c = MAIN_C.replace('"mdl.h"', f'"{name}.h"').replace("MDL_N", f"{name.upper()}_N").replace("mdl_infer", f"{name}_infer")
+    f = re.sub(r"\bmdl_", f"{name}_", MAIN_F).replace("_mdl_rk", f"_{name}_rk")
     return c, f
 
 
