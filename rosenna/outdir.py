@@ -24,10 +24,13 @@ first finishes what it finds (:func:`recover`): a committed journal is rolled fo
 one run never takes another's staging folder for debris. Each set's file list is kept in the
 manifest ``.rosenna-<name>.json``.
 
-This guards against the process being killed (Ctrl-C, a batch system's SIGKILL, a crash). Nothing
-is fsync'ed: against a power loss the set is as safe as the file system keeps renames in order
-(ext4 and XFS do for a file replaced by rename); the cost of syncing every file of every
-generated model (the test suite generates hundreds) was judged too high.
+This guards against the process being killed (Ctrl-C, a batch system's SIGKILL, a crash) and
+against a power loss or node crash: every staged file and the journal are fsync'ed, then the
+staging folder, before the commit; the staging folder again after it (the commit is durable); the
+output directory after the moves and before the staging folder (the durable record of what is
+left to do) is removed, and again at the end. Measured on this VM's ext4: ~7 ms per file, 80 ms
+of a 0.8 s generate of gemm_small. ``ROSENNA_NO_FSYNC=1`` skips the syncs (scratch output: the test
+suite sets it). :func:`_sync_dir` tolerates file systems that refuse to sync a directory.
 """
 
 import errno
@@ -109,9 +112,33 @@ def _crash_point():
         os._exit(137)
 
 
+def _syncing():
+    return os.environ.get("ROSENNA_NO_FSYNC", "") in ("", "0")
+
+
 def _write(path, data):
     with open(path, "wb") as handle:
         handle.write(data)
+        if _syncing():
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _sync_dir(path):
+    """Make the entries of directory ``path`` durable (renames into or out of it)."""
+    if not _syncing():
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some file systems (and Windows) cannot sync a directory
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.EACCES, errno.EROFS, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
 
 
 def _roll_forward(out_dir, stage):
@@ -124,12 +151,14 @@ def _roll_forward(out_dir, stage):
         if os.path.exists(source):
             os.replace(source, os.path.join(out_dir, fname))
             _crash_point()
+    _sync_dir(out_dir)  # the moves are durable before the journal that records them can go
     for fname in journal["remove"]:
         try:
             os.unlink(os.path.join(out_dir, fname))
         except FileNotFoundError:
             pass
     shutil.rmtree(stage, ignore_errors=True)
+    _sync_dir(out_dir)
 
 
 def recover(out_dir):
@@ -191,11 +220,13 @@ def write_set(out_dir, name, files):
         remove = sorted(f for f in old if f not in files and f not in SHARED_FILES and os.sep not in f)
         journal = json.dumps({"name": name, "move": sorted(files), "remove": remove}).encode()
         _write(os.path.join(stage, JOURNAL + ".tmp"), journal)
+        _sync_dir(stage)  # every staged file is durable before the commit names them
         _crash_point()
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     os.replace(os.path.join(stage, JOURNAL + ".tmp"), os.path.join(stage, JOURNAL))  # the commit
+    _sync_dir(stage)  # the commit is durable
     _crash_point()
     _roll_forward(out_dir, stage)
     _crash_point()

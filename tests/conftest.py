@@ -8,6 +8,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import models  # noqa: E402
 
+# generate's fsyncs (rosenna.outdir) cost ~80 ms a model here; the suite's output is scratch
+os.environ.setdefault("ROSENNA_NO_FSYNC", "1")
+
 
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):

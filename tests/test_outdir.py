@@ -202,3 +202,30 @@ def test_generate_sigkilled_at_random_instants(model, tmp_path):
     os.close(ready)
     assert len(seen) == 40, seen
     print("outcomes", seen.count("old"), "old", seen.count("new"), "new", f"span {span * 1e3:.1f} ms")
+
+
+def test_fsync_order_of_the_commit(model, tmp_path, monkeypatch):
+    """Durability against a power loss: every staged file is fsync'ed before the journal's commit
+    (rename), the staging folder is synced before and after the commit, and --out is synced after
+    the moves and before the staging folder (the record of what is left) is removed."""
+    monkeypatch.delenv("ROSENNA_NO_FSYNC", raising=False)
+    events = []
+    real_fsync, real_replace, real_rmtree = os.fsync, os.replace, shutil.rmtree
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))),
+                                                     real_replace(a, b))[1])
+    monkeypatch.setattr(shutil, "rmtree", lambda p, **kw: (events.append(("rmtree", str(p))), real_rmtree(p, **kw))[1])
+    out = str(tmp_path / "o")
+    _, written = generate(model("gemm_small"), out, Options(name="mdl", embed=False))
+    out = os.path.realpath(out)
+    commit = next(i for i, e in enumerate(events) if e[0] == "replace" and e[2].endswith("/" + outdir.JOURNAL))
+    stage = os.path.dirname(events[commit][2])
+    synced_before = {e[1] for e in events[:commit] if e[0] == "fsync"}
+    staged = {os.path.join(stage, os.path.basename(p)) for p in written} | {os.path.join(stage, outdir.JOURNAL + ".tmp")}
+    assert staged <= synced_before, staged - synced_before
+    assert events[commit - 1] == ("fsync", stage) and events[commit + 1] == ("fsync", stage)
+    moves = [i for i, e in enumerate(events) if e[0] == "replace" and i > commit]
+    removal = next(i for i, e in enumerate(events) if e == ("rmtree", stage))
+    assert len(moves) == len(written) + 1  # the manifest too
+    assert ("fsync", out) in events[moves[-1]:removal] and events[-1] == ("fsync", out)
