@@ -207,14 +207,14 @@ def import_model(path, dims=None):
             else:
                 fix = "feed it as float32, or make it a constant of the model"
             raise ModelError(f"{path}: input {name!r} has element type {dtype}; the generated code takes float32 "
-                             f"or float64 inputs (integer, bool, float16 and bfloat16 ones passed as the working "
-                             f"float type) only; {fix}")
+                             f"or float64 inputs (integer, bool, float16, bfloat16 and float8 ones passed as the "
+                             f"working float type) only; {fix}")
     output_dtypes = []
     for out in g.output:
         dtype = values[out.name].dtype if out.name in values else weights[out.name].dtype
-        if dtype not in FLOAT_DTYPES + HELD_DTYPES:
+        if dtype not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
             raise ModelError(f"{path}: output {out.name!r} has element type {dtype}; rosenna produces float "
-                             "outputs (integer and bool ones as the working float type)")
+                             "outputs (integer, bool, float16, bfloat16 and float8 ones as the working float type)")
         output_dtypes.append(dtype)
     model_dtypes = working_dtype([values[name].dtype for name in inputs], output_dtypes)
     if len(model_dtypes) > 1:

@@ -27,16 +27,66 @@ def check_size(count, what, where=""):
                          f"integers (at most {INDEX_MAX}); make the model smaller or bind smaller --dim values")
 
 
+def _onnx_dtype(code):
+    return np.dtype(helper.tensor_dtype_to_np_dtype(code))
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A float format narrower than float32, as ONNX defines it: ``mantissa`` explicit significand
+    bits, ``emin`` the exponent of the smallest normal number, ``largest`` the largest finite value;
+    ``inf`` whether it encodes infinities (else an overflow is NaN when not saturated);
+    ``saturates`` whether Cast's ``saturate`` attribute applies (the float8 types)."""
+    mantissa: int
+    emin: int
+    largest: float
+    inf: bool
+    saturates: bool
+
+
+#: The float formats a run-time value may be rounded to (by Cast) and held in the working float
+#: type: every one of their values is exact in float32. Inputs and initializers of these types are
+#: computed in the working precision; a Cast to one of them rounds to it (see rosenna.ops.layout).
+FLOAT_FORMATS = {
+    _onnx_dtype(TensorProto.FLOAT16): FloatFormat(10, -14, 65504.0, True, False),
+    _onnx_dtype(TensorProto.BFLOAT16): FloatFormat(7, -126, float.fromhex("0x1.fep127"), True, False),
+    _onnx_dtype(TensorProto.FLOAT8E4M3FN): FloatFormat(3, -6, 448.0, False, True),
+    _onnx_dtype(TensorProto.FLOAT8E4M3FNUZ): FloatFormat(3, -7, 240.0, False, True),
+    _onnx_dtype(TensorProto.FLOAT8E5M2): FloatFormat(2, -14, 57344.0, True, True),
+    _onnx_dtype(TensorProto.FLOAT8E5M2FNUZ): FloatFormat(2, -15, 57344.0, False, True),
+}
+
+#: The 2- and 4-bit integer types, with their ranges: held like the other integers.
+SMALL_INT_RANGES = {
+    _onnx_dtype(TensorProto.INT4): (-8, 7),
+    _onnx_dtype(TensorProto.UINT4): (0, 15),
+    _onnx_dtype(TensorProto.INT2): (-2, 1),
+    _onnx_dtype(TensorProto.UINT2): (0, 3),
+}
+
+#: Narrow float types a graph input, an initializer or a Cast's result may have.
+NARROW_DTYPES = tuple(FLOAT_FORMATS)
+
+
+def int_range(dtype):
+    """``(lowest, highest)`` of an integer (or bool) dtype, the 2- and 4-bit ones included; None
+    for any other dtype."""
+    dtype = np.dtype(dtype)
+    if dtype in SMALL_INT_RANGES:
+        return SMALL_INT_RANGES[dtype]
+    if dtype == np.bool_:
+        return (0, 1)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return (int(info.min), int(info.max))
+    return None
+
+
 #: Element types a run-time value may have besides the float types: booleans (masks) and integers.
 #: The generated code holds them in its float type, exactly while a value fits the significand
 #: (2**24 in single precision, 2**53 in double); a caller passes integer inputs as floats.
 HELD_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
-                                          np.int64, np.uint64))
-
-
-#: Narrow float types a graph input or an initializer may have: every value is exact in float32,
-#: so they are computed in the working precision (never rounded back to the narrow type).
-NARROW_DTYPES = (np.dtype(np.float16), np.dtype(helper.tensor_dtype_to_np_dtype(TensorProto.BFLOAT16)))
+                                          np.int64, np.uint64)) + tuple(SMALL_INT_RANGES)
 
 
 def working_dtype(input_dtypes, output_dtypes):

@@ -102,10 +102,13 @@ class Lang:
 #: float32 and back (Cast to float32 in a double-precision routine): the ``+ 0`` in float is there
 #: because GCC 12's SLP vectoriser drops a bare ``(double)(float)x`` pair (C and Fortran, -O2: the
 #: rounding vanishes for the first lanes); it turns -0 into +0, nothing else. ``trunc`` rounds
-#: toward zero.
+#: toward zero. For rounding to a narrower format (Cast to float16, bfloat16, float8): ``rint`` rounds
+#: to the nearest integer, ties to even; ``exponent`` is floor(log2|x|) as a float (C's logb: -inf
+#: for 0, +inf for inf, NaN for NaN; the Cast lowering clamps it); ``scale2(x, k)`` is x * 2**k for an
+#: integral k in int range, exact (C's scalbn, Fortran's scale).
 _C_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "fabs",
            "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil", "sin": "sin",
-           "cos": "cos", "trunc": "trunc"}
+           "cos": "cos", "trunc": "trunc", "rint": "rint", "exponent": "logb"}
 
 C = Lang(
     name="c",
@@ -118,8 +121,8 @@ C = Lang(
     comment="/* {text} */",
     select="({lhs} {cmp} {rhs} ? {a} : {b})",
     literal=_c_literal,
-    math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}"},
-    math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)"},
+    math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}", "scale2": "scalbnf({0}, (int){1})"},
+    math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)", "scale2": "scalbn({0}, (int){1})"},
     simd="#pragma omp simd",
     indent_directives=False,
     indent="    ",
@@ -127,11 +130,15 @@ C = Lang(
 )
 
 #: Fortran's floor and ceiling return integers, so they are written with aint (real, toward zero);
-#: a NaN argument stays NaN because both comparisons are false.
+#: a NaN argument stays NaN because both comparisons are false. Fortran's anint rounds ties away from
+#: zero, so ``rint`` takes the even neighbour of a tie (y/2 is exact) without the ieee_arithmetic
+#: module; ``exponent`` is Fortran's exponent (fraction in [0.5, 1)) minus one.
 _F_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "abs",
            "max": "max", "min": "min", "pow": "{0}**{1}", "sin": "sin", "cos": "cos", "trunc": "aint",
            "floor": "merge(aint({0}) - {one}, aint({0}), aint({0}) > {0})",
-           "ceil": "merge(aint({0}) + {one}, aint({0}), aint({0}) < {0})"}
+           "ceil": "merge(aint({0}) + {one}, aint({0}), aint({0}) < {0})",
+           "rint": "merge({two} * anint({0} / {two}), anint({0}), abs({0} - aint({0})) == {half})",
+           "exponent": "real(exponent({0}) - 1, rk)", "scale2": "scale({0}, int({1}))"}
 
 FORTRAN = Lang(
     name="fortran",

@@ -91,7 +91,7 @@ class Renderer:
             name = self.fn_name(e.name)
             if "{0}" in name:  # a template over the arguments (see emit/lang.py)
                 wrapped = [text if _is_atom(arg) else f"({text})" for text, arg in zip(args, e.args)]
-                text = name.format(*wrapped, one=self.literal(1.0))
+                text = name.format(*wrapped, one=self.literal(1.0), two=self.literal(2.0), half=self.literal(0.5))
                 return f"({text})" if parent and text != wrapped[0] else text
             return f"{name}({', '.join(args)})"
         if isinstance(e, Select):

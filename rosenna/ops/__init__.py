@@ -84,6 +84,7 @@ _OPS = (
     layout.Unsqueeze,
     layout.Transpose,
     layout.Cast,
+    layout.CastLike,
     constant.Constant,
     constant.Shape,
     constant.Size,

@@ -5,25 +5,39 @@ that changes no value produce no code and no copy: the plan gives the output the
 Any other Transpose is a copy with the index remap ``Y[i_0, .., i_r] = X[j]``, ``j[perm[k]] = i_k``.
 
 Cast, with every run-time value held in the generated float type (integers and bool too, see
-rosenna.ir.HELD_DTYPES):
+rosenna.ir.HELD_DTYPES; float16, bfloat16 and the float8 types too, see rosenna.ir.FLOAT_FORMATS):
 
-- to float64, from bool, between equal types, or an integer widening: an alias;
+- an alias where every value of the source type is exact in the target type: to float64, from
+  bool, between equal types, an integer widening, a narrow float to a wider float;
 - to float32: an alias in a float32 model; in a float64 model it rounds to float32 (to nearest
   even, as ONNX and C do) and holds the rounded value: ``(double)((float)x + 0.0f)`` (see
   emit/lang.py for why the ``+ 0``: a -0 comes out as +0);
+- to float16, bfloat16, float8 E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ: rounds to the format and holds
+  the value it would have: with ``e = clamp(floor(log2|x|), emin, 1024)`` (emin the format's
+  smallest normal exponent, which makes its subnormals come out right) and ``m`` its mantissa bits,
+  ``y = rint(x * 2**(m - e)) * 2**(e - m)`` (round to nearest, ties to even; both scalings exact).
+  Then ONNX's overflow rules, on the rounded value as the spec's tables say: ``|y| > largest`` is
+  +-inf for float16 and bfloat16 (IEEE); for the float8 types it is +-largest when ``saturate=1``
+  (the default; +-inf too), else +-inf for E5M2 and NaN for the others (which have no infinity).
+  NaN stays NaN. The FNUZ types have no -0: a -0 result is held as -0.0, which equals +0;
 - to an integer type: ``trunc(x)`` (toward zero, as numpy's astype and onnxruntime do; ONNX leaves
-  out-of-range values undefined); to bool: ``x != 0 ? 1 : 0`` (NaN is true);
-- refused: to float16, bfloat16, the float8 types, strings (rosenna does not compute in them),
-  and an integer narrowing at run time (ONNX wraps, rosenna does not).
+  out-of-range values undefined); to int4, uint4, int2, uint2: ``trunc(x)``, and 0 for a value
+  outside the type's range, as the ONNX reference implementation (ml_dtypes) gives and the node
+  tests expect (onnxruntime clamps instead; ONNX leaves it undefined); to bool: ``x != 0 ? 1 : 0``
+  (NaN is true);
+- refused: to float4 E2M1 and float8 E8M0 (ONNX leaves their NaN and infinity handling to the
+  implementation, or ties it to a rounding mode rosenna does not model), strings, and an integer
+  narrowing at run time (ONNX wraps, rosenna does not).
 
 Deviation: in a float32 model (or under ``--precision single``) a Cast to float64 cannot add
-precision: it is an alias.
+precision: it is an alias. Ops other than Cast whose result type is narrow compute in the working
+precision and are not rounded back to it (see rosenna.ir.FLOAT_FORMATS).
 """
 
 import numpy as np
 
-from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES
-from rosenna.loopir import Fn, Num, Ref, Select, flat_index
+from rosenna.ir import FLOAT_DTYPES, FLOAT_FORMATS, HELD_DTYPES, NARROW_DTYPES, SMALL_INT_RANGES, int_range
+from rosenna.loopir import Bin, Fn, Num, Ref, Select, Var, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 from rosenna.onnx_types import numpy_dtype
 
@@ -215,26 +229,26 @@ class Cast(Alias):
     def _types(self, node, graph):
         value = graph.values.get(node.inputs[0])
         source = np.dtype(value.dtype) if value is not None and value.dtype is not None else graph.dtype
-        return source, numpy_dtype(self.attr(node, "to"))
+        return source, self._target(node, graph)
+
+    def _target(self, node, graph):
+        return numpy_dtype(self.attr(node, "to"))
 
     def is_alias(self, node, graph):
         source, to = self._types(node, graph)
-        if source in NARROW_DTYPES and to.kind == "f":  # exact in float32
-            return to in FLOAT_DTYPES
-        if to == np.float64 or source == to or source == np.bool_:
-            return to.kind in "fiub"
+        if source == to or _exact_in(source, to):
+            return True
         if to == np.float32:
-            return source == np.float32 or graph.dtype == np.float32 or (source.kind in "iu" and source.itemsize <= 2)
-        if source.kind in "iu" and to.kind in "iu":  # widening: every value of source fits in to
-            return np.can_cast(source, to, "safe")
+            return graph.dtype == np.float32
         return False
 
     def check(self, node, graph):
         source, to = self._types(node, graph)
-        if to not in FLOAT_DTYPES + HELD_DTYPES:
-            return [f"casts a run-time value to {to}; rosenna computes in float32 or float64 (integers and "
-                    "bool held in them) only"]
-        if source.kind in "iu" and to.kind in "iu" and not np.can_cast(source, to, "safe"):
+        if to not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
+            return [f"casts a run-time value to {to}; rosenna computes in float32 or float64 (integers, bool, "
+                    "float16, bfloat16 and the float8 types held in them) only"]
+        src_range, to_range = int_range(source), int_range(to)
+        if src_range and to_range and to != np.bool_ and not _exact_in(source, to) and to not in SMALL_INT_RANGES:
             return [f"narrows {source} to {to} at run time (values would wrap); rosenna holds integers as "
                     "floats and does not wrap them"]
         return []
@@ -242,14 +256,77 @@ class Cast(Alias):
     def lower(self, node, graph, b):
         source, to = self._types(node, graph)
         size = int(np.prod(graph.shape_of(node.inputs[0]), dtype=np.int64))
+        x = lambda i: Ref(node.inputs[0], flat_index([i], (size,)))  # noqa: E731
+        y = lambda i: Ref(node.outputs[0], flat_index([i], (size,)))  # noqa: E731
+        if to in FLOAT_FORMATS:
+            saturate = FLOAT_FORMATS[to].saturates and bool(self.attr(node, "saturate"))
+            b.loop(size, lambda i: _round_to_format(b, x(i), y(i), FLOAT_FORMATS[to], saturate))
+            return
         if to == np.bool_:
-            convert = lambda x: Select(x, Num(0.0), Num(1.0), Num(0.0), "!=")  # noqa: E731
-        elif to.kind in "iu":
-            convert = lambda x: Fn("trunc", (x,))  # noqa: E731
+            convert = lambda v: Select(v, Num(0.0), Num(1.0), Num(0.0), "!=")  # noqa: E731
+        elif to in SMALL_INT_RANGES:
+            low, high = SMALL_INT_RANGES[to]
+            convert = lambda v: Select(Fn("trunc", (v,)), Num(low), Num(0.0),  # noqa: E731
+                                       Select(Fn("trunc", (v,)), Num(high), Num(0.0), Fn("trunc", (v,))), "<")
+        elif int_range(to):
+            convert = lambda v: Fn("trunc", (v,))  # noqa: E731
         else:  # to float32 in a float64 model: round to float32 and hold the result
-            convert = lambda x: Fn("to_single", (x,))  # noqa: E731
-        b.loop(size, lambda i: b.assign(Ref(node.outputs[0], flat_index([i], (size,))),
-                                        convert(Ref(node.inputs[0], flat_index([i], (size,))))))
+            convert = lambda v: Fn("to_single", (v,))  # noqa: E731
+        b.loop(size, lambda i: b.assign(y(i), convert(x(i))))
+
+
+class CastLike(Cast):
+    """CastLike: Cast to the element type of its second input (whose values are not read)."""
+    name = "CastLike"
+    attributes = {"saturate": 1, "round_mode": "up"}
+
+    def _target(self, node, graph):
+        like = node.inputs[1]
+        return np.dtype(graph.weights[like].dtype if like in graph.weights else graph.values[like].dtype)
+
+    def evaluate(self, node, inputs):
+        return [inputs[0].astype(inputs[1].dtype)]
+
+
+#: Beyond any exponent a float64 value has: where the Cast lowering clamps floor(log2|x|) of an inf.
+_EXPONENT_CAP = 1024
+
+
+def _round_to_format(b, x, target, fmt, saturate):
+    """``target = x`` rounded to the float format ``fmt``, with ONNX's overflow rules (module docstring)."""
+    e, y = Var("binade"), Var("rounded")
+    b.assign(e, Fn("max", (Fn("min", (Fn("exponent", (x,)), Num(_EXPONENT_CAP))), Num(fmt.emin))))
+    b.assign(y, Fn("scale2", (Fn("rint", (Fn("scale2", (x, Bin("-", Num(fmt.mantissa), e))),)),
+                              Bin("-", e, Num(fmt.mantissa)))))
+    if saturate:
+        over = Select(y, Num(0.0), Num(fmt.largest), Num(-fmt.largest), ">")
+    elif fmt.inf:
+        over = Select(y, Num(0.0), Num(np.inf), Num(-np.inf), ">")
+    else:
+        over = Num(np.nan)
+    b.assign(target, Select(Fn("abs", (y,)), Num(fmt.largest), over, y, ">"))
+
+
+def _exact_in(source, to):
+    """Whether every value of ``source`` is exact in ``to`` (a float type held in float32 is)."""
+    source, to = np.dtype(source), np.dtype(to)
+    src_range, to_range = int_range(source), int_range(to)
+    if source == np.bool_:
+        return to_range is not None or to in FLOAT_DTYPES or to in FLOAT_FORMATS
+    if src_range and to_range:
+        return to_range[0] <= src_range[0] and src_range[1] <= to_range[1] and to != np.bool_
+    if to == np.float64:
+        return True
+    if to == np.float32:
+        return source in FLOAT_FORMATS or (src_range is not None and max(map(abs, src_range)) <= 2**24)
+    if to in FLOAT_FORMATS:
+        fmt = FLOAT_FORMATS[to]
+        if source in FLOAT_FORMATS:
+            src = FLOAT_FORMATS[source]
+            return (src.mantissa <= fmt.mantissa and src.emin >= fmt.emin and src.largest <= fmt.largest
+                    and (fmt.inf or not src.inf))
+        return src_range is not None and max(map(abs, src_range)) <= min(2 ** (fmt.mantissa + 1), fmt.largest)
+    return False
 
 
 class Dropout(Alias):
