@@ -12,7 +12,8 @@ every graph input but the first turned into an initializer holding the test's ow
 "frozen" variant). A case then ends as:
 
 - passed: generated, compiled and run in C and Fortran, every output within the ONNX runner's
-  tolerance (rtol 1e-3, atol 1e-7) of the expected output;
+  tolerance (rtol 1e-3, atol 1e-7) of the expected output; for Cast and CastLike (:data:`EXACT_OPS`)
+  equal to it, bit for bit;
 - refused: both forms raise :class:`rosenna.errors.ModelError` (UnsupportedOp, or a value type
   rosenna does not compute) with the reason recorded;
 - failed: anything else: a wrong number, a crash, a compile error. There must be none.
@@ -44,6 +45,9 @@ from rosenna.compare import Tolerance, compare
 
 #: The ONNX backend runner's tolerance for node tests.
 RTOL, ATOL = 1e-3, 1e-7
+#: Ops whose every result is exactly defined (a rounding to a narrower type, or none): their cases
+#: must match the expected outputs bit for bit (NaN where NaN is expected), not within RTOL/ATOL.
+EXACT_OPS = ("Cast", "CastLike")
 CFLAGS = ["-O1", "-fopenmp"]
 FFLAGS = ["-O1", "-fopenmp"]
 
@@ -375,7 +379,8 @@ def run(cases, work, langs=("c", "fortran"), rtol=RTOL, atol=ATOL):
         outcome = j["outcome"]
         for lang in langs:
             if lang not in outcome.errors:
-                problem = _compare(j, work, lang, rtol, atol)
+                exact = j["case"].op in EXACT_OPS
+                problem = _compare(j, work, lang, 0.0 if exact else rtol, 0.0 if exact else atol)
                 if problem:
                     outcome.errors[lang] = problem
         if outcome.errors:
@@ -436,7 +441,10 @@ def markdown(results, previous=None):
         "",
         "Every node test case of every op rosenna lowers is generated, compiled and run in C and in",
         "Fortran, and compared with the expected outputs at the ONNX runner's tolerance",
-        f"(rtol {RTOL}, atol {ATOL}). rosenna takes weights, pads, indices and the like only as constants,",
+        f"(rtol {RTOL}, atol {ATOL}); {' and '.join(EXACT_OPS)}, whose results are exactly defined, bit for bit.",
+        "Outputs of narrow types (float16, bfloat16, float8, int4, ...) are held in the working float type as",
+        "the value the narrow type would hold (README, Limits). rosenna takes weights, pads, indices and the",
+        "like only as constants,",
         "while the node tests feed them as graph inputs; a case refused as given is tried again with",
         "every graph input but the first frozen into an initializer holding the test's data",
         "(\"frozen\" below). Refused means rosenna raised its clear unsupported error for both forms;",
