@@ -2,7 +2,8 @@
 
 Steps: load (external data separately, so a missing data file gives onnx's reason); refuse opsets
 newer than the installed onnx and unknown element types; inline ONNX local functions;
-``onnx.checker``; bind symbolic input dimensions (a symbolic leading dimension is the batch: 1
+``onnx.checker``; the inputs ``--freeze`` names made initializers (their .npy arrays checked
+against the declared type and shape); bind symbolic input dimensions (a symbolic leading dimension is the batch: 1
 sample per point; others need ``--dim NAME=VALUE``); ONNX shape inference in strict mode; sizes
 within the generated code's 32-bit indices; then the IR: initializers as weights, nodes with python
 attribute values.
@@ -96,6 +97,63 @@ def parse_dims(items):
     return dims
 
 
+def parse_freeze(items):
+    """``["W=w.npy", ...]`` -> ``{"W": "w.npy"}``; raise UsageError on a malformed or repeated item."""
+    freeze = {}
+    for item in items or ():
+        name, sep, file = item.partition("=")
+        if not sep or not name.strip() or not file.strip():
+            raise UsageError(f"--freeze {item!r}: expected NAME=FILE.npy (a graph input and the .npy file of its value)")
+        if name in freeze:
+            raise UsageError(f"--freeze {name}: given twice ({freeze[name]} and {file}); freeze each input once")
+        freeze[name] = file
+    return freeze
+
+
+def load_frozen(freeze):
+    """``{name: path}`` -> ``{name: array}``: each .npy file read (no pickles); UsageError naming
+    the file for a missing or unreadable one."""
+    arrays = {}
+    for name, file in (freeze or {}).items():
+        where = f"--freeze {name}={file}"
+        if not os.path.isfile(file):
+            raise UsageError(f"{where}: no such file; give the .npy file of the input's value (numpy.save)")
+        try:
+            array = np.load(file, allow_pickle=False)
+        except Exception as exc:  # numpy raises ValueError, OSError, EOFError, ... for a damaged file
+            raise UsageError(f"{where}: not a .npy array file ({_first_line(exc)}); write it with numpy.save") from None
+        if not isinstance(array, np.ndarray):  # an .npz archive
+            raise UsageError(f"{where}: an .npz archive, not one array; save the input's value alone with numpy.save")
+        arrays[name] = array
+    return arrays
+
+
+def _freeze_inputs(model, arrays, dims, path):
+    """Turn each graph input named in ``arrays`` into an initializer holding its array, after
+    checking the array against the input's declared element type and shape, in place."""
+    initializers = {init.name for init in model.graph.initializer}
+    declared = {i.name: i for i in model.graph.input if i.name not in initializers}
+    for name, array in arrays.items():
+        where = f"--freeze {name}"
+        if name not in declared:
+            known = ", ".join(repr(n) for n in declared) or "none"
+            raise UsageError(f"{where}: {path} has no run-time input named {name!r} (its inputs: {known})")
+        ttype = declared[name].type.tensor_type
+        want = numpy_dtype(ttype.elem_type) if ttype.elem_type else None
+        if want is not None and array.dtype != want:
+            raise UsageError(f"{where}: the array has dtype {array.dtype}, the input is declared {want}; "
+                             f"save it as {want} (array.astype(...))")
+        if ttype.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param) for d in ttype.shape.dim)
+            if len(shape) != array.ndim or any(d is not None and d != a for d, a in zip(shape, array.shape)):
+                shown = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+                raise UsageError(f"{where}: the array has shape {tuple(array.shape)}, the input is declared {shown}")
+        model.graph.initializer.append(numpy_helper.from_array(array, name))
+    kept = [i for i in model.graph.input if i.name not in arrays]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+
+
 def _bind_input_dims(model, dims, path):
     """Replace symbolic input dimensions by integers, in place."""
     used = set()
@@ -172,9 +230,11 @@ def _elem_dtype(type_proto):
     return numpy_dtype(elem) if elem else None
 
 
-def import_model(path, dims=None):
-    """Load ``path`` and build the IR graph, with input dimensions bound by ``dims``."""
+def import_model(path, dims=None, freeze=None):
+    """Load ``path`` and build the IR graph, with input dimensions bound by ``dims`` and the graph
+    inputs named in ``freeze`` ({name: .npy path}) made constants holding the files' arrays."""
     model = load_model(path)
+    _freeze_inputs(model, load_frozen(freeze), dims or {}, path)
     _bind_input_dims(model, dims or {}, path)
     model = infer_shapes(model, path)
     for info in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):

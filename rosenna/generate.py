@@ -28,6 +28,8 @@ class Options:
     name: str = None  # None: the model file's stem, sanitized
     embed: bool = None  # None: by EMBED_THRESHOLD
     dims: dict = field(default_factory=dict)
+    #: Graph inputs made constants: {input name: path of a .npy file holding its value}.
+    freeze: dict = field(default_factory=dict)
     embed_threshold: int = limits.EMBED_THRESHOLD
     #: Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory.
     constant_limit: int = limits.CONSTANT_LIMIT
@@ -89,7 +91,7 @@ def build_plan(model_path, options):
         raise UsageError(f"--precision {options.precision!r}: choose single or double")
     name = options.name if options.name is not None else default_name(model_path)
     check_name(name)
-    graph = frontend.import_model(model_path, options.dims)
+    graph = frontend.import_model(model_path, options.dims, options.freeze)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
     passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rosenna import frontend
 from rosenna import generate as gen
 from rosenna.compare import RULE, Comparison, compare
 from rosenna.errors import ModelError, UsageError
@@ -162,8 +163,9 @@ def _converted_session(model_path, reason):
                      f"version converter gives no model it runs ({why}); give stored outputs with --reference DIR")
 
 
-def ort_reference(model_path, graph, cases, seed):
-    """onnxruntime's outputs on random inputs, one session run per case (each case is one point)."""
+def ort_reference(model_path, graph, cases, seed, frozen=None):
+    """onnxruntime's outputs on random inputs, one session run per case (each case is one point);
+    the inputs in ``frozen`` ({name: array}, ``--freeze``) are fed their array in every case."""
     from rosenna.extras import onnxruntime  # the verify extra: one line when it is missing
 
     ort = onnxruntime()
@@ -175,13 +177,14 @@ def ort_reference(model_path, graph, cases, seed):
         sess, note = _converted_session(model_path, _ort_reason(exc))
         source = f"{note}, on {cases} random inputs"
     feed_names = [i.name for i in sess.get_inputs()]
-    if sorted(feed_names) != sorted(graph.inputs):
+    frozen = frozen or {}
+    if sorted(feed_names) != sorted(list(graph.inputs) + list(frozen)):
         raise ModelError(f"{model_path}: onnxruntime sees inputs {feed_names}, rosenna {graph.inputs}; "
                          "give stored outputs with --reference DIR")
     outs = [[] for _ in graph.outputs]
     for i in range(cases):
         # np.asarray: a rank-0 input is a 0-d array, not the numpy scalar indexing gives
-        feed = {name: np.asarray(inputs[name][i]) for name in graph.inputs}
+        feed = {name: np.asarray(inputs[name][i]) for name in graph.inputs} | frozen
         try:
             values = sess.run(None, feed)
         except Exception as exc:
@@ -322,7 +325,7 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
     if reference is not None:
         ref = stored_reference(reference, graph, plan)
     else:
-        ref = ort_reference(model_path, graph, cases, seed)
+        ref = ort_reference(model_path, graph, cases, seed, frontend.load_frozen(options.freeze))
     cases = ref.cases
     workdir = os.path.abspath(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
     try:

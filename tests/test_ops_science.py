@@ -1,7 +1,7 @@
 """The operators scientific models add (issue 16) against onnxruntime, in C and Fortran, batched like
 test_ops: elementwise math and masks, gated activations (and their fusion), Cast rounding, integer
 and bool inputs, float16 initializers, 3-D fields, transposed convolutions, normalisations, Resize,
-Tile, Einsum and run-time MatMul operands."""
+Tile, Einsum (with '...') and run-time MatMul and Gemm operands."""
 
 import os
 
@@ -118,6 +118,19 @@ MODELS = {
          node("Einsum", ["q", "w"], "e2", equation="bij,jk->bk"), node("Einsum", ["u", "m", "u"], "e3", equation="i,ij,j")],
         {"q": (2, 3, 4), "k": (2, 5, 4), "v": (2, 5, 6), "u": (3,), "m": (3, 3)},
         ["att", "bilinear", "e1", "tr", "e2", "e3"], {"w": rand(4, 2)}, opset=17),
+    "gemm_runtime_operands": lambda: model(
+        [node("Gemm", ["a", "b", "c"], "g1", transA=1, transB=1, alpha=0.5, beta=2.0),
+         node("Gemm", ["x", "w", "s"], "g2", beta=0.25), node("Gemm", ["x", "b2"], "g3", alpha=-1.5),
+         node("Gemm", ["x", "w", "c2"], "g4")],
+        {"a": (3, 2), "b": (4, 3), "c": (4,), "x": (2, 3), "b2": (3, 5), "c2": (2, 4)}, ["g1", "g2", "g3", "g4"],
+        {"w": rand(3, 4), "s": np.array(0.75, np.float32)}, opset=13),
+    "einsum_ellipsis": lambda: model(
+        [node("Einsum", ["q", "k"], "e1", equation="...ij,...kj->...ik"),
+         node("Einsum", ["m3"], "e2", equation="...ii->...i"),
+         node("Einsum", ["q", "w"], "e3", equation="...j,jk"),
+         node("Einsum", ["v", "q"], "e4", equation="...j,...j->...")],
+        {"q": (2, 3, 4), "k": (2, 5, 4), "m3": (2, 3, 3), "v": (1, 3, 4)}, ["e1", "e2", "e3", "e4"],
+        {"w": rand(4, 2)}, opset=17),
     "recurrent_activations_clip_input_forget": lambda: model(
         [node("LSTM", ["x", "W", "R", "B"], ["y", "yh", "yc"], hidden_size=3, clip=0.7, input_forget=1,
               activations=["HardSigmoid", "LeakyRelu", "Softsign"], activation_alpha=[0.3, 0.2],

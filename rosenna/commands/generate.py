@@ -4,7 +4,7 @@ import sys
 
 from rosenna.commands.toolchain import add_target_options
 from rosenna.generate import LANGS, PRECISIONS, Options, generate
-from rosenna.frontend import parse_dims
+from rosenna.frontend import parse_dims, parse_freeze
 
 
 def add_model_options(p, lang_default="both"):
@@ -14,6 +14,9 @@ def add_model_options(p, lang_default="both"):
     p.add_argument("--precision", choices=PRECISIONS, help="working precision (default: the model's dtype)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", default=[],
                    help="bind a symbolic input dimension (repeatable)")
+    p.add_argument("--freeze", action="append", metavar="NAME=FILE.npy", default=[],
+                   help="make graph input NAME a constant holding the array in FILE.npy (e.g. weights fed as "
+                        "inputs; dtype and shape must match the input's; repeatable)")
     p.add_argument("--toolchain", metavar="NAME|auto",
                    help="toolchain profile for compilers, flags and thresholds (default gcc; "
                         "`rosenna toolchain list`)")
@@ -27,7 +30,7 @@ def options_from(args):
     profile = toolchain.resolve(getattr(args, "toolchain", None), target=getattr(args, "target", None),
                                 gpu_arch=getattr(args, "gpu_arch", None))
     return Options.from_profile(profile, lang=args.lang, precision=args.precision, name=getattr(args, "name", None),
-                                embed=getattr(args, "embed", None), dims=parse_dims(args.dim),
+                                embed=getattr(args, "embed", None), dims=parse_dims(args.dim), freeze=parse_freeze(args.freeze),
                                 infer_one=getattr(args, "infer_one", False),
                                 compilers_from_env=not getattr(args, "toolchain", None))
 

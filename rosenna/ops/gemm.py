@@ -1,6 +1,9 @@
 """Gemm: ``Y = alpha * A' @ B' + beta * C`` with A' = A or A^T, B' = B or B^T.
 
-rosenna needs B (and C) constant: they are the layer's weights. ``canonicalize`` stores
+This lowering takes B (and C) constant: the layer's weights. A Gemm whose B or C is computed at
+run time (weights fed as graph inputs and not ``--freeze``-d, bilinear forms), or whose constant C is
+not one bias per output (a scalar), is rewritten by the ``runtime_gemm_operands`` pass
+(rosenna.passes.runtime_gemm) into Transpose, MatMul, Mul and Add, before this op sees it. ``canonicalize`` stores
 ``alpha * B'`` transposed, as W[n][k], so each output is a dot product over contiguous memory,
 and ``beta * C`` as one bias per output. The bias is added after the dot product
 (``acc = 0; acc += w*x; y = acc + b``), never used to seed the accumulator: nvc miscompiles that
@@ -69,19 +72,7 @@ class Gemm(Op):
         problems = []
         if len(graph.shape_of(node.inputs[0])) != 2:
             problems.append("input A must be rank 2")
-        if not graph.is_const(node.inputs[1]):
-            problems.append("operand B is computed at run time; rosenna needs it constant (the layer's weights)")
-        if len(node.inputs) > 2 and node.inputs[2]:
-            if not graph.is_const(node.inputs[2]):
-                problems.append("bias C is computed at run time; rosenna needs it constant")
-            elif not problems:
-                m, _, n = self._dims(node, graph)
-                cshape = tuple(graph.shape_of(node.inputs[2]))
-                if cshape not in ((n,), (1, n), (m, n)):
-                    problems.append(
-                        f"bias C of shape {cshape} broadcasts to the ({m}, {n}) output; rosenna needs one "
-                        f"bias per output, shape ({n},), (1, {n}) or ({m}, {n}): re-export with a full bias"
-                    )
+        # (a run-time B or C, a broadcast bias: rewritten before this check, see the docstring)
         return problems
 
     def canonicalize(self, node, graph):

@@ -89,28 +89,53 @@ def _index(batch_idx, last_two, batch_shape, shape):
 
 
 class Einsum(Op):
-    """Einsum: products of the operands summed over the labels the output does not keep."""
+    """Einsum: products of the operands summed over the labels the output does not keep.
+
+    ``...`` stands for an operand's axes that no label names (their count follows from its static
+    rank); they are given fresh labels, right-aligned across operands so that they broadcast as
+    numpy does, and kept in the output (before the other labels when the output is implicit)."""
 
     name = "Einsum"
     attributes = {"equation": None}
 
-    def _parse(self, node):
-        """``(operand label strings, output labels)``, or None for a form rosenna does not take."""
+    def _parse(self, node, graph):
+        """``(operand label strings, output labels)`` with ``...`` spelled out, or None for a form
+        rosenna does not take (or an equation that does not match the operands' ranks)."""
         equation = str(self.attr(node, "equation") or "").replace(" ", "")
-        if "..." in equation or not equation:
+        if not equation:
             return None
         lhs, arrow, rhs = equation.partition("->")
         terms = lhs.split(",")
+        names = [n for n in node.inputs if n]
+        if len(terms) != len(names) or not all(t.replace("...", "").isalpha() or t.replace("...", "") == ""
+                                                 for t in terms + [rhs]):
+            return None
+        if any(t.count("...") > 1 for t in terms + [rhs]):
+            return None
+        free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in equation]
+        counts = []
+        for term, name in zip(terms, names):
+            extra = len(graph.shape_of(name)) - len(term.replace("...", ""))
+            if ("..." in term and extra < 0) or ("..." not in term and extra != 0):
+                return None
+            counts.append(extra if "..." in term else 0)
+        width = max(counts, default=0)
+        if width > len(free):
+            return None
+        spelled = "".join(free[:width])  # the ellipsis axes, outermost first
+        terms = [t.replace("...", spelled[width - c:]) for t, c in zip(terms, counts)]
         labels = "".join(terms)
-        if not arrow:  # implicit output: the labels that appear once, alphabetically
-            rhs = "".join(sorted(label for label in set(labels) if labels.count(label) == 1))
-        if not all(t.isalpha() or t == "" for t in terms + [rhs]) or len(set(rhs)) != len(rhs) or \
-                not set(rhs) <= set(labels):
+        if not arrow:  # implicit output: the ellipsis axes, then the labels that appear once, alphabetically
+            rhs = spelled + "".join(sorted(label for label in set(labels) if labels.count(label) == 1
+                                           and label not in spelled))
+        else:
+            rhs = rhs.replace("...", spelled)
+        if len(set(rhs)) != len(rhs) or not set(rhs) <= set(labels):
             return None
         return terms, rhs
 
     def _sizes(self, node, graph):
-        terms, _ = self._parse(node)
+        terms, _ = self._parse(node, graph)
         sizes = {}
         for term, name in zip(terms, node.inputs):
             for label, dim in zip(term, graph.shape_of(name)):
@@ -121,22 +146,18 @@ class Einsum(Op):
         return [np.asarray(np.einsum(str(self.attr(node, "equation")), *inputs))]
 
     def shape(self, node, graph):
-        _, rhs = self._parse(node)
+        _, rhs = self._parse(node, graph)
         sizes = self._sizes(node, graph)
         return [tuple(sizes[label] for label in rhs)]
 
     def check(self, node, graph):
-        parsed = self._parse(node)
-        if parsed is None:
-            return [f"equation {self.attr(node, 'equation')!r}: rosenna takes explicit labels (no '...')"]
-        terms, _ = parsed
-        if len(terms) != len([n for n in node.inputs if n]) or any(
-                len(t) != len(graph.shape_of(n)) for t, n in zip(terms, node.inputs)):
-            return [f"equation {self.attr(node, 'equation')!r} does not match the operands' ranks"]
+        if self._parse(node, graph) is None:
+            return [f"equation {self.attr(node, 'equation')!r} does not match the operands' ranks or is not an "
+                    "einsum equation (letters, ',', '->' and at most one '...' per term)"]
         return []
 
     def lower(self, node, graph, b):
-        terms, rhs = self._parse(node)
+        terms, rhs = self._parse(node, graph)
         sizes = self._sizes(node, graph)
         seen = "".join(terms)
         summed = [label for i, label in enumerate(seen) if label not in rhs and label not in seen[:i]]
