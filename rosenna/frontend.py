@@ -16,7 +16,7 @@ import onnx
 from onnx import external_data_helper, helper, numpy_helper, shape_inference
 
 from rosenna.errors import ModelError, UsageError
-from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES, Graph, Node, Value, check_size, working_dtype
+from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES, UNHELD_REASONS, Graph, Node, Value, check_size, working_dtype
 from rosenna.onnx_types import numpy_dtype
 
 
@@ -262,7 +262,9 @@ def import_model(path, dims=None, freeze=None):
     for name in inputs:
         dtype = values[name].dtype
         if dtype not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
-            if dtype is not None and (dtype.kind == "f" or "float" in dtype.name):  # float8
+            if dtype in UNHELD_REASONS:
+                fix = f"rosenna does not hold {dtype} values: {UNHELD_REASONS[dtype]}"
+            elif dtype is not None and (dtype.kind == "f" or "float" in dtype.name):
                 fix = f"export the model in float32 (e.g. model.float() in PyTorch) instead of {dtype}"
             else:
                 fix = "feed it as float32, or make it a constant of the model"
@@ -273,8 +275,9 @@ def import_model(path, dims=None, freeze=None):
     for out in g.output:
         dtype = values[out.name].dtype if out.name in values else weights[out.name].dtype
         if dtype not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
+            why = f": {UNHELD_REASONS[dtype]}" if dtype in UNHELD_REASONS else ""
             raise ModelError(f"{path}: output {out.name!r} has element type {dtype}; rosenna produces float "
-                             "outputs (integer, bool, float16, bfloat16 and float8 ones as the working float type)")
+                             f"outputs (integer, bool, float16, bfloat16 and float8 ones as the working float type){why}")
         output_dtypes.append(dtype)
     model_dtypes = working_dtype([values[name].dtype for name in inputs], output_dtypes)
     if len(model_dtypes) > 1:

@@ -67,6 +67,14 @@ SMALL_INT_RANGES = {
 #: Narrow float types a graph input, an initializer or a Cast's result may have.
 NARROW_DTYPES = tuple(FLOAT_FORMATS)
 
+#: Narrow types rosenna does not hold, and why (the reason its refusals give).
+UNHELD_REASONS = {
+    _onnx_dtype(TensorProto.FLOAT4E2M1): "float4 E2M1 has no NaN or infinity and ONNX leaves what they become "
+                                         "to the implementation",
+    _onnx_dtype(TensorProto.FLOAT8E8M0): "float8 E8M0's rounding (round_mode) and special values are not "
+                                         "modelled by rosenna",
+}
+
 
 def int_range(dtype):
     """``(lowest, highest)`` of an integer (or bool) dtype, the 2- and 4-bit ones included; None

@@ -116,3 +116,25 @@ def test_the_hard_values_tell_rounding_modes_apart():
     assert np.nanmax(np.abs(sat)) == 448 and np.isnan(unsat[np.abs(x) > 1000]).all()
     ties = (np.float32(1) + np.float32(2.0 ** -11)) * np.ones(1, np.float32)
     assert expected(ties, TensorProto.FLOAT16, 1)[0] == 1.0  # to even, not away from zero
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.DOUBLE], ids=["float32", "float64"])
+def test_rounding_code_compiles_strict_and_for_the_gpu(tmp_path, elem):
+    """The rounding's math (logb, scalbn, rint; Fortran's exponent, scale, anint) under C99 and
+    Fortran 2008 with every warning an error, and nvcc's device compile of the point routine."""
+    import shutil
+    import subprocess
+
+    from rosenna.generate import Options, generate
+
+    x = np.linspace(-3, 3, 7)
+    model, _ = cast_model(x.astype(np.float32 if elem == TensorProto.FLOAT else np.float64), elem)
+    onnx.save(model, str(tmp_path / "casts.onnx"))
+    generate(str(tmp_path / "casts.onnx"), str(tmp_path), Options(name="m", embed=True))
+    commands = [["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fopenmp", "-c", "m.c"],
+                ["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-c", "m_model.F90"]]
+    if shutil.which("nvcc"):
+        commands.append(["nvcc", "-arch=sm_90", "-c", "m_kernel.cu", "-o", "m_kernel.o"])
+    for cmd in commands:
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, " ".join(cmd) + "\n" + proc.stderr[-3000:]

@@ -38,7 +38,7 @@ import numpy as np
 
 from rosenna.ir import FLOAT_DTYPES, FLOAT_FORMATS, HELD_DTYPES, NARROW_DTYPES, SMALL_INT_RANGES, int_range
 from rosenna.loopir import Bin, Fn, Num, Ref, Select, Var, flat_index
-from rosenna.ops.base import Op, const_input, onnx_ints
+from rosenna.ops.base import Op, const_input, copy_lowering, onnx_ints
 from rosenna.onnx_types import numpy_dtype
 
 
@@ -330,7 +330,9 @@ def _exact_in(source, to):
 
 
 class Dropout(Alias):
-    """Inference Dropout is the identity; the optional mask output must be unused."""
+    """Inference Dropout: the identity (an alias); a mask output that is used is all ones.
+
+    (Every element is kept; with the mask used the node is a copy and a fill.)"""
     name = "Dropout"
     attributes = {"seed": 0, "ratio": 0.5, "is_test": 1}
 
@@ -340,10 +342,20 @@ class Dropout(Alias):
     def evaluate(self, node, inputs):
         return [inputs[0]] + [np.ones(inputs[0].shape, bool)] * (len(node.outputs) - 1)
 
+    def _mask_used(self, node, graph):
+        mask = node.outputs[1] if len(node.outputs) > 1 else ""
+        return bool(mask) and (mask in graph.consumers() or mask in graph.outputs)
+
+    def is_alias(self, node, graph):
+        return not self._mask_used(node, graph)
+
+    def lower(self, node, graph, b):
+        size = int(np.prod(graph.shape_of(node.inputs[0]), dtype=np.int64))
+        copy_lowering(b, node.inputs[0], node.outputs[0], size)
+        b.loop(size, lambda i: b.assign(Ref(node.outputs[1], flat_index([i], (size,))), Num(1.0)))
+
     def check(self, node, graph):
         problems = []
-        if len(node.outputs) > 1 and node.outputs[1] and node.outputs[1] in graph.consumers():
-            problems.append("the mask output is used")
         if len(node.inputs) > 2 and node.inputs[2]:  # opset 12: training_mode
             training = const_input(graph, node, 2)
             ratio = const_input(graph, node, 1)
