@@ -77,7 +77,10 @@ def _private(table, names):
 
 def host_regions(plan):
     """The regions of the host form, in order: ``(kind, chain, body, notes, nowait)`` with each
-    parallel region's loops transformed (:func:`jam`, :func:`unroll_taps`)."""
+    parallel region's loops transformed (:func:`jam`, :func:`unroll_taps`); computed once per plan."""
+    cached = plan.__dict__.get("_host_regions")
+    if cached is not None:
+        return cached
     out = []
     launches = launch_groups(plan)
     for j, launch in enumerate(launches):
@@ -92,6 +95,7 @@ def host_regions(plan):
             for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
                 out.append(("parallel", chain, unroll_taps(body), member.notes if i == 0 else [],
                             nowait or i < len(pieces) - 1))
+    plan.__dict__["_host_regions"] = out
     return out
 
 
