@@ -4,6 +4,7 @@ run with 2 threads against onnxruntime with verify's tolerance, also when called
 caller's own parallel region."""
 
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -134,6 +135,9 @@ def test_host_branch_is_one_team_with_simd_loops_and_jammed_channels(built):
     assert host.count("#pragma omp simd") >= 4 and "#pragma omp for" in host and " nowait" in host
     # the 7-channel conv jammed 7 at a time, the 12-channel 1x1 conv 6 at a time
     assert "acc_6 = " in host and "acc_7" not in host
+    # the fused ReLU applied in a second SIMD loop, in place (GCC vectorises no loop whose body
+    # has both a reduction loop and a select)
+    assert re.search(r"(\w+\[[^]]+\]) = \(\1 > 0\.0f \? \1 : 0\.0f\);", host)
     fortran = (out / f"{plan.name}_model.F90").read_text().split("else\n")[-1]
     assert fortran.count("!$omp parallel") == 1 and "!$omp simd" in fortran and "!$omp end do nowait" in fortran
 

@@ -3,13 +3,14 @@
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, whole
 from rosenna.limits import CONST_BANK_BYTES
+from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
 
 VALUES_PER_LINE = 6
-#: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops.
-BATCH_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
-              "double": {"exp": "rosenna_exp", "tanh": "rosenna_tanh"}}
+#: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
+#: (one table with the whole-field host loops: emit/host_field.py).
+BATCH_MATH = HOST_MATH
 
 
 def runtime_header(native):

@@ -25,8 +25,13 @@ to the solver's team and wait for threads that never arrive.
 from dataclasses import replace
 
 from rosenna.emit.render import used_loop_vars, used_scalars
-from rosenna.loopir import Assign, Bin, Fn, Idx, Loop, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
 from rosenna.parallel import launch_groups
+
+#: C's vectorisable exp and tanh (rosenna_host_math.h, inlined and branch-free): libm's are scalar
+#: calls, which keep GCC from vectorising an ``omp simd`` loop that holds one (a fused Tanh).
+HOST_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
+             "double": {"exp": "rosenna_exp", "tanh": "rosenna_tanh"}}
 
 #: At most this many output channels (copies of a region's body) share one pass over the inputs.
 JAM = 8
@@ -93,7 +98,9 @@ def host_regions(plan):
                 continue
             pieces = jam(plan, chain, body)
             for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
-                out.append(("parallel", chain, unroll_taps(body), member.notes if i == 0 else [],
+                body = unroll_taps(body)
+                body, after = split_activation(body) if len(chain) > 1 else (body, [])
+                out.append(("parallel", chain, (body, after), member.notes if i == 0 else [],
                             nowait or i < len(pieces) - 1))
     plan.__dict__["_host_regions"] = out
     return out
@@ -102,7 +109,8 @@ def host_regions(plan):
 def host_names(plan):
     """The scalars and loop variables the host form uses (Fortran declares them)."""
     scalars, loops = set(), set()
-    for _, chain, body, _, _ in host_regions(plan):
+    for kind, chain, body, _, _ in host_regions(plan):
+        body = body[0] + body[1] if kind == "parallel" else body
         scalars.update(used_scalars(body))
         loops.update(used_loop_vars(body))
         loops.update(loop.var for loop in chain)
@@ -141,9 +149,10 @@ def _declare(table, level, lang, t, scalars):
 
 
 def _parallel(chain, body, lang, table, renderer, depth, nowait, t):
-    """A parallel region: its outer loops shared by the threads, its innermost loop SIMD."""
-    scalars = used_scalars(body)
-    private = _private(table, scalars + used_loop_vars(body))
+    """A parallel region: its outer loops shared by the threads, its innermost loop SIMD (twice,
+    when the activation is applied in a second pass: ``body`` is ``(statements, activations)``)."""
+    body, after = body
+    private = _private(table, used_scalars(body) + used_loop_vars(body))
     out = []
     if len(chain) == 1:
         out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private)))
@@ -151,14 +160,19 @@ def _parallel(chain, body, lang, table, renderer, depth, nowait, t):
         collapse = f" collapse({len(chain) - 1})" if len(chain) > 2 else ""
         out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait)))
     level = depth
-    for i, loop in enumerate(chain):
-        if i == len(chain) - 1 and len(chain) > 1:
-            out.append(_directive(lang, level, table["simd"].format(private=private)))
+    for loop in chain[:-1]:
         out.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
         level += 1
-    out += _declare(table, level, lang, t, scalars)
-    out += renderer.lines(body, level)
-    for level in range(depth + len(chain) - 1, depth - 1, -1):
+    last = chain[-1]
+    for part in (body, after) if after else (body,):
+        if len(chain) > 1:
+            names = used_scalars(part) + used_loop_vars(part)
+            out.append(_directive(lang, level, table["simd"].format(private=_private(table, names))))
+        out.append(lang.indent * level + lang.loop_open.format(var=last.var, extent=last.extent, last=last.extent - 1))
+        out += _declare(table, level + 1, lang, t, used_scalars(part))
+        out += renderer.lines(part, level + 1)
+        out.append(lang.indent * level + lang.loop_close)
+    for level in range(depth + len(chain) - 2, depth - 1, -1):
         out.append(lang.indent * level + lang.loop_close)
     end = table["for_simd_end"] if len(chain) == 1 else table["for_end"]
     if end:
@@ -324,3 +338,59 @@ def _flatten(stmts):
         else:
             out.append(stmt)
     return out
+
+
+def _arith(e):
+    return all(isinstance(sub, (Num, Var, Ref, Bin)) for sub in walk_expr(e))
+
+
+def _argument(e):
+    """The one arithmetic expression over scalars that a store's value applies functions to (the
+    activation's argument, e.g. ``acc + b`` in ``relu(acc + b)``), or None if there are several."""
+    found = set()
+
+    def visit(x):
+        if _arith(x):
+            if any(isinstance(sub, Var) for sub in walk_expr(x)):
+                found.add(x)
+            return
+        for part in ((x.a, x.b) if isinstance(x, Bin) else x.args if isinstance(x, Fn) else
+                     (x.lhs, x.rhs, x.a, x.b) if isinstance(x, Select) else ()):
+            visit(part)
+
+    visit(e)
+    return found.pop() if len(found) == 1 else None
+
+
+def _put(e, old, new):
+    if e == old:
+        return new
+    if isinstance(e, Bin):
+        return Bin(e.op, _put(e.a, old, new), _put(e.b, old, new))
+    if isinstance(e, Fn):
+        return Fn(e.name, tuple(_put(a, old, new) for a in e.args))
+    if isinstance(e, Select):
+        return replace(e, lhs=_put(e.lhs, old, new), rhs=_put(e.rhs, old, new), a=_put(e.a, old, new),
+                       b=_put(e.b, old, new))
+    return e
+
+
+def split_activation(body):
+    """A SIMD body with a reduction loop whose stores apply a function or a select (a fused
+    activation) -> ``(body, activations)``: the stores write the activation's argument, and a
+    second SIMD loop applies the activation in place. GCC if-converts (and so vectorises) only
+    innermost loops: with the select beside the reduction loop the whole SIMD loop stayed scalar.
+    The values are the same: the argument is rounded to the working type either way."""
+    if not any(isinstance(s, Loop) for s in body):
+        return body, []
+    out, after = [], []
+    for stmt in body:
+        arg = None
+        if isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and not stmt.accumulate and not _arith(stmt.expr):
+            arg = _argument(stmt.expr)
+        if arg is None:
+            out.append(stmt)
+            continue
+        out.append(Assign(stmt.target, arg))
+        after.append(Assign(stmt.target, _put(stmt.expr, arg, stmt.target)))
+    return out, after

@@ -19,7 +19,7 @@ symbol through the bind(C) interface ``<name>_infer_one_dev``.
 """
 
 from rosenna import limits
-from rosenna.emit.host_field import host_lines, host_names
+from rosenna.emit.host_field import HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
 from rosenna.parallel import regions
@@ -148,7 +148,8 @@ def c_source(plan):
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
     device = "\n".join(_region_lines(plan, C, renderer, 2))
-    host = "\n".join(host_lines(plan, C, renderer, 1))
+    host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
+                                                  math=HOST_MATH[plan.precision]), 1))
     return f"""{declare}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
