@@ -7,6 +7,13 @@ broadcasting corners, negative indices and steps). Every model rosenna accepts i
 embedded weights) under a distinct name into one folder, compiled with one driver in ONE gcc call
 under ``-fsanitize=address,undefined -fno-sanitize-recover=all`` and run over three points through
 ``<name>_infer_batch`` with exactly-sized heap buffers, so any stray index aborts the run.
+
+Fortran: a representative subset (every edge-case model, the zoo, and the first accepted model of
+each lowered op) is generated as Fortran modules too and built in ONE gfortran call under
+``-fcheck=all -fsanitize=address,undefined -finit-real=snan``, then run through ``<name>_infer``
+per point and ``<name>_infer_batch`` (the SIMD-block path). Models whose outputs are finite on the
+driver's inputs (no op of :data:`NAN_OPS`) also run under ``-ffpe-trap=invalid``, so a read of
+scratch never written (a signalling NaN) traps; the others run in a second driver without the trap.
 """
 
 import os
@@ -130,6 +137,12 @@ def corpus(folder):
     return found
 
 
+#: Ops that yield NaN on some of the driver's inputs in [-1, 1) by their definition (log of a
+#: negative, 0/0, ...): their models run without -ffpe-trap=invalid.
+NAN_OPS = {"Log", "Sqrt", "Pow", "Div", "Acos", "Asin", "Acosh", "Atanh", "Mod", "Reciprocal", "Einsum",
+           "ReduceLogSum", "ReduceLogSumExp", "LpNormalization", "ReduceL2", "InstanceNormalization",
+           "LayerNormalization", "GroupNormalization", "MeanVarianceNormalization", "Selu", "Elu", "Celu"}
+
 DRIVER_CASE = """    {{
         {t} *x = filled_{t}((size_t){points} * {nx}), *y = malloc(sizeof({t}) * (size_t){points} * {ny});
         if (!x || !y || {name}_infer_batch({points}, x, y, NULL) != 0) {{ printf("FAILED {name}\\n"); return 1; }}
@@ -145,16 +158,22 @@ def sanitized_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("sanitize")
     (root / "models").mkdir()
     out = root / "gen"
-    accepted, refused = [], []
+    accepted, refused, fortran, seen = [], [], [], set()
     for i, (label, path) in enumerate(corpus(root / "models")):
         options = Options(lang="c", embed=True, name=f"m{i:03d}")
         try:
-            build_plan(path, options)
+            _, plan = build_plan(path, options)
         except ModelError as exc:
             refused.append((label, str(exc)))
             continue
+        lowered = {planned.op for planned in plan.ops}
+        if label.startswith(("edge ", "zoo ")) or lowered - seen:  # the Fortran subset
+            options.lang = "both"
+            seen |= lowered
         plan, _ = generate(path, str(out), options)
         accepted.append((label, plan))
+        if options.lang == "both":
+            fortran.append(plan)
     includes = "".join(f'#include "{plan.name}.h"\n' for _, plan in accepted)
     cases = "".join(DRIVER_CASE.format(t=plan.ctype, nx=plan.nx, ny=plan.ny, name=plan.name, points=POINTS)
                     for _, plan in accepted)
@@ -198,11 +217,61 @@ int main(void)
     assert build.returncode == 0, build.stderr[-3000:]
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
     runs = subprocess.run(["./driver"], cwd=out, capture_output=True, text=True, env=env, timeout=300)
-    return accepted, refused, runs
+    return accepted, refused, runs, (out, fortran)
+
+
+F_CASE = """  subroutine run_{n}()
+    real({n}_rk), allocatable :: x(:, :), y(:, :), yb(:, :)
+    integer :: i, k, status
+    allocate (x({n}_nx, {points}), y({n}_ny, {points}), yb({n}_ny, {points}))
+    do i = 1, {points}
+      do k = 1, {n}_nx
+        x(k, i) = real(mod((i - 1) * 37 + (k - 1) * 11, 200), {n}_rk) / 100 - 1
+      end do
+      call {n}_infer(x(:, i), y(:, i))
+    end do
+    call {n}_infer_batch({points}, x, yb, status)
+    if (status /= 0) error stop 'FAILED {n}'
+    print '(a)', 'ran {n}'
+  end subroutine run_{n}
+"""
+
+
+def fortran_driver(plans):
+    uses = "".join(f"  use {p.name}_model, only: {p.name}_infer, {p.name}_infer_batch, {p.name}_nx, "
+                   f"{p.name}_ny, {p.name}_rk\n" for p in plans)
+    calls = "".join(f"  call run_{p.name}()\n" for p in plans)
+    cases = "".join(F_CASE.format(n=p.name, points=POINTS) for p in plans)
+    return f"program driver\n{uses}  implicit none\n{calls}contains\n{cases}end program driver\n"
+
+
+@pytest.fixture(scope="module")
+def fortran_run(sanitized_run):
+    """The Fortran subset (generated with the C, in the same folder) built in one gfortran call, run as two drivers: with and without
+    -ffpe-trap=invalid. Returns ``(plans, {driver: CompletedProcess})``."""
+    out, plans = sanitized_run[3]
+    trapped = [p for p in plans if not {planned.op for planned in p.ops} & NAN_OPS]
+    untrapped = [p for p in plans if p not in trapped]
+    (out / "trapped.f90").write_text(fortran_driver(trapped))
+    (out / "untrapped.f90").write_text(fortran_driver(untrapped))
+    flags = ["-O0", "-g", "-fcheck=all", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+             "-finit-real=snan", "-w"]
+    modules = [f"{p.name}_model.F90" for p in plans]
+    build = subprocess.run(["gfortran", *flags, "-c", *modules], cwd=out, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    objects = [f"{p.name}_model.o" for p in plans]
+    for driver, extra in (("trapped", ["-ffpe-trap=invalid"]), ("untrapped", [])):
+        link = subprocess.run(["gfortran", *flags, *extra, f"{driver}.f90", *objects, "-o", driver],
+                              cwd=out, capture_output=True, text=True)
+        assert link.returncode == 0, link.stderr[-3000:]
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=1")
+    runs = {d: subprocess.run([f"./{d}"], cwd=out, capture_output=True, text=True, env=env, timeout=300)
+            for d in ("trapped", "untrapped")}
+    return (trapped, untrapped), runs
 
 
 def test_corpus_is_broad(sanitized_run):
-    accepted, refused, _ = sanitized_run
+    accepted, refused, _, _ = sanitized_run
     labels = [label for label, _ in accepted]
     assert sum(label.startswith("node ") for label in labels) >= 40, labels
     assert sum(label.startswith("edge ") for label in labels) == len(list(hostile())), refused
@@ -213,9 +282,22 @@ def test_corpus_is_broad(sanitized_run):
 
 
 def test_no_out_of_bounds_access(sanitized_run):
-    accepted, _, runs = sanitized_run
+    accepted, _, runs, _ = sanitized_run
     report = (runs.stdout + runs.stderr)[-4000:]
     assert runs.returncode == 0, report
     ran = {line.split()[1] for line in runs.stdout.splitlines() if line.startswith("ran ")}
     assert ran == {plan.name for _, plan in accepted}, report
     assert "runtime error" not in runs.stderr and "AddressSanitizer" not in runs.stderr, report
+
+
+@pytest.mark.skipif(shutil.which("gfortran") is None, reason="needs gfortran")
+def test_fortran_no_out_of_bounds_access_or_unset_scratch(fortran_run):
+    (trapped, untrapped), runs = fortran_run
+    assert len(trapped) + len(untrapped) >= 30 and len(trapped) >= 20, (len(trapped), len(untrapped))
+    for driver, plans in (("trapped", trapped), ("untrapped", untrapped)):
+        run = runs[driver]
+        report = (run.stdout + run.stderr)[-4000:]
+        assert run.returncode == 0, (driver, report)
+        ran = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("ran ")}
+        assert ran == {p.name for p in plans}, (driver, report)
+        assert "runtime error" not in run.stderr and "AddressSanitizer" not in run.stderr, report
