@@ -153,7 +153,7 @@ def _beyond_mlp(tmp_path):
             "lstm_cell": op_models.lstm_cell(tmp_path / "lstm_cell.onnx")}
 
 
-def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
+def test_whole_field_plan_gets_one_launch_per_call(tmp_path):
     from rosenna import parallel
 
     path = _beyond_mlp(tmp_path)["convnet"]
@@ -162,16 +162,19 @@ def test_whole_field_plan_gets_one_launch_per_op(tmp_path):
     text = cuda.kernel_source(plan, "stamp")
     regions = [r for r in parallel.regions(plan.body) if r[0] != "comment"]
     assert len(regions) == 27  # each padded 3x3 conv: interior, 4 edges, 4 corners
-    # One launch per conv (the activations are fused into their conv; the Identity output is the
-    # last conv's storage in y, no copy): 3 kernels, each holding its conv's 9 regions.
-    assert text.count("<<<") == text.count("__global__") == 3  # no per-point kernel either
-    launch = text[text.index("static int convnet_run("):]
-    # 8x64x64, 8x64x64 and 64x64 threads per sample, 256 a block, count samples at once
-    assert [line.split("<<<")[1].split(",")[0] for line in launch.splitlines() if "<<<" in line] == \
-        ["(unsigned)((count * 32768l + 255) / 256)", "(unsigned)((count * 32768l + 255) / 256)",
-         "(unsigned)((count * 4096l + 255) / 256)"]
+    # One phase per conv (the activations are fused into their conv; the Identity output is the
+    # last conv's storage in y, no copy), each holding its conv's 9 regions, in one persistent
+    # kernel launched cooperatively: no <<<>>> launch at all, a grid barrier between phases.
+    assert text.count("__global__") == 1 and "<<<" not in text  # no per-point kernel either
+    kernel = text[text.index("convnet_field(const float"):text.index("static int convnet_resident")]
+    assert kernel.count("grid.sync();") == 2
+    # 8x64x64, 8x64x64 and 64x64 threads per sample, grid-stride over count samples
+    assert [line.split("g < ")[1].split(";")[0] for line in kernel.splitlines() if "for (long g = first" in line] == \
+        ["count * 32768l", "count * 32768l", "count * 4096l"]
     for op in ("Conv+Relu: conv0+act0", "Conv+Tanh: conv1+act1", "Conv: conv2"):
-        assert f"/* {op} (9 regions, " in text
+        assert f": {op} (9 regions, " in kernel
+    run = text[text.index("static int convnet_run("):]
+    assert run.count("rosennaLaunchCooperativeKernel(") == 1 and "count * 32768l" in run  # the widest phase
     assert 'extern "C" int convnet_infer_one(' in text and "return convnet_run(1, x, y, " in text
     # infer_batch: each op's launch covers up to 256 samples (256 KiB of intermediates per
     # sample: 256 fit 64 MiB), not one launch per op and sample

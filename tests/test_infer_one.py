@@ -237,8 +237,10 @@ def emulate_launches(model_path, out, samples=3, launches=None):
     funcs, calls = [], []
     for k, launch in enumerate(launches):
         body = "\n".join(whole_field.batch_body(plan, launch))
-        if kernel_file is not None:  # the very lines of the kernel, after its bounds check
-            assert f"        return;\n{body}\n" in kernel_file, f"launch {k} differs from {n}_kernel.cu's"
+        if kernel_file is not None:  # the very lines of the kernel's phase k, inside its grid-stride loop
+            phase = "\n".join(whole_field.batch_body(plan, launch, depth=2))
+            assert f"g < count * {launch.threads}l; g += step) {{\n{phase}\n    }}" in kernel_file, \
+                f"phase {k} differs from {n}_kernel.cu's"
         funcs.append(f"static void launch{k}(const {t} *x, {t} *y, long g)\n{{\n{body}\n"
                      f"    (void)x;\n    (void)y;\n}}")
         total = launch.threads

@@ -17,6 +17,9 @@ RUNTIME_API = (
     ("rosennaGetDevice", "cudaGetDevice", "hipGetDevice"),
     ("rosennaDeviceGetAttribute", "cudaDeviceGetAttribute", "hipDeviceGetAttribute"),
     ("rosennaDevAttrMultiProcessorCount", "cudaDevAttrMultiProcessorCount", "hipDeviceAttributeMultiprocessorCount"),
+    ("rosennaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel", "hipLaunchCooperativeKernel"),
+    ("rosennaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+     "hipOccupancyMaxActiveBlocksPerMultiprocessor"),
     ("rosennaFuncAttributeMaxDynamicSharedMemorySize", "cudaFuncAttributeMaxDynamicSharedMemorySize",
      "hipFuncAttributeMaxDynamicSharedMemorySize"),
 )

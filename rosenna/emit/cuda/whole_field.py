@@ -1,8 +1,8 @@
-"""The whole-field kernels of ``<name>_kernel.cu``: ``<name>_infer_one`` as kernel launches.
+"""The whole-field kernel of ``<name>_kernel.cu``: ``<name>_infer_one`` as one persistent launch.
 
 The regions of a whole-field plan and which of them may share a launch come from the loop
-analysis (:func:`rosenna.parallel.launch_groups`); here they become CUDA/HIP kernels, a thread
-per element of each region's collapsed loops. For a plan whose per-point locals are too large
+analysis (:func:`rosenna.parallel.launch_groups`); here they become the phases of one CUDA/HIP
+kernel, a thread per element of each region's collapsed loops, grid-wide barriers between them. For a plan whose per-point locals are too large
 for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infer_one`` per sample
 (:data:`KIND`).
 """
@@ -73,12 +73,17 @@ def batch_body(plan, launch, depth=1):
 
 def infer_one(plan):
     """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``: one kernel
-    launch per group of regions that may run concurrently (:func:`launch_groups`; in practice one
-    per op) for up to :func:`batch_samples` samples at once, a thread per element of each member
-    region's collapsed loops and sample (a serial region is one thread per sample), the
-    intermediates of those samples in static ``__device__`` buffers. ``<name>_infer_one`` is that
-    for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan has
-    no ``<name>_infer_one``.
+    launch per call. The groups of regions that may run concurrently (:func:`launch_groups`; in
+    practice one per op) become the phases of one persistent kernel, each phase a grid-stride loop
+    over every element of its member regions' collapsed loops for up to :func:`batch_samples`
+    samples (a serial region is one thread per sample), the phases separated by a grid-wide
+    barrier. The kernel is launched cooperatively (the runtime checks that every block is resident,
+    so the barrier cannot hang) with as many blocks as the GPU holds at once, or fewer when no phase
+    has work for more. At one sample that is one launch and ``phases - 1`` barriers instead of one
+    launch per op; over many samples the grid-stride loops keep every SM busy as separate launches
+    did. The intermediates of those samples live in static ``__device__`` buffers.
+    ``<name>_infer_one`` is that for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n.
+    Returns "" when the plan has no ``<name>_infer_one``.
 
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
     declares in ``__constant__`` or ``__device__`` storage.
@@ -89,37 +94,69 @@ def infer_one(plan):
     samples = batch_samples(plan)
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(plan, i)}[{samples} * {size}];"
                          for i, size in enumerate(plan.scratch))
-    kernels, launches = [], []
-    for k, launch in enumerate(launch_groups(plan)):
-        total = launch.threads
-        notes = "; ".join(launch.notes) or f"launch {k}"
-        lines = [f"/* {notes} ({count(len(launch.members), 'region')}, {count(total, 'thread')} per sample) */",
-                 (f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_launch{k}(const {t} *ROSENNA_RESTRICT x, "
-                  f"{t} *ROSENNA_RESTRICT y, int count)"),
-                 "{",
-                 f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
-                 f"    if (g >= (long)count * {total}l)",
-                 "        return;"]
-        code = batch_body(plan, launch)
-        unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}s = " in line for line in code)]
-        lines += code + unused + ["}"]
-        kernels.append("\n".join(lines))
-        launches.append(f"    {n}_launch{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
-                        f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
+    groups = launch_groups(plan)
+    phases, widest = [], max(launch.threads for launch in groups)
+    for k, launch in enumerate(groups):
+        notes = "; ".join(launch.notes) or f"phase {k}"
+        lines = ([f"    grid.sync();  /* phase {k - 1}'s stores are visible to every thread */"] if k else [])
+        lines += [f"    /* phase {k}: {notes} ({count(len(launch.members), 'region')}, "
+                  f"{count(launch.threads, 'thread')} per sample) */",
+                  f"    for (long g = first; g < count * {launch.threads}l; g += step) {{"]
+        lines += batch_body(plan, launch, depth=2)
+        lines.append("    }")
+        phases.append("\n".join(lines))
+    code = "\n".join(phases)
+    unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
-/* The whole-field path: count samples (at most {samples}) at once, one launch per group of regions
-   that may run concurrently (in practice one per op), each region of a launch on its own range of
-   every sample's threads. The intermediates of {samples} samples: */
+#if defined(__HIPCC__)
+#include <hip/hip_cooperative_groups.h>
+#else
+#include <cooperative_groups.h>
+#endif
+
+/* The whole-field path: count samples (at most {samples}) at once in one launch of {n}_field, whose
+   phases are the groups of regions that may run concurrently (in practice one per op), each region
+   of a phase on its own range of every sample's threads. The intermediates of {samples} samples: */
 {buffers}
 
-{chr(10).join(kernels)}
+/* {count(len(groups), 'phase')}, each a grid-stride loop over count x its threads per sample, a grid-wide barrier
+   between consecutive phases; launched cooperatively ({n}_run). */
+__global__ void __launch_bounds__({CUDA_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+{{
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    const long first = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x, step = (long)gridDim.x * {CUDA_THREADS};
+{unused}{code}
+}}
 
-/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s. */
+/* Blocks of {n}_field resident at once on each device (0: not yet asked), asked once per device. */
+static int {n}_resident[64];
+
+/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s: one
+   cooperative launch of as many blocks as are resident at once, fewer when the widest phase
+   ({count(widest, 'thread')} per sample) needs fewer. */
 static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
 {{
-{chr(10).join(launches)}
-    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+    int device = 0;
+    if (rosennaGetDevice(&device) != rosennaSuccess)
+        return ROSENNA_STATUS_LAUNCH;
+    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : 0;
+    if (resident == 0) {{
+        int sms = 0, per_sm = 0;
+        if (rosennaDeviceGetAttribute(&sms, rosennaDevAttrMultiProcessorCount, device) != rosennaSuccess ||
+            rosennaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_field, {CUDA_THREADS}, 0) != rosennaSuccess ||
+            sms * per_sm == 0)
+            return ROSENNA_STATUS_LAUNCH;
+        resident = sms * per_sm;
+        if (device < 64)
+            __atomic_store_n(&{n}_resident[device], resident, __ATOMIC_RELAXED);
+    }}
+    const long needed = (count * {widest}l + {CUDA_THREADS - 1}) / {CUDA_THREADS};
+    const unsigned blocks = (unsigned)(needed < resident ? needed : resident);
+    void *args[] = {{(void *)&x, (void *)&y, (void *)&count}};
+    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3(blocks), dim3({CUDA_THREADS}), args, 0, s) != rosennaSuccess)
+        return ROSENNA_STATUS_LAUNCH;
+    return ROSENNA_STATUS_OK;
 }}
 
 /* x[{plan.nx}] and y[{plan.ny}] are device pointers; launches on the caller's stream, never

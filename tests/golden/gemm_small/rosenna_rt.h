@@ -28,30 +28,34 @@
    these; hipcc on NVIDIA defines __CUDACC__ too, so HIP is tested first. */
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
-#define rosennaStream_t                                hipStream_t
-#define rosennaError_t                                 hipError_t
-#define rosennaSuccess                                 hipSuccess
-#define rosennaGetLastError                            hipGetLastError
-#define rosennaMemcpyToSymbol                          hipMemcpyToSymbol
-#define rosennaMemcpyHostToDevice                      hipMemcpyHostToDevice
-#define rosennaFuncSetAttribute                        hipFuncSetAttribute
-#define rosennaGetDevice                               hipGetDevice
-#define rosennaDeviceGetAttribute                      hipDeviceGetAttribute
-#define rosennaDevAttrMultiProcessorCount              hipDeviceAttributeMultiprocessorCount
-#define rosennaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define rosennaStream_t                                  hipStream_t
+#define rosennaError_t                                   hipError_t
+#define rosennaSuccess                                   hipSuccess
+#define rosennaGetLastError                              hipGetLastError
+#define rosennaMemcpyToSymbol                            hipMemcpyToSymbol
+#define rosennaMemcpyHostToDevice                        hipMemcpyHostToDevice
+#define rosennaFuncSetAttribute                          hipFuncSetAttribute
+#define rosennaGetDevice                                 hipGetDevice
+#define rosennaDeviceGetAttribute                        hipDeviceGetAttribute
+#define rosennaDevAttrMultiProcessorCount                hipDeviceAttributeMultiprocessorCount
+#define rosennaLaunchCooperativeKernel                   hipLaunchCooperativeKernel
+#define rosennaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define rosennaFuncAttributeMaxDynamicSharedMemorySize   hipFuncAttributeMaxDynamicSharedMemorySize
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
-#define rosennaStream_t                                cudaStream_t
-#define rosennaError_t                                 cudaError_t
-#define rosennaSuccess                                 cudaSuccess
-#define rosennaGetLastError                            cudaGetLastError
-#define rosennaMemcpyToSymbol                          cudaMemcpyToSymbol
-#define rosennaMemcpyHostToDevice                      cudaMemcpyHostToDevice
-#define rosennaFuncSetAttribute                        cudaFuncSetAttribute
-#define rosennaGetDevice                               cudaGetDevice
-#define rosennaDeviceGetAttribute                      cudaDeviceGetAttribute
-#define rosennaDevAttrMultiProcessorCount              cudaDevAttrMultiProcessorCount
-#define rosennaFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define rosennaStream_t                                  cudaStream_t
+#define rosennaError_t                                   cudaError_t
+#define rosennaSuccess                                   cudaSuccess
+#define rosennaGetLastError                              cudaGetLastError
+#define rosennaMemcpyToSymbol                            cudaMemcpyToSymbol
+#define rosennaMemcpyHostToDevice                        cudaMemcpyHostToDevice
+#define rosennaFuncSetAttribute                          cudaFuncSetAttribute
+#define rosennaGetDevice                                 cudaGetDevice
+#define rosennaDeviceGetAttribute                        cudaDeviceGetAttribute
+#define rosennaDevAttrMultiProcessorCount                cudaDevAttrMultiProcessorCount
+#define rosennaLaunchCooperativeKernel                   cudaLaunchCooperativeKernel
+#define rosennaOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define rosennaFuncAttributeMaxDynamicSharedMemorySize   cudaFuncAttributeMaxDynamicSharedMemorySize
 #endif
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define ROSENNA_CONSTANT_MEMORY __constant__
