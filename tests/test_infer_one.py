@@ -79,9 +79,11 @@ def run_whole(model_path, out, lang, samples=2, seed=0, embed=True):
     x = rng.uniform(-1, 1, (samples, plan.nx)).astype(np.float32)
     x.tofile(out / "x.bin")
     fmt = {"n": n, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
-    if lang == "c":
+    if lang in ("c", "c_acc"):
         (out / "main.c").write_text(C_MAIN.format(**fmt))
-        cmd = ["gcc", "-O2", "-fopenmp", "-I", str(out), "main.c", f"{n}.c", "-o", "main", "-lm"]
+        # c_acc: the OpenACC compute regions, run by GCC's host fallback (ROSENNA_ACC_DEVICE forced)
+        flags = ["-fopenmp"] if lang == "c" else ["-fopenacc", "-DROSENNA_ACC_DEVICE()=1"]
+        cmd = ["gcc", "-O2", *flags, "-I", str(out), "main.c", f"{n}.c", "-o", "main", "-lm"]
     else:
         (out / "main.f90").write_text(F_MAIN.format(**fmt))
         cmd = ["gfortran", "-O2", "-fopenmp", f"{n}_model.F90", "main.f90", "-o", "main"]
@@ -107,6 +109,22 @@ def assert_close(got, want, rtol=1e-5, atol=1e-5, what=""):
     assert np.all(err <= atol + rtol * np.abs(want)), (
         f"{what}: worst element {worst}: got {got.reshape(-1)[worst]!r}, onnxruntime {want.reshape(-1)[worst]!r} "
         f"(rtol {rtol}, atol {atol})")
+
+
+def test_convnet_openacc_whole_field_regions(tmp_path):
+    """The OpenACC branch of infer_one and infer_batch (one ``acc parallel loop`` per region, the
+    sample loop collapsed in the batch), run through GCC's host fallback, against onnxruntime."""
+    path = op_models.convnet(tmp_path / "convnet.onnx")
+    plan, x, y_one, y_batch = run_whole(str(path), tmp_path, "c_acc", samples=3)
+    src = (tmp_path / f"{plan.name}.c").read_text()
+    batch = src[src.index(f"int {plan.name}_infer_batch("):src.index(f"int {plan.name}_infer_one(")]
+    one = src[src.index(f"int {plan.name}_infer_one("):]
+    assert batch.count("#pragma acc parallel loop gang vector") == 27  # every region over the samples
+    assert one.count("#pragma acc parallel loop gang vector") + one.count("#pragma acc serial") == 27
+    assert "#pragma acc declare create(" in src
+    want = reference(str(path), plan, x)
+    assert_close(y_one, want, what="OpenACC infer_one")
+    assert_close(y_batch, want, what="OpenACC infer_batch")
 
 
 @pytest.mark.parametrize("lang", ["c", "fortran"])

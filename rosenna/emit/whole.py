@@ -38,6 +38,16 @@ DIRECTIVES = {
         "private": None,
         "scalar": "{t} {names};",
     },
+    "c_acc": {
+        "parallel": "#pragma acc parallel loop gang vector{collapse} deviceptr(x, y)",
+        "parallel_end": None,
+        "serial": "#pragma acc serial deviceptr(x, y)",
+        "serial_open": "{",
+        "serial_close": "}",
+        "collapse": " collapse({n})",
+        "private": None,
+        "scalar": "{t} {names};",
+    },
     "fortran": {
         "parallel": "!$omp target teams distribute parallel do{collapse}{private}",
         "parallel_end": "!$omp end target teams distribute parallel do",
@@ -76,10 +86,10 @@ def available(plan):
     return plan.emits_infer_one
 
 
-def _region_lines(plan, lang, renderer, depth, host=False):
-    """The body of ``<name>_infer_one`` (after declarations), as lines: offloaded regions, or with
-    ``host`` the same regions on the host's threads."""
-    table = DIRECTIVES[lang.name + ("_host" if host else "")]
+def _region_lines(plan, lang, renderer, depth, host=False, acc=False):
+    """The body of ``<name>_infer_one`` (after declarations), as lines: offloaded regions (OpenACC
+    compute regions with ``acc``), or with ``host`` the same regions on the host's threads."""
+    table = DIRECTIVES[lang.name + ("_host" if host else "_acc" if acc else "")]
     pad = lang.indent * depth
     t = plan.ctype
     lines = []
@@ -146,8 +156,10 @@ def c_source(plan):
     buffers = "\n".join(f"{t} {C.symbol(plan.name, buffer_ident(i))}[{size}];" for i, size in enumerate(plan.scratch))
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
-               f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
+               f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
+               + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
     device = "\n".join(_region_lines(plan, C, renderer, 2))
+    acc = "\n".join(_region_lines(plan, C, renderer, 2, acc=True))
     host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
                                                   math=HOST_MATH[plan.precision]), 1))
     return f"""{declare}
@@ -158,6 +170,12 @@ int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {device}
         return ROSENNA_STATUS_OK;
     }}
+#if defined(_OPENACC)
+    if (ROSENNA_ACC_DEVICE()) {{  /* an OpenACC build: the same loops as compute regions */
+{acc}
+        return ROSENNA_STATUS_OK;
+    }}
+#endif
     /* No offload device: the same loops on the host's threads and SIMD lanes. */
 {host}
     return ROSENNA_STATUS_OK;
@@ -208,9 +226,10 @@ def sample_pointers(plan, text, x="x", y="y", sample="s"):
     return out
 
 
-def _batched_regions(plan, depth):
+def _batched_regions(plan, depth, acc=False):
     """The offloaded regions of the batched path: each parallel loop with the sample loop
-    outermost in its collapse, each serial region one thread per sample."""
+    outermost in its collapse, each serial region one thread per sample (OpenACC compute regions
+    with ``acc``)."""
     renderer = Renderer(C, plan.precision, sample_resolver(plan))
     pad, t, lines = C.indent * depth, plan.ctype, []
     for kind, chain, body in regions(plan.body):
@@ -219,7 +238,8 @@ def _batched_regions(plan, depth):
             continue
         chain = chain if kind == "parallel" else []
         collapse = f" collapse({len(chain) + 1})" if chain else ""
-        lines.append(f"#pragma omp target teams distribute parallel for{collapse} is_device_ptr(xb, yb)")
+        lines.append(f"#pragma acc parallel loop gang vector{collapse} deviceptr(xb, yb)" if acc else
+                     f"#pragma omp target teams distribute parallel for{collapse} is_device_ptr(xb, yb)")
         lines.append(pad + "for (int s = 0; s < count; ++s) {")
         level = depth + 1
         for loop in chain:
@@ -237,6 +257,12 @@ def _batched_regions(plan, depth):
     return lines
 
 
+def _acc_declare(plan, symbol):
+    """The OpenACC declaration of the intermediates ``symbol(i)`` (device copies, never copied)."""
+    names = ", ".join(symbol(i) for i in range(len(plan.scratch)))
+    return f"#if defined(_OPENACC)\n#pragma acc declare create({names})\n#endif\n"
+
+
 def c_batch(plan):
     """``<name>_infer_batch`` for a whole-field plan: with an offload device, each op's parallel
     loop over :func:`batch_samples` samples at once (the sample loop collapsed with the op's
@@ -246,9 +272,11 @@ def c_batch(plan):
     samples = batch_samples(plan)
     buffers = "\n".join(f"{t} {batch_buffer(plan, i)}[{samples} * {size}];" for i, size in enumerate(plan.scratch))
     declare = (f"\n/* Intermediate activations of {n}_infer_batch on the device, {samples} samples of each. */\n"
-               f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n") if plan.scratch else ""
+               f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
+               + _acc_declare(plan, lambda i: batch_buffer(plan, i))) if plan.scratch else ""
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     device = "\n".join(_batched_regions(plan, 3))
+    acc = "\n".join(_batched_regions(plan, 3, acc=True))
     return f"""{declare}
 /* Whole-field plan: on an offload device one parallel loop per op over up to {samples} samples at
    once; on the host one sample at a time through {n}_infer_one. */
@@ -264,6 +292,17 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
         }}
         return ROSENNA_STATUS_OK;
     }}
+#if defined(_OPENACC)
+    if (ROSENNA_ACC_DEVICE()) {{  /* an OpenACC build: the same loops as compute regions */
+        for (int start = 0; start < n; start += {samples}) {{
+            const int count = n - start < {samples} ? n - start : {samples};
+            const {t} *xb = x + (long)start * {n.upper()}_NX;
+            {t} *yb = y + (long)start * {n.upper()}_NY;
+{acc}
+        }}
+        return ROSENNA_STATUS_OK;
+    }}
+#endif
     for (int i = 0; i < n; ++i) {{
         int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
         if (status != ROSENNA_STATUS_OK)

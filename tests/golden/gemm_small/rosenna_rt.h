@@ -80,6 +80,17 @@
 #else
 #define ROSENNA_OMP_DEVICE() 0
 #endif
+/* Whether OpenACC compute regions run on a device: an OpenACC build (not also OpenMP) with a
+   device of the current type (else the host paths). */
+#if defined(_OPENACC) && !defined(_OPENMP) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#include <openacc.h>
+#ifndef ROSENNA_ACC_DEVICE
+#define ROSENNA_ACC_DEVICE() (acc_get_device_type() != acc_device_host && acc_get_num_devices(acc_get_device_type()) > 0)
+#endif
+#else
+#undef ROSENNA_ACC_DEVICE
+#define ROSENNA_ACC_DEVICE() 0
+#endif
 
 #if defined(__cplusplus)
 #define ROSENNA_RESTRICT __restrict__
