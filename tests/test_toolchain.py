@@ -490,6 +490,30 @@ def test_rocminfo_when_rocm_agent_enumerator_is_absent(env):
     assert [(g.vendor, g.arch, g.tool) for g in detect().gpus] == [("amd", "gfx942", "rocminfo")]
 
 
+def test_gpus_are_probed_once_while_tools_and_environment_stay(env, monkeypatch):
+    """Each generate resolves a profile; the GPU probes run once per process, again when a tool or
+    the environment changes."""
+    from rosenna.toolchain.detection import detect_gpus
+
+    log = env.root / "probes.log"
+    env.stub("rocm_agent_enumerator", "gfx000\ngfx90a", script=f"echo run >> '{log}'")
+    notes = []
+    assert [g.arch for g in detect_gpus(notes)] == [g.arch for g in detect_gpus()] == ["gfx90a"]
+    assert log.read_text().count("run") == 1
+    env.stub("rocm_agent_enumerator", "gfx942", script=f"echo run >> '{log}'")  # a new answer
+    assert [g.arch for g in detect_gpus()] == ["gfx942"]
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "0")
+    assert [g.arch for g in detect_gpus()] == ["gfx942"] and log.read_text().count("run") == 3
+    (env.bin / "rocm_agent_enumerator").unlink()
+    env.stub("nvidia-smi", script="exit 3")
+    failed = []
+    assert detect_gpus(failed) == () == detect_gpus(notes[:0])
+    assert failed and "exit status 3" in failed[0]
+    again = []
+    detect_gpus(again)
+    assert again == failed  # a cached probe still reports its notes
+
+
 def test_sycl_ls_intel_gpu(env):
     env.stub("sycl-ls", "[opencl:cpu:0] Intel(R) OpenCL, Intel(R) Xeon(R) Platinum 8480+ OpenCL 3.0 [2023.16]\n"
                         "[level_zero:gpu:0] Intel(R) Level-Zero, Intel(R) Data Center GPU Max 1550 1.3 [1.3.26241]\n"
