@@ -42,7 +42,8 @@ _TIER_WORDS = {
     "nvcc": ("nvcc",),
     "hipcc": ("hipcc",),
     "gpu": ("nvidia-smi", "CUDA_VISIBLE_DEVICES", "needs a GPU"),
-    "host": ("gcc", "gfortran", '"make"', "'make'", "subprocess", "run_packing", "compile", "verify(", "_build("),
+    "host": ("gcc", "gfortran", '"make"', "'make'", "subprocess", "run_packing", "compile", "verify(", "_build(",
+             "conformance.run("),
 }
 
 
@@ -60,6 +61,8 @@ def _test_text(item, cache={}):
                 helper = getattr(item.module, name, None)
                 if inspect.isfunction(helper) and helper.__module__ == item.module.__name__:
                     text += inspect.getsource(helper)
+            for _, fixture in _module_fixtures(item):  # what its own file's fixtures run, it needs too
+                text += _fixture_text(fixture)
         except (OSError, TypeError, SyntaxError):
             text = ""
         reasons = " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
@@ -73,3 +76,60 @@ def pytest_collection_modifyitems(config, items):
         for tier, words in _TIER_WORDS.items():
             if any(word in text for word in words) and not item.get_closest_marker(tier):
                 item.add_marker(getattr(pytest.mark, tier))
+    _schedule(items)
+
+
+# -- scheduling on xdist workers -----------------------------------------------------------------
+# `pytest -n auto` runs with `--dist loadgroup --no-loadscope-reorder` (setup.cfg): the workers get
+# the tests one at a time in the order below. The tests of one file that use a module-scoped fixture
+# of that file which builds or runs something (a host-tier word in its source: a conformance run, a
+# sanitizer build) form one group that a single worker runs, so that fixture is made once, not once
+# on each worker. The order, stable within each class: device compiles first (nvcc, hipcc: the
+# longest tests), then host builds, then the rest (mostly short), groups first within a class, so
+# that no long test starts while the other worker has nothing left to do. Without -n none of this
+# changes what runs.
+def _module_fixtures(item):
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    found = []
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        func = getattr(defs[-1], "func", None) if defs else None
+        if func is not None and getattr(func, "__module__", None) == item.module.__name__:
+            found.append((defs[-1].scope, func))
+    return found
+
+
+def _fixture_text(func):
+    try:
+        return inspect.getsource(func)
+    except (OSError, TypeError):
+        return ""
+
+
+def _cost_class(item):
+    if item.get_closest_marker("nvcc") or item.get_closest_marker("hipcc"):
+        return 0
+    return 1 if item.get_closest_marker("host") else 2
+
+
+def _group_of(item):
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+def _schedule(items):
+    for item in items:
+        shared = [func.__name__ for scope, func in _module_fixtures(item)
+                  if scope == "module" and any(w in _fixture_text(func) for w in _TIER_WORDS["host"])]
+        if shared and _group_of(item) is None:
+            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}::{shared[0]}"))
+    group_class = {}
+    for item in items:
+        group = _group_of(item)
+        if group is not None:
+            group_class[group] = min(group_class.get(group, 2), _cost_class(item))
+    # Within a class a group goes first: its fixture makes it the longer unit.
+    items.sort(key=lambda item: (group_class[_group_of(item)], 0) if _group_of(item) in group_class
+               else (_cost_class(item), 1))
