@@ -295,3 +295,83 @@ class Dmma(Kind):
 
 
 KIND = Dmma()
+
+
+def routine_parts(plan, sig):
+    """The float64 chain's per-point routines (``-DROSENNA_DEVICE_ROUTINE``): its copy of the
+    fragments, ``<name>_infer_warp`` running the batched kernel's warp body for the 32 lanes' points
+    (CUDA sm_80+; elsewhere each lane its own point through ``<name>_point``), and ``<name>_infer``
+    taking that body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
+    n, nx, ny = plan.name, plan.nx, plan.ny
+    layers = layers_of(plan)
+    frags, biases, size = offsets(layers)
+    m = m_tiles(layers)
+    passes = 32 // (8 * m)
+    layout = Layout(layers)
+    values = f" = {{\n    {_literals(layout.packed())}\n}}" if plan.embed else ""
+    storage = "__device__ const" if plan.embed else "__device__"
+    renderer = Renderer(C, plan.precision, resolver(plan, C))
+    guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
+    body = [guard,
+            "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;",
+            f"    const double *s = {n}_rdmma;",
+            "#pragma unroll 1",
+            f"    for (int pass = 0; pass < {passes}; ++pass) {{",
+            f"        double h0[{m}][{_ktiles(layers[0], True)}];",
+            "#pragma unroll",
+            f"        for (int mi = 0; mi < {m}; ++mi) {{",
+            f"            const double *xp = rosenna_lane_ptr(x, {8 * m} * pass + 8 * mi + gid);",
+            "#pragma unroll",
+            f"            for (int kt = 0; kt < {_ktiles(layers[0], True)}; ++kt)",
+            f"                h0[mi][kt] = 4 * kt + tig < {nx} ? xp[4 * kt + tig] : 0.0;",
+            "        }"]
+    for i, layer in enumerate(layers):
+        kt, nt = _ktiles(layer, i == 0), _ntiles(layer)
+        body += [f"        double h{i + 1}[{m}][{2 * nt}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                 f"        rosenna_dmma_layer<{kt}, {nt}, {m}, rt_dact{i}>(s + {frags[i]}, s + {biases[i]}, h{i}, h{i + 1}, lane);"]
+    body += ["#pragma unroll",
+             f"        for (int mi = 0; mi < {m}; ++mi) {{",
+             f"            double *yp = rosenna_lane_ptr(y, {8 * m} * pass + 8 * mi + gid);",
+             "#pragma unroll",
+             f"            for (int nt = 0; nt < {_ntiles(layers[-1])}; ++nt) {{",
+             "                const int c = 8 * nt + 2 * tig;",
+             f"                if (c < {ny})\n                    yp[c] = h{len(layers)}[mi][2 * nt];",
+             f"                if (c + 1 < {ny})\n                    yp[c + 1] = h{len(layers)}[mi][2 * nt + 1];",
+             "            }",
+             "        }",
+             "    }",
+             "#else",
+             f"    {n}_point(x, y);",
+             "#endif"]
+    return "\n".join([
+        f"{tf32.GUARD}\n/* The warp routine's copy: the FP64 tensor-core chain's fragments, then its biases. */",
+        f"static {storage} __align__(16) double {n}_rdmma[{size}]{values};", "#endif",
+        "namespace {"] + [activation_fn(f"rt_dact{i}", layer, renderer, "double") for i, layer in enumerate(layers)] + [
+        fixed.load("rosenna_routine.cuh"), tf32.GUARD, library(), "#endif", "}  // namespace", "",
+        f"/* 32 points, one per lane: the FP64 tensor-core chain's warp body, {passes} pass{'es' if passes > 1 else ''} of "
+        f"{8 * m} points. */",
+        f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{"] + body + ["}", "",
+        "/* The per-point routine for the user's own kernels (link them with the device linker). */",
+        f"extern \"C\" __device__ void {n}_infer{sig}\n{{",
+        "#if !defined(__HIPCC__)",
+        "    if (__activemask() == 0xffffffffu) {  /* the whole warp is here: 32 points at once */",
+        "        __syncwarp();",
+        f"        {n}_infer_warp_body(x, y);",
+        "        return;",
+        "    }",
+        "#endif",
+        f"    {n}_point(x, y);",
+        "}", "",
+        "/* The warp routine: all 32 lanes of the warp call it together, each with its own point "
+        "(rosenna/emit/cuda/routine.py). */",
+        f"extern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_infer_warp_body(x, y);\n}}\n"])
+
+
+def routine_upload(plan):
+    """The lines of ``<name>_routine_upload`` packing and copying ``<name>_rdmma``."""
+    layout = Layout(layers_of(plan))
+    return (f"{tf32.GUARD}\n    {{\n        double *tc = (double *)calloc({layout.size}, sizeof(double));\n"
+            f"        if (tc == NULL)\n            return ROSENNA_STATUS_DEVICE;\n{layout.host_packing()}\n"
+            f"        const int failed = cudaMemcpyToSymbol({plan.name}_rdmma, tc, sizeof(double) * {layout.size}, 0, "
+            "cudaMemcpyHostToDevice) != cudaSuccess;\n        free(tc);\n"
+            "        if (failed)\n            return ROSENNA_STATUS_DEVICE;\n    }\n#endif")

@@ -24,12 +24,14 @@ that may be written), and the 32 points are computed together:
 - an MLP chain the staged FP32 kernel takes (a hidden layer 96 to 128 wide, at most 8 outputs):
   ``rosenna/data/rosenna_routine.cuh``, two passes of 16 points, no shared memory (CUDA, and HIP in
   each 32-lane half of a 64-wide wavefront);
-- anything else (and the tensor-core chain where its guard fails): each lane computes its own
+- a float64 chain the FP64 tensor-core kernel takes (:mod:`rosenna.emit.cuda.dmma`): that
+  kernel's warp body (CUDA sm_80+), and ``<name>_infer`` takes it when the whole warp calls;
+- anything else (and the tensor-core chains where their guard fails): each lane computes its own
   point.
 """
 
 from rosenna.emit import fixed
-from rosenna.emit.cuda import narrow, staged, tc_chain, tf32
+from rosenna.emit.cuda import dmma, narrow, staged, tc_chain, tf32
 from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
 from rosenna.emit.cuda.tf32 import tiles
 
@@ -222,6 +224,8 @@ def _array(plan, storage, name, layout):
 def upload(plan, choice):
     """The lines of ``<name>_routine_upload`` (file-loaded weights) that pack and copy the MLP
     routines' copies, and the host helpers they need (``(helpers, lines)``)."""
+    if choice.tensor is dmma.KIND:
+        return "#include <stdlib.h>\n", dmma.routine_upload(plan)
     if not fast(plan, choice):
         return "", ""
     n, layers = plan.name, choice.layers
@@ -254,6 +258,8 @@ def routine(plan, choice, renderer):
     sig = f"(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)"
     warp_note = ("/* The warp routine: all 32 lanes of the warp call it together, each with its own point "
                  "(rosenna/emit/cuda/routine.py). */")
+    if choice.tensor is dmma.KIND:
+        return dmma.routine_parts(plan, sig)
     if not fast(plan, choice):
         return (f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n    {n}_point(x, y);\n}}\n\n"
