@@ -1,7 +1,8 @@
 #!/bin/bash
-# The generated kernels on the H200: rosenna's <name>_infer_batch (the native batched kernel) and
-# <name>_infer in a user kernel, for the three benchmark models, embedded and file-loaded weights.
-#   bash bench/gen_bench.sh build   # here (needs rosenna and nvcc): generate, build into build/gen
+# The generated kernels on the H200: rosenna's <name>_infer_batch (the native batched kernel),
+# <name>_infer in a user kernel and <name>_infer_warp from every lane, for the three benchmark
+# models (embedded and file-loaded weights) and two float64 MLPs (4-32-32-2 Tanh, mlp128).
+#   bash bench/gen_bench.sh build   # here (needs rosenna, its python as PYTHON, and nvcc): generate, build into build/gen
 #   bash bench/gen_bench.sh run     # on the GPU machine, from the repository root (carry build/gen)
 # gen_bench.cu checks the two paths agree on 1,000,003 points and times both at 2^20 and 2^24 points.
 set -eu
@@ -24,6 +25,18 @@ build)
                 $rwt -I$d bench/gen_bench.cu \
                 $d/lib${m}_device.a $d/lib$m.a -o $d/gen_bench 2> $d/ptxas.txt
         done
+    done
+    # float64: the issue's 4-32-32-2 Tanh MLP and mlp128, on the FP64 tensor cores (embedded weights).
+    ${PYTHON:-python3} -c "import sys, numpy as np, onnx; from rosenna import zoo
+onnx.save(zoo.mlp('d4', [4, 32, 32, 2], ['Tanh', 'Tanh', None], np.float64, seed=4), sys.argv[1])" $G/d4.onnx
+    $rosenna zoo mlp128 --double -o $G/dmlp128.onnx > /dev/null
+    for m in d4 dmlp128; do
+        d=$G/${m}_f64
+        $rosenna generate $G/$m.onnx --name $m --embed-weights --lang c --out $d > /dev/null
+        make -s -f $d/$m.mk ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 $ARCH" > /dev/null
+        M=$(echo $m | tr a-z A-Z)
+        nvcc -O3 $ARCH -rdc=true -Xptxas -v -DNAME=$m -DREAL=double -DHDR="\"$m.h\"" -D${m}_NX_M=${M}_NX -D${m}_NY_M=${M}_NY \
+            -I$d bench/gen_bench.cu $d/lib${m}_device.a $d/lib$m.a -o $d/gen_bench 2> $d/ptxas.txt
     done
     # mlp128 once more with the opt-in 3xTF32 wide kernel (faster, less accurate: README).
     d=$G/mlp128_embedded_tf32
