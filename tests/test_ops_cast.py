@@ -138,3 +138,19 @@ def test_rounding_code_compiles_strict_and_for_the_gpu(tmp_path, elem):
     for cmd in commands:
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, " ".join(cmd) + "\n" + proc.stderr[-3000:]
+
+
+def test_integer_narrowing_to_int4_is_refused(tmp_path):
+    """int32 -> int4 wraps in ONNX (fixed to fixed point keeps the low bits); rosenna refuses it
+    rather than apply the float rule (0 out of range)."""
+    from rosenna.errors import UnsupportedOp
+    from rosenna.generate import Options, build_plan
+
+    graph = helper.make_graph([helper.make_node("Cast", ["i"], ["y"], to=TensorProto.INT4)], "g",
+                              [helper.make_tensor_value_info("i", TensorProto.INT32, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT4, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, str(tmp_path / "narrow.onnx"))
+    with pytest.raises(UnsupportedOp, match="narrows int32 to int4 at run time"):
+        build_plan(str(tmp_path / "narrow.onnx"), Options())

@@ -248,7 +248,7 @@ class Cast(Alias):
             return [f"casts a run-time value to {to}; rosenna computes in float32 or float64 (integers, bool, "
                     "float16, bfloat16 and the float8 types held in them) only"]
         src_range, to_range = int_range(source), int_range(to)
-        if src_range and to_range and to != np.bool_ and not _exact_in(source, to) and to not in SMALL_INT_RANGES:
+        if src_range and to_range and to != np.bool_ and not _exact_in(source, to):
             return [f"narrows {source} to {to} at run time (values would wrap); rosenna holds integers as "
                     "floats and does not wrap them"]
         return []
