@@ -380,6 +380,25 @@ def test_a_site_profile_overrides_a_builtin_one(env, capsys):
     assert f"file:         {path}" in out and "cc:           gcc-13" in out
 
 
+def test_a_profile_edited_in_place_is_read_anew(env):
+    """Profile files are parsed once per text (generate reads the catalog each call): an edit of
+    the same file is seen, a broken edit is reported, and a caller's change to the data is its own."""
+    folder = env.profile_dir()
+    path = env.write(folder, "mine", "extends: gcc\ncompilers: {c: gcc-13}\n")
+    first = read_profile(path)
+    first.data["compilers"]["c"] = "changed by a caller"
+    from rosenna.toolchain import catalog
+
+    with pytest.MonkeyPatch.context() as mp:  # the same text is not parsed again
+        mp.setattr(catalog, "_StrictLoader", None)
+        assert read_profile(path).data["compilers"] == {"c": "gcc-13"}
+    env.write(folder, "mine", "extends: gcc\ncompilers: {c: gcc-14}\n")
+    assert read_profile(path).data["compilers"] == {"c": "gcc-14"}
+    env.write(folder, "mine", "extends: gcc\ncompilers: {c: gcc-14\n")
+    with pytest.raises(ToolchainError, match="not valid YAML"):
+        read_profile(path)
+
+
 def test_site_folder_under_the_prefix_is_searched_before_the_builtins(env):
     site = Path(sys.prefix) / "share" / "rosenna" / "toolchains"
     site.mkdir(parents=True)

@@ -19,6 +19,7 @@ story (which file wins, and why the others were skipped), read together when a s
 is not picked.
 """
 
+import copy
 import logging
 import os
 import re
@@ -206,6 +207,11 @@ def cuda_arch_digits(value):
     return text if re.fullmatch(r"[0-9]{2,3}[a-z]?", text) else None
 
 
+# Validated data of each profile file read, by path and text: every generate reads the catalog, and
+# parsing its YAML was most of a small model's generate time. A changed file is read anew.
+_READ = {}
+
+
 def read_profile(path, kind="path", rank=0):
     """Read and validate one profile file.
 
@@ -220,6 +226,15 @@ def read_profile(path, kind="path", rank=0):
         why = getattr(exc, "strerror", None) or exc
         raise ProfileError(path, [(None, f"cannot read: {why}; check its permissions and that it is UTF-8 text")],
                            what="") from None
+    key = (str(path), text)
+    if key not in _READ:
+        _READ[key] = _validated(path, text)
+    return ProfileFile(name=path.name[: -len(SUFFIX)], path=path, kind=kind, rank=rank,
+                       data=copy.deepcopy(_READ[key]))
+
+
+def _validated(path, text):
+    """The data of the profile file ``path`` holding ``text``, validated (ProfileError if not)."""
     loader = _StrictLoader(text)
     try:
         node = loader.get_single_node()
@@ -256,7 +271,7 @@ def read_profile(path, kind="path", rank=0):
         except TemplateError as exc:
             keys = [int(k) if k.isdigit() else k for k in key.split(".")]
             raise ProfileError(path, [(line(*keys), f"key '{key}': {exc}")]) from None
-    return ProfileFile(name=name, path=path, kind=kind, rank=rank, data=data)
+    return data
 
 
 def merge(base, override):
