@@ -168,13 +168,18 @@ def test_whole_field_plan_gets_one_launch_per_call(tmp_path):
     assert text.count("__global__") == 1 and "<<<" not in text  # no per-point kernel either
     kernel = text[text.index("convnet_field(const float"):text.index("static int convnet_resident")]
     assert kernel.count("grid.sync();") == 2
-    # 8x64x64, 8x64x64 and 64x64 threads per sample, grid-stride over count samples
+    # Grid-stride over count samples; a thread computes the 8 output channels of conv0 and conv1
+    # (62x62 interior + 4 x 62 edges + 4 x 8 corners, whose chain is the channel alone: 4124 threads
+    # per sample instead of 8x64x64), and 4 rows of the one-channel conv2 (its 62 interior rows: 15
+    # jammed + a remainder of 2; 1306 instead of 64x64)
     assert [line.split("g < ")[1].split(";")[0] for line in kernel.splitlines() if "for (long g = first" in line] == \
-        ["count * 32768l", "count * 32768l", "count * 4096l"]
-    for op in ("Conv+Relu: conv0+act0", "Conv+Tanh: conv1+act1", "Conv: conv2"):
-        assert f": {op} (9 regions, " in kernel
+        ["count * 4124l", "count * 4124l", "count * 1306l"]
+    # 8 sums in the interior and edges of conv0 and conv1 (5 regions each), 4 in conv2's interior
+    assert kernel.count("acc_7 = 0.0f;") == 10 and kernel.count("acc_3 = 0.0f;") == 11
+    for op, regions in (("Conv+Relu: conv0+act0", 9), ("Conv+Tanh: conv1+act1", 9), ("Conv: conv2", 10)):
+        assert f": {op} ({regions} regions, " in kernel
     run = text[text.index("static int convnet_run("):]
-    assert run.count("rosennaLaunchCooperativeKernel(") == 1 and "count * 32768l" in run  # the widest phase
+    assert run.count("rosennaLaunchCooperativeKernel(") == 1 and "count * 4124l" in run  # the widest phase
     assert 'extern "C" int convnet_infer_one(' in text and "return convnet_run(1, x, y, " in text
     # infer_batch: each op's launch covers up to 256 samples (256 KiB of intermediates per
     # sample: 256 fit 64 MiB), not one launch per op and sample

@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 
 def emulate_launches(model_path, out, samples=3, launches=None):
     """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
-    <name>_infer_batch launches them: each launch (parallel.launch_groups, or the given ones) as a
+    <name>_infer_batch launches them: each phase (whole_field.launches, or the given launches) as a
     loop over its global thread indices (samples x threads per sample), forwards and backwards,
     into buffers for every sample and the C file's weights. Returns (plan, x, y forwards, y
     backwards). A launch holding regions that depend on each other gives a wrong answer in at least
@@ -251,7 +251,7 @@ def emulate_launches(model_path, out, samples=3, launches=None):
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
-    launches = parallel.launch_groups(plan) if launches is None else launches
+    launches = whole_field.launches(plan) if launches is None else launches
     funcs, calls = [], []
     for k, launch in enumerate(launches):
         body = "\n".join(whole_field.batch_body(plan, launch))

@@ -11,7 +11,8 @@ from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, buffer_ident, count, resolver, used_scalars
 from rosenna.emit.whole import batch_buffer, batch_samples, sample_pointers, sample_resolver
-from rosenna.parallel import launch_groups
+from rosenna.emit.host_field import jam
+from rosenna.parallel import Launch, Member, launch_groups
 
 #: Threads per block of the whole-field kernels.
 CUDA_THREADS = 256
@@ -51,6 +52,25 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
         start = end
     lines.append(pad + "}")
     return lines
+
+
+def launches(plan):
+    """The phases of ``<name>_field``: :func:`launch_groups`, each parallel member region
+    unrolled-and-jammed (:func:`rosenna.emit.host_field.jam`, the host path's transformation): a
+    thread computes up to 8 output channels of a conv from one pass over its inputs (every input
+    loaded once feeds 8 FMAs; the weights are uniform across a warp), or, where the channels index
+    the inputs (depthwise, one output channel), a few neighbouring rows. Each sum keeps its terms
+    and their order, so the results do not change by a bit; a loop that does not divide leaves a
+    remainder region of its own."""
+    out = []
+    for launch in launch_groups(plan):
+        members = []
+        for m in launch.members:
+            pieces = jam(plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
+            for k, (chain, body) in enumerate(pieces):
+                members.append(Member(m.kind, chain, body, m.notes if k == 0 else [], m.op, m.reads, m.writes))
+        out.append(Launch(members))
+    return out
 
 
 def buffer_symbol(plan, i):
@@ -94,7 +114,7 @@ def infer_one(plan):
     samples = batch_samples(plan)
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(plan, i)}[{samples} * {size}];"
                          for i, size in enumerate(plan.scratch))
-    groups = launch_groups(plan)
+    groups = launches(plan)
     phases, widest = [], max(launch.threads for launch in groups)
     for k, launch in enumerate(groups):
         notes = "; ".join(launch.notes) or f"phase {k}"
