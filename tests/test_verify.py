@@ -274,3 +274,24 @@ def test_killed_verify_removes_its_folder(model, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err, err
     assert not list(tmp_path.glob("rosenna-verify-*")), err
+
+
+def test_verify_foreign_target_builds_for_this_host(model, capsys):
+    """verify runs what it builds: --target for a CPU this host cannot run (another family) is
+    built for this host with a note (it was compiled with -mcpu=neoverse-v2 by an x86 gcc, which
+    failed; a same-family newer target would have run foreign instructions here); a target the
+    host descends from keeps its flags, without the note."""
+    import archspec.cpu
+
+    from rosenna.cli import main
+
+    host = archspec.cpu.host()
+    if host.family.name != "x86_64":
+        pytest.skip("the foreign target below is chosen for an x86_64 host")
+    rc = main(["verify", model("gemm_small"), "--lang", "c", "--cases", "2", "--target", "neoverse_v2"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "PASS" in out, (out, err)
+    assert f"--target neoverse_v2: this host ({host.name}) cannot run code built for it" in err
+    rc = main(["verify", model("gemm_small"), "--lang", "c", "--cases", "2", "--target", "x86_64_v2"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "cannot run" not in err, err

@@ -27,10 +27,38 @@ def register(subparsers):
     p.set_defaults(func=run, embed=None)
 
 
+def runnable_here(target):
+    """Whether this host can run code built for archspec microarchitecture ``target`` (a name):
+    the host is it or descends from it (``x86_64_v3`` on an icelake host, not ``zen4``)."""
+    from rosenna.toolchain.profile import microarchitecture
+
+    host, _ = microarchitecture(None)
+    wanted, _ = microarchitecture(target)
+    return wanted == host or wanted in host.ancestors
+
+
+def local_options(args):
+    """Options for verify: verify runs the code it builds on this host, so a ``--target`` this host
+    cannot run (another family, or newer instructions) is built for this host instead, with a note
+    (executing it would be SIGILL at best; generate --target writes build files for that node)."""
+    import sys
+
+    target = getattr(args, "target", None)
+    if target and not runnable_here(target):
+        from rosenna.toolchain.profile import microarchitecture
+
+        host = microarchitecture(None)[0].name
+        print(f"rosenna verify: note: --target {target}: this host ({host}) cannot run code built for it; "
+              f"verifying a build for {host} (the generated source differs only in build flags and provenance; run verify on a {target} "
+              "node to test its flags)", file=sys.stderr)
+        args.target = None
+    return options_from(args)
+
+
 def run(args):
     if args.cases < 1:
         raise UsageError(f"--cases {args.cases}: give at least 1")
-    v = run_verify(args.model, options_from(args), cases=args.cases, seed=args.seed, keep=args.keep,
+    v = run_verify(args.model, local_options(args), cases=args.cases, seed=args.seed, keep=args.keep,
                    reference=args.reference)
     plan = v.plan
     print(f"{plan.name}: {v.reference.cases} cases, precision {plan.precision}, "
