@@ -7,6 +7,7 @@ One generated model serves every test; each CMake project is configured once (co
 slow part: compiler detection).
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -198,3 +199,56 @@ def test_another_compiler_than_the_profiles_gets_a_warning_and_cmakes_openmp(mod
     line = compile_line(log, "mdl.c")
     assert "-Mnofma" not in line and "-mp=gpu" not in line and "-fopenmp" in line
     subprocess.run([str(build / "solver_c")], check=True, capture_output=True)
+
+
+HIP_KERNEL = """#include "hk.h"
+__global__ void step(int n, const float *x, float *y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) hk_infer(x + i * HK_NX, y + i * HK_NY);
+}
+int main(void) { step<<<1, 32>>>(0, 0, 0); return hk_infer_batch(0, 0, 0, 0) != ROSENNA_STATUS_OK; }
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("hipcc") and shutil.which("objcopy")), reason="needs hipcc")
+def test_hip_program_builds_with_the_configs_hip_recipe(model, tmp_path):
+    """The hip branch of <name>Config.cmake, built. CMake 3.25's HIP language cannot be enabled with
+    Debian's ROCm 5.2 packages (it wants <root>/lib/cmake/hip-lang, then clang's clangrt builtins,
+    which Debian's clang-15 lacks: docs/toolchains.md), so the steps that branch declares are read
+    from the generated file and run with hipcc: rosenna::hk (hk.c with ROSENNA_NATIVE_KERNEL,
+    hk_kernel.cu as HIP for hk_HIP_ARCHITECTURES with hk_DEVICE_FLAGS), rosenna::hk_device (-fgpu-rdc,
+    ROSENNA_DEVICE_ROUTINE, hk_infer weakened), and a user kernel calling the __device__ hk_infer,
+    linked -fgpu-rdc with hip::host (hipcc's -lamdhip64) and m; the program carries a gfx90a code
+    object."""
+    gen = tmp_path / "gen"
+    assert main(["generate", model("gemm_small"), "--name", "hk", "--out", str(gen), "--gpu-arch", "gfx90a",
+                 "--lang", "c"]) == 0
+    cfg = (gen / "hkConfig.cmake").read_text()
+    for piece in ('"${_rosenna_hk_dir}/hk_kernel.cu" PROPERTIES LANGUAGE HIP', "ROSENNA_NATIVE_KERNEL",
+                  "ROSENNA_DEVICE_ROUTINE", "COMPILE_LANGUAGE:HIP>:-fgpu-rdc>", "LINK_LANGUAGE:HIP>:-fgpu-rdc>",
+                  "--weaken-symbol=hk_infer", "target_link_libraries(rosenna_hk PUBLIC hip::host)",
+                  "target_link_libraries(rosenna_hk PUBLIC m)"):
+        assert piece in cfg, piece
+
+    def setting(var):
+        return re.search(rf'set\({var} "([^"]*)"\)', cfg).group(1).split()
+
+    arch, dev, cflags = setting("hk_HIP_ARCHITECTURES"), setting("hk_DEVICE_FLAGS"), setting("hk_C_FLAGS")
+    assert arch == ["gfx90a"]
+    offload = [f"--offload-arch={a}" for a in arch]
+    (gen / "kernel.hip").write_text(HIP_KERNEL)
+    env = dict(os.environ, HIP_PLATFORM="amd")
+    hip = ["hipcc", *dev, *offload, "-I.", "-x", "hip"]
+    steps = [["gcc", *cflags, "-fopenmp", "-DROSENNA_NATIVE_KERNEL", "-I.", "-c", "hk.c", "-o", "hk.o"],
+             [*hip, "-c", "hk_kernel.cu", "-o", "hk_kernel.o"],
+             ["ar", "rcs", "libhk.a", "hk.o", "hk_kernel.o"],
+             [*hip, "-fgpu-rdc", "-DROSENNA_DEVICE_ROUTINE", "-c", "hk_kernel.cu", "-o", "hk_device.o"],
+             ["objcopy", "--weaken-symbol=hk_infer", "hk_device.o"],
+             ["ar", "rcs", "libhk_device.a", "hk_device.o"],
+             [*hip, "-fgpu-rdc", "-c", "kernel.hip", "-o", "kernel.o"],
+             ["hipcc", *offload, "-fgpu-rdc", "kernel.o", "libhk_device.a", "libhk.a", "-lm", "-o", "kernel"]]
+    for step in steps:
+        run = subprocess.run(step, cwd=gen, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, (step, run.stderr[-2000:])
+    sections = subprocess.run(["objdump", "-h", str(gen / "kernel")], capture_output=True, text=True).stdout
+    assert ".hip_fatbin" in sections
