@@ -444,10 +444,9 @@ def markdown(results, previous=None):
         f"(rtol {RTOL}, atol {ATOL}); {' and '.join(EXACT_OPS)}, whose results are exactly defined, bit for bit.",
         "Outputs of narrow types (float16, bfloat16, float8, int4, ...) are held in the working float type as",
         "the value the narrow type would hold (README, Operators). rosenna takes conv weights, pads, indices",
-        "and the like only as constants,",
-        "while the node tests feed them as graph inputs; a case refused as given is tried again with",
-        "every graph input but the first frozen into an initializer holding the test's data",
-        "(\"frozen\" below). Refused means rosenna raised its clear unsupported error for both forms;",
+        "and the like only as constants, while the node tests feed them as graph inputs; a case refused as",
+        "given is tried again with every graph input but the first frozen into an initializer holding the",
+        "test's data (\"frozen\" below). Refused means rosenna raised its clear unsupported error for both forms;",
         "failed (a wrong number, a crash, a compile error) must never happen.",
         "",
         f"Totals: {sum(total.values())} cases, {total['passed']} passed, {total['refused']} refused, "
