@@ -130,11 +130,11 @@ def test_rounding_code_compiles_strict_and_for_the_gpu(tmp_path, elem):
     x = np.linspace(-3, 3, 7)
     model, _ = cast_model(x.astype(np.float32 if elem == TensorProto.FLOAT else np.float64), elem)
     onnx.save(model, str(tmp_path / "casts.onnx"))
-    generate(str(tmp_path / "casts.onnx"), str(tmp_path), Options(name="m", embed=True))
-    commands = [["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fopenmp", "-c", "m.c"],
-                ["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-c", "m_model.F90"]]
+    generate(str(tmp_path / "casts.onnx"), str(tmp_path), Options(name="casts", embed=True))
+    commands = [["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fopenmp", "-c", "casts.c"],
+                ["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-c", "casts_model.F90"]]
     if shutil.which("nvcc"):
-        commands.append(["nvcc", "-arch=sm_90", "-c", "m_kernel.cu", "-o", "m_kernel.o"])
+        commands.append(["nvcc", "-arch=sm_90", "-c", "casts_kernel.cu", "-o", "casts_kernel.o"])
     for cmd in commands:
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, " ".join(cmd) + "\n" + proc.stderr[-3000:]
