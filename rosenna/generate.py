@@ -59,7 +59,7 @@ def mangled(text):
     """``text`` as a model name: runs of other characters and of ``_`` become one ``_``; ``m_`` in
     front of a name that does not start with a letter or that :func:`outdir.reserved` refuses (no
     ``m_*`` name is in its table: tested)."""
-    name = re.sub(r"[^A-Za-z0-9_]+|__+", "_", text).strip("_") or "model"
+    name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", text)).strip("_") or "model"
     if not name[0].isalpha() or outdir.reserved(name):
         name = "m_" + name
     return name[:MAX_NAME].rstrip("_")

@@ -39,7 +39,7 @@ def test_table_classes_and_one_line_refusals(model, tmp_path, capsys):
 def test_every_mangled_name_is_accepted():
     """A file stem in any class becomes a name in none (default_name never yields a refused name)."""
     stems = set(names.SYSTEM_LIBRARIES | names.SYSTEM_HEADERS | names.RESERVED_PREFIXES)
-    stems |= {p + "_net" for p in names.RESERVED_PREFIXES} | {"rosenna", "rosenna_rt", "a__b", "x_", "_m", "9m"}
+    stems |= {p + "_net" for p in names.RESERVED_PREFIXES} | {"rosenna", "rosenna_rt", "a__b", "x_", "_m", "9m", "o2_'_Y", "a-_-b", "_'_"}
     for stem in stems:
         name = default_name(f"/d/{stem}.onnx")
         assert outdir.reserved(name) is None and name.isidentifier() and len(name) <= MAX_NAME, (stem, name)
