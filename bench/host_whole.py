@@ -2,7 +2,7 @@
 onnxruntime on the same sample and the same number of threads (``intra_op_num_threads``).
 
     .venv/bin/python bench/host_whole.py [--model unet convnet dwsep] [--threads 2] [--repeats 15]
-                                         [--calls 20] [--cpu-time] [--cflags "-O3 -march=native"]
+                                         [--calls 20] [--passive] [--cflags "-O3 -march=native"]
 
 Models (one sample each, float32):
 
@@ -15,7 +15,8 @@ Each repeat times ``--calls`` calls back to back; the table gives the median ove
 the time per call, wall clock and the process's CPU time (all threads together, spinning
 included) for every path, and each path's wall time as a fraction of onnxruntime's. Every
 result is checked against onnxruntime with verify's tolerance (rosenna.compare) before timing.
-On a machine shared with other work read the CPU-time columns and the load average printed.
+On a machine shared with other work read the CPU-time columns and the load average printed, and
+give ``--passive`` (threads that wait sleep instead of spinning, in both) or ``--threads 1``.
 """
 
 import argparse
@@ -40,25 +41,25 @@ C_DRIVER = r"""#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <omp.h>
-#include "m.h"
+#include "net.h"
 
 static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
 int main(int argc, char **argv)
 {
     int reps = atoi(argv[1]), calls = atoi(argv[2]);
-    static float x[M_NX], y[M_NY];
+    static float x[NET_NX], y[NET_NY];
     FILE *f = fopen("x.bin", "rb");
-    if (!f || fread(x, sizeof(float), M_NX, f) != M_NX) return 1;
+    if (!f || fread(x, sizeof(float), NET_NX, f) != NET_NX) return 1;
     fclose(f);
-    m_infer_one(x, y, NULL);
+    net_infer_one(x, y, NULL);
     for (int r = 0; r < reps; ++r) {
         double w0 = omp_get_wtime(), c0 = cpu();
-        for (int i = 0; i < calls; ++i) m_infer_one(x, y, NULL);
+        for (int i = 0; i < calls; ++i) net_infer_one(x, y, NULL);
         printf("%.9f %.9f\n", (omp_get_wtime() - w0) / calls, (cpu() - c0) / calls);
     }
     f = fopen("y_c.bin", "wb");
-    fwrite(y, sizeof(float), M_NY, f);
+    fwrite(y, sizeof(float), NET_NY, f);
     fclose(f);
     (void)argc;
     return 0;
@@ -67,11 +68,11 @@ int main(int argc, char **argv)
 
 F_DRIVER = """program bench
   use omp_lib
-  use m_model
+  use net_model
   implicit none
   integer :: reps, calls, r, i, status, u
   character(len=32) :: arg
-  real(m_rk) :: x(m_nx), y(m_ny)
+  real(net_rk) :: x(net_nx), y(net_ny)
   double precision :: w0
   real :: c0, c1
   call get_command_argument(1, arg); read (arg, *) reps
@@ -79,13 +80,13 @@ F_DRIVER = """program bench
   open (newunit=u, file='x.bin', access='stream', form='unformatted', status='old')
   read (u) x
   close (u)
-  call m_infer_one(x, y, status)
+  call net_infer_one(x, y, status)
   if (status /= 0) error stop 1
   do r = 1, reps
     w0 = omp_get_wtime()
     call cpu_time(c0)
     do i = 1, calls
-      call m_infer_one(x, y, status)
+      call net_infer_one(x, y, status)
     end do
     call cpu_time(c1)
     print '(f0.9, 1x, f0.9)', (omp_get_wtime() - w0) / calls, dble(c1 - c0) / calls
@@ -140,12 +141,14 @@ def model_file(name, work):
     return dwsep(path)
 
 
-def onnxruntime_times(path, x, threads, repeats, calls):
+def onnxruntime_times(path, x, threads, repeats, calls, passive=False):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    if passive:  # idle threads sleep instead of spinning, as OMP_WAIT_POLICY=passive does for OpenMP
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0]
     feed = {inp.name: x.reshape([d if isinstance(d, int) else 1 for d in inp.shape])}
@@ -163,17 +166,19 @@ def onnxruntime_times(path, x, threads, repeats, calls):
 def measure(name, args):
     work = tempfile.mkdtemp(prefix="rosenna-whole-")
     path = model_file(name, work)
-    plan, _ = generate(path, work, Options(name="m", embed=True))
+    plan, _ = generate(path, work, Options(name="net", embed=True))
     x = np.random.default_rng(0).uniform(-1, 1, plan.nx).astype(np.float32)
     x.tofile(os.path.join(work, "x.bin"))
     for src, text in (("drv.c", C_DRIVER), ("drv.F90", F_DRIVER)):
         with open(os.path.join(work, src), "w") as fh:
             fh.write(text)
     flags = args.cflags.split() + ["-fopenmp"]
-    subprocess.run(["gcc", *flags, "-I", work, "drv.c", "m.c", "-o", "drv_c", "-lm"], cwd=work, check=True)
-    subprocess.run(["gfortran", *flags, "-J", work, "m_model.F90", "drv.F90", "-o", "drv_f"], cwd=work, check=True)
-    want, ort_wall, ort_cpu = onnxruntime_times(path, x, args.threads, args.repeats, args.calls)
+    subprocess.run(["gcc", *flags, "-I", work, "drv.c", "net.c", "-o", "drv_c", "-lm"], cwd=work, check=True)
+    subprocess.run(["gfortran", *flags, "-J", work, "net_model.F90", "drv.F90", "-o", "drv_f"], cwd=work, check=True)
+    want, ort_wall, ort_cpu = onnxruntime_times(path, x, args.threads, args.repeats, args.calls, args.passive)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    if args.passive:
+        env["OMP_WAIT_POLICY"] = "passive"
     rows = [("onnxruntime", ort_wall, ort_cpu, 0.0)]
     for lang, label in (("c", "C <name>_infer_one"), ("f", "Fortran <name>_infer_one")):
         out = subprocess.run([f"./drv_{lang}", str(args.repeats), str(args.calls)], cwd=work, env=env,
@@ -186,7 +191,8 @@ def measure(name, args):
         rows.append((label, float(np.median(times[:, 0])), float(np.median(times[:, 1])),
                      float(np.abs(got - want).max())))
     print(f"{name}: {plan.nx} -> {plan.ny} values, {args.threads} threads of {os.cpu_count()} cores, "
-          f"{args.cflags}, median of {args.repeats} x {args.calls} calls; load average "
+          f"{args.cflags}, median of {args.repeats} x {args.calls} calls{', passive waits' if args.passive else ''}; "
+          f"load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"| path | wall us | CPU us | wall x onnxruntime | CPU x onnxruntime | max abs diff |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -203,6 +209,10 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--cflags", default="-O3 -march=native")
+    ap.add_argument("--passive", action="store_true",
+                    help="threads wait without spinning: OMP_WAIT_POLICY=passive for rosenna, "
+                         "session.intra_op.allow_spinning=0 for onnxruntime (for a machine with more threads than "
+                         "free cores: a spinning thread then holds the core its partner needs)")
     args = ap.parse_args(argv)
     for name in args.model:
         measure(name, args)
