@@ -8,7 +8,10 @@ innermost output loop (an op's last spatial axis, or its channels where the spat
 fixed) an ``omp simd`` loop whose iteration computes one output element: its accumulator lives in
 a vector register over the whole kernel window and the channels, and every load of the window is
 a contiguous vector. The ops' lowering already splits each conv and pool into an interior and its
-borders (:mod:`rosenna.ops.conv`), so the interior's SIMD loop has no bounds test. A serial
+borders (:mod:`rosenna.ops.conv`), so the interior's SIMD loop has no bounds test. Before
+rendering, each parallel region is unrolled and jammed over its output channels (:func:`jam`), its
+tap loops unrolled below the channel loop (:func:`unroll_taps`), and a fused activation moved to a
+second SIMD loop (:func:`split_activation`); no sum is reordered. A serial
 region is an ``omp single``. Regions that :func:`rosenna.parallel.launch_groups` puts in one launch
 (they touch disjoint elements, e.g. the border pieces of one conv) share one barrier: every
 worksharing loop but the group's last is ``nowait``.
