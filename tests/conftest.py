@@ -47,6 +47,9 @@ _TIER_WORDS = {
 }
 
 
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
 def _test_text(item, cache={}):
     fn = getattr(item, "function", None)
     if fn is None:
@@ -57,9 +60,10 @@ def _test_text(item, cache={}):
             text = inspect.getsource(fn)
             called = {n.func.id for n in ast.walk(ast.parse(inspect.cleandoc("\n" + text)))
                       if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-            for name in called:
+            for name in called:  # helpers of the test suite, from its own file or another one
                 helper = getattr(item.module, name, None)
-                if inspect.isfunction(helper) and helper.__module__ == item.module.__name__:
+                if inspect.isfunction(helper) and \
+                        os.path.dirname(os.path.abspath(inspect.getsourcefile(helper))) == _TESTS:
                     text += inspect.getsource(helper)
             for _, fixture in _module_fixtures(item):  # what its own file's fixtures run, it needs too
                 text += _fixture_text(fixture)
