@@ -140,10 +140,12 @@ def test_which_zoo_models_take_the_wide_kernel(layers_of, name, wide):
     assert not (choice.tensor_wide and choice.tensor_chain)
 
 
-@pytest.mark.parametrize("sizes,wide", [([16, 200, 8], False),  # too wide for the 128-column tiles
-                                        ([16, 160, 8], False),  # still mlp-wide for the FP32 kernel
+@pytest.mark.parametrize("sizes,wide", [([16, 200, 8], True),  # 256-column blocks
+                                        ([16, 160, 8], True),  # the FP32 tiled kernel beside it
+                                        ([16, 600, 8], False),  # wider than 512
+                                        ([16, 48, 48, 8], False),  # hidden under 64: the chain's
                                         ([16, 128, 10], False),  # output wider than one n8 tile
-                                        ([160, 128, 8], False),  # input wider than the buffer
+                                        ([160, 128, 8], True),  # input up to the width: 160 -> 192 columns
                                         (ODD[0], True)])
 def test_wide_kernel_conditions(tmp_path, sizes, wide):
     plan, _ = _custom(tmp_path, "m", sizes, ["Relu"] * (len(sizes) - 2) + [None])
@@ -152,7 +154,7 @@ def test_wide_kernel_conditions(tmp_path, sizes, wide):
         assert choice.kind == "mlp-wide"  # the FP32 tiled kernel keeps it
     assert choice.tensor_wide is wide
     src = cuda.kernel_source(plan, "stamp")
-    assert ("_tc_kernel" in src) is wide
+    assert ("_tc_kernel" in src) is (wide or choice.tensor_chain)
     assert "m_batch_kernel" in src  # the FP32 kernel stays: HIP and pre-sm_80 GPUs
 
 
@@ -171,43 +173,48 @@ def _mma(a_lanes, b_lanes):
 
 
 def _emulate_wide(layers, acts, packed, x):
-    """The wide kernel for one block, warp by warp and lane by lane: x into act[p][LDA], the stage
-    stream (stage g = fragments g * STAGE4 ..), per-layer epilogues over act, the output MMA."""
-    tc = tc_wide
-    layout = tc.WideLayout(layers)
+    """The wide kernel for one block, warp by warp and lane by lane, for its block shape
+    (tc_wide.WideShape): x into act[p][lda], the stage stream (stage g = fragments g * stage4 ..),
+    each stage's products summed from zero and added to the accumulators, per-layer epilogues over
+    act, the output MMA by the first points / 16 warps."""
+    layout = tc_wide.WideLayout(layers)
+    shape = layout.shape
     f4 = packed[:4 * layout.frag4].reshape(-1, 4).astype(np.float64)
     points, nx = x.shape
-    assert points <= tc.WIDE_POINTS
+    assert points <= shape.points
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
+    nt_all = shape.width // 8
+    warps = shape.wm * shape.wn
     # Shared memory is not zeroed: NaN shows any read of a column the kernel did not write.
-    act = np.full((tc.WIDE_POINTS, tc.WIDE_LDA), np.nan)
+    act = np.full((shape.points, shape.lda), np.nan)
     act[:, :layout.kp[0]] = 0.0
     act[:points, :nx] = x
-    acc = np.zeros((8, 2, 8, 32, 4))
+    acc = np.zeros((warps, 2, shape.ni, 32, 4))
     ends = {first + count - 1: i for i, (first, count) in enumerate(zip(layout.first, layout.count))}
-    k0 = 0
     for g in range(layout.stages):
-        buf = f4[g * tc.WIDE_STAGE4:(g + 1) * tc.WIDE_STAGE4]  # what cp.async brought for stage g
-        for warp in range(8):
-            wm, wn = warp // 2, warp % 2
-            for kt in range(2):
+        k0 = layout.k0[g]
+        buf = f4[g * shape.stage4:(g + 1) * shape.stage4]  # what cp.async brought for stage g
+        for warp in range(warps):
+            wm, wn = warp // shape.wn, warp % shape.wn
+            a = [[None, None] for _ in range(shape.ks)]
+            for kt in range(shape.ks):
                 col = k0 + kt * 8 + tig
-                a = []
                 for mi in range(2):
                     r = wm * 32 + mi * 16 + gid
-                    a.append(np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1))
-                for ni in range(8):
-                    b = buf[wn * 8 * 32 + (kt * 16 + ni) * 32 + lane]
-                    for mi in range(2):
-                        acc[warp, mi, ni] += _mma(a[mi], b)
-        k0 += 16
+                    a[kt][mi] = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
+            for ni in range(shape.ni):
+                for mi in range(2):
+                    t = np.zeros((32, 4))
+                    for kt in range(shape.ks):
+                        t += _mma(a[kt][mi], buf[(kt * nt_all + wn * shape.ni + ni) * 32 + lane])
+                    acc[warp, mi, ni] += t
         if g in ends:  # epilogue: every warp has read act (barrier), then overwrites its tile
             i = ends[g]
-            for warp in range(8):
-                wm, wn = warp // 2, warp % 2
-                for ni in range(8):
-                    c = wn * 64 + ni * 8 + 2 * tig
+            for warp in range(warps):
+                wm, wn = warp // shape.wn, warp % shape.wn
+                for ni in range(shape.ni):
+                    c = (wn * shape.ni + ni) * 8 + 2 * tig
                     b0, b1 = packed[layout.bias[i] + c], packed[layout.bias[i] + c + 1]
                     for mi in range(2):
                         r = wm * 32 + mi * 16 + gid
@@ -215,10 +222,9 @@ def _emulate_wide(layers, acts, packed, x):
                         act[r, c], act[r, c + 1] = acts[i](v[:, 0] + b0), acts[i](v[:, 1] + b1)
                         act[r + 8, c], act[r + 8, c + 1] = acts[i](v[:, 2] + b0), acts[i](v[:, 3] + b1)
             acc[:] = 0.0
-            k0 = 0
     ny = layers[-1].n
     y = np.full((points, ny), np.nan)
-    for warp in range(8):
+    for warp in range(shape.points // 16):
         r = warp * 16 + gid
         c = np.zeros((32, 4))
         for kt in range(layout.out_kt):
@@ -233,26 +239,36 @@ def _emulate_wide(layers, acts, packed, x):
     return y
 
 
-@pytest.mark.parametrize("model", ["mlp128", "odd"])
+#: Wide models of every block shape (tc_wide.WideShape): widths, activations, and the padded width.
+WIDE_SHAPES = {"odd96": ([7, 96, 90, 5], ["Tanh", "Sigmoid", None], 96),
+               "w200": ([9, 200, 170, 4], ["Tanh", "Sigmoid", None], 256),
+               "w300": ([6, 300, 260, 2], ["Sigmoid", "Tanh", None], 384)}
+
+
+@pytest.mark.parametrize("model", ["mlp128", "odd", *WIDE_SHAPES])
 def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
     if model == "mlp128":
         plan, layers = layers_of("mlp128")
-    else:
+    elif model == "odd":
         plan, layers = _custom(tmp_path, "odd", *ODD)
-    assert staged.fits(layers)
+    else:
+        sizes, acts, width = WIDE_SHAPES[model]
+        plan, layers = _custom(tmp_path, model, sizes, acts)
+        assert tc_wide.WideLayout(layers).shape.width == width
+    assert tc_wide.wide_fits(layers) and cuda.choose(plan, cuda.CONSTANT_LIMIT).tensor_wide
     packed = tc_wide.wide_packed(layers)
     acts = [act_of(layer) for layer in layers]
     rng = np.random.default_rng(5)
-    x = rng.uniform(-1, 1, size=(37, plan.nx))  # 37 < 128: rows past the point count matter
+    x = rng.uniform(-1, 1, size=(37, plan.nx))  # 37 < 64: rows past the point count matter
     want = evaluate(layers, x)
     got = _emulate_wide(layers, acts, packed, x)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
     # The emulation can fail: the chain's paired row order in the hidden layers breaks it.
     layout = tc_wide.WideLayout(layers)
     broken = packed.copy()
-    start = 4 * tc_wide.WIDE_STAGE4 * layout.first[-1]
+    start = 4 * layout.shape.stage4 * layout.first[-1]
     last_hidden = layers[len(layers) - 2]
-    paired = tf32.pack_layer(last_hidden.w, layout.kp[-1], tc_wide.WIDE_WIDTH, paired=True)
+    paired = tf32.pack_layer(last_hidden.w, layout.kp[-1], layout.shape.width, paired=True)
     broken[start:start + paired.size] = paired
     assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
 
@@ -265,7 +281,7 @@ def test_wide_stage_table_and_layout(layers_of):
     assert layout.stages == 17 and layout.first == [0, 1, 9] and layout.out_frag4 == 17 * 1024
     src = cuda.kernel_source(plan, "stamp")
     assert "mlp128_tc_k0[17] = {0, 0, 16, 32, 48, 64, 80, 96, 112, 0, 16, 32, 48, 64, 80, 96, 112}" in src
-    assert tc_wide.WIDE_SMEM == 100352  # two blocks per SM on sm_90 (227 KB)
+    assert layout.shape.smem == 100352  # two blocks per SM on sm_90 (227 KB)
     assert src.index("#if !defined(__HIPCC__)") < src.index("mlp128_tc_kernel")
 
 
@@ -297,8 +313,7 @@ def test_wide_kernel_compiles_without_spills(tmp_path, embed):
 
     path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
     generate(path, str(tmp_path), Options(lang="c", embed=embed))
-    # The wide 3xTF32 kernel is compiled in only on request (the staged FP32 kernel is the default).
-    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-DROSENNA_TF32_WIDE", "-c", "mlp128_kernel.cu",
+    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "mlp128_kernel.cu",
                            "-o", "k.o"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

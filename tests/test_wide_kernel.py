@@ -1,8 +1,8 @@
 """The staged FP32 wide kernel (rosenna/emit/cuda/staged.py), the default for wide MLPs up to 128 wide,
 without a GPU: which models take it, a thread-by-thread numpy emulation of its data flow (stage
 order, k offsets, the 8 x 8 thread tiles, epilogues, output layer) against the model evaluated
-directly, ptxas's register and spill report, and the build switches (-DROSENNA_TF32_WIDE,
--DROSENNA_NO_TENSOR_CORES, hipcc)."""
+directly, ptxas's register and spill report, and the build switches (-DROSENNA_NO_TENSOR_CORES,
+hipcc)."""
 
 import os
 import re
@@ -36,12 +36,12 @@ def test_which_zoo_models_take_the_staged_kernel(tmp_path, name, takes):
     assert choice.staged is takes
     src = cuda.kernel_source(plan, "stamp")
     assert ("rosenna_fs_stage<" in src) is takes
-    if takes:  # the 3xTF32 wide kernel is there, behind its macro
-        assert "defined(ROSENNA_TF32_WIDE)" in src and "_tc_kernel" in src
-        assert src.index("defined(ROSENNA_TF32_WIDE)") < src.index(f"{name}_tc_kernel(int n")
-    if name == "gemm_big":  # the narrow chain's tensor cores can be switched off
-        assert "#if !defined(__HIPCC__) && !defined(ROSENNA_NO_TENSOR_CORES)\n" in src
-        assert "ROSENNA_TF32_WIDE" not in src
+    if takes:  # the 3xTF32 wide kernel is there, behind the tensor cores' guard
+        assert choice.tensor_wide and "_tc_kernel" in src
+    if takes or name == "gemm_big":  # the tensor cores can be switched off
+        guard = "#if !defined(__HIPCC__) && !defined(ROSENNA_NO_TENSOR_CORES)\n"
+        assert guard in src and src.index(guard) < src.index(f"{name}_tc_kernel(int n")
+    assert "ROSENNA_TF32_WIDE" not in src
 
 
 @pytest.mark.parametrize("sizes,takes", [([16, 200, 8], False),  # hidden wider than 128 columns
@@ -54,10 +54,12 @@ def test_staged_kernel_conditions(tmp_path, sizes, takes):
     assert choice.staged is takes
     src = cuda.kernel_source(plan, "stamp")
     assert ("rosenna_fs_stage<" in src) is takes
-    # The rest keeps the FP32 tile kernel (200 wide: its shared memory is over the limit, so the
-    # one-thread-per-point kernel).
+    # The rest keeps the FP32 tile kernel (200 wide: its shared memory is over the limit, and too
+    # wide to unroll in the narrow kernel: the generic point kernel, with the wide 3xTF32 kernel
+    # beside it on CUDA sm_80+).
     assert ("rosenna_tile<" in src) is (choice.kind == "mlp-wide" and not takes)
-    assert choice.kind == ("mlp-narrow" if sizes[1] == 200 else "mlp-wide")
+    assert choice.kind == ("point" if sizes[1] == 200 else "mlp-wide")
+    assert choice.tensor_wide is (sizes[-1] <= 8)
 
 
 def test_stage_table_and_layout(tmp_path):
@@ -175,14 +177,11 @@ def test_staged_kernel_compiles_without_spills(tmp_path, embed):
     spills, registers = _ptxas_entry(report, "mlp128_batch_kernel")
     assert "0 bytes spill stores, 0 bytes spill loads" in spills
     assert registers <= 128  # __launch_bounds__(128, 4): four blocks per SM
-    assert "mlp128_tc_kernel" not in report  # the 3xTF32 kernel only on request
-    # -DROSENNA_TF32_WIDE: both kernels, the tensor-core one still without spills.
-    report = _nvcc(tmp_path, "-DROSENNA_TF32_WIDE")
+    # Beside it the 3xTF32 wide kernel (the default on sm_80+), also without spills.
     spills, registers = _ptxas_entry(report, "mlp128_tc_kernel")
     assert "0 bytes spill stores, 0 bytes spill loads" in spills and registers <= 128
-    assert "0 bytes spill stores" in _ptxas_entry(report, "mlp128_batch_kernel")[0]
-    # -DROSENNA_NO_TENSOR_CORES wins over it.
-    assert "mlp128_tc_kernel" not in _nvcc(tmp_path, "-DROSENNA_TF32_WIDE", "-DROSENNA_NO_TENSOR_CORES")
+    # -DROSENNA_NO_TENSOR_CORES leaves the FP32 kernel alone.
+    assert "mlp128_tc_kernel" not in _nvcc(tmp_path, "-DROSENNA_NO_TENSOR_CORES")
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")

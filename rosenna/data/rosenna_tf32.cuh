@@ -30,38 +30,67 @@ __device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4],
     rosenna_mma(d, big, b.x, b.y);
 }
 
-/* One layer for the warp's 32 points: in[2][KT][4] A fragments (two 16-row tiles), out[2][NT][4]
+#ifndef ROSENNA_TC_SPLIT
+#define ROSENNA_TC_SPLIT 2
+#endif
+/* One layer for the warp's 16 MT points: in[MT][KT][4] A fragments (MT 16-row tiles), out[MT][NT][4]
    the activated C fragments reordered (c0, c2, c1, c3) into the next layer's A fragments. F: the
-   layer's B fragments, bias: its bias padded to NT*8, both in shared memory. */
-template <int KT, int NT, float (*ACT)(float)>
-__device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[2][KT][4],
-                                                 float (&out)[2][NT][4])
+   layer's B fragments, bias: its bias padded to NT*8, both in shared memory. The products of
+   each pair of k8 tiles are summed by the tensor cores from zero and added to the bias and the
+   running sum in fp32 (round to nearest): the tensor cores' truncating accumulation never carries
+   the running sum (rosenna_tcw_stage says why). */
+template <int KT, int NT, float (*ACT)(float), int MT = 2>
+__device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
+                                                 float (&out)[MT][NT][4])
 {
+    constexpr int S = ROSENNA_TC_SPLIT;
     unsigned lane;  /* %laneid: threadIdx.x % 32 is the lane only for x extents that are multiples of 32 */
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
     const int tig = lane % 4;
-    float acc[2][NT][4];
+    float acc[MT][NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         const float2 b = *reinterpret_cast<const float2 *>(bias + nt * 8 + 2 * tig);
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
+        for (int mi = 0; mi < MT; ++mi) {
             acc[mi][nt][0] = acc[mi][nt][2] = b.x;
             acc[mi][nt][1] = acc[mi][nt][3] = b.y;
         }
     }
+#if ROSENNA_TC_SPLIT == 0
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
             const float4 b = F[(kt * NT + nt) * 32 + lane];
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
+            for (int mi = 0; mi < MT; ++mi)
                 rosenna_mma3(acc[mi][nt], in[mi][kt], b);
         }
     }
+#else
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int k0 = 0; k0 < KT; k0 += S) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            float t[MT][4] = {};
+#pragma unroll
+            for (int kt = k0; kt < k0 + S && kt < KT; ++kt) {
+                const float4 b = F[(kt * NT + nt) * 32 + lane];
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi)
+                    rosenna_mma3(t[mi], in[mi][kt], b);
+            }
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    acc[mi][nt][r] += t[mi][r];
+        }
+    }
+#endif
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
             out[mi][nt][0] = ACT(acc[mi][nt][0]);

@@ -9,7 +9,7 @@ Where to look:
   :mod:`~rosenna.emit.cuda.tiled` (FP32 wide MLPs beyond), :mod:`~rosenna.emit.cuda.point`
   (anything else), and the tensor-core kinds compiled in beside them:
   :mod:`~rosenna.emit.cuda.tc_chain` (narrow 3xTF32 chain, CUDA sm_80+) and
-  :mod:`~rosenna.emit.cuda.tc_wide` (wide 3xTF32, opt-in with ``-DROSENNA_TF32_WIDE``);
+  :mod:`~rosenna.emit.cuda.tc_wide` (wide 3xTF32, hidden layers 64 to 512 wide, CUDA sm_80+);
 - :mod:`~rosenna.emit.cuda.source`: the parts every kernel file has (weights, the per-point
   routine, ``<name>_infer_batch``, ``<name>_device_upload``);
 - :mod:`~rosenna.emit.cuda.runtime`: the CUDA/HIP API names, the backends and the ``.mk`` rules;
@@ -17,8 +17,8 @@ Where to look:
 
 Only single precision takes the FP32 MLP kinds; double precision takes ``point``, and a float64
 chain up to 128 wide the FP64 tensor-core chain beside it (:mod:`~rosenna.emit.cuda.dmma`, CUDA sm_80+).
-``-DROSENNA_NO_TENSOR_CORES`` on the kernel file's compile line keeps FP32 kernels everywhere (it
-also overrides ``-DROSENNA_TF32_WIDE``). The measurements behind each kind are in
+``-DROSENNA_NO_TENSOR_CORES`` on the kernel file's compile line keeps FP32 kernels everywhere. The
+measurements behind each kind are in
 docs/benchmarks.md.
 """
 

@@ -8,8 +8,6 @@ class Kind:
     label = ""
     #: What the kernel file's header adds after the label.
     note = ""
-    #: Whether the header starts a new line after the note.
-    note_breaks_line = False
     #: The preprocessor condition its code is compiled under ("" for always).
     guard = ""
     #: Whether its kernel reads the weights in the plan's own layout (the C file's arrays).

@@ -18,6 +18,10 @@ from rosenna.emit.cuda.point import POINT_THREADS
 #: __device__ weights of the narrow kernel up to this many bytes are copied into shared memory
 #: once per block.
 NARROW_SHARED_LIMIT = 32 * 1024
+#: Widest layer the narrow kernel unrolls: a 256-wide layer is 65,536 unrolled FMAs per thread
+#: (nvcc ran for minutes on a 16-256x3-8 MLP); wider chains get the generic point kernel, and on
+#: CUDA sm_80+ the wide tensor-core kernel (rosenna/emit/cuda/tc_wide.py).
+NARROW_MAX_WIDTH = 128
 
 
 class Narrow(Kind):
@@ -27,7 +31,8 @@ class Narrow(Kind):
         return fixed.load("rosenna_narrow.cuh")
 
     def fits(self, choice):
-        return bool(choice.layers) and not tiled.takes_shared(choice.layers)
+        return (bool(choice.layers) and not tiled.takes_shared(choice.layers)
+                and max(max(layer.k, layer.n) for layer in choice.layers) <= NARROW_MAX_WIDTH)
 
     def layout(self, choice):
         return PackedLayout.dense(choice.layers, 4, 4)

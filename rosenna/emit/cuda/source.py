@@ -45,11 +45,8 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     ``__device__`` ``<name>_infer`` for the user's kernels). Relocatable code for the batched
     kernel cost registers: ptxas gave gemm_big's kernel 255 of them under -rdc, 111 without.
 
-    Macros on the kernel file's compile line: ``-DROSENNA_TF32_WIDE`` makes CUDA sm_80+ run wide
-    MLPs that the staged FP32 kernel takes on the 3xTF32 tensor-core kernel instead (1.06 vs 1.60
-    ns/point on the H200, relative L2 error 1.5e-6 vs 1.1e-7; outside verify's elementwise
-    tolerance on about 1 output in a million); ``-DROSENNA_NO_TENSOR_CORES`` keeps FP32 kernels
-    everywhere (the narrow chain's tensor-core path too, and it overrides the former).
+    Macro on the kernel file's compile line: ``-DROSENNA_NO_TENSOR_CORES`` keeps FP32 kernels
+    everywhere (without it CUDA sm_80+ runs the 3xTF32 chain or wide kernel where one fits).
     """
     n, t = plan.name, plan.ctype
     choice = kinds.choose(plan, constant_limit)
@@ -63,7 +60,6 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     else:
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
     note = base.note + (tensor.note if tensor else "")
-    end = "." + ("\n *" if base.note_breaks_line else "")
     body = "\n".join(cemit.point_body(plan, renderer))
     # The plan's own weight layout serves the per-point routine, the kinds that read it and
     # infer_one; the per-point function serves the routine and the kinds that call it.
@@ -76,7 +72,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
  * kernels. Built only by `make -f {n}.mk ROSENNA_BACKEND=cuda` (nvcc) or `hip` (hipcc); {n}.c
  * then drops its OpenMP {n}_infer_batch (-DROSENNA_NATIVE_KERNEL).
 {cemit.layout_comment(plan)}
- * Batched kernel: {base.label}{note}{end} {const_note}
+ * Batched kernel: {base.label}{note}. {const_note}
  */
 #include "rosenna_rt.h"
 
@@ -107,13 +103,14 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     if not plan.embed:
         parts.append("static int ready;")
     acts = []
-    if choice.layout:
+    if choice.layout or tensor:
         parts.append("\nnamespace {")
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"
             parts.append(activation_fn(name, layer, renderer))
             acts.append(name)
-        parts.append(base.library())
+        if choice.layout:
+            parts.append(base.library())
         parts.append("}  // namespace\n")
     parts.append(whole_field.infer_one(plan))
     setup, launch = base.launch(plan, choice)

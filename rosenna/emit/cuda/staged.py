@@ -94,17 +94,13 @@ class StagedLayout(PackedLayout):
 
 def library():
     """``rosenna/data/rosenna_staged.cuh``, checked against the constants above."""
-    return fixed.load("rosenna_staged.cuh", ROSENNA_FS_THREADS=THREADS, ROSENNA_FS_LDA=LDA,
+    return fixed.load("rosenna_cp_async.cuh") + "\n" + fixed.load("rosenna_staged.cuh", ROSENNA_FS_THREADS=THREADS, ROSENNA_FS_LDA=LDA,
                        ROSENNA_FS_STAGE4=STAGE // 4, __launch_bounds__=f"{THREADS}, {MIN_BLOCKS}")
 
 
 class Staged(Kind):
     label = "mlp-wide"
-    note = (", the staged FP32 kernel (rosenna/emit/cuda/staged.py). Compiled with -DROSENNA_TF32_WIDE, CUDA\n"
-            " * sm_80+ runs the wide 3xTF32 tensor-core kernel instead: 1.06 vs 1.60 ns/point on the H200 for mlp128,\n"
-            " * relative L2 error 1.5e-6 vs 1.1e-7; outside verify's elementwise tolerance (rtol 1e-5, atol 1e-6) on\n"
-            " * about 1 output in a million, hence not the default (-DROSENNA_NO_TENSOR_CORES overrides it)")
-    note_breaks_line = True
+    note = ", the staged FP32 kernel (rosenna/emit/cuda/staged.py)"
 
     def library(self):
         return library()

@@ -16,20 +16,21 @@ from rosenna.emit.cuda import narrow, tf32
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
 
-#: Widest layer the register chain takes: 48 columns = 6 n8 tiles, 2 x 6 x 4 accumulators plus
-#: the input fragments stay within the 255-register budget with room to spare (gemm_big, 40
-#: wide, needs 102 registers).
-CHAIN_MAX_WIDTH = 48
+#: Widest layer the register chain takes: 64 columns = 8 n8 tiles, 2 x 8 x 4 accumulators plus
+#: the input fragments stay within the 255-register budget (gemm_big, 40 wide, needs 102
+#: registers).
+CHAIN_MAX_WIDTH = 64
 #: Below this many multiply-adds per point the FP32 kernel keeps the chain: such models are
 #: memory-bound (gemm_small, 10 MACs, runs at the memory floor from __constant__ weights) and the
 #: chain's strided 32-point fragments would not load x any faster. gemm_big has 2,780.
 CHAIN_MIN_MACS = 512
-#: Packed fragments and biases the chain kernel keeps in (static) shared memory per block.
-CHAIN_SMEM_LIMIT = 40 * 1024
+#: Packed fragments and biases the chain kernel keeps in (static) shared memory per block: a
+#: 5-64-64-3 MLP needs 41,504 bytes; static shared memory ends at 48 KB.
+CHAIN_SMEM_LIMIT = 48 * 1024
 #: Threads per block of the chain kernel: 4 warps, 128 points per pass.
 CHAIN_THREADS = 128
 #: Points a warp carries through the chain: two 16-row MMA tiles.
-CHAIN_POINTS_PER_WARP = 32
+CHAIN_POINTS_PER_WARP = int(__import__("os").environ.get("ROSENNA_STUDY_CPW", 32))
 
 
 def chain_fits(layers):
@@ -79,6 +80,7 @@ def chain_kernel(plan, layers, acts):
     size4 = frag4 + nbias // 4
     warps = CHAIN_THREADS // 32
     kt0 = _tiles(layers[0].k)
+    mt = CHAIN_POINTS_PER_WARP // 16
     lines = [f"/* Tensor-core chain: a warp carries {CHAIN_POINTS_PER_WARP} points through all {len(layers)} layers in "
              f"registers; {16 * frag4} bytes of",
              f"   fragments and {4 * nbias} of biases in shared memory once per block (persistent grid). */",
@@ -95,9 +97,9 @@ def chain_kernel(plan, layers, acts):
              f"    for (long base = ((long)blockIdx.x * {warps} + warp) * {CHAIN_POINTS_PER_WARP}; base < n; "
              f"base += (long)gridDim.x * {warps * CHAIN_POINTS_PER_WARP}) {{",
              f"        /* Layer 0's A fragments: x[p][k], zeros past the point count and past {plan.nx} inputs. */",
-             f"        float h0[2][{kt0}][4];",
+             f"        float h0[{mt}][{kt0}][4];",
              "#pragma unroll",
-             "        for (int mi = 0; mi < 2; ++mi) {",
+             f"        for (int mi = 0; mi < {mt}; ++mi) {{",
              "            const long r = base + mi * 16 + gid;",
              "#pragma unroll",
              f"            for (int kt = 0; kt < {kt0}; ++kt) {{",
@@ -110,13 +112,13 @@ def chain_kernel(plan, layers, acts):
              "        }"]
     for i, layer in enumerate(layers):
         kt, nt = _tiles(layer.k), _tiles(layer.n)
-        lines += [f"        float h{i + 1}[2][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
-                  f"        rosenna_tc_layer<{kt}, {nt}, {acts[i]}>(s + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});"]
+        lines += [f"        float h{i + 1}[{mt}][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                  f"        rosenna_tc_layer<{kt}, {nt}, {acts[i]}, {mt}>(s + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});"]
     last, ny = len(layers), plan.ny
     nt_last = _tiles(layers[-1].n)
     lines += ["        /* Output columns 2tig and 2tig+1 of each n8 tile, rows gid and gid+8. */",
               "#pragma unroll",
-              "        for (int mi = 0; mi < 2; ++mi) {",
+              f"        for (int mi = 0; mi < {mt}; ++mi) {{",
               "            const long r = base + mi * 16 + gid;",
               "#pragma unroll",
               f"            for (int nt = 0; nt < {nt_last}; ++nt) {{",

@@ -1,18 +1,22 @@
-"""The opt-in wide 3xTF32 tensor-core kernel (CUDA sm_80+, only with ``-DROSENNA_TF32_WIDE``).
+"""The wide 3xTF32 tensor-core kernel (CUDA sm_80+), beside the FP32 kernel of wide MLPs.
 
-The ``wide`` kernel (mlp-wide chains: input and hidden layers at most :data:`WIDE_WIDTH`, output at
-most :data:`WIDE_MAX_OUT`; a port of the design study's hand-written mlp128 kernel, which ran at
-1.04 ns/point on the H200 against 2.27 for the generated FP32 tile kernel): a block of 128 points keeps its activations in shared memory,
-act[p][132], and every hidden layer, padded to 128 columns, is one 128 x 128 product of 8 warps
-(32 points x 64 columns each). The weights stream through shared memory in stages of 16 rows
-(16 KB of fragments), double-buffered by ``cp.async`` across layer boundaries; each layer ends
-with bias and activation written back over act. Padded columns hold act(0), finite, and meet
-zero weight rows downstream; the padded input columns are zeroed. The output layer is one
-m16n8 tile per warp with its fragments read through L1. It is compiled in only with
-``-DROSENNA_TF32_WIDE``: 1.06 vs 1.60 ns/point on the H200 against the default staged FP32 kernel
-(:mod:`rosenna.emit.cuda.staged`), relative L2 error 1.5e-6 vs 1.1e-7; outside verify's elementwise
-tolerance on about 1 output in a million (K = 128 means 48 MMAs per output, accumulated in the
-tensor cores' truncating fp32).
+The ``wide`` kernel (:func:`wide_fits`: a hidden layer at least 64 wide, input and hidden layers at
+most 512, output at most 8; grown from the design study's hand-written mlp128 kernel): a block
+of points keeps its activations in shared memory, act[p][width + 4], and every hidden layer,
+padded to the block's width, is one points x width product of its warps (32 points x 8 ni
+columns each; :class:`WideShape` picks the block for the width: 128 points and 8 warps up to 128
+wide, 128 points and 16 warps up to 256, 64 points and 16 warps up to 512). The weights stream
+through shared memory in stages of 16 (8 at 512) rows, double-buffered by ``cp.async`` across
+layer boundaries; each layer ends with bias and activation written back over act. Padded columns
+hold act(0), finite, and meet zero weight rows downstream; the padded input columns are zeroed.
+The output layer is one m16n8 tile per warp with its fragments read through L1.
+
+Accuracy: each stage's products (two k8 tiles, six MMAs) are summed by the tensor cores from zero
+and added to the running sums in fp32, round to nearest (split accumulation). Accumulating a
+whole 128-deep layer in the MMAs (48 per output, each truncating the running sum) left ~1 output
+in a million outside verify's elementwise tolerance on mlp128 (docs/benchmarks.md), which kept
+this kernel opt-in; with split accumulation it is the default, and ``-DROSENNA_NO_TENSOR_CORES``
+keeps the FP32 kernels. Measurements: docs/benchmarks.md.
 
 The 3xTF32 split and the fragment layouts: :mod:`rosenna.emit.cuda.tf32`.
 """
@@ -24,51 +28,92 @@ from rosenna.emit.cuda import staged, tf32
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
 
-#: Points per block of the wide kernel and its threads: 8 warps, warp (wm, wn) = (warp / 2,
-#: warp % 2) owning points 32wm .. +32 and columns 64wn .. +64 of every hidden layer. Run 3 of
-#: the design study: 1.041 ns/point for mlp128 at 128 points per block (2 blocks per SM), 1.065
-#: at 64.
-WIDE_POINTS = 128
-WIDE_THREADS = 256
-#: Hidden layers are padded to this many columns (16 n8 tiles: 2 warps x 8); the input to it too.
-WIDE_WIDTH = 128
-#: Widest output: one n8 tile of the output MMA.
+#: Widest hidden layer (and input) the wide kernel takes, and widest output: one n8 tile of the
+#: output MMA.
+WIDE_MAX_WIDTH = 512
 WIDE_MAX_OUT = 8
-#: Row stride of the activation buffer act[p][LDA]: 132 puts a warp's 32 A-fragment reads (rows
-#: gid, columns tig) in 32 distinct banks.
-WIDE_LDA = WIDE_WIDTH + 4
-#: Weight rows per cp.async stage (two k8 tiles) and a stage's size in float4: 2 x 16 n8 tiles
-#: x 32 lanes, 16 KB.
-WIDE_STAGE_ROWS = 16
-WIDE_STAGE4 = 2 * (WIDE_WIDTH // 8) * 32
-#: Dynamic shared memory per block: the activations and two stages, 98 KB: two blocks per SM on
-#: sm_90 (227 KB), one on sm_80 (164 KB); every sm_80+ GPU lets a block opt in to at least 99 KB.
-WIDE_SMEM = WIDE_POINTS * WIDE_LDA * 4 + 2 * WIDE_STAGE4 * 16
+#: Below this hidden width the chain kernel (or the FP32 kernels) serve: a 32-wide block tile
+#: would leave most of the wide kernel's 8 warps with one n8 tile.
+WIDE_MIN_HIDDEN = 64
+#: Below this many multiply-adds per point the FP32 kernels keep the model (as for the chain).
+WIDE_MIN_MACS = 512
+
+
+class WideShape:
+    """The block of the wide kernel for a padded width ``width``: ``wm`` x ``wn`` warps, warp (wm,
+    wn) owning points 32wm .. +32 and columns ``8 ni`` wn .. +8 ni; stages of ``ks`` k8 tiles
+    (8 ks weight rows); act[points][lda] in shared memory (lda = width + 4 puts a warp's A-fragment
+    reads, rows gid and columns tig, in 32 distinct banks for every width here).
+
+    - width <= 128 (a multiple of 32): 4 x 2 warps, 128 points, 16-row stages, two blocks per SM
+      (mlp128: 98 KB of shared memory per block);
+    - width <= 256 (a multiple of 64): 4 x 4 warps, 128 points, 16-row stages, one block per SM
+      (194 KB at 256);
+    - width <= 512 (a multiple of 128): 2 x 8 warps, 64 points, 8-row stages, one block per SM
+      (193 KB at 512).
+
+    ``ni`` is at most 8 in each: 64 accumulators per thread, within the 128-register cap of two
+    256-thread blocks (or one 512-thread block) per SM."""
+
+    def __init__(self, widest):
+        if widest <= 128:
+            self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 32), 4, 2, 2, 2
+        elif widest <= 256:
+            self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 64), 4, 4, 2, 1
+        else:
+            self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 128), 2, 8, 1, 1
+        self.ni = self.width // (8 * self.wn)
+        self.points = 32 * self.wm
+        self.threads = 32 * self.wm * self.wn
+        self.lda = self.width + 4
+        self.stage_rows = 8 * self.ks
+        self.stage4 = self.ks * (self.width // 8) * 32
+        self.smem = self.points * self.lda * 4 + 2 * self.stage4 * 16
+        assert self.stage4 % self.threads == 0 and self.ni <= 8
+
+
+def widest(layers):
+    """The widest of the input and the hidden layers: what the act buffer holds."""
+    return max([layers[0].k] + [layer.n for layer in layers[:-1]])
+
+
+def wide_fits(layers):
+    """Whether an MLP chain takes the wide kernel: a hidden layer at least :data:`WIDE_MIN_HIDDEN`
+    wide, input and hidden layers at most :data:`WIDE_MAX_WIDTH`, output at most
+    :data:`WIDE_MAX_OUT`."""
+    if not layers or len(layers) < 2 or layers[-1].n > WIDE_MAX_OUT:
+        return False
+    if max(layer.n for layer in layers[:-1]) < WIDE_MIN_HIDDEN or widest(layers) > WIDE_MAX_WIDTH:
+        return False
+    return sum(layer.k * layer.n for layer in layers) >= WIDE_MIN_MACS
 
 
 class WideLayout:
     """Where the wide kernel finds each layer in ``<name>_tc_packed``.
 
-    Hidden layer i has ``kp[i]`` weight rows (its input width padded to 16) and 128 columns;
-    its fragments are stages ``first[i]`` .. ``first[i] + count[i] - 1`` of one stream of
-    ``stages`` stages, each stage ``WIDE_STAGE4`` float4 at offset ``g * WIDE_STAGE4``: packing
-    layer after layer in [kt][nt][lane] order makes every stage two consecutive k8 tiles. The
-    output layer's fragments follow (``out_kt`` k8 tiles x 1 n8 tile, at float4 ``out_frag4``),
-    then the biases: 128 floats per hidden layer, 8 for the output (``bias[i]``, float offsets
-    from the start of the array)."""
+    Hidden layer i has ``kp[i]`` weight rows (its input width padded to a stage's rows) and
+    ``shape.width`` columns; its fragments are stages ``first[i]`` .. ``first[i] + count[i] - 1``
+    of one stream of ``stages`` stages, each ``shape.stage4`` float4 at offset ``g * stage4``:
+    packing layer after layer in [kt][nt][lane] order makes every stage ``ks`` consecutive k8
+    tiles. The output layer's fragments follow (``out_kt`` k8 tiles x 1 n8 tile, at float4
+    ``out_frag4``), then the biases: ``width`` floats per hidden layer, 8 for the output
+    (``bias[i]``, float offsets from the start of the array); ``k0[g]``: stage g's first row
+    within its layer."""
 
     def __init__(self, layers):
         self.layers = layers
+        self.shape = shape = WideShape(widest(layers))
         hidden = layers[:-1]
-        self.kp = [_round16(layer.k) for layer in hidden]
-        self.count = [kp // WIDE_STAGE_ROWS for kp in self.kp]
+        self.kp = [_round(layer.k, shape.stage_rows) for layer in hidden]
+        self.count = [kp // shape.stage_rows for kp in self.kp]
         self.first = [sum(self.count[:i]) for i in range(len(hidden))]
         self.stages = sum(self.count)
-        self.out_frag4 = self.stages * WIDE_STAGE4
+        self.k0 = [shape.stage_rows * s for count in self.count for s in range(count)]
+        self.out_frag4 = self.stages * shape.stage4
         self.out_kt = _tiles(layers[-1].k)
         self.frag4 = self.out_frag4 + 32 * self.out_kt
-        self.bias = [4 * self.frag4 + WIDE_WIDTH * i for i in range(len(hidden))]
-        self.bias.append(4 * self.frag4 + WIDE_WIDTH * len(hidden))
+        self.bias = [4 * self.frag4 + shape.width * i for i in range(len(hidden))]
+        self.bias.append(4 * self.frag4 + shape.width * len(hidden))
         self.size = self.bias[-1] + WIDE_MAX_OUT  # floats
 
     def packed(self):
@@ -78,15 +123,16 @@ class WideLayout:
         return host_packing(self.layers, dest)
 
 
-def _round16(n):
-    return (n + 15) // 16 * 16
+def _round(n, m):
+    return (n + m - 1) // m * m
 
 
 def wide_packed(layers):
     """The wide kernel's ``<name>_tc_packed`` (floats): see :class:`WideLayout`."""
     layout = WideLayout(layers)
+    width = layout.shape.width
     out = np.zeros(layout.size, np.float32)
-    parts = [tf32.pack_layer(layer.w, kp, WIDE_WIDTH, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
+    parts = [tf32.pack_layer(layer.w, kp, width, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
     parts.append(tf32.pack_layer(layers[-1].w, 8 * layout.out_kt, 8, paired=False))
     frags = np.concatenate(parts)
     assert frags.size == 4 * layout.frag4
@@ -100,7 +146,8 @@ def host_packing(layers, dest="tc"):
     """C++ for ``<name>_device_upload``: the same packing as :func:`wide_packed` (``host`` and
     ``dest`` as for :func:`rosenna.emit.cuda.tc_chain.host_packing`)."""
     layout = WideLayout(layers)
-    out = [tf32.host_layer(i, layer, kp // 8, WIDE_WIDTH // 8, first * WIDE_STAGE4, bias, False, dest)
+    shape = layout.shape
+    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest)
            for i, (layer, kp, first, bias) in enumerate(zip(layers, layout.kp, layout.first, layout.bias))]
     last = len(layers) - 1
     out.append(tf32.host_layer(last, layers[-1], layout.out_kt, 1, layout.out_frag4, layout.bias[-1], False, dest))
@@ -108,11 +155,9 @@ def host_packing(layers, dest="tc"):
 
 
 def library():
-    """``rosenna/data/rosenna_tc_wide.cuh``, checked against the constants above. It comes after
-    :func:`rosenna.emit.cuda.tf32.device_lib` and the staged kernel's library, whose stage copy it
-    uses: the staged kernel is always the FP32 kernel beside this one."""
-    return fixed.load("rosenna_tc_wide.cuh", ROSENNA_TCW_THREADS=WIDE_THREADS, ROSENNA_TCW_LDA=WIDE_LDA,
-                       ROSENNA_TCW_STAGE=WIDE_STAGE4)
+    """``rosenna/data/rosenna_tc_wide.cuh``. It comes after :func:`rosenna.emit.cuda.tf32.device_lib`
+    and the stage copy (``rosenna/data/rosenna_cp_async.cuh``)."""
+    return fixed.load("rosenna_tc_wide.cuh")
 
 
 def wide_kernel(plan, layers, acts):
@@ -120,65 +165,68 @@ def wide_kernel(plan, layers, acts):
     sm_80 or later) and ``<name>_tc_usable``, which also opts the kernel into its shared memory."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layout = WideLayout(layers)
+    shape = layout.shape
+    P, T, lda = shape.points, shape.threads, shape.lda
     k0p = layout.kp[0]
     out = layers[-1]
-    k0 = [WIDE_STAGE_ROWS * s for count in layout.count for s in range(count)]
+    tparams = f"{layout.stages}, {T}, {shape.wn}, {shape.ni}, {shape.ks}, {lda}"
     lines = ["/* Per stage of the weight stream: its first input row within its layer. A table in the constant bank:",
              "   with k0 computed from g (mlp128) or carried through the loop (a 128-input MLP), ptxas spilled a",
              "   register at the 128-register cap of two blocks per SM. */",
-             f"static __constant__ int {n}_tc_k0[{layout.stages}] = {{{', '.join(map(str, k0))}}};",
+             f"static __constant__ int {n}_tc_k0[{layout.stages}] = {{{', '.join(map(str, layout.k0))}}};",
              "",
-             f"/* Tensor-core wide MLP: {WIDE_POINTS} points per block, their activations act[p][{WIDE_LDA}] in shared memory, "
-             f"the {layout.stages}",
-             f"   stages of 16 weight rows streamed through two 16 KB buffers; the output layer ({out.k} -> {out.n}) is one",
-             f"   m16n8 tile per warp with its fragments read through L1. {WIDE_SMEM} bytes of dynamic shared memory. */",
-             f"__global__ void __launch_bounds__({WIDE_THREADS}, 2) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
+             f"/* Tensor-core wide MLP: {P} points per block, their activations act[p][{lda}] in shared memory "
+             f"(hidden layers",
+             f"   padded to {shape.width} columns), {shape.wm} x {shape.wn} warps; the {layout.stages} stages of "
+             f"{shape.stage_rows} weight rows streamed through two",
+             f"   buffers; the output layer ({out.k} -> {out.n}) is one m16n8 tile per warp of the first "
+             f"{P // 16}, its fragments read through",
+             f"   L1. {shape.smem} bytes of dynamic shared memory. */",
+             f"__global__ void __launch_bounds__({T}, {shape.min_blocks}) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
              "float *ROSENNA_RESTRICT y)",
              "{",
              "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
              "    extern __shared__ float4 rosenna_smem[];",
              "    float *act = reinterpret_cast<float *>(rosenna_smem);  /* point-major, as the A fragments read it */",
-             f"    float4 *stage = rosenna_smem + {WIDE_POINTS * WIDE_LDA // 4};  /* after act: two stages of 16 KB */",
+             f"    float4 *stage = rosenna_smem + {P * lda // 4};  /* after act: two stages of {shape.stage4 * 16} bytes */",
              f"    const float4 *F = reinterpret_cast<const float4 *>({n}_tc_packed);",
-             f"    const long p0 = (long)blockIdx.x * {WIDE_POINTS};",
-             "    rosenna_stage_copy<ROSENNA_TCW_STAGE, ROSENNA_TCW_THREADS>(stage, F);",
+             f"    const long p0 = (long)blockIdx.x * {P};",
+             f"    rosenna_stage_copy<{shape.stage4}, {T}>(stage, F);",
              "    rosenna_stage_commit();",
              f"    /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
              "       is not zeroed, and a NaN there times a zero weight would not vanish). */",
-             f"    for (int e = threadIdx.x; e < {WIDE_POINTS * k0p}; e += {WIDE_THREADS}) {{",
+             f"    for (int e = threadIdx.x; e < {P * k0p}; e += {T}) {{",
              f"        const int p = e / {k0p}, k = e % {k0p};",
-             f"        act[p * {WIDE_LDA} + k] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? x[(p0 + p) * {nx} + k] : 0.0f;",
+             f"        act[p * {lda} + k] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? x[(p0 + p) * {nx} + k] : 0.0f;",
              "    }"]
-    lines += ["    float acc[2][8][4];",
+    lines += [f"    float acc[2][{shape.ni}][4];",
               "#pragma unroll",
               "    for (int mi = 0; mi < 2; ++mi)",
               "#pragma unroll",
-              "        for (int ni = 0; ni < 8; ++ni)",
+              f"        for (int ni = 0; ni < {shape.ni}; ++ni)",
               "#pragma unroll",
               "            for (int r = 0; r < 4; ++r)",
               "                acc[mi][ni][r] = 0.0f;",
-              "    /* One loop over the stages of all hidden layers, as the design study's kernel. */",
+              "    /* One loop over the stages of all hidden layers. */",
               "#pragma unroll 1",
               f"    for (int g = 0; g < {layout.stages}; ++g) {{",
-              f"        rosenna_tcw_stage<{layout.stages}>(acc, act, stage, F, g, {n}_tc_k0[g]);"]
+              f"        rosenna_tcw_stage<{tparams}>(acc, act, stage, F, g, {n}_tc_k0[g]);"]
     for i, layer in enumerate(layers[:-1]):
         end = layout.first[i] + layout.count[i] - 1
         lines += [f"        {'if' if i == 0 else 'else if'} (g == {end})  /* layer {i} ends: {layer.k} -> {layer.n}, "
                   f"{layer.act or 'no activation'} */",
-                  f"            rosenna_tcw_epilogue<{acts[i]}>(acc, act, {n}_tc_packed + {layout.bias[i]});"]
+                  f"            rosenna_tcw_epilogue<{acts[i]}, {shape.wn}, {shape.ni}, {lda}>(acc, act, "
+                  f"{n}_tc_packed + {layout.bias[i]});"]
     lines.append("    }")
     last = len(layers) - 1
-    lines += ["    __syncthreads();  /* a warp's 16 output rows were written by two warps */",
-              f"    /* layer {last}: {out.k} -> {out.n}, {out.act or 'no activation'}; warp w takes points 16w .. +16 */",
-              "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;",
+    lines += ["    __syncthreads();  /* a warp's 16 output rows were written by other warps */",
+              f"    /* layer {last}: {out.k} -> {out.n}, {out.act or 'no activation'}; warp w < {P // 16} takes points 16w .. +16 */",
+              "    const int warp = threadIdx.x / 32;",
+              f"    if (warp >= {P // 16})",
+              "        return;",
+              "    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;",
               "    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};",
-              f"    const float *sa = act + (warp * 16 + gid) * {WIDE_LDA} + tig;",
-              "#pragma unroll 4",
-              f"    for (int kt = 0; kt < {layout.out_kt}; ++kt) {{",
-              f"        const rosenna_split a = rosenna_split_a(sa[kt * 8], sa[kt * 8 + {8 * WIDE_LDA}], sa[kt * 8 + 4], "
-              f"sa[kt * 8 + {8 * WIDE_LDA + 4}]);",
-              f"        rosenna_mma3s(c, a, __ldg(F + {layout.out_frag4} + kt * 32 + lane));",
-              "    }",
+              f"    rosenna_tcw_out<{layout.out_kt}, {lda}>(c, act, warp * 16, F + {layout.out_frag4});",
               f"    const float *bias = {n}_tc_packed + {layout.bias[-1]};",
               "    const int col = 2 * tig;",
               "    const long r = p0 + warp * 16 + gid;",
@@ -193,14 +241,14 @@ def wide_kernel(plan, layers, acts):
               "}",
               "",
               f"/* Whether this device runs {n}_tc_kernel: its binary for the device is sm_80+ (the runtime picked it), and",
-              f"   the kernel may have its {WIDE_SMEM} bytes of shared memory. Otherwise the FP32 kernel runs. */",
+              f"   the kernel may have its {shape.smem} bytes of shared memory. Otherwise the FP32 kernel runs. */",
               f"static bool {n}_tc_usable()",
               "{",
               "    static int usable = -1;",
               "    if (usable < 0) {",
               "        cudaFuncAttributes attributes;",
               f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80 &&",
-              f"                 cudaFuncSetAttribute({n}_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {WIDE_SMEM}) == "
+              f"                 cudaFuncSetAttribute({n}_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {shape.smem}) == "
               "cudaSuccess;",
               "        if (!usable)",
               "            (void)cudaGetLastError();  /* a refused attribute is no error of the caller's launch */",
@@ -210,40 +258,41 @@ def wide_kernel(plan, layers, acts):
     return "\n".join(lines)
 
 
-def wide_launch(plan):
+def wide_launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the wide kernel and return, when usable: one
-    block per 128 points (two resident per SM; a block's weights stream from L2)."""
+    block per block of points (a block's weights stream from L2)."""
     n = plan.name
+    shape = WideShape(widest(layers))
     return f"""    if ({n}_tc_usable()) {{
-        {n}_tc_kernel<<<(unsigned)(((long)n + {WIDE_POINTS - 1}) / {WIDE_POINTS}), {WIDE_THREADS}, {WIDE_SMEM}, (cudaStream_t)stream>>>(n, x, y);
+        {n}_tc_kernel<<<(unsigned)(((long)n + {shape.points - 1}) / {shape.points}), {shape.threads}, {shape.smem}, (cudaStream_t)stream>>>(n, x, y);
         return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
     }}
 """
-
-
-#: Compiled in only on request: faster than the staged FP32 kernel, less accurate (module docstring).
-GUARD = tf32.GUARD + " && defined(ROSENNA_TF32_WIDE)"
 
 
 class Wide(Kind):
     label = "3xTF32 wide"
     #: What the kernel file calls its copy of the weights.
     copy = "wide kernel"
-    guard = GUARD
+    note = (" (on CUDA sm_80+: the wide 3xTF32 tensor-core kernel; compile with -DROSENNA_NO_TENSOR_CORES for\n"
+            " * the FP32 kernel everywhere)")
+    guard = tf32.GUARD
 
     def fits(self, choice):
-        return choice.base is staged.KIND
+        return wide_fits(choice.layers)
 
     def layout(self, choice):
         return WideLayout(choice.layers)
 
     def kernel(self, plan, choice, acts):
-        return ("/* The wide 3xTF32 tensor-core kernel, only with -DROSENNA_TF32_WIDE (see the header). */\n"
-                + self.guard + "\n" + tf32.device_lib() + "\n" + library() + "\n"
-                + wide_kernel(plan, choice.layers, acts) + "\n#endif /* ROSENNA_TF32_WIDE */")
+        # The staged FP32 kernel's library carries the stage copy already.
+        copy = "" if choice.base is staged.KIND else fixed.load("rosenna_cp_async.cuh") + "\n"
+        return ("/* The wide 3xTF32 tensor-core kernel (see the header). */\n"
+                + self.guard + "\n" + tf32.device_lib() + "\n" + copy + library() + "\n"
+                + wide_kernel(plan, choice.layers, acts) + "\n#endif /* tensor cores */")
 
     def launch(self, plan, choice):
-        return self.guard + "\n" + wide_launch(plan) + "#endif\n"
+        return self.guard + "\n" + wide_launch(plan, choice.layers) + "#endif\n"
 
 
 KIND = Wide()

@@ -8,7 +8,7 @@ error stays at fp32 level (6e-8 on gemm_big against a float64 reference, docs/be
 best FP32-FMA kernels measured.
 
 The kernels: :mod:`rosenna.emit.cuda.tc_chain` (narrow chains) and :mod:`rosenna.emit.cuda.tc_wide`
-(wide chains, opt-in). Fragment layouts (PTX ISA, ``m16n8k8`` ``.tf32``), ``gid = lane / 4``, ``tig = lane % 4``:
+(wide chains). Fragment layouts (PTX ISA, ``m16n8k8`` ``.tf32``), ``gid = lane / 4``, ``tig = lane % 4``:
 A 16x8: a0 (gid, tig), a1 (gid+8, tig), a2 (gid, tig+4), a3 (gid+8, tig+4);
 B 8x8: b0 (tig, gid), b1 (tig+4, gid); C 16x8: c0 (gid, 2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig),
 c3 (gid+8, 2tig+1). The weights are packed per (k8 tile, n8 tile) as 32 lanes x
