@@ -307,19 +307,22 @@ def _ptxas_entry(text, kernel):
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
-@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "file-loaded"])
-def test_wide_kernel_compiles_without_spills(tmp_path, embed):
+@pytest.mark.parametrize("model,embed", [("mlp128", True), ("mlp128", False), ("w300", False)],
+                         ids=["embedded", "file-loaded", "512-block"])
+def test_wide_kernel_compiles_without_spills(tmp_path, model, embed):
     from rosenna.generate import generate
 
-    path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
-    generate(path, str(tmp_path), Options(lang="c", embed=embed))
-    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "mlp128_kernel.cu",
-                           "-o", "k.o"],
+    if model == "mlp128":
+        path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
+    else:  # 64 points x 16 warps, 8-row stages
+        path = custom_model(tmp_path, model, *WIDE_SHAPES[model][:2])
+    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="m"))
+    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "m_kernel.cu", "-o", "k.o"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    spills, registers = _ptxas_entry(proc.stdout + proc.stderr, "mlp128_tc_kernel")
+    spills, registers = _ptxas_entry(proc.stdout + proc.stderr, "m_tc_kernel")
     assert "0 bytes spill stores, 0 bytes spill loads" in spills
-    assert registers <= 128  # __launch_bounds__(256, 2): two blocks per SM
+    assert registers <= 128  # two 256-thread blocks per SM, or one of 512 threads
 
 
 @pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
@@ -329,8 +332,11 @@ def test_wide_kernel_file_compiles_with_hipcc(tmp_path):
 
     from rosenna.generate import generate
 
-    path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
-    generate(path, str(tmp_path), Options(lang="c", embed=False))
-    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "mlp128_kernel.cu", "-o", "k.o"], cwd=tmp_path,
+    for name in ("mlp128", "w200"):  # the staged FP32 kernel; the generic point kernel (200 wide)
+        path = zoo.save(name, str(tmp_path / f"{name}.onnx")) if name == "mlp128" else \
+            custom_model(tmp_path, name, *WIDE_SHAPES[name][:2])
+        generate(path, str(tmp_path), Options(lang="c", embed=False))
+    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "mlp128_kernel.cu", "w200_kernel.cu"],
+                          cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
