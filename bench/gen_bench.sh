@@ -38,10 +38,10 @@ onnx.save(zoo.mlp('d4', [4, 32, 32, 2], ['Tanh', 'Tanh', None], np.float64, seed
         nvcc -O3 $ARCH -rdc=true -Xptxas -v -DNAME=$m -DREAL=double -DHDR="\"$m.h\"" -D${m}_NX_M=${M}_NX -D${m}_NY_M=${M}_NY \
             -I$d bench/gen_bench.cu $d/lib${m}_device.a $d/lib$m.a -o $d/gen_bench 2> $d/ptxas.txt
     done
-    # mlp128 once more with the opt-in 3xTF32 wide kernel (faster, less accurate: README).
-    d=$G/mlp128_embedded_tf32
+    # mlp128 once more with the FP32 kernels only (-DROSENNA_NO_TENSOR_CORES: the staged FP32 kernel).
+    d=$G/mlp128_embedded_fp32
     $rosenna generate $G/mlp128.onnx --name mlp128 --embed-weights --lang c --out $d > /dev/null
-    make -s -f $d/mlp128.mk ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 $ARCH -DROSENNA_TF32_WIDE" > /dev/null
+    make -s -f $d/mlp128.mk ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 $ARCH -DROSENNA_NO_TENSOR_CORES" > /dev/null
     nvcc -O3 $ARCH -rdc=true -Xptxas -v -DNAME=mlp128 -DHDR='"mlp128.h"' -Dmlp128_NX_M=MLP128_NX -Dmlp128_NY_M=MLP128_NY \
         -I$d bench/gen_bench.cu $d/libmlp128_device.a $d/libmlp128.a -o $d/gen_bench 2> $d/ptxas.txt
     rm -f $G/*/*.o
