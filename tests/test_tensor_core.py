@@ -316,11 +316,11 @@ def test_wide_kernel_compiles_without_spills(tmp_path, model, embed):
         path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
     else:  # 64 points x 16 warps, 8-row stages
         path = custom_model(tmp_path, model, *WIDE_SHAPES[model][:2])
-    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="m"))
-    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "m_kernel.cu", "-o", "k.o"],
+    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="mw"))
+    proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "mw_kernel.cu", "-o", "k.o"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    spills, registers = _ptxas_entry(proc.stdout + proc.stderr, "m_tc_kernel")
+    spills, registers = _ptxas_entry(proc.stdout + proc.stderr, "mw_tc_kernel")
     assert "0 bytes spill stores, 0 bytes spill loads" in spills
     assert registers <= 128  # two 256-thread blocks per SM, or one of 512 threads
 

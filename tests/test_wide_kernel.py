@@ -207,13 +207,13 @@ def test_narrow_chain_without_tensor_cores(tmp_path):
 def test_staged_kernel_compiles_with_hipcc(tmp_path, model):
     """HIP: the staged kernel with plain loads in place of cp.async."""
     if model == "mlp128":
-        path = zoo.save("mlp128", str(tmp_path / "m.onnx"))
+        path = zoo.save("mlp128", str(tmp_path / "mw.onnx"))
     else:
         import onnx
 
-        path = str(tmp_path / "m.onnx")
-        onnx.save(zoo.mlp("m", *ODD, seed=7), path)
+        path = str(tmp_path / "mw.onnx")
+        onnx.save(zoo.mlp("mw", *ODD, seed=7), path)
     generate(path, str(tmp_path), Options(lang="c", embed=False))
-    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "m_kernel.cu", "-o", "k.o"], cwd=tmp_path,
+    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "mw_kernel.cu", "-o", "k.o"], cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

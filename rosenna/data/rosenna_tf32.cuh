@@ -30,9 +30,6 @@ __device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4],
     rosenna_mma(d, big, b.x, b.y);
 }
 
-#ifndef ROSENNA_TC_SPLIT
-#define ROSENNA_TC_SPLIT 2
-#endif
 /* One layer for the warp's 16 MT points: in[MT][KT][4] A fragments (MT 16-row tiles), out[MT][NT][4]
    the activated C fragments reordered (c0, c2, c1, c3) into the next layer's A fragments. F: the
    layer's B fragments, bias: its bias padded to NT*8, both in shared memory. The products of
@@ -43,7 +40,7 @@ template <int KT, int NT, float (*ACT)(float), int MT = 2>
 __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
                                                  float (&out)[MT][NT][4])
 {
-    constexpr int S = ROSENNA_TC_SPLIT;
+    constexpr int S = 2;  /* k8 tiles per partial sum */
     unsigned lane;  /* %laneid: threadIdx.x % 32 is the lane only for x extents that are multiples of 32 */
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
     const int tig = lane % 4;
@@ -57,18 +54,6 @@ __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *b
             acc[mi][nt][1] = acc[mi][nt][3] = b.y;
         }
     }
-#if ROSENNA_TC_SPLIT == 0
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const float4 b = F[(kt * NT + nt) * 32 + lane];
-#pragma unroll
-            for (int mi = 0; mi < MT; ++mi)
-                rosenna_mma3(acc[mi][nt], in[mi][kt], b);
-        }
-    }
-#else
 #pragma unroll
     for (int k0 = 0; k0 < KT; k0 += S) {
 #pragma unroll
@@ -88,7 +73,6 @@ __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *b
                     acc[mi][nt][r] += t[mi][r];
         }
     }
-#endif
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll

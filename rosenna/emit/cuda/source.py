@@ -103,7 +103,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     if not plan.embed:
         parts.append("static int ready;")
     acts = []
-    if choice.layout or tensor:
+    if choice.layout or (tensor and choice.layers):
         parts.append("\nnamespace {")
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"

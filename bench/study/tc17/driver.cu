@@ -1,0 +1,158 @@
+// tc17 study driver: times <NAME>_infer_batch (CUDA events, median) and checks EVERY output
+// against an FP64 (and an FP32 fmaf) reference computed on the GPU from ref.bin.
+// ref.bin: int32 nlayers, then per layer int32 k, n, act; float32 W[n][k], b[n].
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include HDR
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define BATCH CAT(NAME, _infer_batch)
+#ifdef UPLOAD
+extern "C" int CAT(NAME, _device_upload)(const float *const *host);
+#endif
+#define CK(c) do { cudaError_t e_ = (c); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
+
+__global__ void fill(long count, float *x)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ 777u;
+        h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+        x[i] = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    }
+}
+struct L { int k, n, act; const float *w, *b; };
+template <class T> __device__ T actf(int a, T v)
+{
+    switch (a) {
+    case 1: return v > 0 ? v : 0;                          // relu
+    case 2: return 1 / (1 + exp(-v));                       // sigmoid
+    case 3: return tanh(v);                                 // tanh
+    case 4: return v / (1 + exp(-v));                       // silu
+    case 5: return T(0.5) * v * (1 + erf(v * T(0.70710678118654752440)));  // gelu erf
+    default: return v;
+    }
+}
+template <> __device__ float actf<float>(int a, float v)
+{
+    switch (a) {
+    case 1: return v > 0 ? v : 0.0f;
+    case 2: return 1.0f / (1.0f + expf(-v));
+    case 3: return tanhf(v);
+    case 4: return v * (1.0f / (1.0f + expf(-v)));
+    case 5: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f));
+    default: return v;
+    }
+}
+constexpr int MAXW = 512;
+// One thread per point, two ping-pong buffers in local memory.
+template <class T>
+__global__ void ref(long n, int nl, const L *ls, int nx, int ny, const float *x, T *out)
+{
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    T a[MAXW], b[MAXW];
+    for (int e = 0; e < nx; ++e) a[e] = x[i * nx + e];
+    T *in = a, *o = b;
+    for (int l = 0; l < nl; ++l) {
+        const L L_ = ls[l];
+        for (int j = 0; j < L_.n; ++j) {
+            T s = 0;
+            for (int k = 0; k < L_.k; ++k) s = fma(T(L_.w[j * L_.k + k]), in[k], s);
+            o[j] = actf<T>(L_.act, s + T(L_.b[j]));
+        }
+        T *t = in; in = o; o = t;
+    }
+    for (int e = 0; e < ny; ++e) out[i * ny + e] = in[e];
+}
+__global__ void count(long m, const float *got, const double *want, const float *want32, unsigned long long *c, double *worst)
+{
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < m; i += (long)gridDim.x * blockDim.x) {
+        double g = got[i], w = want[i], w32 = want32[i];
+        double tol = 1e-6 + 1e-5 * fabs(w);
+        bool bad = !(fabs(g - w) <= tol);
+        bool bad32 = !(fabs(g - w32) <= 1e-6 + 1e-5 * fabs(w32));
+        bool badref = !(fabs(w32 - w) <= tol);
+        if (bad) atomicAdd(c, 1ull);
+        if (bad32) atomicAdd(c + 1, 1ull);
+        if (badref) atomicAdd(c + 2, 1ull);
+        double r = fabs(g - w) / tol;  // fraction of the tolerance used
+        unsigned long long *wp = (unsigned long long *)worst;
+        unsigned long long old = *wp;
+        while (r > __longlong_as_double(old)) {
+            unsigned long long prev = atomicCAS(wp, old, __double_as_longlong(r));
+            if (prev == old) break;
+            old = prev;
+        }
+    }
+}
+int main(int argc, char **argv)
+{
+    long n = atol(argv[1]);
+    int reps = atoi(argv[2]);
+    long check = argc > 4 ? atol(argv[4]) : n;
+    FILE *f = fopen(argv[3], "rb");
+    int nl; fread(&nl, 4, 1, f);
+    std::vector<L> hl(nl);
+    std::vector<std::vector<float>> hw(nl);
+    int nx = 0, ny = 0;
+    for (int l = 0; l < nl; ++l) {
+        int h[3]; fread(h, 4, 3, f);
+        std::vector<float> &w = hw[l];
+        w.resize((size_t)h[0] * h[1] + h[1]);
+        fread(w.data(), 4, w.size(), f);
+        float *d; CK(cudaMalloc(&d, w.size() * 4));
+        CK(cudaMemcpy(d, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
+        hl[l] = {h[0], h[1], h[2], d, d + (size_t)h[0] * h[1]};
+        if (l == 0) nx = h[0];
+        ny = h[1];
+    }
+    fclose(f);
+#ifdef UPLOAD
+    {
+        std::vector<const float *> host;
+        for (int l = 0; l < nl; ++l) { host.push_back(hw[l].data()); host.push_back(hw[l].data() + (size_t)hl[l].k * hl[l].n); }
+        int rc = CAT(NAME, _device_upload)(host.data());
+        if (rc) { fprintf(stderr, "device_upload failed %d\n", rc); return 1; }
+    }
+#endif
+    L *dl; CK(cudaMalloc(&dl, nl * sizeof(L)));
+    CK(cudaMemcpy(dl, hl.data(), nl * sizeof(L), cudaMemcpyHostToDevice));
+    float *x, *y;
+    CK(cudaMalloc(&x, n * nx * 4)); CK(cudaMalloc(&y, n * ny * 4));
+    fill<<<1024, 256>>>(n * nx, x);
+    CK(cudaMemset(y, 0xFF, n * ny * 4));
+    for (int i = 0; i < 3; ++i) if (BATCH((int)n, x, y, 0)) { fprintf(stderr, "batch failed\n"); return 1; }
+    CK(cudaDeviceSynchronize());
+    cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+    std::vector<float> t;
+    for (int r = 0; r < reps; ++r) {
+        cudaEventRecord(a); BATCH((int)n, x, y, 0); cudaEventRecord(b); cudaEventSynchronize(b);
+        float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms);
+    }
+    CK(cudaGetLastError());
+    std::sort(t.begin(), t.end());
+    double ns = t[t.size() / 2] * 1e6 / n;
+    // reference on `check` points in chunks
+    const long chunk = 1 << 20;
+    double *w64; float *w32; unsigned long long *c; double *worst;
+    CK(cudaMalloc(&w64, chunk * ny * 8)); CK(cudaMalloc(&w32, chunk * ny * 4));
+    CK(cudaMalloc(&c, 24)); CK(cudaMalloc(&worst, 8));
+    CK(cudaMemset(c, 0, 24)); CK(cudaMemset(worst, 0, 8));
+    CK(cudaDeviceSetLimit(cudaLimitStackSize, 16 * MAXW + 1024));
+    for (long p = 0; p < check; p += chunk) {
+        long m = std::min(chunk, check - p);
+        ref<double><<<(m + 127) / 128, 128>>>(m, nl, dl, nx, ny, x + p * nx, w64);
+        ref<float><<<(m + 127) / 128, 128>>>(m, nl, dl, nx, ny, x + p * nx, w32);
+        count<<<1024, 256>>>(m * ny, y + p * ny, w64, w32, c, worst);
+    }
+    CK(cudaDeviceSynchronize());
+    unsigned long long hc[3]; double hworst;
+    CK(cudaMemcpy(hc, c, 24, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(&hworst, worst, 8, cudaMemcpyDeviceToHost));
+    printf("%-28s ns/pt %.4f (min %.4f)  outside-tol vs fp64 %llu / %ld  vs fp32ref %llu  (fp32ref vs fp64 %llu)  worst %.3f of tol\n",
+           VARIANT, ns, t.front() * 1e6 / n, hc[0], check * ny, hc[1], hc[2], hworst);
+    return 0;
+}
