@@ -7,7 +7,8 @@ median of the repeats.
 
 ``build`` needs rosenna (this checkout), torch (CPU is enough: it exports the SiLU, GELU, Tanh
 and depthwise models with torch's legacy exporter at opset 17, as users do), nvcc and gcc; it
-writes build/frontier (generated sources, weights, the driver binaries; carry it, ~2 MB).
+writes build/frontier (generated sources, weights, the driver binaries; carry it, ~40 MB: the
+256- and 512-wide MLPs' drivers are 5-8 MB, their sources are removed after the build).
 ``run`` needs only torch with CUDA, nvcc and make (it rebuilds a binary that does not start) and
 prints one table:
 
@@ -189,6 +190,9 @@ def build(args):
     manifest, names = {}, list(MLPS) + list(FIELDS)
     if args.only:  # rebuild these, keep the rest of an earlier build
         names = args.only.split(",")
+        unknown = [name for name in names if name not in MLPS and name not in FIELDS]
+        if unknown:
+            raise SystemExit(f"--only {','.join(unknown)}: not a frontier model; choose from {', '.join(list(MLPS) + list(FIELDS))}")
         if os.path.exists(os.path.join(OUT, "manifest.json")):
             manifest = json.load(open(os.path.join(OUT, "manifest.json")))
     for name in names:
