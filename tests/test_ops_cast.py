@@ -110,7 +110,8 @@ def test_the_hard_values_tell_rounding_modes_apart():
     some expected output, so the cases above cannot pass by accident."""
     x = hard_values()
     f16 = expected(x, TensorProto.FLOAT16, 1)
-    assert (np.trunc(x * 1024) / 1024 != f16)[np.isfinite(f16) & (np.abs(x) < 1)].any()
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert (np.trunc(x * 1024) / 1024 != f16)[np.isfinite(f16) & (np.abs(x) < 1)].any()
     sat = expected(x, TensorProto.FLOAT8E4M3FN, 1)
     unsat = expected(x, TensorProto.FLOAT8E4M3FN, 0)
     assert np.nanmax(np.abs(sat)) == 448 and np.isnan(unsat[np.abs(x) > 1000]).all()
