@@ -105,7 +105,7 @@ def _dense_layout(choice):
 
 
 def _one_thread(plan, choice, weights, ld):
-    """The lines of the one-thread body (inside ``{n}_infer_one_thread``)."""
+    """The lines of the one-thread body (inside ``{n}_point_thread``)."""
     layers = choice.layers
     layout = _dense_layout(choice)
     wide = any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
@@ -284,17 +284,17 @@ def routine(plan, choice, renderer):
         parts += [tf32.GUARD, tf32.device_lib(), "#endif"]
     parts.append("}  // namespace\n")
     body = _one_thread(plan, choice, f"{n}_rpacked", 0 if constant else 1)
-    parts.append(f"/* One point, one thread. */\nstatic __device__ __forceinline__ void {n}_infer_one_thread{sig}\n{{\n"
+    parts.append(f"/* One point, one thread. */\nstatic __device__ __forceinline__ void {n}_point_thread{sig}\n{{\n"
                  + "\n".join(body) + "\n}\n")
     if kind == "chain":
         guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
-        warp = [guard] + _chain_warp(plan, choice) + ["#else", f"    {n}_infer_one_thread(x, y);", "#endif"]
+        warp = [guard] + _chain_warp(plan, choice) + ["#else", f"    {n}_point_thread(x, y);", "#endif"]
         warp_kind = "the 3xTF32 chain's warp body (CUDA sm_80+; elsewhere each lane its own point)"
     elif kind == "shuffle":
         warp = _shuffle_warp(plan, choice)
         warp_kind = "FP32, two passes of 16 points, no shared memory"
     else:
-        warp = [f"    {n}_infer_one_thread(x, y);"]
+        warp = [f"    {n}_point_thread(x, y);"]
         warp_kind = "each lane its own point"
     parts.append(f"/* 32 points, one per lane: {warp_kind}. */\n"
                  f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{\n" + "\n".join(warp) + "\n}\n")
@@ -309,6 +309,6 @@ def routine(plan, choice, renderer):
     else:
         dispatch = ""
     parts.append(f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
-                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{dispatch}    {n}_infer_one_thread(x, y);\n}}\n\n"
+                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{dispatch}    {n}_point_thread(x, y);\n}}\n\n"
                  f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_infer_warp_body(x, y);\n}}\n")
     return "\n".join(parts)

@@ -298,7 +298,7 @@ __device__ __forceinline__ void rosenna_dense_kouter(const float *ROSENNA_RESTRI
 }  // namespace
 
 /* One point, one thread. */
-static __device__ __forceinline__ void gemm_small_infer_one_thread(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
+static __device__ __forceinline__ void gemm_small_point_thread(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
     float h0[2];
 #pragma unroll
@@ -316,13 +316,13 @@ static __device__ __forceinline__ void gemm_small_infer_one_thread(const float *
 /* 32 points, one per lane: each lane its own point. */
 static __device__ __forceinline__ void gemm_small_infer_warp_body(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-    gemm_small_infer_one_thread(x, y);
+    gemm_small_point_thread(x, y);
 }
 
 /* The per-point routine for the user's own kernels (link them with the device linker). */
 extern "C" __device__ void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-    gemm_small_infer_one_thread(x, y);
+    gemm_small_point_thread(x, y);
 }
 
 /* The warp routine: all 32 lanes of the warp call it together, each with its own point (rosenna/emit/cuda/routine.py). */
