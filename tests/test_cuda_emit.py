@@ -163,23 +163,33 @@ def test_whole_field_plan_gets_one_launch_per_call(tmp_path):
     regions = [r for r in parallel.regions(plan.body) if r[0] != "comment"]
     assert len(regions) == 27  # each padded 3x3 conv: interior, 4 edges, 4 corners
     # One phase per conv (the activations are fused into their conv; the Identity output is the
-    # last conv's storage in y, no copy), each holding its conv's 9 regions, in one persistent
-    # kernel launched cooperatively: no <<<>>> launch at all, a grid barrier between phases.
-    assert text.count("__global__") == 1 and "<<<" not in text  # no per-point kernel either
-    kernel = text[text.index("convnet_field(const float"):text.index("static int convnet_resident")]
-    assert kernel.count("grid.sync();") == 2
-    # Grid-stride over count samples; a thread computes the 8 output channels of conv0 and conv1
-    # (62x62 interior + 4 x 62 edges + 4 x 8 corners, whose chain is the channel alone: 4124 threads
-    # per sample instead of 8x64x64), and 4 rows of the one-channel conv2 (its 62 interior rows: 15
-    # jammed + a remainder of 2; 1306 instead of 64x64)
+    # last conv's storage in y, no copy), each holding its conv's 9 regions, twice: in one
+    # persistent kernel (a grid barrier between phases, launched cooperatively) and as one kernel
+    # per phase with the convolutions jammed; no per-point kernel.
+    assert text.count("__global__") == 4
+    kernel = text[text.index("convnet_field(const float"):text.index("/* The phases as separate launches")]
+    assert kernel.count("grid.sync();") == 2 and "<<<" not in kernel
+    # the persistent kernel: grid-stride over count samples, a thread per output element
     assert [line.split("g < ")[1].split(";")[0] for line in kernel.splitlines() if "for (long g = first" in line] == \
-        ["count * 4124l", "count * 4124l", "count * 1306l"]
+        ["count * 32768l", "count * 32768l", "count * 4096l"]
+    assert "acc_7" not in kernel
+    # the launched phases: a thread computes the 8 output channels of conv0 and conv1 (62x62
+    # interior + 4 x 62 edges + 4 x 8 corners, whose chain is the channel alone: 4124 threads per
+    # sample instead of 8x64x64), and 4 rows of the one-channel conv2 (its 62 interior rows: 15
+    # jammed + a remainder of 2; 1306 instead of 64x64)
+    phases = text[text.index("/* The phases as separate launches"):text.index("static int convnet_resident")]
+    assert [line.split("count * ")[1].split("l)")[0] for line in phases.splitlines() if "if (g >= (long)count * " in line] == \
+        ["4124", "4124", "1306"]
     # 8 sums in the interior and edges of conv0 and conv1 (5 regions each), 4 in conv2's interior
-    assert kernel.count("acc_7 = 0.0f;") == 10 and kernel.count("acc_3 = 0.0f;") == 11
-    for op, regions in (("Conv+Relu: conv0+act0", 9), ("Conv+Tanh: conv1+act1", 9), ("Conv: conv2", 10)):
-        assert f": {op} ({regions} regions, " in kernel
+    assert phases.count("acc_7 = 0.0f;") == 10 and phases.count("acc_3 = 0.0f;") == 11
+    for op, regions in (("Conv+Relu: conv0+act0", 9), ("Conv+Tanh: conv1+act1", 9)):
+        assert f": {op} ({regions} regions, " in kernel and f": {op} ({regions} regions, " in phases
+    assert ": Conv: conv2 (9 regions, " in kernel and ": Conv: conv2 (10 regions, " in phases
+    assert phases.count("<<<") == 3
+    # convnet_run: the persistent kernel only when the resident blocks cover the widest phase
     run = text[text.index("static int convnet_run("):]
-    assert run.count("rosennaLaunchCooperativeKernel(") == 1 and "count * 4124l" in run  # the widest phase
+    assert run.count("rosennaLaunchCooperativeKernel(") == 1 and "count * 32768l" in run
+    assert "if (needed > resident)\n        return convnet_phases(count, x, y, s);" in run
     assert 'extern "C" int convnet_infer_one(' in text and "return convnet_run(1, x, y, " in text
     # infer_batch: each op's launch covers up to 256 samples (256 KiB of intermediates per
     # sample: 256 fit 64 MiB), not one launch per op and sample

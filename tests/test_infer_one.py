@@ -241,24 +241,31 @@ int main(int argc, char **argv)
 """
 
 
-def emulate_launches(model_path, out, samples=3, launches=None):
+def emulate_launches(model_path, out, samples=3, launches=None, persistent=False):
     """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
-    <name>_infer_batch launches them: each phase (whole_field.launches, or the given launches) as a
-    loop over its global thread indices (samples x threads per sample), forwards and backwards,
-    into buffers for every sample and the C file's weights. Returns (plan, x, y forwards, y
-    backwards). A launch holding regions that depend on each other gives a wrong answer in at least
-    one order; a sample reading another's intermediates gives a wrong answer."""
+    <name>_infer_batch launches them: each phase as a loop over its global thread indices (samples
+    x threads per sample), forwards and backwards, into buffers for every sample and the C file's
+    weights. The phases are the kernel file's: its launched ones (whole_field.launches, jammed),
+    or with ``persistent`` those of its persistent kernel (parallel.launch_groups), or the given
+    ``launches``. Returns (plan, x, y forwards, y backwards). A launch holding regions that depend
+    on each other gives a wrong answer in at least one order; a sample reading another's
+    intermediates gives a wrong answer."""
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
-    launches = whole_field.launches(plan) if launches is None else launches
+    if launches is None:
+        launches = parallel.launch_groups(plan) if persistent else whole_field.launches(plan)
     funcs, calls = [], []
     for k, launch in enumerate(launches):
         body = "\n".join(whole_field.batch_body(plan, launch))
-        if kernel_file is not None:  # the very lines of the kernel's phase k, inside its grid-stride loop
+        if kernel_file is not None and persistent:  # the very lines of the kernel's phase k, in its grid-stride loop
             phase = "\n".join(whole_field.batch_body(plan, launch, depth=2))
             assert f"g < count * {launch.threads}l; g += step) {{\n{phase}\n    }}" in kernel_file, \
-                f"phase {k} differs from {n}_kernel.cu's"
+                f"phase {k} differs from {n}_field's"
+        elif kernel_file is not None:  # the very lines of the kernel {n}_phase{k}
+            assert f"{n}_phase{k}(const" in kernel_file and \
+                f"if (g >= (long)count * {launch.threads}l)\n        return;\n{body}\n" in kernel_file, \
+                f"phase {k} differs from {n}_phase{k}'s"
         funcs.append(f"static void launch{k}(const {t} *x, {t} *y, long g)\n{{\n{body}\n"
                      f"    (void)x;\n    (void)y;\n}}")
         total = launch.threads
@@ -300,12 +307,14 @@ def test_cuda_launches_emulated_on_host(tmp_path, name):
         path = zoo.save(name, str(tmp_path / f"{name}.onnx"))
     else:
         path = str(models.write(name, tmp_path))
-    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen")
-    fused = [launch for launch in parallel.launch_groups(plan) if len(launch.members) > 1]
-    assert fused  # each model has a launch of several regions
-    want = reference(path, plan, x)
-    assert_close(forwards, want, what=f"{name}: launches, threads in order")
-    assert_close(backwards, want, what=f"{name}: launches, threads in reverse")
+    for persistent in (False, True):  # <name>_phase<k> launches, <name>_field's phases
+        plan, x, forwards, backwards = emulate_launches(path, tmp_path / f"gen{int(persistent)}", persistent=persistent)
+        fused = [launch for launch in parallel.launch_groups(plan) if len(launch.members) > 1]
+        assert fused  # each model has a launch of several regions
+        want = reference(path, plan, x)
+        form = "persistent kernel" if persistent else "launches"
+        assert_close(forwards, want, what=f"{name}: {form}, threads in order")
+        assert_close(backwards, want, what=f"{name}: {form}, threads in reverse")
 
 
 def test_emulation_catches_a_wrong_fusion(tmp_path):

@@ -79,10 +79,12 @@ def test_field3d_through_infer_one(tmp_path, model_path, lang):
 
 
 def test_field3d_cuda_launches_emulated_on_host(tmp_path, model_path):
-    plan, x, forwards, backwards = emulate_launches(model_path, tmp_path / "gen")
-    want = reference(model_path, plan, x)
-    assert_close(forwards, want, rtol=1e-4, atol=1e-5, what="launches, threads in order")
-    assert_close(backwards, want, rtol=1e-4, atol=1e-5, what="launches, threads in reverse")
+    for persistent in (False, True):  # <name>_phase<k> launches, <name>_field's phases
+        plan, x, forwards, backwards = emulate_launches(model_path, tmp_path / f"gen{int(persistent)}", persistent=persistent)
+        want = reference(model_path, plan, x)
+        form = "persistent kernel" if persistent else "launches"
+        assert_close(forwards, want, rtol=1e-4, atol=1e-5, what=f"{form}, threads in order")
+        assert_close(backwards, want, rtol=1e-4, atol=1e-5, what=f"{form}, threads in reverse")
 
 
 def _make(directory, name, backend, devflags, env=None):

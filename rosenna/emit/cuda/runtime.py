@@ -17,6 +17,7 @@ RUNTIME_API = (
     ("rosennaGetDevice", "cudaGetDevice", "hipGetDevice"),
     ("rosennaDeviceGetAttribute", "cudaDeviceGetAttribute", "hipDeviceGetAttribute"),
     ("rosennaDevAttrMultiProcessorCount", "cudaDevAttrMultiProcessorCount", "hipDeviceAttributeMultiprocessorCount"),
+    ("rosennaDevAttrCooperativeLaunch", "cudaDevAttrCooperativeLaunch", "hipDeviceAttributeCooperativeLaunch"),
     ("rosennaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel", "hipLaunchCooperativeKernel"),
     ("rosennaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
      "hipOccupancyMaxActiveBlocksPerMultiprocessor"),

@@ -1,8 +1,10 @@
-"""The whole-field kernel of ``<name>_kernel.cu``: ``<name>_infer_one`` as one persistent launch.
+"""The whole-field kernels of ``<name>_kernel.cu``: ``<name>_infer_one`` as kernel launches.
 
 The regions of a whole-field plan and which of them may share a launch come from the loop
-analysis (:func:`rosenna.parallel.launch_groups`); here they become the phases of one CUDA/HIP
-kernel, a thread per element of each region's collapsed loops, grid-wide barriers between them. For a plan whose per-point locals are too large
+analysis (:func:`rosenna.parallel.launch_groups`); here they become the phases of the CUDA/HIP
+path, a thread per element (or per 8 jammed output channels) of each region's collapsed loops,
+one persistent kernel with grid-wide barriers when the GPU holds every phase's threads at once,
+one launch per phase (convolutions jammed over output channels) when it does not. For a plan whose per-point locals are too large
 for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infer_one`` per sample
 (:data:`KIND`).
 """
@@ -92,18 +94,23 @@ def batch_body(plan, launch, depth=1):
 
 
 def infer_one(plan):
-    """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``: one kernel
-    launch per call. The groups of regions that may run concurrently (:func:`launch_groups`; in
-    practice one per op) become the phases of one persistent kernel, each phase a grid-stride loop
-    over every element of its member regions' collapsed loops for up to :func:`batch_samples`
-    samples (a serial region is one thread per sample), the phases separated by a grid-wide
-    barrier. The kernel is launched cooperatively (the runtime checks that every block is resident,
-    so the barrier cannot hang) with as many blocks as the GPU holds at once, or fewer when no phase
-    has work for more. At one sample that is one launch and ``phases - 1`` barriers instead of one
-    launch per op; over many samples the grid-stride loops keep every SM busy as separate launches
-    did. The intermediates of those samples live in static ``__device__`` buffers.
-    ``<name>_infer_one`` is that for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n.
-    Returns "" when the plan has no ``<name>_infer_one``.
+    """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``. The groups
+    of regions that may run concurrently (:func:`launch_groups`; in practice one per op) are the
+    phases, each over every element of its member regions' collapsed loops for up to
+    :func:`batch_samples` samples (a serial region is one thread per sample). ``<name>_run`` runs
+    them one of two ways, chosen per call by how much work the widest phase has:
+
+    - when the GPU holds a thread for every element of every phase at once, one cooperative
+      persistent kernel ``<name>_field``: the phases separated by ``grid.sync()`` instead of launch
+      boundaries, one launch per call (a 1-sample U-Net: 26 launches become 1);
+    - otherwise one kernel ``<name>_phase<k>`` per phase in stream order, each phase's convolutions
+      unrolled-and-jammed over 8 output channels (:func:`launches`): fewer threads doing 8 FMAs per
+      load, which pays only when there are more elements than resident threads.
+
+    H200 measurements that chose this rule are in docs/benchmarks.md ("whole-field launches"). The
+    intermediates of those samples live in static ``__device__`` buffers. ``<name>_infer_one`` is
+    this for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan
+    has no ``<name>_infer_one``.
 
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
     declares in ``__constant__`` or ``__device__`` storage.
@@ -114,19 +121,9 @@ def infer_one(plan):
     samples = batch_samples(plan)
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(plan, i)}[{samples} * {size}];"
                          for i, size in enumerate(plan.scratch))
-    groups = launches(plan)
-    phases, widest = [], max(launch.threads for launch in groups)
-    for k, launch in enumerate(groups):
-        notes = "; ".join(launch.notes) or f"phase {k}"
-        lines = ([f"    grid.sync();  /* phase {k - 1}'s stores are visible to every thread */"] if k else [])
-        lines += [f"    /* phase {k}: {notes} ({count(len(launch.members), 'region')}, "
-                  f"{count(launch.threads, 'thread')} per sample) */",
-                  f"    for (long g = first; g < count * {launch.threads}l; g += step) {{"]
-        lines += batch_body(plan, launch, depth=2)
-        lines.append("    }")
-        phases.append("\n".join(lines))
-    code = "\n".join(phases)
-    unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
+    groups = launch_groups(plan)
+    widest = max(launch.threads for launch in groups)
+    jammed = launches(plan)
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
 #if defined(__HIPCC__)
@@ -135,46 +132,43 @@ def infer_one(plan):
 #include <cooperative_groups.h>
 #endif
 
-/* The whole-field path: count samples (at most {samples}) at once in one launch of {n}_field, whose
-   phases are the groups of regions that may run concurrently (in practice one per op), each region
-   of a phase on its own range of every sample's threads. The intermediates of {samples} samples: */
+/* The whole-field path: count samples (at most {samples}) at once, as one persistent kernel or one
+   launch per phase ({n}_run chooses). The intermediates of {samples} samples: */
 {buffers}
 
-/* {count(len(groups), 'phase')}, each a grid-stride loop over count x its threads per sample, a grid-wide barrier
-   between consecutive phases; launched cooperatively ({n}_run). */
-__global__ void __launch_bounds__({CUDA_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
-{{
-    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-    const long first = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x, step = (long)gridDim.x * {CUDA_THREADS};
-{unused}{code}
-}}
+{_persistent(plan, groups)}
 
-/* Blocks of {n}_field resident at once on each device (0: not yet asked), asked once per device. */
+{_launched(plan, jammed, samples)}
+
+/* Blocks of {n}_field resident at once on each device (0: not yet asked; -1: no cooperative launch). */
 static int {n}_resident[64];
 
-/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s: one
-   cooperative launch of as many blocks as are resident at once, fewer when the widest phase
-   ({count(widest, 'thread')} per sample) needs fewer. */
+/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s. When
+   the resident blocks hold a thread for every element of the widest phase ({count(widest, 'thread')} per
+   sample), one cooperative launch of {n}_field with no more blocks than that; otherwise (or where
+   cooperative launches are not available) {n}_phases. */
 static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
 {{
     int device = 0;
     if (rosennaGetDevice(&device) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
-    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : 0;
+    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
     if (resident == 0) {{
-        int sms = 0, per_sm = 0;
-        if (rosennaDeviceGetAttribute(&sms, rosennaDevAttrMultiProcessorCount, device) != rosennaSuccess ||
+        int sms = 0, per_sm = 0, cooperative = 0;
+        if (rosennaDeviceGetAttribute(&cooperative, rosennaDevAttrCooperativeLaunch, device) != rosennaSuccess ||
+            rosennaDeviceGetAttribute(&sms, rosennaDevAttrMultiProcessorCount, device) != rosennaSuccess ||
             rosennaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_field, {CUDA_THREADS}, 0) != rosennaSuccess ||
-            sms * per_sm == 0)
-            return ROSENNA_STATUS_LAUNCH;
-        resident = sms * per_sm;
-        if (device < 64)
-            __atomic_store_n(&{n}_resident[device], resident, __ATOMIC_RELAXED);
+            !cooperative || sms * per_sm == 0)
+            resident = -1;
+        else
+            resident = sms * per_sm;
+        __atomic_store_n(&{n}_resident[device], resident, __ATOMIC_RELAXED);
     }}
     const long needed = (count * {widest}l + {CUDA_THREADS - 1}) / {CUDA_THREADS};
-    const unsigned blocks = (unsigned)(needed < resident ? needed : resident);
+    if (needed > resident)
+        return {n}_phases(count, x, y, s);
     void *args[] = {{(void *)&x, (void *)&y, (void *)&count}};
-    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3(blocks), dim3({CUDA_THREADS}), args, 0, s) != rosennaSuccess)
+    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3((unsigned)needed), dim3({CUDA_THREADS}), args, 0, s) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
     return ROSENNA_STATUS_OK;
 }}
@@ -188,6 +182,60 @@ extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 """
 
 
+def _phase_note(k, launch):
+    notes = "; ".join(launch.notes) or f"phase {k}"
+    return f"phase {k}: {notes} ({count(len(launch.members), 'region')}, {count(launch.threads, 'thread')} per sample)"
+
+
+def _launched(plan, groups, samples):
+    """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order."""
+    n, t = plan.name, plan.ctype
+    kernels, calls = [], []
+    for k, launch in enumerate(groups):
+        total = launch.threads
+        code = batch_body(plan, launch)
+        unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}s = " in line for line in code)]
+        kernels.append("\n".join(
+            [f"/* {_phase_note(k, launch)} */",
+             f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_phase{k}(const {t} *ROSENNA_RESTRICT x, "
+             f"{t} *ROSENNA_RESTRICT y, int count)",
+             "{",
+             f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
+             f"    if (g >= (long)count * {total}l)",
+             "        return;"] + code + unused + ["}"]))
+        calls.append(f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
+                     f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
+    return ("/* The phases as separate launches, each convolution unrolled-and-jammed over output channels. */\n"
+            + "\n\n".join(kernels) + "\n\n"
+            f"/* {count(len(groups), 'launch', 'launches')} in stream order (stream order is the barrier). */\n"
+            f"static int {n}_phases(int count, const {t} *x, {t} *y, rosennaStream_t s)\n{{\n"
+            + "\n".join(calls) +
+            "\n    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;\n}")
+
+
+def _persistent(plan, groups):
+    """``<name>_field``: every phase a grid-stride loop, a grid-wide barrier between them."""
+    n, t = plan.name, plan.ctype
+    phases = []
+    for k, launch in enumerate(groups):
+        lines = ([f"    grid.sync();  /* phase {k - 1}'s stores are visible to every thread */"] if k else [])
+        lines += [f"    /* {_phase_note(k, launch)} */",
+                  f"    for (long g = first; g < count * {launch.threads}l; g += step) {{"]
+        lines += batch_body(plan, launch, depth=2)
+        lines.append("    }")
+        phases.append("\n".join(lines))
+    code = "\n".join(phases)
+    unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
+    return f"""/* The phases in one cooperative kernel: {count(len(groups), 'phase')}, each a grid-stride loop over count x its
+   threads per sample, a grid-wide barrier between consecutive phases. */
+__global__ void __launch_bounds__({CUDA_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+{{
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    const long first = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x, step = (long)gridDim.x * {CUDA_THREADS};
+{unused}{code}
+}}"""
+
+
 class WholeField(Kind):
     label = "whole-field"
     plan_weights = True
@@ -197,7 +245,7 @@ class WholeField(Kind):
 
     def launch(self, plan, choice):
         n, samples = plan.name, batch_samples(plan)
-        return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* one launch per op for {samples} samples */\n"
+        return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* {samples} samples per {n}_run */\n"
                     f"        const int status = {n}_run(n - start < {samples} ? n - start : {samples}, "
                     f"x + (long)start * {plan.nx}, y + (long)start * {plan.ny}, (rosennaStream_t)stream);\n"
                     f"        if (status != ROSENNA_STATUS_OK)\n            return status;\n    }}")

@@ -38,6 +38,7 @@
 #define rosennaGetDevice                                 hipGetDevice
 #define rosennaDeviceGetAttribute                        hipDeviceGetAttribute
 #define rosennaDevAttrMultiProcessorCount                hipDeviceAttributeMultiprocessorCount
+#define rosennaDevAttrCooperativeLaunch                  hipDeviceAttributeCooperativeLaunch
 #define rosennaLaunchCooperativeKernel                   hipLaunchCooperativeKernel
 #define rosennaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define rosennaFuncAttributeMaxDynamicSharedMemorySize   hipFuncAttributeMaxDynamicSharedMemorySize
@@ -53,6 +54,7 @@
 #define rosennaGetDevice                                 cudaGetDevice
 #define rosennaDeviceGetAttribute                        cudaDeviceGetAttribute
 #define rosennaDevAttrMultiProcessorCount                cudaDevAttrMultiProcessorCount
+#define rosennaDevAttrCooperativeLaunch                  cudaDevAttrCooperativeLaunch
 #define rosennaLaunchCooperativeKernel                   cudaLaunchCooperativeKernel
 #define rosennaOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define rosennaFuncAttributeMaxDynamicSharedMemorySize   cudaFuncAttributeMaxDynamicSharedMemorySize
