@@ -12,7 +12,7 @@ writes build/frontier (generated sources, weights, the driver binaries; carry it
 ``run`` needs only torch with CUDA, nvcc and make (it rebuilds a binary that does not start) and
 prints one table:
 
-- MLPs at 16,777,216 points, ns per point: 5-64-64-3 SiLU, GELU (erf) and Mish, 7-96x4-5 Tanh,
+- MLPs at 16,777,216 points, ns per point: 5-64-64-3 SiLU, GELU (erf), Mish and Tanh, 7-96x4-5 Tanh,
   gemm_big, mlp128, 16-256x3-8 and 16-512x2-8 (ReLU); PyTorch eager and ``torch.compile``
   (default mode);
 - whole-field conv nets at 1, 16 and 256 samples, microseconds per call: the examples' Poisson
@@ -50,6 +50,7 @@ MLPS = {
     "gemm_big": (2, [(20, "relu"), (30, "sigmoid"), (30, "relu"), (40, "tanh"), (1, "sigmoid")]),
     "mlp128": (16, [(128, "relu")] * 3 + [(8, None)]),
     "mish": (5, [(64, "mish"), (64, "mish"), (3, None)]),
+    "tanh64": (5, [(64, "tanh"), (64, "tanh"), (3, None)]),
     "mlp256": (16, [(256, "relu")] * 3 + [(8, None)]),
     "mlp512": (16, [(512, "relu")] * 2 + [(8, None)]),
 }

@@ -158,6 +158,23 @@ def test_wide_kernel_conditions(tmp_path, sizes, wide):
     assert "m_batch_kernel" in src  # the FP32 kernel stays: HIP and pre-sm_80 GPUs
 
 
+@pytest.mark.parametrize("sizes,points", [([5, 64, 64, 3], 16), ([5, 48, 48, 3], 32), ([5, 40, 64, 3], 16)])
+def test_chain_points_per_warp(tmp_path, sizes, points):
+    """Layers over 48 wide: one 16-row tile per warp (half the accumulator registers); else two.
+    The kernel's loop, its fragments and the launch's points per block agree."""
+    plan, layers = _custom(tmp_path, "pw", sizes, ["Sigmoid"] * (len(sizes) - 2) + [None])
+    choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
+    assert choice.tensor_chain and tc_chain.points_per_warp(layers) == points
+    src = cuda.kernel_source(plan, "stamp")
+    kernel = src[src.index("_tc_kernel(int n"):]
+    warps = tc_chain.CHAIN_THREADS // 32
+    assert f"a warp carries {points} points" in src
+    assert f"* {points}; base < n; base += (long)gridDim.x * {warps * points})" in kernel
+    assert f"float h0[{points // 16}][" in kernel and f"for (int mi = 0; mi < {points // 16}; ++mi)" in kernel
+    per_block = warps * points
+    assert f"const long wanted = ((long)n + {per_block - 1}) / {per_block};" in src
+
+
 def _mma(a_lanes, b_lanes):
     """One m16n8k8 for a warp: A [32 lanes, 4] (a0..a3), B [32 lanes, 4] (big b0, big b1, small b0,
     small b1) -> C [32 lanes, 4] (c0..c3). A in float64 (the 3xTF32 split is exact to ~2^-22)."""

@@ -1,7 +1,8 @@
 """The narrow 3xTF32 tensor-core chain (CUDA sm_80+), beside the FP32 narrow kernel.
 
 The ``chain`` kernel (MLPs whose layers are all at most :data:`CHAIN_MAX_WIDTH` wide): a warp runs
-32 points (two 16-row tiles) through every layer in registers. The C fragment of one layer, with
+32 points (two 16-row tiles), or 16 where a layer is wider than :data:`CHAIN_TWO_TILES_WIDTH`,
+through every layer in registers. The C fragment of one layer, with
 its activation applied, is the A fragment of the next once that layer's weight rows are stored
 in the order the C fragment leaves them (``paired`` below); no shared memory between layers.
 Widths are padded to 8 with zero weights and zero bias, so a padded column carries act(0) into
@@ -29,8 +30,18 @@ CHAIN_MIN_MACS = 512
 CHAIN_SMEM_LIMIT = 48 * 1024
 #: Threads per block of the chain kernel: 4 warps, 128 points per pass.
 CHAIN_THREADS = 128
-#: Points a warp carries through the chain: two 16-row MMA tiles.
-CHAIN_POINTS_PER_WARP = 32
+#: Widest layer for which a warp carries two 16-row tiles (32 points) through the chain; beyond it
+#: one (16 points). Measured on the H200 (docs/benchmarks.md, run 9), a 5-64-64-3 MLP: two tiles
+#: hold 2 x 8 n8 tiles of split-accumulated sums per thread (SiLU 188 registers, 0.432 ns per
+#: point), one tile half that (0.324 ns; GELU 0.336 -> 0.319), every output within tolerance.
+CHAIN_TWO_TILES_WIDTH = 48
+
+
+def points_per_warp(layers):
+    """Points a warp carries through the chain kernel: 32, or 16 for layers over
+    :data:`CHAIN_TWO_TILES_WIDTH` wide."""
+    widest = max(max(layer.k, layer.n) for layer in layers)
+    return 16 if widest > CHAIN_TWO_TILES_WIDTH else 32
 
 
 def chain_fits(layers):
@@ -80,8 +91,9 @@ def chain_kernel(plan, layers, acts):
     size4 = frag4 + nbias // 4
     warps = CHAIN_THREADS // 32
     kt0 = _tiles(layers[0].k)
-    mt = CHAIN_POINTS_PER_WARP // 16
-    lines = [f"/* Tensor-core chain: a warp carries {CHAIN_POINTS_PER_WARP} points through all {len(layers)} layers in "
+    points = points_per_warp(layers)
+    mt = points // 16
+    lines = [f"/* Tensor-core chain: a warp carries {points} points through all {len(layers)} layers in "
              f"registers; {16 * frag4} bytes of",
              f"   fragments and {4 * nbias} of biases in shared memory once per block (persistent grid). */",
              f"__global__ void __launch_bounds__({CHAIN_THREADS}) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
@@ -94,8 +106,8 @@ def chain_kernel(plan, layers, acts):
              "    __syncthreads();",
              f"    const float *bias = reinterpret_cast<const float *>(s + {frag4});",
              "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;",
-             f"    for (long base = ((long)blockIdx.x * {warps} + warp) * {CHAIN_POINTS_PER_WARP}; base < n; "
-             f"base += (long)gridDim.x * {warps * CHAIN_POINTS_PER_WARP}) {{",
+             f"    for (long base = ((long)blockIdx.x * {warps} + warp) * {points}; base < n; "
+             f"base += (long)gridDim.x * {warps * points}) {{",
              f"        /* Layer 0's A fragments: x[p][k], zeros past the point count and past {plan.nx} inputs. */",
              f"        float h0[{mt}][{kt0}][4];",
              "#pragma unroll",
@@ -148,11 +160,11 @@ def chain_kernel(plan, layers, acts):
     return "\n".join(lines)
 
 
-def chain_launch(plan):
+def chain_launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the chain kernel and return, when usable: a
     persistent grid of as many blocks as the GPU holds at once, each copying the weights once."""
     n = plan.name
-    per_block = CHAIN_THREADS // 32 * CHAIN_POINTS_PER_WARP
+    per_block = CHAIN_THREADS // 32 * points_per_warp(layers)
     return f"""    if ({n}_tc_usable()) {{
         static int resident;
         if (!resident) {{
@@ -198,7 +210,7 @@ class Chain(Kind):
                 + "\n#endif /* tensor cores */")
 
     def launch(self, plan, choice):
-        return self.guard + "\n" + chain_launch(plan) + "#endif\n"
+        return self.guard + "\n" + chain_launch(plan, choice.layers) + "#endif\n"
 
 
 class ChainLayout:
