@@ -38,7 +38,7 @@ demo: install
 	$(VENV)/bin/rosenna verify $(DEMO)/gemm_big.onnx
 
 test: system-deps test-deps
-	$(PY) -m pytest -n auto
+	$(PY) -m pytest -n auto --durations=30
 
 clean:
 	rm -rf build
