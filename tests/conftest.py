@@ -74,6 +74,8 @@ def _test_text(item, cache={}):
     return cache[key]
 
 
+# tryfirst: the groups must be marked before xdist's worker hook reads them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         text = _test_text(item)
@@ -81,6 +83,7 @@ def pytest_collection_modifyitems(config, items):
             if any(word in text for word in words) and not item.get_closest_marker(tier):
                 item.add_marker(getattr(pytest.mark, tier))
     _schedule(items)
+    _name_groups(config, items)
 
 
 # -- scheduling on xdist workers -----------------------------------------------------------------
@@ -123,12 +126,28 @@ def _group_of(item):
     return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
+def _name_groups(config, items):
+    """On an xdist worker with --dist loadgroup: append each test's group to its node id, which is
+    what the scheduler reads. xdist 3.8 does this by setting ``item._nodeid``; pytest 9.2 keeps the
+    id in ``item._id`` and ignores ``_nodeid``, so without this every group was split between the
+    workers and each built the group's fixture (the torch exports: 2 x 150 s). Older pytest: xdist
+    does it itself."""
+    if not getattr(config.option, "loadgroup", False) or hasattr(items[0] if items else None, "_nodeid"):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        group = _group_of(item)
+        if group is not None and hasattr(item, "_id") and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
 def _schedule(items):
     for item in items:
         shared = [func.__name__ for scope, func in _module_fixtures(item)
                   if scope == "module" and any(w in _fixture_text(func) for w in _TIER_WORDS["host"])]
         if shared and _group_of(item) is None:
-            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}::{shared[0]}"))
+            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}.{shared[0]}"))
     group_class = {}
     for item in items:
         group = _group_of(item)

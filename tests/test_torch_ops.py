@@ -291,6 +291,7 @@ NOT_WRITTEN = {
 }
 
 
+@pytest.mark.xdist_group("test_torch_ops.outcomes")  # the worker that made the exports for the batch above
 @pytest.mark.parametrize("exporter", list(EXPORTERS))
 def test_the_exports_hold_the_ops_of_issue_16(exported, exporter):
     """Each op of issue 16 is in some file of each exporter, except where the exporter spells it
