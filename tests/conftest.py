@@ -132,7 +132,7 @@ def _name_groups(config, items):
     id in ``item._id`` and ignores ``_nodeid``, so without this every group was split between the
     workers and each built the group's fixture (the torch exports: 2 x 150 s). Older pytest: xdist
     does it itself."""
-    if not getattr(config.option, "loadgroup", False) or hasattr(items[0] if items else None, "_nodeid"):
+    if not getattr(config.option, "loadgroup", False) or not items or hasattr(items[0], "_nodeid"):
         return
     from _pytest.nodeid import coerce_node_id
 

@@ -17,9 +17,9 @@ from rosenna.emit.cuda import narrow, tf32
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
 
-#: Widest layer the register chain takes: 64 columns = 8 n8 tiles, 2 x 8 x 4 accumulators plus
-#: the input fragments stay within the 255-register budget (ptxas, sm_90: a 5-64-64-3 SiLU MLP
-#: 186 registers, GELU 199, no spill; gemm_big, 40 wide, 131 with the split accumulation).
+#: Widest layer the register chain takes: 64 columns = 8 n8 tiles, one 16-row tile of 8 x 4
+#: accumulators (see :func:`points_per_warp`) plus the input fragments (ptxas, sm_90: a 5-64-64-3
+#: SiLU MLP 105 registers, no spill; gemm_big, 40 wide with two row tiles, 132).
 CHAIN_MAX_WIDTH = 64
 #: Below this many multiply-adds per point the FP32 kernel keeps the chain: such models are
 #: memory-bound (gemm_small, 10 MACs, runs at the memory floor from __constant__ weights) and the

@@ -2,11 +2,11 @@
 
 The regions of a whole-field plan and which of them may share a launch come from the loop
 analysis (:func:`rosenna.parallel.launch_groups`); here they become the phases of the CUDA/HIP
-path, a thread per element (or per 8 jammed output channels) of each region's collapsed loops,
-one persistent kernel with grid-wide barriers when the GPU holds every phase's threads at once,
-one launch per phase (convolutions jammed over output channels) when it does not. For a plan whose per-point locals are too large
-for a thread (``plan.path == "whole"``) the batched entry point is ``<name>_infer_one`` per sample
-(:data:`KIND`).
+path: one persistent kernel with grid-wide barriers, a thread per element of each region's
+collapsed loops, when the GPU holds every phase's threads at once; one launch per phase, a thread
+per 8 jammed output channels, when it does not (:func:`infer_one`). For a plan whose per-point
+locals are too large for a thread (``plan.path == "whole"``) the batched entry point is
+``<name>_infer_one`` per sample (:data:`KIND`).
 """
 
 from rosenna.emit.cuda.base import Kind
