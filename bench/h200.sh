@@ -14,6 +14,13 @@
 #   bash bench/h200.sh kernels          # THERE: only the generated kernels + PyTorch (carry build/gen)
 #   bash bench/h200.sh gate [MODEL...]  # THERE: only the gate (carry .gpu, build/probe for .onnx models);
 #                                       #   MODELS/CLANG_MODELS/POINTS as below
+#   bash bench/h200.sh table-prepare    # HERE: build/table: a slim copy of the frontier build (binaries,
+#                                       #   weights, kernel headers; ~25 MB) and the probe models
+#   bash bench/h200.sh table            # THERE: the frontier, the gate on gemm_small/gemm_big/mlp128
+#                                       #   (GCC 12 + clang-16), the conv net and the LSTM cell, then one
+#                                       #   table of every kernel kind and harness (bench/h200_table.py) in
+#                                       #   $RESULTS/table.md (carry .gpu build/whl build/table build/probe;
+#                                       #   ~8 minutes; PYTHONPATH=$PWD/build/whl)
 #   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry .gpu, build/probe)
 #   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
 #   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
@@ -92,6 +99,29 @@ confirm)
     ;;
 whole-field)
     mkdir -p "$RESULTS"; whole_field_gates
+    ;;
+table-prepare)
+    [ -f build/frontier/manifest.json ] || ${PYTHON:-python3} bench/frontier.py build
+    rm -rf build/table; mkdir -p build/table/frontier build/probe
+    cp build/frontier/manifest.json build/table/frontier/
+    for d in build/frontier/*/; do
+        n=$(basename "$d"); mkdir -p build/table/frontier/$n
+        cp "$d/frontier" "$d/weights.bin" build/table/frontier/$n/
+        head -n 30 "$d/${n}_kernel.cu" > build/table/frontier/$n/${n}_kernel.cu
+    done
+    ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
+op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
+    du -sh build/table; echo "carry: .gpu build/whl build/table build/probe"
+    ;;
+table)
+    export RESULTS; mkdir -p "$RESULTS"; machine
+    FRONTIER_OUT=build/table/frontier timeout 240 python3 bench/frontier.py run --budget 150 --field-reps 41 \
+        > "$RESULTS/frontier.txt" 2>&1
+    tail -n 20 "$RESULTS/frontier.txt"
+    { MODELS="${MODELS-gemm_small gemm_big mlp128}" CLANG_MODELS="${CLANG_MODELS-gemm_big mlp128}" run_gate
+      whole_field_gates; } > "$RESULTS/gate.txt" 2>&1
+    grep -h -E "PASS:|FAIL:" "$RESULTS/gate.txt"
+    python3 bench/h200_table.py "$RESULTS" --build build/table/frontier | tee "$RESULTS/table.md"
     ;;
 kernels)
     mkdir -p "$RESULTS"; machine; kernels
