@@ -222,7 +222,10 @@ def build(args):
                 fh.write(data)
                 tensors.append([key, list(value.shape), offset])
                 offset += len(data)
-        manifest[name] = {"nx": plan.nx, "ny": plan.ny, "tensors": tensors, "path": plan.path}
+        with open(os.path.join(d, f"{name}_kernel.cu")) as fh:  # its header names the batched kernel's kind
+            kind = next((line.split("Batched kernel: ")[1].split(",")[0].strip() for line in fh
+                         if "Batched kernel: " in line), "-")
+        manifest[name] = {"nx": plan.nx, "ny": plan.ny, "tensors": tensors, "path": plan.path, "kind": kind}
         compile_model(d, name, plan.nx, plan.ny)
         print(f"{name}: {plan.parameters} parameters, {plan.path} plan, built", flush=True)
     with open(os.path.join(OUT, "manifest.json"), "w") as fh:

@@ -15,7 +15,7 @@
 #   bash bench/h200.sh gate [MODEL...]  # THERE: only the gate (carry .gpu, build/probe for .onnx models);
 #                                       #   MODELS/CLANG_MODELS/POINTS as below
 #   bash bench/h200.sh table-prepare    # HERE: build/table: a slim copy of the frontier build (binaries,
-#                                       #   weights, kernel headers; ~25 MB) and the probe models
+#                                       #   weights, manifest with the kernel kinds; ~27 MB) and the probe models
 #   bash bench/h200.sh table            # THERE: the frontier, the gate on gemm_small/gemm_big/mlp128
 #                                       #   (GCC 12 + clang-16), the conv net and the LSTM cell, then one
 #                                       #   table of every kernel kind and harness (bench/h200_table.py) in
@@ -107,7 +107,6 @@ table-prepare)
     for d in build/frontier/*/; do
         n=$(basename "$d"); mkdir -p build/table/frontier/$n
         cp "$d/frontier" "$d/weights.bin" build/table/frontier/$n/
-        head -n 30 "$d/${n}_kernel.cu" > build/table/frontier/$n/${n}_kernel.cu
     done
     ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
 op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"

@@ -59,7 +59,13 @@ def frontier_rows(path):
 
 
 def kernel_kind(build, model):
-    """The kind the generated kernel's header names, or a dash where the build is not here."""
+    """The kind the frontier build recorded (or the generated kernel's header names), or a dash."""
+    manifest = os.path.join(build, "manifest.json")
+    if os.path.exists(manifest):
+        with open(manifest) as fh:
+            kind = json.load(fh).get(model, {}).get("kind")
+        if kind:
+            return kind
     for path in glob.glob(os.path.join(build, model, "*_kernel.cu")):
         with open(path) as fh:
             for line in fh:
