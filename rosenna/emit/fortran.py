@@ -1,7 +1,7 @@
 """The Fortran module ``<name>_model.F90`` and its ``<name>_fortran.mk`` recipe."""
 
 from rosenna import abi, plan as planner
-from rosenna.emit import fortran_reader, whole
+from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
@@ -61,7 +61,7 @@ def module(plan, stamp, block):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
     publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init"])
-    publics += whole.fortran_publics(plan)
+    publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
     point_lines = _declarations(plan, plan.body) + [""] + point.lines(plan.body, 2)
@@ -105,15 +105,19 @@ def module(plan, stamp, block):
 {chr(10).join(block_lines)}
   end subroutine infer_block
 """
-    if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
-        batch_decls, batch_stmts, block_sub = "    integer :: i\n", whole.fortran_batch_loop(plan), ""
+    batch_doc = (f"on the offload device when there is one (data\n  !> already mapped there is not copied "
+                 f"again), else on the host in SIMD blocks of {block}.")
+    if plan.path == "whole":  # per-point locals too large: one region per op over the samples
+        batch_doc, batch_decls, batch_stmts = whole_fortran.batch_statements(plan)
+        block_sub = whole_fortran.batch_routines(plan)
+    uses = "".join(line + "\n" for line in whole_fortran.uses(plan))
     text = f"""! {stamp}
-{chr(10).join(layout)}
+{chr(10).join(layout + whole_fortran.preamble(plan))}
 module {n}_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
   !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device
-  implicit none
+{uses}  implicit none
   private
   public :: {', '.join(publics)}
 
@@ -125,7 +129,7 @@ module {n}_model
   ! Status codes returned by {n}_init and {n}_infer_batch.
 {statuses}
 
-{chr(10).join(_weight_decls(plan) + whole.fortran_declarations(plan))}
+{chr(10).join(_weight_decls(plan) + whole_fortran.declarations(plan))}
 {'  logical :: ready = .false.' if file_loaded else ''}
 
   interface
@@ -136,7 +140,7 @@ module {n}_model
       type(c_ptr), value :: x, y, stream
       integer(c_int) :: status
     end function {n}_infer_batch_dev
-{chr(10).join(whole.fortran_interface(plan))}
+{chr(10).join(whole_fortran.interface(plan))}
   end interface
 
 contains
@@ -150,8 +154,7 @@ contains
 {chr(10).join(point_lines)}
   end subroutine {n}_infer
 
-  !> n points, x({n}_nx, n) -> y({n}_ny, n): on the offload device when there is one (data
-  !> already mapped there is not copied again), else on the host in SIMD blocks of {block}.
+  !> n points, x({n}_nx, n) -> y({n}_ny, n): {batch_doc}
   subroutine {n}_infer_batch(n, x, y, status)
     integer, intent(in) :: n
     real(rk), intent(in) :: x({n}_nx, n)
@@ -160,7 +163,7 @@ contains
 {batch_decls}
 {ready_check}    status = {n}_status_ok
 {batch_stmts}  end subroutine {n}_infer_batch
-{block_sub}{whole.fortran_subroutine(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
+{block_sub}{whole_fortran.subroutine(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
 end module {n}_model
 """
     lines = []

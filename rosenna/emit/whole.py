@@ -1,52 +1,67 @@
-"""The whole-field path: ``<name>_infer_one(x, y, stream)``, one sample, one parallel loop per op.
+"""The whole-field path: ``<name>_infer_one(x, y, stream)``, one sample, one parallel loop per op,
+and the batched ``<name>_infer_batch``.
 
 The per-point ``<name>_infer`` keeps every intermediate activation in locals; for a conv net over
 a 64x64 field that is hundreds of KB per thread, more than a device thread should hold. For such
 plans (see ``rosenna.plan.WHOLE_THRESHOLD``) ``<name>_infer_one`` runs one sample at a time with
-the intermediates in static device buffers (``omp declare target``), and each op as one
-``target teams distribute parallel for`` over its output elements; ``<name>_infer_batch`` then
-calls it once per sample. It exists for every plan without an LSTM or GRU (whose time loop is
-sequential).
+the intermediates in static device buffers (``omp declare target``, ``acc declare create``), and
+each op as one ``target teams distribute parallel for`` (OpenACC: ``parallel loop gang vector``)
+over its output elements. On a device ``<name>_infer_batch`` runs the same regions over up to
+:func:`batch_samples` samples at once (the sample loop outermost in each collapse, the
+intermediates in their own buffers); on the host it calls ``<name>_infer_one`` per sample. It
+exists for every plan without an LSTM or GRU (whose time loop is sequential).
 
 Which loops run in parallel, and as which regions, is decided by :mod:`rosenna.parallel` over
-the loop IR; this module renders its regions: each parallel one as a collapsed ``target teams
-distribute parallel for``, a serial one as one sequential ``target`` region (correct if slow).
-The buffers are shared by every call: calls on different streams (or threads) must not overlap.
+the loop IR; this module renders its regions: each parallel one as a collapsed parallel loop, a
+serial one as one sequential region (correct if slow). The buffers are shared by every call:
+calls on different streams (or threads) must not overlap.
 
-C and Fortran render the same statements through the one Renderer; their directives and
-declarations differ only through the ``DIRECTIVES`` table below. Fortran also reaches the C
-symbol through the bind(C) interface ``<name>_infer_one_dev``.
+C and Fortran, OpenMP and OpenACC render the same statements through the one Renderer and the one
+:func:`region_lines`; their directives and declarations differ only through the ``DIRECTIVES``
+table below. The C routines are here; the Fortran module's are in
+:mod:`rosenna.emit.whole_fortran`, which also binds ``<name>_infer_one_dev`` to the C symbol.
 """
 
 from rosenna import limits
 from rosenna.emit.host_field import HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
+from rosenna.loopir import Idx
 from rosenna.parallel import regions
 
-#: How each language opens and closes the regions, and declares what a region needs; the "_host"
-#: forms run the same regions on the host's threads when there is no offload device (libgomp's host
-#: fallback of a `target teams` region costs more than the region's work).
+#: How each offload model writes the regions in each language ("c", "c_acc", "fortran",
+#: "fortran_acc"): a parallel region's directive (``{collapse}``, ``{private}``: the clauses or "";
+#: ``{data}``: the x and y the region reads, device pointers in C) and its end, a serial region's,
+#: how a region's scalars are made private (declared in C, a clause in Fortran). A batched region
+#: reaches sample s's part of x, y and the intermediates through pointers (C) or by offsets in its
+#: subscripts (Fortran). Each branch of the Fortran routines is chosen as C's (rosenna_rt.h): a
+#: preprocessor condition (``guard``: the build has the model) and a test (``device``: the macro
+#: that says a device is there, defined as ``test`` unless given on the command line: see
+#: :mod:`rosenna.emit.whole_fortran`); ``data`` and ``data_end`` map the routine's x and y around
+#: the branch's regions, copying nothing already on the device; ``samples`` names the private
+#: routine of the batched regions, ``title`` the model in its doc comment.
 DIRECTIVES = {
     "c": {
-        "parallel": "#pragma omp target teams distribute parallel for{collapse} is_device_ptr(x, y)",
+        "parallel": "#pragma omp target teams distribute parallel for{collapse} is_device_ptr({data})",
         "parallel_end": None,
-        "serial": "#pragma omp target is_device_ptr(x, y)",
+        "serial": "#pragma omp target is_device_ptr({data})",
         "serial_open": "{",
         "serial_close": "}",
         "collapse": " collapse({n})",
         "private": None,
         "scalar": "{t} {names};",
+        "pointers": True,
     },
     "c_acc": {
-        "parallel": "#pragma acc parallel loop gang vector{collapse} deviceptr(x, y)",
+        "parallel": "#pragma acc parallel loop gang vector{collapse} deviceptr({data})",
         "parallel_end": None,
-        "serial": "#pragma acc serial deviceptr(x, y)",
+        "serial": "#pragma acc serial deviceptr({data})",
         "serial_open": "{",
         "serial_close": "}",
         "collapse": " collapse({n})",
         "private": None,
         "scalar": "{t} {names};",
+        "pointers": True,
     },
     "fortran": {
         "parallel": "!$omp target teams distribute parallel do{collapse}{private}",
@@ -57,28 +72,41 @@ DIRECTIVES = {
         "collapse": " collapse({n})",
         "private": " private({names})",
         "scalar": None,
+        "pointers": False,
+        "guard": "defined(_OPENMP)",
+        "device": "ROSENNA_OMP_DEVICE",
+        "test": "(omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device())",
+        "uses": None,  # the module's `!$ use omp_lib` (every module has it)
+        "data": "!$omp target data map(to: x) map(from: y)",
+        "data_end": "!$omp end target data",
+        "why": "An offload device: each op one target region",
+        "samples": "samples_omp",
+        "title": "OpenMP target",
     },
-    "c_host": {
-        "parallel": "#pragma omp parallel for simd{collapse}",
-        "parallel_end": None,
-        "serial": None,
-        "serial_open": "{",
-        "serial_close": "}",
-        "collapse": " collapse({n})",
-        "private": None,
-        "scalar": "{t} {names};",
-    },
-    "fortran_host": {
-        "parallel": "!$omp parallel do{collapse}{private}",
-        "parallel_end": "!$omp end parallel do",
-        "serial": None,
+    "fortran_acc": {
+        "parallel": "!$acc parallel loop gang vector{collapse}{private} present(x, y)",
+        "parallel_end": "!$acc end parallel loop",
+        "serial": "!$acc serial{private} present(x, y)",
         "serial_open": None,
-        "serial_close": None,
+        "serial_close": "!$acc end serial",
         "collapse": " collapse({n})",
         "private": " private({names})",
         "scalar": None,
+        "pointers": False,
+        "guard": "defined(_OPENACC) && !defined(_OPENMP)",
+        "device": "ROSENNA_ACC_DEVICE",
+        "test": "(acc_get_device_type() /= acc_device_host .and. acc_get_num_devices(acc_get_device_type()) > 0)",
+        "uses": "use openacc, only: acc_get_device_type, acc_get_num_devices, acc_device_host",
+        "data": "!$acc data copyin(x) copyout(y)",
+        "data_end": "!$acc end data",
+        "why": "An OpenACC build with a device: each op one compute region",
+        "samples": "samples_acc",
+        "title": "OpenACC",
     },
 }
+
+#: The sample loop's variable in the batched regions.
+SAMPLE = "s"
 
 
 def available(plan):
@@ -86,49 +114,52 @@ def available(plan):
     return plan.emits_infer_one
 
 
-def _region_lines(plan, lang, renderer, depth, host=False, acc=False):
-    """The body of ``<name>_infer_one`` (after declarations), as lines: offloaded regions (OpenACC
-    compute regions with ``acc``), or with ``host`` the same regions on the host's threads."""
-    table = DIRECTIVES[lang.name + ("_host" if host else "_acc" if acc else "")]
-    pad = lang.indent * depth
-    t = plan.ctype
-    lines = []
+def region_lines(plan, lang, table, renderer, depth, samples=False, data="x, y"):
+    """The regions of ``<name>_infer_one`` as lines, in the offload model of ``table``: each
+    parallel region one collapsed parallel loop, each serial region one sequential region. With
+    ``samples`` (the batched path) every region also runs over the ``count`` samples from
+    ``data``: the sample loop outermost in the collapse, a serial region one thread per sample."""
+    pad, t, lines = lang.indent * depth, plan.ctype, []
+
+    def directive(text, level):
+        return (lang.indent * level if lang.indent_directives else "") + text
+
     for kind, chain, body in regions(plan.body):
         if kind == "comment":
             lines.append(pad + lang.comment.format(text=body[0].text))
             continue
         scalars = used_scalars(body)
-        inner_vars = used_loop_vars(body)
-        private = ", ".join(scalars + inner_vars)
+        private = ", ".join(scalars + used_loop_vars(body))
         priv = table["private"].format(names=private) if table["private"] and private else ""
-        if kind == "parallel":
-            collapse = table["collapse"].format(n=len(chain)) if len(chain) > 1 else ""
-            lines.append(pad + table["parallel"].format(collapse=collapse, private=priv)
-                         if table["parallel"].startswith("!") else table["parallel"].format(collapse=collapse, private=priv))
-            level = depth
-            for loop in chain:
-                lines.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent,
-                                                                       last=loop.extent - 1))
+        loops = [(loop.var, loop.extent, loop.extent - 1) for loop in chain] if kind == "parallel" else []
+        if samples:
+            loops.insert(0, (SAMPLE, "count", "count - 1"))
+        level = depth
+        if loops:
+            collapse = table["collapse"].format(n=len(loops)) if len(loops) > 1 else ""
+            lines.append(directive(table["parallel"].format(collapse=collapse, private=priv, data=data), depth))
+            for var, extent, last in loops:
+                lines.append(lang.indent * level + lang.loop_open.format(var=var, extent=extent, last=last))
                 level += 1
-            if table["scalar"] and scalars:
-                lines.append(lang.indent * level + table["scalar"].format(t=t, names=", ".join(scalars)))
-            lines.extend(renderer.lines(body, level))
-            for level in range(depth + len(chain) - 1, depth - 1, -1):
-                lines.append(lang.indent * level + lang.loop_close)
-            if table["parallel_end"]:
-                lines.append(table["parallel_end"])
         else:
-            if table["serial"]:
-                lines.append(table["serial"].format(private=priv))
-            level = depth
+            lines.append(directive(table["serial"].format(private=priv, data=data), depth))
             if table["serial_open"]:
                 lines.append(pad + table["serial_open"])
                 level += 1
-            if table["scalar"] and scalars:
-                lines.append(lang.indent * level + table["scalar"].format(t=t, names=", ".join(scalars)))
-            lines.extend(renderer.lines(body, level))
-            if table["serial_close"]:
-                lines.append((pad if table["serial_open"] else "") + table["serial_close"])
+        inner = renderer.lines(body, level)
+        if samples and table["pointers"]:
+            lines += [lang.indent * level + decl for decl in sample_pointers(plan, "\n".join(inner), *data.split(", "))]
+        if table["scalar"] and scalars:
+            lines.append(lang.indent * level + table["scalar"].format(t=t, names=", ".join(scalars)))
+        lines += inner
+        if loops:
+            for level in range(depth + len(loops) - 1, depth - 1, -1):
+                lines.append(lang.indent * level + lang.loop_close)
+            if table["parallel_end"]:
+                lines.append(directive(table["parallel_end"], depth))
+        elif table["serial_close"]:
+            lines.append(directive(table["serial_close"], depth) if not table["serial_open"]
+                         else pad + table["serial_close"])
     return lines
 
 
@@ -158,8 +189,8 @@ def c_source(plan):
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
-    device = "\n".join(_region_lines(plan, C, renderer, 2))
-    acc = "\n".join(_region_lines(plan, C, renderer, 2, acc=True))
+    device = "\n".join(region_lines(plan, C, DIRECTIVES["c"], renderer, 2))
+    acc = "\n".join(region_lines(plan, C, DIRECTIVES["c_acc"], renderer, 2))
     host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
                                                   math=HOST_MATH[plan.precision]), 1))
     return f"""{declare}
@@ -194,10 +225,10 @@ def batch_samples(plan):
     return count
 
 
-def batch_buffer(plan, i):
+def batch_buffer(plan, i, lang=C):
     """The batched path's buffer for intermediate i, :func:`batch_samples` samples of it (named
     apart from ``<name>_infer_one``'s one-sample ``ws<i>``)."""
-    return C.symbol(plan.name, f"wsb{i}")
+    return lang.symbol(plan.name, f"wsb{i}")
 
 
 def sample_resolver(plan):
@@ -210,6 +241,20 @@ def sample_resolver(plan):
         if kind == "t":
             return buffer_ident(int(ident[1:])), offset, True
         return ("xs" if kind == "x" else "ys"), offset, True
+    return resolve
+
+
+def sample_offsets(plan, lang):
+    """Buffers as sample ``s`` of the batched path sees them where there are no pointers
+    (Fortran): x, y and the intermediates ``s`` times their per-sample size past sample 0."""
+    def resolve(buf):
+        kind, ident, offset = plan.storage[buf]
+        if kind == "w":
+            return lang.symbol(plan.name, ident), offset, False
+        if kind == "t":
+            i = int(ident[1:])
+            return batch_buffer(plan, i, lang), Idx.of(SAMPLE) * plan.scratch[i] + offset, True
+        return ident, Idx.of(SAMPLE) * (plan.nx if kind == "x" else plan.ny) + offset, True
     return resolve
 
 
@@ -226,35 +271,12 @@ def sample_pointers(plan, text, x="x", y="y", sample="s"):
     return out
 
 
-def _batched_regions(plan, depth, acc=False):
-    """The offloaded regions of the batched path: each parallel loop with the sample loop
-    outermost in its collapse, each serial region one thread per sample (OpenACC compute regions
-    with ``acc``)."""
-    renderer = Renderer(C, plan.precision, sample_resolver(plan))
-    pad, t, lines = C.indent * depth, plan.ctype, []
-    for kind, chain, body in regions(plan.body):
-        if kind == "comment":
-            lines.append(pad + C.comment.format(text=body[0].text))
-            continue
-        chain = chain if kind == "parallel" else []
-        collapse = f" collapse({len(chain) + 1})" if chain else ""
-        lines.append(f"#pragma acc parallel loop gang vector{collapse} deviceptr(xb, yb)" if acc else
-                     f"#pragma omp target teams distribute parallel for{collapse} is_device_ptr(xb, yb)")
-        lines.append(pad + "for (int s = 0; s < count; ++s) {")
-        level = depth + 1
-        for loop in chain:
-            lines.append(C.indent * level + C.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
-            level += 1
-        inner = renderer.lines(body, level)
-        text = "\n".join(inner)
-        lines += [C.indent * level + decl for decl in sample_pointers(plan, text, "xb", "yb")]
-        scalars = used_scalars(body)
-        if scalars:
-            lines.append(C.indent * level + f"{t} {', '.join(scalars)};")
-        lines += inner
-        for level in range(depth + len(chain), depth - 1, -1):
-            lines.append(C.indent * level + C.loop_close)
-    return lines
+def batched_regions(plan, lang, table, depth, data):
+    """The regions of the batched path (:func:`region_lines` over ``count`` samples): C reaches a
+    sample's part of x, y and the intermediates through pointers (:func:`sample_resolver`),
+    Fortran by offsets in the subscripts (:func:`sample_offsets`)."""
+    resolve = sample_resolver(plan) if table["pointers"] else sample_offsets(plan, lang)
+    return region_lines(plan, lang, table, Renderer(lang, plan.precision, resolve), depth, samples=True, data=data)
 
 
 def _acc_declare(plan, symbol):
@@ -275,8 +297,8 @@ def c_batch(plan):
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: batch_buffer(plan, i))) if plan.scratch else ""
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
-    device = "\n".join(_batched_regions(plan, 3))
-    acc = "\n".join(_batched_regions(plan, 3, acc=True))
+    device = "\n".join(batched_regions(plan, C, DIRECTIVES["c"], 3, "xb, yb"))
+    acc = "\n".join(batched_regions(plan, C, DIRECTIVES["c_acc"], 3, "xb, yb"))
     return f"""{declare}
 /* Whole-field plan: on an offload device one parallel loop per op over up to {samples} samples at
    once; on the host one sample at a time through {n}_infer_one. */
@@ -311,81 +333,3 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     return ROSENNA_STATUS_OK;
 }}
 """
-
-
-# -- Fortran ------------------------------------------------------------------------------------------
-def fortran_declarations(plan):
-    """Module-level lines: the static device buffers."""
-    if not available(plan):
-        return []
-    out = []
-    for i, size in enumerate(plan.scratch):
-        out.append(f"  real(rk) :: {buffer_ident(i)}({size})")
-        out.append(f"  !$omp declare target({buffer_ident(i)})")
-    return out
-
-
-def fortran_interface(plan):
-    """Lines inside the module's interface block: ``<name>_infer_one_dev`` bound to the C symbol."""
-    if not available(plan):
-        return []
-    n = plan.name
-    return [f"    !> The C library's {n}_infer_one over device pointers (link lib{n}.a).",
-            f"    function {n}_infer_one_dev(x, y, stream) result(status) bind(C, name='{n}_infer_one')",
-            "      import :: c_int, c_ptr",
-            "      type(c_ptr), value :: x, y, stream",
-            "      integer(c_int) :: status",
-            f"    end function {n}_infer_one_dev"]
-
-
-def fortran_publics(plan):
-    return [f"{plan.name}_infer_one", f"{plan.name}_infer_one_dev"] if available(plan) else []
-
-
-def fortran_subroutine(plan):
-    """The module procedure ``<name>_infer_one(x, y, status)``."""
-    if not available(plan):
-        return ""
-    n = plan.name
-    renderer = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, whole_field=True))
-    device = _region_lines(plan, FORTRAN, renderer, 3)
-    host = host_lines(plan, FORTRAN, renderer, 3)
-    scalars, loops = host_names(plan)
-    decls = [f"    real(rk) :: {name}" for name in sorted(set(used_scalars(plan.body)) | set(scalars))]
-    loops = sorted(set(used_loop_vars(plan.body)) | set(loops))
-    if loops:
-        decls.append(f"    integer :: {', '.join(loops)}")
-    decls.append("    logical :: on_device")
-    ready = (f"    if (.not. ready) then\n      status = {n}_status_device\n      return\n    end if\n"
-             if not plan.embed else "")
-    return f"""
-  !> One sample over the whole field, x({n}_nx) -> y({n}_ny): one parallel loop per op, the
-  !> intermediate activations in module buffers on the device, shared by every call (calls must not
-  !> overlap). Without an offload device the same loops run on the host's threads.
-  subroutine {n}_infer_one(x, y, status)
-    real(rk), intent(in) :: x({n}_nx)
-    real(rk), intent(out) :: y({n}_ny)
-    integer, intent(out) :: status
-{chr(10).join(decls)}
-
-{ready}    status = {n}_status_ok
-    on_device = .false.
-    !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
-    if (on_device) then
-      !$omp target data map(to: x) map(from: y)
-{chr(10).join(device)}
-      !$omp end target data
-    else
-{chr(10).join(host)}
-    end if
-  end subroutine {n}_infer_one
-"""
-
-
-def fortran_batch_loop(plan):
-    """Statements of ``<name>_infer_batch`` for a whole-field plan."""
-    n = plan.name
-    return (f"    do i = 1, n\n      call {n}_infer_one(x(:, i), y(:, i), status)\n"
-            f"      if (status /= {n}_status_ok) return\n    end do\n")
-
-

@@ -1,0 +1,190 @@
+"""The Fortran module's whole-field routines: ``<name>_infer_one(x, y, status)`` and, for a
+whole-field plan, the body of ``<name>_infer_batch`` with its private batched routines.
+
+Each routine has one branch per offload model, rendered from that model's entry of
+:data:`rosenna.emit.whole.DIRECTIVES` ("fortran": OpenMP target, "fortran_acc": OpenACC), and
+the host loops last. A branch is compiled where its preprocessor ``guard`` holds (the module is
+a ``.F90`` file) and taken where its ``device`` macro is true at run time, as C's
+``ROSENNA_OMP_DEVICE()`` and ``ROSENNA_ACC_DEVICE()`` choose (rosenna_rt.h): OpenMP with a
+default device that is not the host; OpenACC, in a build without OpenMP, with a device of the
+current type. Either macro given on the command line wins (``-DROSENNA_ACC_DEVICE=.true.`` runs
+the OpenACC regions under GCC's host fallback; the tests do).
+
+``<name>_infer_batch`` maps x and y once (nothing is copied for data already on the device) and
+runs the samples in chunks of :func:`rosenna.emit.whole.batch_samples`: each op one region over
+every sample of the chunk, the intermediates in the module's ``wsb<i>`` (``ws<i>`` are
+``<name>_infer_one``'s). The chunk's routine takes x and y as explicit-shape arrays of the
+chunk (sequence association from ``x(1, start)``), so a subscript is the one-sample subscript
+plus ``s`` times the sample's size. Without a device it calls ``<name>_infer_one`` per sample.
+"""
+
+from rosenna.emit.host_field import host_lines, host_names
+from rosenna.emit.lang import FORTRAN
+from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
+from rosenna.emit.whole import DIRECTIVES, SAMPLE, batched_regions, region_lines, available, batch_buffer, batch_samples
+
+#: The offload models of the Fortran routines, in the order their branches are tried.
+MODELS = ("fortran", "fortran_acc")
+
+
+def _batched(plan):
+    """Whether ``<name>_infer_batch`` takes the whole-field path (batched regions)."""
+    return available(plan) and plan.path == "whole"
+
+
+def preamble(plan):
+    """Preprocessor lines before the module: each model's device macro, unless given."""
+    if not available(plan):
+        return []
+    out = ["! Whether a branch of the whole-field routines runs on a device (else the host loops), as in",
+           "! rosenna_rt.h. A definition on the command line wins, e.g. -DROSENNA_ACC_DEVICE=.true."]
+    for model in MODELS:
+        table = DIRECTIVES[model]
+        out += [f"#if {table['guard']} && !defined({table['device']})",
+                f"#define {table['device']} {table['test']}",
+                "#endif"]
+    return out
+
+
+def uses(plan):
+    """Module ``use`` lines the branches need beyond the module's own."""
+    out = []
+    for model in MODELS if available(plan) else ():
+        if DIRECTIVES[model]["uses"]:
+            out += [f"#if {DIRECTIVES[model]['guard']}", f"  {DIRECTIVES[model]['uses']}", "#endif"]
+    return out
+
+
+def declarations(plan):
+    """Module-level lines: the intermediates of ``<name>_infer_one`` (``ws<i>``) and of the
+    batched path (``wsb<i>``, :func:`batch_samples` samples of each), on every device."""
+    if not available(plan):
+        return []
+    buffers = [(buffer_ident(i), size) for i, size in enumerate(plan.scratch)]
+    if _batched(plan):
+        samples = batch_samples(plan)
+        buffers += [(batch_buffer(plan, i, FORTRAN), samples * size) for i, size in enumerate(plan.scratch)]
+    out = []
+    for name, size in buffers:
+        out += [f"  real(rk) :: {name}({size})", f"  !$omp declare target({name})", f"  !$acc declare create({name})"]
+    return out
+
+
+def interface(plan):
+    """Lines inside the module's interface block: ``<name>_infer_one_dev`` bound to the C symbol."""
+    if not available(plan):
+        return []
+    n = plan.name
+    return [f"    !> The C library's {n}_infer_one over device pointers (link lib{n}.a).",
+            f"    function {n}_infer_one_dev(x, y, stream) result(status) bind(C, name='{n}_infer_one')",
+            "      import :: c_int, c_ptr",
+            "      type(c_ptr), value :: x, y, stream",
+            "      integer(c_int) :: status",
+            f"    end function {n}_infer_one_dev"]
+
+
+def publics(plan):
+    return [f"{plan.name}_infer_one", f"{plan.name}_infer_one_dev"] if available(plan) else []
+
+
+def _branch(table, why, body):
+    """One model's branch of a routine: compiled under its guard, taken when its device is there,
+    x and y mapped around ``body`` (lines at depth 3)."""
+    return [f"#if {table['guard']}",
+            f"    ! {why}.",
+            f"    if ({table['device']}) then",
+            f"      {table['data']}",
+            *body,
+            f"      {table['data_end']}",
+            "      return",
+            "    end if",
+            "#endif"]
+
+
+def _ready(plan):
+    n = plan.name
+    return (f"    if (.not. ready) then\n      status = {n}_status_device\n      return\n    end if\n"
+            if not plan.embed else "")
+
+
+def subroutine(plan):
+    """The module procedure ``<name>_infer_one(x, y, status)``."""
+    if not available(plan):
+        return ""
+    n = plan.name
+    renderer = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, whole_field=True))
+    branches = []
+    for model in MODELS:
+        table = DIRECTIVES[model]
+        branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
+    host = host_lines(plan, FORTRAN, renderer, 2)
+    scalars, loops = host_names(plan)
+    decls = [f"    real(rk) :: {name}" for name in sorted(set(used_scalars(plan.body)) | set(scalars))]
+    loops = sorted(set(used_loop_vars(plan.body)) | set(loops))
+    if loops:
+        decls.append(f"    integer :: {', '.join(loops)}")
+    nl = "\n"
+    return f"""
+  !> One sample over the whole field, x({n}_nx) -> y({n}_ny): one parallel loop per op, the
+  !> intermediate activations in module buffers on the device, shared by every call (calls must not
+  !> overlap). Without an offload device the same loops run on the host's threads.
+  subroutine {n}_infer_one(x, y, status)
+    real(rk), intent(in) :: x({n}_nx)
+    real(rk), intent(out) :: y({n}_ny)
+    integer, intent(out) :: status
+{nl.join(decls)}
+
+{_ready(plan)}    status = {n}_status_ok
+{nl.join(branches)}
+    ! No offload device: the same loops on the host's threads.
+{nl.join(host)}
+  end subroutine {n}_infer_one
+"""
+
+
+def batch_statements(plan):
+    """``<name>_infer_batch`` of a whole-field plan: (the end of its doc comment, its
+    declarations, its statements after the ready check and ``status = ok``)."""
+    n, samples = plan.name, batch_samples(plan)
+    lines = []
+    for model in MODELS:
+        table = DIRECTIVES[model]
+        lines += _branch(table, f"{table['why']} over up to {samples} samples", [
+            f"      do start = 1, n, {samples}",
+            f"        call {table['samples']}(min({samples}, n - start + 1), x(1, start), y(1, start))",
+            "      end do"])
+    lines += ["    ! No offload device: one sample at a time on the host's threads.",
+              "    do i = 1, n",
+              f"      call {n}_infer_one(x(:, i), y(:, i), status)",
+              f"      if (status /= {n}_status_ok) return",
+              "    end do"]
+    doc = (f"on an offload device each op one region over up to\n  !> {samples} samples at once (data "
+           f"already mapped there is not copied again), else one sample at a time\n  !> through {n}_infer_one.")
+    return doc, "    integer :: i, start\n", "\n".join(lines) + "\n"
+
+
+def batch_routines(plan):
+    """The private routines of the batched regions, one per offload model (in the builds that
+    have it)."""
+    n = plan.name
+    decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.body)]
+    decls.append(f"    integer :: {', '.join([SAMPLE] + used_loop_vars(plan.body))}")
+    nl, out = "\n", []
+    for model in MODELS:
+        table = DIRECTIVES[model]
+        body = batched_regions(plan, FORTRAN, table, 2, "x, y")
+        out.append(f"""
+#if {table['guard']}
+  !> The {table['title']} regions of {n}_infer_batch: each op one region over the count samples
+  !> here. x and y are the samples' part of its arrays, on the device; the intermediates are wsb<i>.
+  subroutine {table['samples']}(count, x, y)
+    integer, intent(in) :: count
+    real(rk), intent(in) :: x({n}_nx * count)
+    real(rk), intent(inout) :: y({n}_ny * count)
+{nl.join(decls)}
+
+{nl.join(body)}
+  end subroutine {table['samples']}
+#endif
+""")
+    return "".join(out)
