@@ -138,7 +138,7 @@ def test_host_branch_is_one_team_with_simd_loops_and_jammed_channels(built):
     # the fused ReLU applied in a second SIMD loop, in place (GCC vectorises no loop whose body
     # has both a reduction loop and a select)
     assert re.search(r"(\w+\[[^]]+\]) = \(\1 > 0\.0f \? \1 : 0\.0f\);", host)
-    fortran = (out / f"{plan.name}_model.F90").read_text().split("else\n")[-1]
+    fortran = _host_branch((out / f"{plan.name}_model.F90").read_text())
     assert fortran.count("!$omp parallel") == 1 and "!$omp simd" in fortran and "!$omp end do nowait" in fortran
 
 

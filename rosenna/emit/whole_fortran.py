@@ -153,7 +153,7 @@ def batch_statements(plan):
             f"      do start = 1, n, {samples}",
             f"        call {table['samples']}(min({samples}, n - start + 1), x(1, start), y(1, start))",
             "      end do"])
-    lines += ["    ! No offload device: one sample at a time on the host's threads.",
+    lines += [f"    ! On the host: one sample at a time, each through the host loops of {n}_infer_one.",
               "    do i = 1, n",
               f"      call {n}_infer_one(x(:, i), y(:, i), status)",
               f"      if (status /= {n}_status_ok) return",
