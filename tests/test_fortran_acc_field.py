@@ -160,3 +160,33 @@ def test_openacc_regions_and_data(built, model):
     for i, size in enumerate(plan.scratch):
         assert f"real(rk) :: wsb{i}({samples * size})\n  !$omp declare target(wsb{i})\n  !$acc declare create(wsb{i})" in text
     assert max(len(line) for line in text.splitlines()) <= 132
+
+
+def test_gate_runs_the_fortran_batch_rows_of_a_whole_field_plan(tmp_path):
+    """The gate's Fortran OpenACC (and OpenMP) batch rows: for a whole-field plan the harness
+    (per_point.F90 whose step calls <name>_infer_batch on arrays entered with the model's data
+    directives) builds against the module archive made with -fopenacc, runs (host fallback here,
+    an H200 in `bash bench/h200.sh whole-field`) and matches onnxruntime; its launch allowance is
+    every region once per chunk of samples per step."""
+    from rosenna import gate, parallel
+    from rosenna.gate import config, runner
+    from rosenna.generate import Options, build_plan
+
+    path = op_models.convnet(tmp_path / "cnn.onnx", height=24, width=24)
+    out = tmp_path / "gate"
+    report = gate.run(gate.Config(model=str(path), host_fallback=True, points=3, cflags="-O0", fflags="-O0",
+                                  out=str(out)))
+    rows = {(r["harness"], r["weights"]): r for r in report["rows"]}
+    for weights in ("embedded", "file-loaded"):
+        for name in ("batch-fortran-omp", "batch-fortran-acc"):
+            assert rows[(name, weights)]["status"] == "PASS", rows[(name, weights)]
+        assert rows[("fortran-acc", weights)]["status"] == "SKIP"
+    assert report["pass"]
+    source = (out / "embedded" / "h3d_batch_fortran_acc.F90").read_text()
+    assert "!$acc enter data copyin(x) create(y)" in source and "call cnn_infer_batch(n, x, y, status)" in source
+    assert "-fopenacc" in (out / "gate-report.md").read_text()
+    _, plan = build_plan(str(path), Options(lang="c"))
+    regions = sum(kind != "comment" for kind, _, _ in parallel.regions(plan.body))
+    device = config.resolved(config.Config(model="x", backend="cuda", points=3 * batch_samples(plan) - 1,
+                                           devcc="nvcc", devflags="", cflags="", fflags=""))
+    assert runner.launch_allowance("batch-fortran-acc", plan, device) == runner.LAUNCH_ARG_BLOCKS * regions * 3 * runner.STEPS

@@ -7,7 +7,10 @@ harnesses of :mod:`rosenna.gate.harness`:
    (and ``c-acc``: inside an OpenACC ``parallel loop gang vector``, when OpenACC flags are given);
 2. ``fortran-omp``: the same from Fortran, explicit-shape dummies (and ``fortran-acc``);
 3. ``batch``: device-resident data handed to ``<name>_infer_batch`` (the native CUDA kernel with
-   ``--backend cuda``; the OpenMP one with ``omp``);
+   ``--backend cuda``; the OpenMP one with ``omp``); for a whole-field plan also ``batch-omp`` (the
+   C OpenMP build beside a native one) and, from Fortran, ``batch-fortran-omp`` and
+   ``batch-fortran-acc``: the module's ``<name>_infer_batch`` on arrays entered with OpenMP or
+   OpenACC, each op one region over the samples;
 4. ``cuda-user``: the user's own CUDA kernel calling ``<name>_infer`` per thread (cuda only);
 5. ``cuda-warp``: the same kernel calling ``<name>_infer_warp`` from every lane (cuda only).
 

@@ -75,19 +75,27 @@ def per_point(shell, c, values, vdir, lib_dir, defs, model):
     except BuildError as exc:
         builds.append((f"c-{model}", None, note_of(exc)))
     if c.fc != "none":
-        try:
-            shell.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", f"FFLAGS={c.fflags}",
-                      f"ROSENNA_OFFLOAD_FLAGS={offload}"], cwd=lib_dir)
-            src = write_harness(vdir, f"fortran-{model}", values)
-            exe = src[:-4]
-            mod_dir = os.path.join(vdir, f"{model}-mod")
-            os.makedirs(mod_dir, exist_ok=True)
-            shell.sh([c.fc, *shlex.split(c.fflags), *flags, *defs, "-I", lib_dir, "-J", mod_dir, src,
-                      os.path.join(lib_dir, f"lib{n}_f.a"), "-o", exe])
-            builds.append((f"fortran-{model}", exe, ""))
-        except BuildError as exc:
-            builds.append((f"fortran-{model}", None, note_of(exc)))
+        builds.append(fortran(shell, c, values, vdir, lib_dir, defs, model, f"fortran-{model}"))
     return builds
+
+
+def fortran(shell, c, values, vdir, lib_dir, defs, model, name):
+    """A Fortran harness (``fortran-<model>`` per point, or ``batch-fortran-<model>`` for a
+    whole-field plan) against the module's archive built in ``lib_dir`` with that model's flags."""
+    n = values["n"]
+    offload = getattr(c, FLAGS_OF[model])
+    try:
+        shell.sh(["make", "-s", "-f", f"{n}_fortran.mk", f"FC={c.fc}", f"FFLAGS={c.fflags}",
+                  f"ROSENNA_OFFLOAD_FLAGS={offload}"], cwd=lib_dir)
+        src = write_harness(vdir, name, values)
+        exe = src[:-4]
+        mod_dir = os.path.join(vdir, f"{name}-mod")
+        os.makedirs(mod_dir, exist_ok=True)
+        shell.sh([c.fc, *shlex.split(c.fflags), *shlex.split(offload), *defs, "-I", lib_dir, "-J", mod_dir, src,
+                  os.path.join(lib_dir, f"lib{n}_f.a"), "-o", exe])
+        return name, exe, ""
+    except BuildError as exc:
+        return name, None, note_of(exc)
 
 
 def per_point_names(c):

@@ -84,8 +84,24 @@ MODELS = {
     },
 }
 
+#: What the Fortran harness's ``step`` does: per point, ``<name>_infer`` inside the model's own
+#: loop; for a whole-field plan, ``<name>_infer_batch`` on the entered arrays (its regions run
+#: over the samples on the device; the data constructs around them copy nothing already there).
+FORTRAN_STEPS = {
+    "point": "    integer :: i\n@loop_begin@\n    do i = 1, n\n      call @n@_infer(x(:, i), y(:, i))\n    end do\n"
+             "@loop_end@",
+    "batch": "    integer :: status\n    call @n@_infer_batch(n, x, y, status)\n    if (status /= 0) error stop 6",
+}
+#: The titles of the Fortran batch harnesses, by offload model.
+FORTRAN_BATCH_TITLES = {
+    "omp": "3c: @n@_infer_batch of a whole-field plan from Fortran, data entered with OpenMP",
+    "acc": "3d: @n@_infer_batch of a whole-field plan from Fortran, data entered with OpenACC",
+}
+
 #: The harness files: (template, file name in the build folder). The batch harnesses are a
-#: runtime's header (allocation, copies, launch) followed by the shared ``batch_body.c``.
+#: runtime's header (allocation, copies, launch) followed by the shared ``batch_body.c``; the
+#: Fortran batch harnesses (``batch-fortran-*``, whole-field plans) are ``per_point.F90`` whose
+#: step calls ``<name>_infer_batch``.
 FILES = {
     "c-omp": ("per_point.c", "h1_c_omp.c"),
     "fortran-omp": ("per_point.F90", "h2_fortran_omp.F90"),
@@ -93,6 +109,8 @@ FILES = {
     "fortran-acc": ("per_point.F90", "h2b_fortran_acc.F90"),
     "batch-cuda": ("batch_cuda.c", "h3_batch.c"),
     "batch-omp": ("batch_omp.c", "h3_batch.c"),
+    "batch-fortran-omp": ("per_point.F90", "h3c_batch_fortran_omp.F90"),
+    "batch-fortran-acc": ("per_point.F90", "h3d_batch_fortran_acc.F90"),
     "cuda-user": ("cuda_user.cu", "h4_cuda_user.cu"),
     "cuda-warp": ("cuda_warp.cu", "h5_cuda_warp.cu"),
 }
@@ -121,11 +139,11 @@ def fill(text, values):
             raise TemplateError(f"placeholder @{match.group(1)}@ has no value (have: {', '.join(sorted(values))})")
         return str(values[match.group(1)])
 
-    lines = [line for line in text.split("\n")
-             if not (_PLACEHOLDER.fullmatch(line.strip()) and values.get(line.strip()[1:-1]) == "")]
-    out = "\n".join(lines)
-    for _ in range(3):  # a table value may hold @n@; nothing nests deeper
-        out, before = _PLACEHOLDER.sub(one, out), out
+    out = text
+    for _ in range(3):  # a table value may hold @n@ or an optional line; nothing nests deeper
+        lines = [line for line in out.split("\n")
+                 if not (_PLACEHOLDER.fullmatch(line.strip()) and values.get(line.strip()[1:-1]) == "")]
+        out, before = _PLACEHOLDER.sub(one, "\n".join(lines)), out
         if out == before:
             break
     return out
@@ -135,16 +153,19 @@ def render(harness, *, n, check, real):
     """The source of one harness (a key of :data:`FILES`) for model ``n``.
 
     Args:
-        harness: e.g. "c-omp", "fortran-acc", "batch-cuda", "batch-omp", "cuda-user", "cuda-warp".
+        harness: e.g. "c-omp", "fortran-acc", "batch-cuda", "batch-omp", "batch-fortran-acc",
+            "cuda-user", "cuda-warp".
         n: the model's C name.
         check: how many points of y the harness writes back.
         real: "float" or "double", the model's precision.
     """
     name, _ = FILES[harness]
     values = {"n": n, "N": n.upper(), "check": check, "real": real}
-    lang, _, model = harness.partition("-")
+    *kind, lang, model = harness.split("-")
     if name.startswith("per_point"):
-        values.update(MODELS[model][lang])
+        values.update(MODELS[model][lang], step=FORTRAN_STEPS["batch" if kind else "point"])
+        if kind:
+            values["title"] = FORTRAN_BATCH_TITLES[model]
     else:
         values["body"] = template("batch_body.c")
     return fill(template(name), values)

@@ -26,7 +26,7 @@ LAUNCH_ARG_BLOCKS = 2
 #: Steps of the transfer-counted loop.
 STEPS = 4
 #: The note of a harness that does not apply to a whole-field plan (and is not run).
-SKIP_WHOLE = "not run: whole-field plan, its device path is <name>_infer_one (the batch harnesses)"
+SKIP_WHOLE = "not run: whole-field plan, its device path is <name>_infer_batch (the batch harnesses)"
 
 
 def _model_path(config, out):
@@ -90,11 +90,17 @@ def launch_allowance(name, plan, c):
     """Launch-argument blocks a harness may show over the counted steps: LAUNCH_ARG_BLOCKS per
     OpenMP/OpenACC region launch. The per-point loops launch one region per step; an OpenMP
     ``<name>_infer_batch`` one per call, or for a whole-field plan one per region of
-    ``<name>_infer_one`` per sample. CUDA/HIP harnesses launch kernels, which copy nothing."""
+    ``<name>_infer_one`` per sample; the Fortran batch of a whole-field plan one per region per
+    chunk of :func:`rosenna.emit.whole.batch_samples` samples. CUDA/HIP harnesses launch kernels,
+    which copy nothing."""
     from rosenna import parallel
+    from rosenna.emit import whole
 
     if name.endswith(("-omp", "-acc")) and not name.startswith("batch"):
         return LAUNCH_ARG_BLOCKS * STEPS
+    if name.startswith("batch-fortran"):  # every region once per chunk of samples
+        chunks = -(-c.points // whole.batch_samples(plan))
+        return LAUNCH_ARG_BLOCKS * sum(kind != "comment" for kind, _, _ in parallel.regions(plan.body)) * chunks * STEPS
     if name == "batch-omp" or (name == "batch" and c.backend == "omp"):
         per_call = len(parallel.regions(plan.body)) * c.points if plan.path == "whole" else 1
         return LAUNCH_ARG_BLOCKS * per_call * STEPS
@@ -112,12 +118,19 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
     builds = []
     if plan.path == "whole":
         # The per-point routine of a whole-field plan keeps all its activations in one thread's
-        # locals: no device path. What runs on the device is <name>_infer_one, one parallel loop
-        # (OpenMP) or kernel (CUDA/HIP) per op; the batch harnesses call it per sample, here also
-        # through the offload compiler's OpenMP build.
+        # locals: no device path. What runs on the device is <name>_infer_batch, one parallel loop
+        # (OpenMP, OpenACC) or kernel (CUDA/HIP) per op over the samples: the batch harnesses,
+        # here also through the offload compiler's OpenMP build, and from Fortran through the
+        # module's OpenMP and OpenACC branches.
         builds += [(name, None, SKIP_WHOLE) for name in build.per_point_names(c)]
         if c.backend != "omp":
             builds.append(build.batch_omp(shell, c, values, vdir, omp_dir, defs))
+        if c.fc != "none":
+            builds.append(build.fortran(shell, c, values, vdir, omp_dir, defs, "omp", "batch-fortran-omp"))
+        if c.fc != "none" and c.acc_flags:
+            acc_dir = os.path.join(vdir, "acc")
+            generate(model_path, acc_dir, Options(lang="fortran", embed=embed))
+            builds.append(build.fortran(shell, c, values, vdir, acc_dir, defs, "acc", "batch-fortran-acc"))
     else:
         builds += build.per_point(shell, c, values, vdir, omp_dir, defs, "omp")
         if c.acc_flags:
@@ -248,13 +261,13 @@ def run(config, progress=None):
             row = Row(name, label, status="SKIP" if note == SKIP_WHOLE else "FAIL", note=note)
             rows.append(row)
             if exe is not None:
-                say(f"{name:<12} {label:<12} running {c.points} points")
+                say(f"{name:<17} {label:<12} running {c.points} points")
                 _measure(shell, c, plan, row, exe, env, xfile, ref, counter)
                 if row.status == "PASS" or row.ns_per_point is not None:
                     exes[(name, label)] = (exe, env)
             write()  # before the row is announced: a job killed now keeps it
             ns = f"{row.ns_per_point:.4f} ns/point" if row.ns_per_point is not None else "-"
-            say(f"{name:<12} {label:<12} {row.status:<4} {ns}" + (f"  {row.note}" if row.note else ""))
+            say(f"{name:<17} {label:<12} {row.status:<4} {ns}" + (f"  {row.note}" if row.note else ""))
     planted = _planted(shell, c, exes, xfile, counter) if counter and exes else None
     if planted:
         say(f"planted transfer: {planted['counted']} of {planted['planted']} counted: {planted['status']}")

@@ -67,11 +67,6 @@ contains
     integer, intent(in) :: n
     real(@n@_rk), intent(in) :: x(nx, n)
     real(@n@_rk), intent(inout) :: y(ny, n)
-    integer :: i
-@loop_begin@
-    do i = 1, n
-      call @n@_infer(x(:, i), y(:, i))
-    end do
-@loop_end@
+@step@
   end subroutine step
 end program gate_fortran
