@@ -78,3 +78,49 @@ def lstm_sequence(path, steps=10, inputs=3, hidden=5, seed=1):
                   helper.make_tensor_value_info("cn", f, [1, 1, hidden])],
                  [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"), numpy_helper.from_array(b, "B")],
                  path, name="lstm_sequence")
+
+
+def unet(path, size=16, channels=4, levels=3, seed=3):
+    """examples/surrogates/poisson_guess's U-Net in small: field[1, 1, S, S] -> 3x3 Conv per level
+    with a 2x2 AveragePool before each but the first, then per level back up a nearest 2x
+    upsampling made of Reshape and Concat (as torch exports repeat_interleave), an Add of the skip
+    connection and a 3x3 Conv (ReLU on the first), a last 3x3 Conv to one channel."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, c = [], [], channels
+
+    def conv(name, src, cin, cout, act=None):
+        w = (rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(cin * 9)).astype(np.float32)
+        b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}.w"), numpy_helper.from_array(b, f"{name}.b")])
+        nodes.append(helper.make_node("Conv", [src, f"{name}.w", f"{name}.b"], [name], name=name, pads=[1, 1, 1, 1]))
+        if act:
+            nodes.append(helper.make_node(act, [name], [name + ".a"], name=name + ".a"))
+            return name + ".a"
+        return name
+
+    def shape(name, dims):
+        inits.append(numpy_helper.from_array(np.array(dims, np.int64), name))
+        return name
+
+    skips, x, n = [], "field", size
+    for k in range(levels):
+        if k:
+            nodes.append(helper.make_node("AveragePool", [x], [f"pool{k}"], kernel_shape=[2, 2], strides=[2, 2]))
+            x, n = f"pool{k}", n // 2
+        x = conv(f"down{k}", x, 1 if k == 0 else c, c)
+        skips.append(x)
+    for k in range(levels - 2, -1, -1):
+        h = n
+        steps = [("r0", [1, c, h * h, 1]), ("r1", [1, c, h, 2 * h]), ("r2", [1, c, 2 * h, 2 * h])]
+        prev = x
+        for j, (tag, dims) in enumerate(steps):
+            nodes.append(helper.make_node("Reshape", [prev, shape(f"up{k}.{tag}.shape", dims)], [f"up{k}.{tag}"]))
+            prev = f"up{k}.{tag}"
+            if j < 2:
+                nodes.append(helper.make_node("Concat", [prev, prev], [f"up{k}.c{j}"], axis=3))
+                prev = f"up{k}.c{j}"
+        nodes.append(helper.make_node("Add", [prev, skips[k]], [f"up{k}.add"]))
+        x, n = conv(f"up{k}", f"up{k}.add", c, c, "Relu" if k == levels - 2 else None), 2 * h
+    conv("out", x, c, 1)
+    return _save(nodes, [helper.make_tensor_value_info("field", TensorProto.FLOAT, [1, 1, size, size])],
+                 [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 1, size, size])], inits, path, name="unet")

@@ -12,7 +12,7 @@ import pytest
 from rosenna import generate as gen
 from rosenna.commands.info import describe
 from rosenna import parallel
-from rosenna.emit.cuda import whole_field
+from rosenna.emit.cuda import field_fuse, whole_field
 from rosenna.plan import WHOLE_THRESHOLD
 
 C_MAIN = """#include <stdio.h>
@@ -241,25 +241,33 @@ int main(int argc, char **argv)
 """
 
 
-def emulate_launches(model_path, out, samples=3, launches=None, persistent=False):
+def emulate_launches(model_path, out, samples=3, launches=None, persistent=False, schedule=None):
     """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
     <name>_infer_batch launches them: each phase as a loop over its global thread indices (samples
     x threads per sample), forwards and backwards, into buffers for every sample and the C file's
     weights. The phases are the kernel file's: its launched ones (whole_field.launches, jammed),
-    or with ``persistent`` those of its persistent kernel (parallel.launch_groups), or the given
-    ``launches``. Returns (plan, x, y forwards, y backwards). A launch holding regions that depend
-    on each other gives a wrong answer in at least one order; a sample reading another's
-    intermediates gives a wrong answer."""
+    or with ``persistent`` those of its persistent kernel (field_fuse.schedule's phases), or the
+    given ``launches`` (unfused), or the phases of ``schedule(plan)`` (a function: the plan -> a
+    field_fuse.Schedule, its value functions included). Returns (plan, x, y forwards, y backwards).
+    A launch holding regions that depend on each other gives a wrong answer in at least one order;
+    a sample reading another's intermediates, or a value read after its buffer was reused, gives a
+    wrong answer."""
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
-    kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None else None
-    if launches is None:
-        launches = parallel.launch_groups(plan) if persistent else whole_field.launches(plan)
-    funcs, calls = [], []
+    kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None and schedule is None else None
+    if launches is not None:
+        sched = field_fuse.Schedule(plan, launches, [])
+    else:
+        sched = schedule(plan) if schedule else field_fuse.schedule(plan)
+        launches = sched.phases if persistent else whole_field.launches(sched)
+    code = kernel_file or "\n".join("\n".join(whole_field.batch_body(sched, launch)) for launch in launches)
+    funcs, calls = [field_fuse.value_functions(sched, code, "static inline")], []
+    if kernel_file is not None:  # the kernel's value functions, as the emulation's are
+        assert field_fuse.value_functions(sched, kernel_file) in kernel_file
     for k, launch in enumerate(launches):
-        body = "\n".join(whole_field.batch_body(plan, launch))
+        body = "\n".join(whole_field.batch_body(sched, launch))
         if kernel_file is not None and persistent:  # the very lines of the kernel's phase k, in its grid-stride loop
-            phase = "\n".join(whole_field.batch_body(plan, launch, depth=2))
+            phase = "\n".join(whole_field.batch_body(sched, launch, depth=2))
             assert f"g < count * {launch.threads}l; g += step) {{\n{phase}\n    }}" in kernel_file, \
                 f"phase {k} differs from {n}_field's"
         elif kernel_file is not None:  # the very lines of the kernel {n}_phase{k}
@@ -272,12 +280,11 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
         calls.append(f"    for (long j = 0; j < count * {total}l; ++j)\n"
                      f"        launch{k}(x, y, reverse ? count * {total}l - 1 - j : j);")
     c_file = (out / f"{n}.c").read_text()  # a whole-field plan's C file has them (its offload batch)
-    buffers = "\n".join(f"static {t} {whole_field.buffer_symbol(plan, i)}[{samples} * {size}];"
-                         for i, size in enumerate(plan.scratch)
-                         if f" {whole_field.buffer_symbol(plan, i)}[" not in c_file)
+    buffers = "\n".join(f"static {t} {whole_field.buffer_symbol(sched, i)}[{samples} * {size}];"
+                         for i, size in enumerate(sched.plan.scratch))
     # NaN in every intermediate before each pass: a value read before it is written shows.
-    clears = "\n".join(f"    memset({whole_field.buffer_symbol(plan, i)}, 0xff, sizeof {whole_field.buffer_symbol(plan, i)});"
-                       for i in range(len(plan.scratch)))
+    clears = "\n".join(f"    memset({whole_field.buffer_symbol(sched, i)}, 0xff, sizeof {whole_field.buffer_symbol(sched, i)});"
+                       for i in range(len(sched.plan.scratch)))
     text = c_file + EMULATE_MAIN.format(
         n=n, t=t, NX=plan.nx, NY=plan.ny, buffers=buffers, launches="\n\n".join(funcs), calls="\n".join(calls),
         clears=clears)

@@ -1,20 +1,22 @@
 """The whole-field kernels of ``<name>_kernel.cu``: ``<name>_infer_one`` as kernel launches.
 
 The regions of a whole-field plan and which of them may share a launch come from the loop
-analysis (:func:`rosenna.parallel.launch_groups`); here they become the phases of the CUDA/HIP
-path: one persistent kernel with grid-wide barriers, a thread per element of each region's
-collapsed loops, when the GPU holds every phase's threads at once; one launch per phase, a thread
-per 8 jammed output channels, when it does not (:func:`infer_one`). For a plan whose per-point
+analysis (:func:`rosenna.parallel.launch_groups`); those whose elements are cheap (pools, Concats,
+Adds) are computed where they are read (:mod:`rosenna.emit.cuda.field_fuse`); the rest become
+the phases of the CUDA/HIP path: one persistent kernel with grid-wide barriers, a thread per
+element of each region's collapsed loops, when the GPU holds every phase's threads at once; one
+launch per phase, a thread per 8 jammed output channels, when it does not (:func:`infer_one`). For a plan whose per-point
 locals are too large for a thread (``plan.path == "whole"``) the batched entry point is
 ``<name>_infer_one`` per sample (:data:`KIND`).
 """
 
+from rosenna.emit.cuda import field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, buffer_ident, count, resolver, used_scalars
-from rosenna.emit.whole import batch_buffer, batch_samples, sample_pointers, sample_resolver
+from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.emit.whole import batch_samples
 from rosenna.emit.host_field import jam
-from rosenna.parallel import Launch, Member, launch_groups
+from rosenna.parallel import Launch, Member
 
 #: Threads per block of the whole-field kernels.
 CUDA_THREADS = 256
@@ -47,6 +49,8 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
                 stride //= loop.extent
                 part = index if stride == 1 else f"{index} / {stride}l"
                 lines.append(inner + f"const int {loop.var} = (int)({part} % {loop.extent}l);")
+        if hasattr(renderer, "enter"):  # a FieldRenderer: which loops the loads' indices range over
+            renderer.enter(m.chain, m.body)
         scalars = used_scalars(m.body)
         if scalars:
             lines.append(inner + f"{t} {', '.join(scalars)};")
@@ -56,47 +60,47 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
     return lines
 
 
-def launches(plan):
-    """The phases of ``<name>_field``: :func:`launch_groups`, each parallel member region
-    unrolled-and-jammed (:func:`rosenna.emit.host_field.jam`, the host path's transformation): a
-    thread computes up to 8 output channels of a conv from one pass over its inputs (every input
-    loaded once feeds 8 FMAs; the weights are uniform across a warp), or, where the channels index
-    the inputs (depthwise, one output channel), a few neighbouring rows. Each sum keeps its terms
-    and their order, so the results do not change by a bit; a loop that does not divide leaves a
-    remainder region of its own."""
+def launches(sched):
+    """The phases of ``<name>_phases``: the schedule's (:func:`field_fuse.schedule`), each parallel
+    member region unrolled-and-jammed (:func:`rosenna.emit.host_field.jam`, the host path's
+    transformation): a thread computes up to 8 output channels of a conv from one pass over its
+    inputs (every input loaded once feeds 8 FMAs; the weights are uniform across a warp), or,
+    where the channels index the inputs (depthwise, one output channel), a few neighbouring rows.
+    Each sum keeps its terms and their order, so the results do not change by a bit; a loop that
+    does not divide leaves a remainder region of its own."""
     out = []
-    for launch in launch_groups(plan):
+    for launch in sched.phases:
         members = []
         for m in launch.members:
-            pieces = jam(plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
+            pieces = jam(sched.plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
             for k, (chain, body) in enumerate(pieces):
                 members.append(Member(m.kind, chain, body, m.notes if k == 0 else [], m.op, m.reads, m.writes))
         out.append(Launch(members))
     return out
 
 
-def buffer_symbol(plan, i):
-    """The kernel file's buffer for intermediate i (:func:`rosenna.emit.whole.batch_buffer`)."""
-    return batch_buffer(plan, i)
+def buffer_symbol(sched, i):
+    """The kernel file's buffer for scratch buffer i of the schedule's plan, every sample's."""
+    return field_fuse.buffer_symbol(sched.plan, i)
 
 
-def batch_body(plan, launch, depth=1):
+def batch_body(sched, launch, depth=1):
     """The statements of one launch's kernel after its global thread index ``g`` is known (and
     below ``count`` times the launch's threads): the sample ``s`` and the thread index within it,
     that sample's pointers into x, y and the intermediates, then :func:`launch_body` over them.
-    Plain C over the C file's weight names and the :func:`buffer_symbol` buffers, so a host harness
-    runs it too (tests/test_infer_one.py does)."""
+    Plain C over the C file's weight names, the :func:`buffer_symbol` buffers and the schedule's
+    value functions, so a host harness runs it too (tests/test_infer_one.py does)."""
     pad, total = "    " * depth, launch.threads
-    body = launch_body(plan, launch, Renderer(C, plan.precision, sample_resolver(plan)), depth)
+    body = launch_body(sched.plan, launch, sched.renderer(), depth)
     lines = [pad + f"const long s = g / {total}l, tid = g - s * {total}l;"]
-    lines += [pad + decl for decl in sample_pointers(plan, "\n".join(body))]
+    lines += [pad + decl for decl in field_fuse.pointers(sched.plan, "\n".join(body))]
     return lines + body
 
 
 def infer_one(plan):
     """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``. The groups
-    of regions that may run concurrently (:func:`launch_groups`; in practice one per op) are the
-    phases, each over every element of its member regions' collapsed loops for up to
+    of regions that may run concurrently (:func:`rosenna.parallel.launch_groups`; in practice one
+    per op) but those computed where they are read (:func:`field_fuse.schedule`) are the phases, each over every element of its member regions' collapsed loops for up to
     :func:`batch_samples` samples (a serial region is one thread per sample). ``<name>_run`` runs
     them one of two ways, chosen per call by how much work the widest phase has:
 
@@ -119,11 +123,15 @@ def infer_one(plan):
         return ""
     n, t = plan.name, plan.ctype
     samples = batch_samples(plan)
-    buffers = "\n".join(f"static __device__ {t} {buffer_symbol(plan, i)}[{samples} * {size}];"
-                         for i, size in enumerate(plan.scratch))
-    groups = launch_groups(plan)
+    sched = field_fuse.schedule(plan)
+    buffers = "\n".join(f"static __device__ {t} {buffer_symbol(sched, i)}[{samples} * {size}];"
+                         for i, size in enumerate(sched.plan.scratch))
+    groups = sched.phases
     widest = max(launch.threads for launch in groups)
-    jammed = launches(plan)
+    jammed = launches(sched)
+    persistent, launched = _persistent(sched, groups), _launched(sched, jammed, samples)
+    values = field_fuse.value_functions(sched, persistent + launched)
+    values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
 #if defined(__HIPCC__)
@@ -135,10 +143,10 @@ def infer_one(plan):
 /* The whole-field path: count samples (at most {samples}) at once, as one persistent kernel or one
    launch per phase ({n}_run chooses). The intermediates of {samples} samples: */
 {buffers}
+{values}
+{persistent}
 
-{_persistent(plan, groups)}
-
-{_launched(plan, jammed, samples)}
+{launched}
 
 /* Blocks of {n}_field resident at once on each device (0: not yet asked; -1: no cooperative launch). */
 static int {n}_resident[64];
@@ -187,13 +195,13 @@ def _phase_note(k, launch):
     return f"phase {k}: {notes} ({count(len(launch.members), 'region')}, {count(launch.threads, 'thread')} per sample)"
 
 
-def _launched(plan, groups, samples):
+def _launched(sched, groups, samples):
     """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order."""
-    n, t = plan.name, plan.ctype
+    n, t = sched.plan.name, sched.plan.ctype
     kernels, calls = [], []
     for k, launch in enumerate(groups):
         total = launch.threads
-        code = batch_body(plan, launch)
+        code = batch_body(sched, launch)
         unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}s = " in line for line in code)]
         kernels.append("\n".join(
             [f"/* {_phase_note(k, launch)} */",
@@ -213,15 +221,15 @@ def _launched(plan, groups, samples):
             "\n    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;\n}")
 
 
-def _persistent(plan, groups):
+def _persistent(sched, groups):
     """``<name>_field``: every phase a grid-stride loop, a grid-wide barrier between them."""
-    n, t = plan.name, plan.ctype
+    n, t = sched.plan.name, sched.plan.ctype
     phases = []
     for k, launch in enumerate(groups):
         lines = ([f"    grid.sync();  /* phase {k - 1}'s stores are visible to every thread */"] if k else [])
         lines += [f"    /* {_phase_note(k, launch)} */",
                   f"    for (long g = first; g < count * {launch.threads}l; g += step) {{"]
-        lines += batch_body(plan, launch, depth=2)
+        lines += batch_body(sched, launch, depth=2)
         lines.append("    }")
         phases.append("\n".join(lines))
     code = "\n".join(phases)

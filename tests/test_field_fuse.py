@@ -1,0 +1,105 @@
+"""Phase fusion of the CUDA/HIP whole-field path (rosenna/emit/cuda/field_fuse.py): the U-Net of
+examples/surrogates/poisson_guess in small (tests/op_models.py unet: AveragePools, the Reshape and
+Concat upsampling, skip Adds) with its cheap ops computed where they are read, the kernels' code run
+on the host against onnxruntime (tests/test_infer_one.py emulate_launches), and the index algebra
+that lets a reader call a region's function without decoding."""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import op_models
+from rosenna import generate as gen
+from rosenna.emit.cuda import field_fuse
+from rosenna.loopir import Idx, Loop
+from rosenna.parallel import launch_groups
+from test_infer_one import assert_close, emulate_launches, reference
+
+
+@pytest.fixture(scope="module")
+def unet_path(tmp_path_factory):
+    return op_models.unet(tmp_path_factory.mktemp("unet") / "unet.onnx")
+
+
+def test_unet_phases(unet_path):
+    """14 phases (3 convs down, 2 pools, per level up 2 Concats, an Add and a conv, the last conv)
+    become the 6 convs; nothing fused with max_loads=0."""
+    _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
+    assert len(launch_groups(plan)) == 14
+    sched = field_fuse.schedule(plan)
+    assert [launch.notes for launch in sched.phases] == [
+        ["Conv: down0"], ["Conv: down1"], ["Conv: down2"], ["Conv+Relu: up1+up1.a"], ["Conv: up0"], ["Conv: out"]]
+    assert len(sched.values) == 8
+    assert len(field_fuse.schedule(plan, max_loads=0).phases) == 14
+    assert len(field_fuse.schedule(plan, max_loads=2).phases) == 8  # the pools (4 loads) kept
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent):
+    """The fused phases as the kernel file holds them (its persistent kernel's, unjammed, or its
+    launches', jammed), threads in order and in reverse, against onnxruntime. The kernel file
+    reads the pools and Adds through their regions' functions (indices that follow from the
+    reader's) and the Concats through decoding ones."""
+    plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent)
+    kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
+    assert f"{plan.name}_value1_0(x, y, s, " in kernel  # the first pool, from the conv's indices
+    assert f"int o)\n{{\n    {{" in kernel  # a Concat's element o, decoded
+    want = reference(unet_path, plan, x)
+    form = "persistent kernel" if persistent else "launches"
+    assert_close(forwards, want, what=f"fused {form}, threads in order")
+    assert_close(backwards, want, what=f"fused {form}, threads in reverse")
+
+
+def test_fused_phases_need_their_own_buffers(tmp_path, unet_path):
+    """The check above can fail: the fused phases over the plan's own buffer sharing (made for one
+    phase per op) read a skip connection after the upsampling conv has overwritten it."""
+    def plan_buffers(plan):
+        sched = field_fuse.schedule(plan)
+        storage = {name: plan.storage[name] if where[0] == "t" else where for name, where in sched.plan.storage.items()}
+        return field_fuse.Schedule(dataclasses.replace(sched.plan, storage=storage, scratch=plan.scratch),
+                                   sched.phases, sched.values)
+
+    plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=plan_buffers)
+    with pytest.raises(AssertionError):
+        assert_close(forwards, reference(unet_path, plan, x), what="fused phases, the plan's buffers")
+
+
+def test_digits():
+    """A reader's index in terms of a region's loop indices: exact where each index provably stays
+    in its loop, None where it would not (the reader then decodes at run time)."""
+    chain = [Loop("i0", 8, []), Loop("i1", 8, []), Loop("i2", 8, [])]
+    store = Idx((("i0", 64), ("i1", 8), ("i2", 1)))
+    # a 3x3 conv's interior read: channel i3, row i1 + i4 - 1 (i1 in 1..6 as i1 + 1), column i2 + i5
+    read = Idx((("i1", 8), ("i2", 1), ("i3", 64), ("i4", 8), ("i5", 1)), 0)
+    found = field_fuse.digits(read, {"i1": 6, "i2": 7, "i3": 8, "i4": 3, "i5": 2}, store, chain)
+    assert found == [Idx((("i3", 1),)), Idx((("i1", 1), ("i4", 1))), Idx((("i2", 1), ("i5", 1)))]
+    # a constant borrowed across digits: row 1, column -1 + i2 with i2 in 1..7
+    found = field_fuse.digits(Idx((("i2", 1),), 8 - 1), {"i2": 8}, store, chain)
+    assert found is None  # i2 = 0 would reach column -1 of row 1, i.e. row 0 column 7: not provable
+    found = field_fuse.digits(Idx((("i2", 1),), 8 + 1), {"i2": 7}, store, chain)
+    assert found == [Idx(), Idx((), 1), Idx((("i2", 1),), 1)]
+    found = field_fuse.digits(Idx((("i2", 1),), 7), {"i2": 2}, store, chain)
+    assert found is None  # column 7 + i2 runs into the next row
+    # a Concat's region storing every other element: an odd step of the reader is no index of it
+    concat = Idx((("i0", 32), ("i1", 2)))
+    chain2 = [Loop("i0", 8, []), Loop("i1", 16, [])]
+    assert field_fuse.digits(Idx((("i0", 32), ("i2", 1))), {"i0": 8, "i2": 8}, concat, chain2) is None
+    assert field_fuse.digits(Idx((("i0", 32), ("i2", 2))), {"i0": 8, "i2": 8}, concat, chain2) == \
+        [Idx((("i0", 1),)), Idx((("i2", 1),))]
+
+
+@pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("hipcc")), reason="nvcc or hipcc not installed")
+def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path):
+    """The kernel file with value functions, both kinds, under nvcc (sm_90) and hipcc (gfx90a),
+    host code -Wall clean."""
+    gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    kernel = tmp_path / "unet_kernel.cu"
+    assert "unet_value1_0(x, y, s, " in kernel.read_text()
+    for cmd, env in ((["nvcc", "-O1", "-arch=sm_90", "-Xcompiler", "-Wall,-Werror"], None),
+                     (["hipcc", "-O1", "--offload-arch=gfx90a", "-x", "hip"], dict(os.environ, HIP_PLATFORM="amd"))):
+        proc = subprocess.run(cmd + ["-c", str(kernel), "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
+                              env=env)
+        assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr[-3000:]}"
