@@ -22,6 +22,10 @@
 #                                       #   $RESULTS/table.md (carry .gpu build/whl build/table build/probe;
 #                                       #   ~8 minutes; PYTHONPATH=$PWD/build/whl)
 #   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry .gpu, build/probe)
+#   bash bench/h200.sh fortran-field    # THERE: the Fortran module's whole-field batch, OpenACC and OpenMP (GCC 12
+#                                       #   nvptx): the omp-backend gate (rows batch-fortran-acc, batch-fortran-omp)
+#                                       #   on the conv net and the poisson_guess U-Net at 256 samples, then the same
+#                                       #   embedded harnesses re-timed at 1 and 16 (carry .gpu, build/probe; ~4 min)
 #   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
 #   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
 #                                       #   hand-written variant (LABELS: a comma list filters them, as
@@ -79,6 +83,25 @@ whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepar
     MODELS=build/probe/lstm_cell.onnx CLANG_MODELS=build/probe/lstm_cell.onnx POINTS=100000 run_gate
 }
 
+fortran_field() {  # the Fortran whole-field batch rows at 256 samples, then 1 and 16 (us per sample)
+    source .gpu/setup.sh >/dev/null
+    local status=0 m r exe n
+    for m in build/probe/convnet.onnx examples/surrogates/poisson_guess/pguess.onnx; do
+        r=$RESULTS/gate/fortran-field-$(basename "$m" .onnx)
+        gate --model "$m" --points 256 --cc $ROSENNA_GCC --fc $ROSENNA_GFORTRAN --backend omp \
+             --flags="-fopenmp $GCC_OFFLOAD_FLAGS" --acc-flags="-fopenacc $GCC_OFFLOAD_FLAGS" --cflags=-O3 --fflags=-O3 \
+             --out "$r" --label "GCC 12 nvptx, Fortran whole-field batch" || status=1
+        for exe in "$r"/embedded/h3c_batch_fortran_omp "$r"/embedded/h3d_batch_fortran_acc; do
+            [ -x "$exe" ] || continue
+            for n in 1 16 256; do
+                ACC_DEVICE_TYPE=nvidia "$exe" $n 31 0 "$r/x.bin" "$exe.y$n" | awk -v m="$(basename "$m" .onnx)" \
+                    -v h="$(basename "$exe")" -v n=$n '/^NS_PER_POINT/ {printf "%s %s n=%d: %.1f us per sample\n", m, h, n, $2 / 1000}'
+            done
+        done
+    done
+    return $status
+}
+
 case "$cmd" in
 prepare)
     if [ "${1:-}" = study ]; then make -C bench/study; echo "carry: build/bench"; exit; fi
@@ -93,12 +116,15 @@ confirm)
     status=0
     echo "== generated kernels and PyTorch eager"; timeout 160 bash "$0" kernels || status=1
     echo "== gate"; timeout 280 bash "$0" gate > "$RESULTS/gate.txt" 2>&1 || status=1
-    timeout 140 bash "$0" whole-field >> "$RESULTS/gate.txt" 2>&1 || status=1
+    timeout 200 bash "$0" whole-field >> "$RESULTS/gate.txt" 2>&1 || status=1  # the conv net's Fortran rows: +4 builds
     grep -h -E "^(c-|fortran-|batch|cuda-user|cuda-warp)|PASS:|FAIL:" "$RESULTS/gate.txt"
     exit $status
     ;;
 whole-field)
     mkdir -p "$RESULTS"; whole_field_gates
+    ;;
+fortran-field)
+    mkdir -p "$RESULTS"; machine; fortran_field 2>&1 | tee "$RESULTS/fortran-field.txt"
     ;;
 table-prepare)
     [ -f build/frontier/manifest.json ] || ${PYTHON:-python3} bench/frontier.py build
