@@ -1,7 +1,7 @@
 """The C library: ``rosenna_rt.h``, ``<name>.h``, ``<name>.c`` and the ``<name>.mk`` recipe."""
 
 from rosenna import __version__, abi, plan as planner
-from rosenna.emit import c_reader, fixed, whole
+from rosenna.emit import c_reader, fixed, offload_mlp, whole
 from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
@@ -70,6 +70,8 @@ def runtime_header(native):
 #else
 #define ROSENNA_RESTRICT restrict
 #endif
+
+{offload_mlp.RUNTIME_MACRO}
 
 {fixed.load("rosenna_host_math.h")}
 #endif /* ROSENNA_RT_H */
@@ -176,6 +178,9 @@ def _weights(plan):
         else:
             out.append(f"{t} {symbol(plan, w.ident)}[{w.size}] = {{0}}; /* zero until {plan.name}_init succeeds */")
     out.append("#pragma omp end declare target")
+    layers = offload_mlp.layers_of(plan)
+    if layers:
+        out.append(offload_mlp.copy(plan, layers).rstrip("\n"))
     if plan.weights:
         clause = "copyin" if plan.embed else "create"
         out += ["#if defined(_OPENACC)", f"#pragma acc declare {clause}({names})", "#endif"]
@@ -223,10 +228,17 @@ def source(plan, stamp, block):
     point_text = "\n".join(point_body(plan, point))
     block_text = "\n".join(point_body(plan, blocked, scalar_len=block))
     weights = _weights(plan)
+    layers = offload_mlp.layers_of(plan)
+    if layers:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
+        acts = offload_mlp.activations(plan, layers, point)
+        point_text = "\n".join([offload_mlp.BODY_GUARD, *offload_mlp.body(plan, layers), "#else", point_text, "#endif"])
+        acts = f"{offload_mlp.BODY_GUARD}\n#pragma omp declare target\n{acts}\n#pragma omp end declare target\n#endif\n"
+    else:
+        acts = ""
     head = f"""/* {stamp} */
 {chr(10).join(includes)}
 {chr(10) + weights + chr(10) if weights else ''}{reader}
-#pragma omp declare target
+{acts}#pragma omp declare target
 ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
 {point_text}

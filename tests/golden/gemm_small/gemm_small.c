@@ -22,13 +22,77 @@ ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
     -0.0736454055f, -0.0162909944f, -0.0482119322f
 };
 #pragma omp end declare target
+#if (defined(_OPENMP) && defined(__clang__)) || defined(ROSENNA_OFFLOAD_BODY)
+/* The weights again for the offload device's gemm_small_infer (rosenna/emit/offload_mlp.py): per layer
+   W input-major [K][N rounded up to 4], then the bias; 16-byte aligned. */
+#pragma omp declare target
+const float gemm_small_opacked[24] __attribute__((aligned(16))) = {
+    0.244364932f, 0.23365429f, 0.0f, 0.0f, 0.580971777f, -0.921471298f,
+    0.0f, 0.0f, 0.0905355886f, 0.0446374565f, 0.0f, 0.0f,
+    -0.379683286f, 0.257791609f, 0.0200975593f, 0.0f, 0.410912544f, 0.207983077f,
+    0.386584461f, 0.0f, -0.0736454055f, -0.0162909944f, -0.0482119322f, 0.0f
+};
+#pragma omp end declare target
+#endif
 #if defined(_OPENACC)
 #pragma acc declare copyin(gemm_small_w0_fc0_weight, gemm_small_w1_fc0_bias, gemm_small_w2_fc1_weight, gemm_small_w3_fc1_bias)
 #endif
 
+#if defined(ROSENNA_OFFLOAD_BODY)
+#pragma omp declare target
+static inline float gemm_small_oact0(float v)
+{
+    return (v > 0.0f ? v : 0.0f);
+}
+static inline float gemm_small_oact1(float v)
+{
+    return (v > 0.0f ? v : 0.0f);
+}
+#pragma omp end declare target
+#endif
 #pragma omp declare target
 ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
+#if defined(ROSENNA_OFFLOAD_BODY)
+    float h1[2];
+#pragma omp allocate(h1) allocator(omp_thread_mem_alloc)
+    /* layer 0: 2 -> 2, Relu */
+#pragma unroll
+    for (int n0 = 0; n0 < 4; n0 += 4) {
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const float *wk = gemm_small_opacked + k * 4 + n0;
+            const float v = x[k];
+            s0 += wk[0] * v;
+            s1 += wk[1] * v;
+            s2 += wk[2] * v;
+            s3 += wk[3] * v;
+        }
+        h1[n0 + 0] = gemm_small_oact0(s0 + gemm_small_opacked[8 + n0 + 0]);
+        h1[n0 + 1] = gemm_small_oact0(s1 + gemm_small_opacked[8 + n0 + 1]);
+        if (n0 + 2 < 2) h1[n0 + 2] = gemm_small_oact0(s2 + gemm_small_opacked[8 + n0 + 2]);
+        if (n0 + 3 < 2) h1[n0 + 3] = gemm_small_oact0(s3 + gemm_small_opacked[8 + n0 + 3]);
+    }
+    /* layer 1: 2 -> 3, Relu */
+#pragma unroll
+    for (int n0 = 0; n0 < 4; n0 += 4) {
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const float *wk = gemm_small_opacked + 12 + k * 4 + n0;
+            const float v = h1[k];
+            s0 += wk[0] * v;
+            s1 += wk[1] * v;
+            s2 += wk[2] * v;
+            s3 += wk[3] * v;
+        }
+        y[n0 + 0] = gemm_small_oact1(s0 + gemm_small_opacked[20 + n0 + 0]);
+        y[n0 + 1] = gemm_small_oact1(s1 + gemm_small_opacked[20 + n0 + 1]);
+        y[n0 + 2] = gemm_small_oact1(s2 + gemm_small_opacked[20 + n0 + 2]);
+        if (n0 + 3 < 3) y[n0 + 3] = gemm_small_oact1(s3 + gemm_small_opacked[20 + n0 + 3]);
+    }
+#else
     float acc0;
     float acc1;
     float acc2;
@@ -57,6 +121,7 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
     y[0] = ((acc0 + gemm_small_w3_fc1_bias[0]) > 0.0f ? (acc0 + gemm_small_w3_fc1_bias[0]) : 0.0f);
     y[1] = ((acc1 + gemm_small_w3_fc1_bias[1]) > 0.0f ? (acc1 + gemm_small_w3_fc1_bias[1]) : 0.0f);
     y[2] = ((acc2 + gemm_small_w3_fc1_bias[2]) > 0.0f ? (acc2 + gemm_small_w3_fc1_bias[2]) : 0.0f);
+#endif
 }
 #pragma omp end declare target
 

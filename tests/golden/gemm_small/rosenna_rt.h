@@ -100,6 +100,12 @@
 #define ROSENNA_RESTRICT restrict
 #endif
 
+/* Whether <name>_infer is the unrolled MLP body of clang's OpenMP device passes
+   (rosenna/emit/offload_mlp.py); define it to compile that body anywhere (the tests do). */
+#if !defined(ROSENNA_OFFLOAD_BODY) && defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))
+#define ROSENNA_OFFLOAD_BODY 1
+#endif
+
 /* exp and tanh for the host batch path: branch-free and inlined, so the `omp simd` loops that
    call them vectorise (libm's are scalar calls there). exp(x) = 2^k exp(r), k = round(x / ln 2),
    |r| <= ln 2 / 2, exp(r) by its Taylor polynomial: within 2 ulp of libm. The argument is clamped
