@@ -26,6 +26,8 @@
 #                                       #   nvptx): the omp-backend gate (rows batch-fortran-acc, batch-fortran-omp)
 #                                       #   on the conv net and the poisson_guess U-Net at 256 samples, then the same
 #                                       #   embedded harnesses re-timed at 1 and 16 (carry .gpu, build/probe; ~4 min)
+#   bash bench/h200.sh omp-point        # THERE: clang-16 `omp target` per-point loops, body vs loops, LTO, launch
+#                                       #   clauses (bench/omp_point.sh; build here first, carry build/omp_point)
 #   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
 #   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
 #                                       #   hand-written variant (LABELS: a comma list filters them, as
@@ -147,6 +149,9 @@ table)
       whole_field_gates; } > "$RESULTS/gate.txt" 2>&1
     grep -h -E "PASS:|FAIL:" "$RESULTS/gate.txt"
     python3 bench/h200_table.py "$RESULTS" --build build/table/frontier | tee "$RESULTS/table.md"
+    ;;
+omp-point)
+    mkdir -p "$RESULTS"; bash bench/omp_point.sh run 2>&1 | tee "$RESULTS/omp-point.txt"
     ;;
 kernels)
     mkdir -p "$RESULTS"; machine; kernels

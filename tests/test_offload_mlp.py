@@ -1,9 +1,10 @@
 """The OpenMP offload device body of <name>_infer for MLPs (rosenna/emit/offload_mlp.py).
 
-clang's device passes compile it; here it is compiled on the host with -DROSENNA_OFFLOAD_BODY (the
-macro rosenna_rt.h defines in those passes) and checked against onnxruntime with verify's
+clang's device passes compile it; here it is compiled on the host with -DROSENNA_OFFLOAD_BODY=1 (the
+macro rosenna_rt.h sets to 1 in those passes) and checked against onnxruntime with verify's
 tolerance: narrow layers (registers in and out, every activation, widths not a multiple of 4),
-wide layers (outputs accumulated over inputs read from local arrays), float64 of both. Where
+wide layers (outputs accumulated over inputs read from local arrays), float64 of both, weights
+embedded and read from a file (<name>_init packs the copy). Where
 clang-16 with nvptx offload and CUDA's ptxas are installed, the device pass's PTX is read: no local
 memory in the narrow form, 16-byte read-only weight loads in the wide one.
 """
@@ -36,6 +37,7 @@ int main(int argc, char **argv)
     FILE *f = fopen(argv[2], "rb");
     if (!x || !y || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
     fclose(f);
+    {init}
     for (int i = 0; i < n; ++i)
         {n}_infer(x + (size_t)i * {NX}, y + (size_t)i * {NY});
     fwrite(y, sizeof({t}), (size_t)n * {NY}, stdout);
@@ -66,15 +68,19 @@ def models(tmp_path_factory):
 
 
 def _built(models, name):
+    """A model of :func:`_models`; ``<model>_file``: the same with its weights in a file."""
     tmp, cache = models
     if name not in cache:
-        path, precision, scale, wide = _models(tmp)[name]
+        base = name[:-len("_file")] if name.endswith("_file") else name
+        path, precision, scale, wide = _models(tmp)[base]
         d = tmp / name
-        plan, _ = generate(path, str(d), Options(name=name, precision=precision, embed=True))
+        embed = base == name
+        plan, _ = generate(path, str(d), Options(name=name, precision=precision, embed=embed))
         dtype = np.float64 if precision == "double" else np.float32
         x = np.random.default_rng(5).uniform(-scale, scale, (POINTS, plan.nx)).astype(dtype)
         x.tofile(d / "x.bin")
-        (d / "drv.c").write_text(DRIVER.format(n=name, t=plan.ctype, NX=plan.nx, NY=plan.ny))
+        init = "" if embed else f'if ({name}_init("{d / (name + ".rwt")}") != 0) return 5;'
+        (d / "drv.c").write_text(DRIVER.format(n=name, t=plan.ctype, NX=plan.nx, NY=plan.ny, init=init))
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         want = sess.run(None, {sess.get_inputs()[0].name: x})[0]
         cache[name] = plan, d, x, want, wide
@@ -89,7 +95,7 @@ def _run(d, name, x, plan, defines):
     return np.frombuffer(raw, x.dtype).reshape(POINTS, plan.ny)
 
 
-@pytest.mark.parametrize("name", ["acts", "wide", "narrow64", "wide64"])
+@pytest.mark.parametrize("name", ["acts", "wide", "narrow64", "wide64", "wide_file", "narrow64_file"])
 def test_offload_body_matches_onnxruntime(models, name):
     plan, d, x, want, wide = _built(models, name)
     src = (d / f"{name}.c").read_text()
@@ -97,7 +103,7 @@ def test_offload_body_matches_onnxruntime(models, name):
     # the form the layer widths call for: local ping-pong arrays only when a layer is wide
     assert ("a[" in src.split(offload_mlp.BODY_GUARD)[-1].split("#else")[0]) == wide
     assert np.abs(want).max() > 0.01
-    for label, defines in (("device body", ["-DROSENNA_OFFLOAD_BODY"]), ("plan's loops", [])):
+    for label, defines in (("device body", ["-DROSENNA_OFFLOAD_BODY=1"]), ("plan's loops", [])):
         got = _run(d, name, x, plan, defines)
         result = compare(got, want, x.dtype, output=f"{name} {label}")
         assert result.passed, result.message("rosenna", "onnxruntime")
@@ -106,19 +112,12 @@ def test_offload_body_matches_onnxruntime(models, name):
 def test_body_and_copy_only_where_clang_offloads(models):
     """GCC (host, nvptx offload, OpenACC) keeps the plan's loops and never sees the repacked copy."""
     plan, d, _, _, _ = _built(models, "narrow64")
-    for flags, present in ((["-fopenmp"], False), (["-DROSENNA_OFFLOAD_BODY"], True)):
+    for flags, present in ((["-fopenmp"], False), (["-DROSENNA_OFFLOAD_BODY=1"], True)):
         obj = d / f"m{present}.o"
         subprocess.run(["gcc", "-O1", "-Wno-unknown-pragmas", *flags, "-c", str(d / "narrow64.c"), "-o", str(obj)],
                        check=True)
         syms = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
         assert ("narrow64_opacked" in syms) == present, syms
-
-
-def test_file_loaded_weights_keep_the_plans_loops(tmp_path):
-    plan, _ = generate(zoo.save("gemm_big", str(tmp_path / "g.onnx")), str(tmp_path / "g"),
-                       Options(name="g", embed=False))
-    assert offload_mlp.layers_of(plan) is None
-    assert "g_opacked" not in (tmp_path / "g" / "g.c").read_text()
 
 
 def _clang_offload():

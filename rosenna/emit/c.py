@@ -222,13 +222,13 @@ def source(plan, stamp, block):
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <string.h>"]
     includes += [""]
-    reader = c_reader.reader(plan) if not plan.embed else ""
+    layers = offload_mlp.layers_of(plan)
+    reader = c_reader.reader(plan, offload_mlp.repack(plan, layers) if layers else "") if not plan.embed else ""
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     point_text = "\n".join(point_body(plan, point))
     block_text = "\n".join(point_body(plan, blocked, scalar_len=block))
     weights = _weights(plan)
-    layers = offload_mlp.layers_of(plan)
     if layers:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
         acts = offload_mlp.activations(plan, layers, point)
         point_text = "\n".join([offload_mlp.BODY_GUARD, *offload_mlp.body(plan, layers), "#else", point_text, "#endif"])

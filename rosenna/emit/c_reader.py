@@ -76,9 +76,10 @@ def _checks(plan):
     return "\n".join(out)
 
 
-def reader(plan):
+def reader(plan, repack=""):
     """The .rwt reader, generated from abi.RWT_CHECKS (the Fortran reader is generated from the
-    same table): every check in its documented order, and the CRC-32C over the file."""
+    same table): every check in its documented order, and the CRC-32C over the file. ``repack``:
+    lines of ``<name>_init`` that fill a second copy of the weights before the device updates."""
     n, t = plan.name, plan.ctype
     table = "\n".join(f'    {{"{w.ident}", {len(w.ident)}ul, {C.symbol(plan.name, w.ident)}, {w.size}ul}},'
                       for w in plan.weights)
@@ -166,7 +167,7 @@ int {n}_init(const char *path)
     if (status != ROSENNA_STATUS_OK) {{
 {clears}
     }}
-#pragma omp target update to({names})
+{repack}#pragma omp target update to({names})
 #if defined(_OPENACC)
 #pragma acc update device({sections})
 #endif

@@ -35,22 +35,27 @@ from rosenna.loopir import Var
 REGISTER_WIDTH = 64
 #: Which compilations see the repacked copy (clang with OpenMP, host and device passes: the
 #: offload runtime pairs a device's declare-target variables with the host's) and the body
-#: (``ROSENNA_OFFLOAD_BODY``, which rosenna_rt.h defines in clang's device passes; a test defines
-#: it to run the body on the host).
-COPY_GUARD = "#if (defined(_OPENMP) && defined(__clang__)) || defined(ROSENNA_OFFLOAD_BODY)"
-BODY_GUARD = "#if defined(ROSENNA_OFFLOAD_BODY)"
+#: (``ROSENNA_OFFLOAD_BODY`` non-zero: rosenna_rt.h makes it 1 in clang's device passes, else 0;
+#: -DROSENNA_OFFLOAD_BODY=1 compiles the body anywhere (the tests), =0 keeps the plan's loops).
+COPY_GUARD = "#if (defined(_OPENMP) && defined(__clang__)) || ROSENNA_OFFLOAD_BODY"
+BODY_GUARD = "#if ROSENNA_OFFLOAD_BODY"
 #: rosenna_rt.h's lines that define ``ROSENNA_OFFLOAD_BODY``.
-RUNTIME_MACRO = """/* Whether <name>_infer is the unrolled MLP body of clang's OpenMP device passes
-   (rosenna/emit/offload_mlp.py); define it to compile that body anywhere (the tests do). */
-#if !defined(ROSENNA_OFFLOAD_BODY) && defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))
+RUNTIME_MACRO = """/* 1 where <name>_infer is the unrolled MLP body of clang's OpenMP device passes
+   (rosenna/emit/offload_mlp.py), else 0. -DROSENNA_OFFLOAD_BODY=0 keeps the plan's loops there
+   too; =1 compiles that body anywhere (the tests run it on the host). */
+#if !defined(ROSENNA_OFFLOAD_BODY)
+#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))
 #define ROSENNA_OFFLOAD_BODY 1
+#else
+#define ROSENNA_OFFLOAD_BODY 0
+#endif
 #endif"""
 VALUES_PER_LINE = 6
 
 
 def layers_of(plan):
-    """The plan's MLP layers when it gets the offload body (embedded weights), else None."""
-    if not plan.embed or plan.path == "whole":
+    """The plan's MLP layers when it gets the offload body, else None."""
+    if plan.path == "whole":
         return None
     return mlp_layers(plan, plan.precision)
 
@@ -88,19 +93,40 @@ def packed_name(plan):
 
 
 def copy(plan, layers):
-    """The repacked weights, ``declare target``, under :data:`COPY_GUARD`: ``const`` whatever
-    their size (clang keeps const data in global memory and reads it through the read-only
-    path; the plan's own weights lose ``const`` above CONST_BANK_BYTES for GCC's sake)."""
+    """The repacked weights, ``declare target``, under :data:`COPY_GUARD`. Embedded weights:
+    ``const`` whatever their size (clang keeps const data in global memory and reads it through
+    the read-only path; the plan's own weights lose ``const`` above CONST_BANK_BYTES for GCC's
+    sake). File-loaded: filled by ``<name>_init`` (:func:`repack`)."""
     lay = layout(layers)
-    lit = C.literals(packed(lay, np.float32 if plan.precision == "single" else np.float64), plan.precision)
-    rows = ",\n    ".join(", ".join(lit[i:i + VALUES_PER_LINE]) for i in range(0, len(lit), VALUES_PER_LINE))
-    return (f"{COPY_GUARD}\n"
+    name, t = packed_name(plan), plan.ctype
+    head = (f"{COPY_GUARD}\n"
             f"/* The weights again for the offload device's {plan.name}_infer (rosenna/emit/offload_mlp.py): per layer\n"
-            f"   W input-major [K][N rounded up to 4], then the bias; 16-byte aligned. */\n"
-            "#pragma omp declare target\n"
-            f"const {plan.ctype} {packed_name(plan)}[{lay.size}] __attribute__((aligned(16))) = {{\n    {rows}\n}};\n"
-            "#pragma omp end declare target\n"
-            "#endif\n")
+            f"   W input-major [K][N rounded up to 4], then the bias; 16-byte aligned"
+            f"{'' if plan.embed else f'; packed by {plan.name}_init'}. */\n"
+            "#pragma omp declare target\n")
+    if plan.embed:
+        lit = C.literals(packed(lay, np.float32 if plan.precision == "single" else np.float64), plan.precision)
+        rows = ",\n    ".join(", ".join(lit[i:i + VALUES_PER_LINE]) for i in range(0, len(lit), VALUES_PER_LINE))
+        array = f"const {t} {name}[{lay.size}] __attribute__((aligned(16))) = {{\n    {rows}\n}};\n"
+    else:
+        array = f"{t} {name}[{lay.size}] __attribute__((aligned(16)));\n"
+    return head + array + "#pragma omp end declare target\n#endif\n"
+
+
+def repack(plan, layers):
+    """``<name>_init``'s lines that pack the weights just read (or cleared) into the copy and
+    send it to the device, under :data:`COPY_GUARD`."""
+    lay, name = layout(layers), packed_name(plan)
+    lines = [COPY_GUARD, f"    /* the offload device body's copy (rosenna/emit/offload_mlp.py) */"]
+    for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
+        w, b = (C.symbol(plan.name, plan.weights[2 * i + j].ident) for j in (0, 1))
+        lines += [f"    for (int k = 0; k < {layer.k}; ++k)",
+                  f"        for (int o = 0; o < {layer.n}; ++o)",
+                  f"            {name}[{_plus(woff)}k * {npad} + o] = {w}[o * {layer.k} + k];",
+                  f"    for (int o = 0; o < {layer.n}; ++o)",
+                  f"        {name}[{boff} + o] = {b}[o];"]
+    lines += [f"#pragma omp target update to({name})", "#endif"]
+    return "\n".join(lines) + "\n"
 
 
 def activations(plan, layers, renderer):

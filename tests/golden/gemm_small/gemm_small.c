@@ -22,7 +22,7 @@ ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
     -0.0736454055f, -0.0162909944f, -0.0482119322f
 };
 #pragma omp end declare target
-#if (defined(_OPENMP) && defined(__clang__)) || defined(ROSENNA_OFFLOAD_BODY)
+#if (defined(_OPENMP) && defined(__clang__)) || ROSENNA_OFFLOAD_BODY
 /* The weights again for the offload device's gemm_small_infer (rosenna/emit/offload_mlp.py): per layer
    W input-major [K][N rounded up to 4], then the bias; 16-byte aligned. */
 #pragma omp declare target
@@ -38,7 +38,7 @@ const float gemm_small_opacked[24] __attribute__((aligned(16))) = {
 #pragma acc declare copyin(gemm_small_w0_fc0_weight, gemm_small_w1_fc0_bias, gemm_small_w2_fc1_weight, gemm_small_w3_fc1_bias)
 #endif
 
-#if defined(ROSENNA_OFFLOAD_BODY)
+#if ROSENNA_OFFLOAD_BODY
 #pragma omp declare target
 static inline float gemm_small_oact0(float v)
 {
@@ -53,7 +53,7 @@ static inline float gemm_small_oact1(float v)
 #pragma omp declare target
 ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-#if defined(ROSENNA_OFFLOAD_BODY)
+#if ROSENNA_OFFLOAD_BODY
     float h1[2];
 #pragma omp allocate(h1) allocator(omp_thread_mem_alloc)
     /* layer 0: 2 -> 2, Relu */

@@ -100,10 +100,15 @@
 #define ROSENNA_RESTRICT restrict
 #endif
 
-/* Whether <name>_infer is the unrolled MLP body of clang's OpenMP device passes
-   (rosenna/emit/offload_mlp.py); define it to compile that body anywhere (the tests do). */
-#if !defined(ROSENNA_OFFLOAD_BODY) && defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))
+/* 1 where <name>_infer is the unrolled MLP body of clang's OpenMP device passes
+   (rosenna/emit/offload_mlp.py), else 0. -DROSENNA_OFFLOAD_BODY=0 keeps the plan's loops there
+   too; =1 compiles that body anywhere (the tests run it on the host). */
+#if !defined(ROSENNA_OFFLOAD_BODY)
+#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))
 #define ROSENNA_OFFLOAD_BODY 1
+#else
+#define ROSENNA_OFFLOAD_BODY 0
+#endif
 #endif
 
 /* exp and tanh for the host batch path: branch-free and inlined, so the `omp simd` loops that
