@@ -26,7 +26,7 @@ build)
         M=$(echo $m | tr a-z A-Z); src=$out/src/$m
         mkdir -p "$src"
         $ROSENNA zoo $m -o "$src/$m.onnx" >/dev/null
-        $ROSENNA generate "$src/$m.onnx" --out "$src" --lang c --embed-weights >/dev/null
+        $ROSENNA generate "$src/$m.onnx" --out "$src" --lang c --embed-weights --gpu-arch sm_90 >/dev/null
         for v in body loops; do
             def=""; [ $v = loops ] && def=-DROSENNA_OFFLOAD_BODY=0
             for lto in "" -lto; do
