@@ -34,12 +34,14 @@ from rosenna.parallel import regions
 #: ``{data}``: the x and y the region reads, device pointers in C) and its end, a serial region's,
 #: how a region's scalars are made private (declared in C, a clause in Fortran). A batched region
 #: reaches sample s's part of x, y and the intermediates through pointers (C) or by offsets in its
-#: subscripts (Fortran). Each branch of the Fortran routines is chosen as C's (rosenna_rt.h): a
-#: preprocessor condition (``guard``: the build has the model) and a test (``device``: the macro
-#: that says a device is there, defined as ``test`` unless given on the command line: see
-#: :mod:`rosenna.emit.whole_fortran`); ``data`` and ``data_end`` map the routine's x and y around
-#: the branch's regions, copying nothing already on the device; ``samples`` names the private
-#: routine of the batched regions, ``title`` the model in its doc comment.
+#: subscripts (Fortran). Each routine tries one branch per model, chosen alike in both languages:
+#: compiled where the preprocessor condition ``guard`` holds (the build has the model; C's OpenMP
+#: branch needs none, its macro is 0 without OpenMP) and taken where the macro ``device`` says a
+#: device is there (C: rosenna_rt.h; Fortran: defined as ``test`` unless given on the command line,
+#: :mod:`rosenna.emit.whole_fortran`); ``why`` is the branch's comment. Fortran only: ``data`` and
+#: ``data_end`` map the routine's x and y around the branch's regions, copying nothing already on
+#: the device; ``samples`` names the private routine of the batched regions, ``title`` the model in
+#: its doc comment.
 DIRECTIVES = {
     "c": {
         "parallel": "#pragma omp target teams distribute parallel for{collapse} is_device_ptr({data})",
@@ -51,6 +53,9 @@ DIRECTIVES = {
         "private": None,
         "scalar": "{t} {names};",
         "pointers": True,
+        "guard": None,
+        "device": "ROSENNA_OMP_DEVICE()",
+        "why": "",
     },
     "c_acc": {
         "parallel": "#pragma acc parallel loop gang vector{collapse} deviceptr({data})",
@@ -62,6 +67,9 @@ DIRECTIVES = {
         "private": None,
         "scalar": "{t} {names};",
         "pointers": True,
+        "guard": "defined(_OPENACC)",
+        "device": "ROSENNA_ACC_DEVICE()",
+        "why": "an OpenACC build: the same loops as compute regions",
     },
     "fortran": {
         "parallel": "!$omp target teams distribute parallel do{collapse}{private}",
@@ -164,6 +172,22 @@ def region_lines(plan, lang, table, renderer, depth, samples=False, data="x, y")
 
 
 # -- C ------------------------------------------------------------------------------------------------
+#: The offload models of the C routines, in the order their branches are tried.
+C_MODELS = ("c", "c_acc")
+
+
+def _c_branches(body):
+    """The offload branches of a C routine: each model's ``body(table)`` (lines) under its guard,
+    taken when its device macro says so."""
+    lines = []
+    for model in C_MODELS:
+        table = DIRECTIVES[model]
+        why = f"  /* {table['why']} */" if table["why"] else ""
+        lines += ([f"#if {table['guard']}"] if table["guard"] else []) + [f"    if ({table['device']}) {{{why}"]
+        lines += body(table) + ["        return ROSENNA_STATUS_OK;", "    }"] + (["#endif"] if table["guard"] else [])
+    return "\n".join(lines)
+
+
 def c_prototype(plan):
     """The header's declaration of ``<name>_infer_one`` ("" when the plan has none)."""
     if not available(plan):
@@ -189,24 +213,14 @@ def c_source(plan):
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
-    device = "\n".join(region_lines(plan, C, DIRECTIVES["c"], renderer, 2))
-    acc = "\n".join(region_lines(plan, C, DIRECTIVES["c_acc"], renderer, 2))
+    branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2))
     host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
                                                   math=HOST_MATH[plan.precision]), 1))
     return f"""{declare}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
-{ready}    if (ROSENNA_OMP_DEVICE()) {{
-{device}
-        return ROSENNA_STATUS_OK;
-    }}
-#if defined(_OPENACC)
-    if (ROSENNA_ACC_DEVICE()) {{  /* an OpenACC build: the same loops as compute regions */
-{acc}
-        return ROSENNA_STATUS_OK;
-    }}
-#endif
+{ready}{branches}
     /* No offload device: the same loops on the host's threads and SIMD lanes. */
 {host}
     return ROSENNA_STATUS_OK;
@@ -297,34 +311,18 @@ def c_batch(plan):
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: batch_buffer(plan, i))) if plan.scratch else ""
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
-    device = "\n".join(batched_regions(plan, C, DIRECTIVES["c"], 3, "xb, yb"))
-    acc = "\n".join(batched_regions(plan, C, DIRECTIVES["c_acc"], 3, "xb, yb"))
+    chunks = [f"        for (int start = 0; start < n; start += {samples}) {{",
+              f"            const int count = n - start < {samples} ? n - start : {samples};",
+              f"            const {t} *xb = x + (long)start * {n.upper()}_NX;",
+              f"            {t} *yb = y + (long)start * {n.upper()}_NY;"]
+    branches = _c_branches(lambda table: chunks + batched_regions(plan, C, table, 3, "xb, yb") + ["        }"])
     return f"""{declare}
 /* Whole-field plan: on an offload device one parallel loop per op over up to {samples} samples at
    once; on the host one sample at a time through {n}_infer_one. */
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
-{ready}    if (ROSENNA_OMP_DEVICE()) {{
-        for (int start = 0; start < n; start += {samples}) {{
-            const int count = n - start < {samples} ? n - start : {samples};
-            const {t} *xb = x + (long)start * {n.upper()}_NX;
-            {t} *yb = y + (long)start * {n.upper()}_NY;
-{device}
-        }}
-        return ROSENNA_STATUS_OK;
-    }}
-#if defined(_OPENACC)
-    if (ROSENNA_ACC_DEVICE()) {{  /* an OpenACC build: the same loops as compute regions */
-        for (int start = 0; start < n; start += {samples}) {{
-            const int count = n - start < {samples} ? n - start : {samples};
-            const {t} *xb = x + (long)start * {n.upper()}_NX;
-            {t} *yb = y + (long)start * {n.upper()}_NY;
-{acc}
-        }}
-        return ROSENNA_STATUS_OK;
-    }}
-#endif
+{ready}{branches}
     for (int i = 0; i < n; ++i) {{
         int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
         if (status != ROSENNA_STATUS_OK)

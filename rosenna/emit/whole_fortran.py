@@ -158,8 +158,8 @@ def batch_statements(plan):
               f"      call {n}_infer_one(x(:, i), y(:, i), status)",
               f"      if (status /= {n}_status_ok) return",
               "    end do"]
-    doc = (f"on an offload device each op one region over up to\n  !> {samples} samples at once (data "
-           f"already mapped there is not copied again), else one sample at a time\n  !> through {n}_infer_one.")
+    doc = (f"on an offload device each op one region over up to {samples} samples at once (data already "
+           f"mapped there is not copied again), else one sample at a time through {n}_infer_one.")
     return doc, "    integer :: i, start\n", "\n".join(lines) + "\n"
 
 
