@@ -4,6 +4,7 @@ body (the shuffles of each layer, the output layer's reduce-scatter, the scatter
 model in float64, and nvcc (ptxas) and hipcc compiles of the routines."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -123,11 +124,19 @@ def kernel_files(tmp_path_factory):
 @pytest.mark.nvcc
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
 def test_routines_compile_as_relocatable_device_code(kernel_files):
+    checked = False
     for src in kernel_files:
         proc = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-rdc=true", "-DROSENNA_DEVICE_ROUTINE", "-Xptxas", "-v",
                                "-c", str(src), "-o", str(src) + ".o"], capture_output=True, text=True, cwd=src.parent)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "_infer_warp" in proc.stderr and "_infer\n" in proc.stderr.replace("_infer ", "_infer\n")
+        # mlp128's <name>_infer has its warp body's frame: the one-thread path (local arrays,
+        # spills) is a function of its own (inlined, _infer had a 1,720-byte frame against 520).
+        frames = dict(re.findall(r"Function properties for (\w+)\n\s*(\d+) bytes stack frame", proc.stderr))
+        if src.name.startswith("mlp128"):
+            assert int(frames["mlp128_infer"]) <= int(frames["mlp128_infer_warp"]) + 16, frames
+            checked = True
+    assert checked
 
 
 @pytest.mark.hipcc

@@ -299,16 +299,27 @@ def routine(plan, choice, renderer):
     parts.append(f"/* 32 points, one per lane: {warp_kind}. */\n"
                  f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{\n" + "\n".join(warp) + "\n}\n")
     if AUTO_WARP and kind:
-        dispatch = ("#if !defined(__HIPCC__)\n"
-                    "    if (__activemask() == 0xffffffffu) {  /* the whole warp is here: 32 points at once */\n"
-                    "        __syncwarp();\n"
-                    f"        {n}_infer_warp_body(x, y);\n"
-                    "        return;\n"
-                    "    }\n"
-                    "#endif\n")
+        # CUDA: the one-thread path in a function of its own. Inlined beside the warp body, its
+        # local arrays and registers were allocated for <name>_infer as a whole (mlp128: a
+        # 1,720-byte frame and 424 bytes spilled, where the warp body alone has 520 / 252), and
+        # the whole warp, which takes the warp body, paid for them.
+        parts.append("#if !defined(__HIPCC__)\n"
+                     f"/* The one-thread path of {n}_infer when only part of the warp calls it. */\n"
+                     f"static __device__ __noinline__ void {n}_point_alone{sig}\n{{\n    {n}_point_thread(x, y);\n}}\n"
+                     "#endif\n")
+        body = ("#if !defined(__HIPCC__)\n"
+                "    if (__activemask() == 0xffffffffu) {  /* the whole warp is here: 32 points at once */\n"
+                "        __syncwarp();\n"
+                f"        {n}_infer_warp_body(x, y);\n"
+                "        return;\n"
+                "    }\n"
+                f"    {n}_point_alone(x, y);\n"
+                "#else\n"
+                f"    {n}_point_thread(x, y);\n"
+                "#endif\n")
     else:
-        dispatch = ""
+        body = f"    {n}_point_thread(x, y);\n"
     parts.append(f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
-                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{dispatch}    {n}_point_thread(x, y);\n}}\n\n"
+                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{body}}}\n\n"
                  f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_infer_warp_body(x, y);\n}}\n")
     return "\n".join(parts)
