@@ -4,64 +4,64 @@
 # generates (the unrolled MLP body of clang's device pass, rosenna/emit/offload_mlp.py) against the
 # plan's loops (-DROSENNA_OFFLOAD_BODY=0), each also with -foffload-lto, and launch clauses.
 #
-#   bash bench/omp_point.sh build   # HERE: clang-16 + libomp-16-dev (Debian 12: apt-get install clang-16
-#                                   #   clang-tools-16 libomp-16-dev), nvcc 13 (ptxas, nvlink, libdevice);
-#                                   #   ROSENNA="python -m rosenna" for a venv. Writes build/omp_point (~6 MB)
-#   bash bench/omp_point.sh run     # THERE (carry build/omp_point): prints ns/point (median of 7) and the
-#                                   #   worst error in units of verify's tolerance, per variant (< 150 s)
-set -eu
+#   bash bench/omp_point.sh prepare   # HERE: generate the two models' C into build/omp_point/src
+#                                     #   (ROSENNA="python -m rosenna" for a venv; ~1.5 MB)
+#   bash bench/omp_point.sh run       # THERE (carry .gpu build/omp_point): build every variant with the
+#                                     #   machine's clang-16 ($ROSENNA_CLANG, $CLANG_OFFLOAD_FLAGS from
+#                                     #   .gpu/setup.sh, as the gate), then print ns/point (median of 7)
+#                                     #   and the worst error in units of verify's tolerance (< 150 s)
+set -u
 cmd=${1:-help}
-out=build/omp_point
+out=${OMP_POINT_DIR:-build/omp_point}
 case "$cmd" in
-build)
+prepare)
     ROSENNA=${ROSENNA:-python3 -m rosenna}
-    cuda=$(dirname "$(dirname "$(readlink -f "$(command -v ptxas || command -v nvcc)")")")
-    [ -f "$cuda/nvvm/libdevice/libdevice.10.bc" ] || cuda=$(nvcc -dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p')
-    llvm=$(dirname "$(dirname "$(readlink -f "$(command -v clang-16)")")")
-    F="-O3 -fopenmp -fopenmp-targets=nvptx64-nvidia-cuda --offload-arch=sm_90 --cuda-path=$cuda -Wno-unknown-cuda-version"
-    rm -rf "$out"; mkdir -p "$out/bin" "$out/lib" "$out/obj"
-    cp -L "$llvm"/lib/libomptarget.so.16 "$llvm"/lib/libomptarget.rtl.cuda.so.16 \
-          "$llvm"/lib/libomptarget.rtl.cuda.nextgen.so.16 "$llvm"/lib/libomp.so.5 "$out/lib/"
+    rm -rf "$out"; mkdir -p "$out/src"
+    cp bench/omp_point.c "$out/src/"
     for m in gemm_big mlp128; do
-        M=$(echo $m | tr a-z A-Z); src=$out/src/$m
-        mkdir -p "$src"
-        $ROSENNA zoo $m -o "$src/$m.onnx" >/dev/null
-        $ROSENNA generate "$src/$m.onnx" --out "$src" --lang c --embed-weights --gpu-arch sm_90 >/dev/null
-        for v in body loops; do
-            def=""; [ $v = loops ] && def=-DROSENNA_OFFLOAD_BODY=0
-            for lto in "" -lto; do
-                tag=$m-$v$lto; extra=""; [ -n "$lto" ] && extra=-foffload-lto
-                PATH=$cuda/bin:$PATH clang-16 $F $extra $def -I"$src" -c "$src/$m.c" -o "$out/obj/$tag.o"
-                PATH=$cuda/bin:$PATH clang-16 $F $extra -I"$src" -DMODEL_H="\"$m.h\"" -DINFER=${m}_infer -DNX=${M}_NX \
-                    -DNY=${M}_NY bench/omp_point.c "$out/obj/$tag.o" -L"$llvm/lib" -Wl,-rpath,'$ORIGIN/../lib' -lm \
-                    -o "$out/bin/$tag"
-                echo "built $tag"
-            done
-        done
+        mkdir -p "$out/src/$m"
+        $ROSENNA zoo $m -o "$out/src/$m/$m.onnx" >/dev/null
+        $ROSENNA generate "$out/src/$m/$m.onnx" --out "$out/src/$m" --lang c --embed-weights --gpu-arch sm_90 >/dev/null
+        rm -f "$out/src/$m/"*.onnx "$out/src/$m/"*.mk "$out/src/$m/"*.pc "$out/src/$m/"*Config.cmake "$out/src/$m/"*_kernel.cu
     done
-    rm -rf "$out/obj" "$out/src"
-    du -sh "$out"; echo "carry: $out"
+    du -sh "$out"; echo "carry: .gpu $out"
     ;;
 run)
-    L=$PWD/$out/lib
-    [ -e /usr/lib/x86_64-linux-gnu/libcuda.so ] || [ -e "$L/libcuda.so" ] || ln -sf /usr/lib/x86_64-linux-gnu/libcuda.so.1 "$L/libcuda.so"
-    if ! ldd "$L/libomptarget.rtl.cuda.so.16" | grep -q "libLLVM-16.so.1 => /" && [ -f .gpu/setup.sh ]; then
-        source .gpu/setup.sh >/dev/null; L=$CLANG_OMP_LIB  # the carried bundle's libomptarget instead
-    fi
-    export LD_LIBRARY_PATH=$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OMP_TARGET_OFFLOAD=MANDATORY
-    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader || true
+    [ -n "${ROSENNA_CLANG:-}" ] || source .gpu/setup.sh >/dev/null
+    export LD_LIBRARY_PATH=$CLANG_OMP_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OMP_TARGET_OFFLOAD=MANDATORY
+    bin=$out/bin; mkdir -p "$bin"
+    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>/dev/null
+    variants=${VARIANTS:-"gemm_big:body gemm_big:loops mlp128:body mlp128:loops"}
+    for mv in $variants; do  # each variant with and without -foffload-lto, all in parallel
+        m=${mv%%:*}; v=${mv#*:}; M=$(echo $m | tr a-z A-Z); src=$out/src/$m
+        def=""; [ $v = loops ] && def=-DROSENNA_OFFLOAD_BODY=0
+        [ -d "$out/src/$m-$v" ] && src=$out/src/$m-$v  # a variant with its own generated C
+        for lto in "" -lto; do
+            extra=""; [ -n "$lto" ] && extra=-foffload-lto
+            ( $ROSENNA_CLANG -O3 -fopenmp $CLANG_OFFLOAD_FLAGS $extra $def -I"$src" -c "$src/$m.c" -o "$bin/$m-$v$lto.o" &&
+              $ROSENNA_CLANG -O3 -fopenmp $CLANG_OFFLOAD_FLAGS $extra -I"$src" -DMODEL_H="\"$m.h\"" -DINFER=${m}_infer \
+                  -DNX=${M}_NX -DNY=${M}_NY "$out/src/omp_point.c" "$bin/$m-$v$lto.o" -lm -o "$bin/$m-$v$lto" ) \
+                > "$bin/$m-$v$lto.log" 2>&1 &
+        done
+    done
+    wait
     one() {  # variant points [thread_limit num_teams]
-        printf "%-18s " "$1"; timeout 40 "$out/bin/$1" "$2" 7 "${3:-0}" "${4:-0}" 2>&1 | tail -1 || true
+        printf "%-20s " "$1"
+        if [ -x "$bin/$1" ]; then timeout 40 "$bin/$1" "$2" 7 "${3:-0}" "${4:-0}" 2>&1 | tail -1
+        else echo "build failed: $(grep -v warning "$bin/$1.log" | tail -1)"; fi
     }
     for m in gemm_big:4000000 mlp128:1000000; do
         name=${m%%:*}; n=${m##*:}
         echo "== $name, $n points (tl/nt: thread_limit/num_teams clauses, 0 = none)"
-        for v in loops loops-lto body body-lto; do one $name-$v $n; done
+        for mv in $variants; do
+            [ "${mv%%:*}" = $name ] || continue
+            one $name-${mv#*:} $n; one $name-${mv#*:}-lto $n
+        done
         for tl in 64 128 256; do one $name-body $n $tl; done
         one $name-body $n 128 1056
     done
     ;;
 *)
-    sed -n '2,12p' "$0"; exit 2
+    sed -n '2,13p' "$0"; exit 2
     ;;
 esac

@@ -33,6 +33,8 @@ from rosenna.loopir import Var
 
 #: Layers at most this wide in and out keep their inputs and outputs in registers.
 REGISTER_WIDTH = 64
+#: Inputs per step of a wide layer's loop (unrolled): one step's weight loads in flight together.
+KOUTER_UNROLL = 4
 #: Which compilations see the repacked copy (clang with OpenMP, host and device passes: the
 #: offload runtime pairs a device's declare-target variables with the host's) and the body
 #: (``ROSENNA_OFFLOAD_BODY`` non-zero: rosenna_rt.h makes it 1 in clang's device passes, else 0;
@@ -202,7 +204,7 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
             "#pragma unroll",
             f"        for (int j = 0; j < {npad}; ++j)",
             f"            s[j] = {zero};",
-            "#pragma unroll 4",
+            f"#pragma unroll {KOUTER_UNROLL}",
             f"        for (int k = 0; k < {layer.k}; ++k) {{",
             f"            const {t} v = {src}[k];",
             f"            const {t} *wk = {w} + {_plus(woff)}k * {npad};",
