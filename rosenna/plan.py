@@ -95,6 +95,9 @@ class Plan:
     hash: str = field(default="")
     #: Asked for ``<name>_infer_one`` although the plan runs per point (``generate --infer-one``).
     infer_one: bool = False
+    #: Bytes of the host CPU's vectors the host whole-field loops are written for (set from the
+    #: toolchain profile's target when the files are rendered: emit/host_field.vector_bytes).
+    host_vector: int = 32
 
     @property
     def ctype(self):

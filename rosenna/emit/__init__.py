@@ -1,7 +1,7 @@
 """Emitters: the plan rendered as files. C and Fortran differ only through emit.lang's tables."""
 
 from rosenna import limits
-from rosenna.emit import c, cmake, cuda, fortran, pkgconfig
+from rosenna.emit import c, cmake, cuda, fortran, host_field, pkgconfig
 
 
 def host_block(plan):
@@ -28,6 +28,7 @@ def render(plan, lang, stamp, profile, constant_limit=None):
     __constant__ memory (default :data:`rosenna.limits.CONSTANT_LIMIT`)."""
     files = {}
     block = host_block(plan)
+    plan.host_vector = host_field.vector_bytes(profile)
     if lang in ("c", "both"):
         files["rosenna_rt.h"] = runtime_header()
         files[f"{plan.name}.h"] = c.header(plan, stamp)

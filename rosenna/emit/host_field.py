@@ -25,7 +25,7 @@ oversubscribing the cores. No orphaned worksharing construct is used, so such a 
 to the solver's team and wait for threads that never arrive.
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rosenna.emit.render import used_loop_vars, used_scalars
 from rosenna.loopir import Assign, Bin, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
@@ -36,12 +36,22 @@ from rosenna.parallel import launch_groups
 HOST_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
              "double": {"exp": "rosenna_exp", "tanh": "rosenna_tanh"}}
 
-#: At most this many output channels (copies of a region's body) share one pass over the inputs.
+#: At most this many output channels (copies of a region's body) share one pass over the inputs,
+#: by default (the CUDA whole-field phases, rosenna/emit/cuda/whole_field.py, jam with this width).
 JAM = 8
+#: The host's width: sums a SIMD loop holds in vector registers at once, each input vector loaded
+#: once per block of output channels. 12 accumulators and the input and weight vectors fit AVX2's
+#: 16 registers (AVX-512 has 32): a 24-channel 1x1 conv is two passes of 12, 37 channels four of 10
+#: and a remainder piece of 7.
+HOST_JAM = 12
 #: Independent sums a SIMD loop should carry (the FMA latency times the FMA units, in vectors).
 CHAINS = 4
 #: Tap loops inside a SIMD loop are unrolled below their outermost loop up to this many statements.
 UNROLL = 128
+#: A nest of tap loops of at most this many statements is unrolled whole: a depthwise 3x3 conv
+#: with 4 rows jammed (36 statements) then loads each input vector once for the rows that share
+#: it, and its 9 weights stay in registers.
+UNROLL_WHOLE = 48
 
 #: How each language writes the constructs; ``{nowait}`` is the clause or "", ``{private}`` the
 #: private clause or "".
@@ -53,7 +63,7 @@ TABLE = {
         "for_simd": "#pragma omp for simd{nowait}",
         "for_end": None,
         "for_simd_end": None,
-        "simd": "#pragma omp simd",
+        "simd": "#pragma omp simd{simdlen}",
         "single": "#pragma omp single{nowait}",
         "single_end": None,
         "block": ("{", "}"),
@@ -68,7 +78,7 @@ TABLE = {
         "for_simd": "!$omp do simd{private}",
         "for_end": "!$omp end do{nowait}",
         "for_simd_end": "!$omp end do simd{nowait}",
-        "simd": "!$omp simd{private}",
+        "simd": "!$omp simd{simdlen}{private}",
         "single": "!$omp single",
         "single_end": "!$omp end single{nowait}",
         "block": None,
@@ -79,13 +89,25 @@ TABLE = {
 }
 
 
+def vector_bytes(profile):
+    """Bytes of the vectors the host loops are written for, from the toolchain profile's CPU
+    target: 64 where it has AVX-512 (32 registers of 64 bytes: the SIMD loops then say
+    ``simdlen``, since GCC's tuning for those CPUs otherwise picks 256-bit vectors, half the FMAs
+    per instruction: dwsep's 1x1 convs 1.6x slower), else 32 (AVX2; the compiler's own width)."""
+    import archspec.cpu
+
+    target = archspec.cpu.TARGETS.get(getattr(profile, "target", "") or "")
+    return 64 if target is not None and "avx512f" in target.features else 32
+
+
 def _private(table, names):
     return table["private"].format(names=", ".join(names)) if table["private"] and names else ""
 
 
 def host_regions(plan):
     """The regions of the host form, in order: ``(kind, chain, body, notes, nowait)`` with each
-    parallel region's loops transformed (:func:`jam`, :func:`unroll_taps`); computed once per plan."""
+    parallel region's loops transformed (:func:`jam`, :func:`unroll_taps`), its body the list of
+    :func:`simd_loops` around the innermost loop; computed once per plan."""
     cached = plan.__dict__.get("_host_regions")
     if cached is not None:
         return cached
@@ -99,11 +121,11 @@ def host_regions(plan):
             if member.kind != "parallel":
                 out.append((member.kind, chain, body, member.notes, nowait))
                 continue
-            pieces = jam(plan, chain, body)
+            pieces = jam(plan, chain, body, HOST_JAM, uneven=True)
             for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
                 body = unroll_taps(body)
-                body, after = split_activation(body) if len(chain) > 1 else (body, [])
-                out.append(("parallel", chain, (body, after), member.notes if i == 0 else [],
+                loops = simd_loops(plan, chain, body) if len(chain) > 1 else [Inner(chain[-1].extent, body, False)]
+                out.append(("parallel", chain, loops, member.notes if i == 0 else [],
                             nowait or i < len(pieces) - 1))
     plan.__dict__["_host_regions"] = out
     return out
@@ -113,7 +135,9 @@ def host_names(plan):
     """The scalars and loop variables the host form uses (Fortran declares them)."""
     scalars, loops = set(), set()
     for kind, chain, body, _, _ in host_regions(plan):
-        body = body[0] + body[1] if kind == "parallel" else body
+        if kind == "parallel":
+            loops.update(inner.vector_var for inner in body if inner.vectors)
+            body = [s for inner in body for s in inner.body]
         scalars.update(used_scalars(body))
         loops.update(used_loop_vars(body))
         loops.update(loop.var for loop in chain)
@@ -151,10 +175,10 @@ def _declare(table, level, lang, t, scalars):
     return []
 
 
-def _parallel(chain, body, lang, table, renderer, depth, nowait, t):
-    """A parallel region: its outer loops shared by the threads, its innermost loop SIMD (twice,
-    when the activation is applied in a second pass: ``body`` is ``(statements, activations)``)."""
-    body, after = body
+def _parallel(chain, loops, lang, table, renderer, depth, nowait, t):
+    """A parallel region: its outer loops shared by the threads, its innermost loop the SIMD loops
+    of :func:`simd_loops` (one alone for a region of one loop: ``omp for simd``)."""
+    body = [s for inner in loops for s in inner.body]
     private = _private(table, used_scalars(body) + used_loop_vars(body))
     out = []
     if len(chain) == 1:
@@ -167,14 +191,22 @@ def _parallel(chain, body, lang, table, renderer, depth, nowait, t):
         out.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
         level += 1
     last = chain[-1]
-    for part in (body, after) if after else (body,):
-        if len(chain) > 1:
-            names = used_scalars(part) + used_loop_vars(part)
-            out.append(_directive(lang, level, table["simd"].format(private=_private(table, names))))
-        out.append(lang.indent * level + lang.loop_open.format(var=last.var, extent=last.extent, last=last.extent - 1))
-        out += _declare(table, level + 1, lang, t, used_scalars(part))
-        out += renderer.lines(part, level + 1)
-        out.append(lang.indent * level + lang.loop_close)
+    for inner in loops:
+        at = level
+        if inner.vectors:
+            out.append(lang.indent * at + lang.loop_open.format(var=inner.vector_var, extent=inner.vectors,
+                                                                last=inner.vectors - 1))
+            at += 1
+        if len(chain) > 1 and inner.simd:
+            names = used_scalars(inner.body) + used_loop_vars(inner.body)
+            simdlen = f" simdlen({inner.simdlen})" if inner.simdlen else ""
+            out.append(_directive(lang, at, table["simd"].format(simdlen=simdlen, private=_private(table, names))))
+        out.append(lang.indent * at + lang.loop_open.format(var=last.var, extent=inner.extent, last=inner.extent - 1))
+        out += _declare(table, at + 1, lang, t, used_scalars(inner.body))
+        out += renderer.lines(inner.body, at + 1)
+        out.append(lang.indent * at + lang.loop_close)
+        if inner.vectors:
+            out.append(lang.indent * level + lang.loop_close)
     for level in range(depth + len(chain) - 2, depth - 1, -1):
         out.append(lang.indent * level + lang.loop_close)
     end = table["for_simd_end"] if len(chain) == 1 else table["for_end"]
@@ -200,6 +232,64 @@ def _serial(body, lang, table, renderer, depth, nowait, t):
 
 
 # -- the loop transformations of the host form ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Inner:
+    """One loop over the innermost variable of a parallel region: ``extent`` iterations of
+    ``body`` (which already holds any offset of the variable), SIMD or not, ``simdlen`` lanes
+    asked for or 0 (the compiler's choice); with ``vectors``, inside a serial loop of that many
+    iterations over ``vector_var`` (the body's index then steps by ``extent`` with it)."""
+    extent: int
+    body: list
+    simd: bool = True
+    simdlen: int = 0
+    vectors: int = 0
+    vector_var: str = ""
+
+
+def simd_loops(plan, chain, body):
+    """The loops a parallel region's innermost variable runs, as :class:`Inner`:
+
+    - the statements SIMD where a run-time buffer's index steps by one element with the variable
+      (a loop down a column, e.g. a conv's left border, would be gathers and scatters, which cost
+      more than scalar code), in vectors of :func:`vector_bytes` (``plan.host_vector``);
+    - one vector per SIMD loop, a serial loop over the vectors around it: GCC peels iterations
+      off a SIMD loop to align its stores when it knows them misaligned (a conv interior's row
+      starts one element in), up to 15 scalar iterations before each row's 3 vectors (dwsep 1.5x
+      slower), but not off a loop of one vector's iterations;
+    - where the extent is not a multiple of the vector (a 3x3 conv's interior, 62 wide), one more
+      vector ending at the extent, overlapping the last (it stores the same values again: allowed
+      where the statements read nothing they store), else the remainder as its own SIMD loop;
+    - a fused activation applied in place in a second set of loops (:func:`split_activation`)."""
+    var, extent = chain[-1].var, chain[-1].extent
+    lanes = plan.host_vector // plan.itemsize
+    simdlen = lanes if plan.host_vector > 32 else 0
+    refs = [ref for stmt in walk(body) if isinstance(stmt, Assign)
+            for ref in (*walk_expr(stmt.target), *walk_expr(stmt.expr)) if isinstance(ref, Ref)]
+    steps = {dict(ref.idx.terms).get(var, 0) for ref in refs if plan.storage[ref.buf][0] != "w"}
+    if steps - {0} and 1 not in steps:
+        return [Inner(extent, body, simd=False)]
+    body, after = split_activation(body)
+    stored = {s.target.buf for s in walk(body) if isinstance(s, Assign) and isinstance(s.target, Ref)}
+    overlap = not any(ref.buf in stored for ref in _loads(body))
+    return _vectors(body, var, extent, lanes, simdlen, overlap) + _vectors(after, var, extent, lanes, simdlen, False)
+
+
+def _vectors(body, var, extent, lanes, simdlen, overlap):
+    """:func:`simd_loops`' loops of one statement list."""
+    if not body:
+        return []
+    whole, left = divmod(extent, lanes)
+    if not whole:
+        return [Inner(extent, body, simdlen=simdlen)]
+    step = f"{var}_v"
+    loops = [Inner(lanes, _copy(body, var, Idx.of(var) + Idx.of(step) * lanes), simdlen=simdlen, vectors=whole,
+                   vector_var=step) if whole > 1 else Inner(lanes, body, simdlen=simdlen)]
+    if left:
+        start, count = (extent - lanes, lanes) if overlap else (whole * lanes, left)
+        loops.append(Inner(count, _copy(body, var, Idx.of(var) + start), simdlen=simdlen))
+    return loops
+
 
 def _subst(e, var, value, suffix):
     """``e`` with loop variable ``var`` replaced by the affine index ``value`` and every scalar
@@ -255,15 +345,17 @@ def _loads(body):
     return refs
 
 
-def jam(plan, chain, body):
+def jam(plan, chain, body, width=JAM, uneven=False):
     """Unroll-and-jam a parallel region's outer loops so that its SIMD loop carries several
     independent sums (one accumulator's chain of FMAs is bound by their latency). Returns the
     region as a list of ``(chain, body)`` pieces (a remainder of a loop that does not divide is
     its own piece).
 
     First the outermost loop whose variable indexes no run-time buffer among the loads (a conv's
-    output channel): up to ``JAM`` of its iterations (a divisor of its extent) at once, so every
-    input vector loaded feeds that many FMAs. Then, where that gives fewer than ``CHAINS`` sums
+    output channel): up to ``width`` of its iterations at once, so every input vector loaded feeds
+    that many FMAs: a divisor of its extent, or with ``uneven`` the extent split into as few
+    passes of at most ``width`` as it takes, balanced (24 -> 12 + 12, 37 -> 10 x 3 + a remainder
+    piece of 7). Then, where that gives fewer than ``CHAINS`` sums
     and the body has a reduction loop (a one-channel output, a depthwise conv), the loop around
     the SIMD loop (the rows), its remainder apart. Each output's sum keeps its terms and their
     order: the results do not change by a bit."""
@@ -278,7 +370,9 @@ def jam(plan, chain, body):
     for pos, loop in enumerate(chain[:-1]):
         if any(v == loop.var for ref in runtime for v, _ in ref.idx.terms):
             continue
-        factor = max(d for d in range(1, JAM + 1) if loop.extent % d == 0)
+        factor = max(d for d in range(1, width + 1) if loop.extent % d == 0)
+        if uneven:
+            factor = -(-loop.extent // -(-loop.extent // width))
         if factor > 1:
             (chain, body), = _jam_loop(chain, body, pos, factor)
             sums = factor
@@ -321,7 +415,7 @@ def unroll_taps(stmts):
         inner = _flatten(stmt.body)
         if inner is None or len(inner) > UNROLL:
             out.append(Loop(stmt.var, stmt.extent, unroll_taps(stmt.body)))
-        elif len(inner) * stmt.extent <= 16:
+        elif len(inner) * stmt.extent <= UNROLL_WHOLE:
             out.extend(s for t in range(stmt.extent) for s in _copy(inner, stmt.var, Idx((), t)))
         else:
             out.append(Loop(stmt.var, stmt.extent, inner))
