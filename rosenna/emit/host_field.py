@@ -124,7 +124,8 @@ def host_regions(plan):
             pieces = jam(plan, chain, body, HOST_JAM, uneven=True)
             for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
                 body = unroll_taps(body)
-                loops = simd_loops(plan, chain, body) if len(chain) > 1 else [Inner(chain[-1].extent, body, False)]
+                loops = (simd_loops(plan, chain, body) if len(chain) > 1 else
+                         [Inner(chain[0].extent, body, simd=_contiguous(plan, chain[0].var, body))])
                 out.append(("parallel", chain, loops, member.notes if i == 0 else [],
                             nowait or i < len(pieces) - 1))
     plan.__dict__["_host_regions"] = out
@@ -181,7 +182,8 @@ def _parallel(chain, loops, lang, table, renderer, depth, nowait, t):
     body = [s for inner in loops for s in inner.body]
     private = _private(table, used_scalars(body) + used_loop_vars(body))
     out = []
-    if len(chain) == 1:
+    scalar = len(chain) == 1 and not loops[0].simd  # a worksharing loop alone down a column
+    if len(chain) == 1 and not scalar:
         out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private)))
     else:
         collapse = f" collapse({len(chain) - 1})" if len(chain) > 2 else ""
@@ -209,7 +211,7 @@ def _parallel(chain, loops, lang, table, renderer, depth, nowait, t):
             out.append(lang.indent * level + lang.loop_close)
     for level in range(depth + len(chain) - 2, depth - 1, -1):
         out.append(lang.indent * level + lang.loop_close)
-    end = table["for_simd_end"] if len(chain) == 1 else table["for_end"]
+    end = table["for_simd_end"] if len(chain) == 1 and not scalar else table["for_end"]
     if end:
         out.append(_directive(lang, depth, end.format(nowait=nowait)))
     return out
@@ -264,15 +266,21 @@ def simd_loops(plan, chain, body):
     var, extent = chain[-1].var, chain[-1].extent
     lanes = plan.host_vector // plan.itemsize
     simdlen = lanes if plan.host_vector > 32 else 0
-    refs = [ref for stmt in walk(body) if isinstance(stmt, Assign)
-            for ref in (*walk_expr(stmt.target), *walk_expr(stmt.expr)) if isinstance(ref, Ref)]
-    steps = {dict(ref.idx.terms).get(var, 0) for ref in refs if plan.storage[ref.buf][0] != "w"}
-    if steps - {0} and 1 not in steps:
+    if not _contiguous(plan, var, body):
         return [Inner(extent, body, simd=False)]
     body, after = split_activation(body)
     stored = {s.target.buf for s in walk(body) if isinstance(s, Assign) and isinstance(s.target, Ref)}
     overlap = not any(ref.buf in stored for ref in _loads(body))
     return _vectors(body, var, extent, lanes, simdlen, overlap) + _vectors(after, var, extent, lanes, simdlen, False)
+
+
+def _contiguous(plan, var, body):
+    """Whether a SIMD loop over ``var`` loads or stores contiguous vectors: some run-time
+    buffer's index steps by one element with it, or none depends on it."""
+    refs = [ref for stmt in walk(body) if isinstance(stmt, Assign)
+            for ref in (*walk_expr(stmt.target), *walk_expr(stmt.expr)) if isinstance(ref, Ref)]
+    steps = {dict(ref.idx.terms).get(var, 0) for ref in refs if plan.storage[ref.buf][0] != "w"}
+    return 1 in steps or not steps - {0}
 
 
 def _vectors(body, var, extent, lanes, simdlen, overlap):
@@ -366,7 +374,7 @@ def jam(plan, chain, body, width=JAM, uneven=False):
     if any(ref.buf in stored for ref in loads):
         return [(chain, body)]
     runtime = [ref for ref in loads if plan.storage[ref.buf][0] != "w"]
-    sums = 1
+    pieces = [(chain, body)]
     for pos, loop in enumerate(chain[:-1]):
         if any(v == loop.var for ref in runtime for v, _ in ref.idx.terms):
             continue
@@ -374,24 +382,34 @@ def jam(plan, chain, body, width=JAM, uneven=False):
         if uneven:
             factor = -(-loop.extent // -(-loop.extent // width))
         if factor > 1:
-            (chain, body), = _jam_loop(chain, body, pos, factor)
-            sums = factor
+            pieces = _jam_loop(chain, body, pos, factor, jam_left=uneven)
+            sums = [factor, loop.extent % factor or 1] if uneven else [factor]
             break
-    rows = CHAINS // sums
-    if rows < 2 or len(chain) < 2 or not any(isinstance(s, Loop) for s in body) or chain[-2].extent < rows:
-        return [(chain, body)]
-    return _jam_loop(chain, body, len(chain) - 2, rows)
+    else:
+        sums = [1]
+    out = []
+    for (chain, body), n in zip(pieces, sums + sums[-1:]):
+        rows = CHAINS // n
+        if rows < 2 or len(chain) < 2 or not any(isinstance(s, Loop) for s in body) or chain[-2].extent < rows:
+            out.append((chain, body))
+        else:
+            out += _jam_loop(chain, body, len(chain) - 2, rows)
+    return out
 
 
-def _jam_loop(chain, body, pos, factor):
+def _jam_loop(chain, body, pos, factor, jam_left=False):
     """``chain[pos]`` run ``factor`` iterations at a time (scalars of copy j get the suffix _j);
-    the iterations left over (extent not a multiple) as a second piece."""
+    the iterations left over (extent not a multiple) as a second piece: a loop over them, or with
+    ``jam_left`` all of them at once."""
     loop = chain[pos]
     outer, left = divmod(loop.extent, factor)
     base = Idx.of(loop.var) * factor if outer > 1 else Idx()
     copies = [_copy(body, loop.var, base + j, f"_{j}") for j in range(factor)]
     pieces = [(_replace(chain, pos, outer), _jammed(body, copies))]
-    if left:
+    if left and jam_left:
+        copies = [_copy(body, loop.var, Idx.of(outer * factor + j), f"_{j}") for j in range(left)]
+        pieces.append((_replace(chain, pos, 1), _jammed(body, copies)))
+    elif left:
         start = Idx.of(loop.var) + outer * factor if left > 1 else Idx.of(outer * factor)
         pieces.append((_replace(chain, pos, left), _copy(body, loop.var, start)))
     return pieces
