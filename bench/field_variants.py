@@ -19,16 +19,24 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rosenna.emit.cuda import field_fuse  # noqa: E402
+from rosenna.emit.cuda import field_fuse, whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
-#: name -> max_loads of field_fuse.schedule (0: every op its own phase, main before fusion).
-VARIANTS = {"unfused": 0, "fuse2": 2, "fuse4": 4}
+#: name -> (max_loads of field_fuse.schedule (0: every op its own phase, main before fusion),
+#: threads per block, whether every call runs the persistent kernel: on min(needed, resident) blocks).
+VARIANTS = {"unfused": (0, 256, False), "fuse2": (2, 256, False), "fuse4": (4, 256, False),
+            "fuse4-t1024": (4, 1024, False), "fuse4-t512": (4, 512, False), "fuse4-persist": (4, 256, True)}
 MODELS = {"unet": os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"),
           "dwsep": os.path.join("build", "frontier", "dwsep", "dwsep.onnx")}
 #: The variants each model is built in (the depthwise net has no phase to fuse: its default only).
 BUILT = {"unet": list(VARIANTS), "dwsep": ["fuse4"]}
+if os.environ.get("VARIANTS"):
+    BUILT = {"unet": os.environ["VARIANTS"].split(","), "dwsep": os.environ.get("DWSEP", "fuse4").split(",")}
+
+#: The per-call choice as the kernel file writes it, and the variant that always runs the persistent kernel.
+CHOICE = "    if (needed > resident)\n        return {n}_phases(count, x, y, s);\n"
+PERSIST = "    if (resident < 0)\n        return {n}_phases(count, x, y, s);\n    if (needed > resident)\n        needed = resident;\n"
 
 COMPARE = r'''
 import struct, sys
@@ -49,12 +57,19 @@ def build(out):
         if not os.path.exists(path):
             raise SystemExit(f"{path}: missing; run `.venv/bin/python bench/frontier.py build --only dwsep` first")
         for variant in BUILT[model]:
-            loads = VARIANTS[variant]
+            loads, threads, persist = VARIANTS[variant]
             d = os.path.join(out, model, variant)
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
             field_fuse.schedule.__defaults__ = (loads,)
+            whole_field.CUDA_THREADS = threads
             plan, _ = generate(path, d, Options(name=model, lang="c", embed=True))
+            if persist:
+                src = os.path.join(d, f"{model}_kernel.cu")
+                text = open(src).read()
+                assert CHOICE.format(n=model) in text and "    const long needed = " in text
+                text = text.replace(CHOICE.format(n=model), PERSIST.format(n=model))
+                open(src, "w").write(text.replace("    const long needed = ", "    long needed = "))
             lib = subprocess.run(["make", "-s", "-f", f"{model}.mk", "ROSENNA_BACKEND=cuda", "CC=gcc",
                                   "ROSENNA_OFFLOAD_FLAGS=", f"DEVFLAGS=-O3 {ARCH} -Xptxas -v", f"lib{model}.a"],
                                  cwd=d, capture_output=True, text=True)

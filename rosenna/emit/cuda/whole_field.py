@@ -122,8 +122,8 @@ def infer_one(plan):
     if not plan.emits_infer_one:
         return ""
     n, t = plan.name, plan.ctype
-    samples = batch_samples(plan)
     sched = field_fuse.schedule(plan)
+    samples = batch_samples(sched.plan)
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(sched, i)}[{samples} * {size}];"
                          for i, size in enumerate(sched.plan.scratch))
     groups = sched.phases
@@ -252,7 +252,7 @@ class WholeField(Kind):
         return choice.plan.path == "whole"
 
     def launch(self, plan, choice):
-        n, samples = plan.name, batch_samples(plan)
+        n, samples = plan.name, batch_samples(field_fuse.schedule(plan).plan)  # as infer_one's buffers
         return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* {samples} samples per {n}_run */\n"
                     f"        const int status = {n}_run(n - start < {samples} ? n - start : {samples}, "
                     f"x + (long)start * {plan.nx}, y + (long)start * {plan.ny}, (rosennaStream_t)stream);\n"
