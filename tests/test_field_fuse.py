@@ -24,21 +24,31 @@ def unet_path(tmp_path_factory):
     return op_models.unet(tmp_path_factory.mktemp("unet") / "unet.onnx")
 
 
+@pytest.fixture
+def fused(monkeypatch):
+    """Every phase of at most 4 loads computed where read, decoding where needed (the generator's
+    defaults keep every phase: field_fuse.MAX_INLINE_LOADS)."""
+    monkeypatch.setattr(field_fuse, "MAX_INLINE_LOADS", 4)
+    monkeypatch.setattr(field_fuse, "DECODE", True)
+
+
 def test_unet_phases(unet_path):
     """14 phases (3 convs down, 2 pools, per level up 2 Concats, an Add and a conv, the last conv)
-    become the 6 convs; nothing fused with max_loads=0."""
+    become the 6 convs; without decoding, the Concats keep theirs; by default nothing is fused."""
     _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
     assert len(launch_groups(plan)) == 14
-    sched = field_fuse.schedule(plan)
+    sched = field_fuse.schedule(plan, 4, decode=True)
     assert [launch.notes for launch in sched.phases] == [
         ["Conv: down0"], ["Conv: down1"], ["Conv: down2"], ["Conv+Relu: up1+up1.a"], ["Conv: up0"], ["Conv: out"]]
     assert len(sched.values) == 8
-    assert len(field_fuse.schedule(plan, max_loads=0).phases) == 14
-    assert len(field_fuse.schedule(plan, max_loads=2).phases) == 8  # the pools (4 loads) kept
+    assert len(field_fuse.schedule(plan).phases) == 14
+    assert len(field_fuse.schedule(plan, 2, decode=True).phases) == 8  # the pools (4 loads) kept
+    exact = field_fuse.schedule(plan, 4, decode=False)
+    assert [launch.notes[0].split(":")[0] for _, launch in exact.values] == ["AveragePool", "AveragePool", "Add", "Add"]
 
 
 @pytest.mark.parametrize("persistent", [False, True])
-def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent):
+def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent, fused):
     """The fused phases as the kernel file holds them (its persistent kernel's, unjammed, or its
     launches', jammed), threads in order and in reverse, against onnxruntime. The kernel file
     reads the pools and Adds through their regions' functions (indices that follow from the
@@ -53,7 +63,7 @@ def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent):
     assert_close(backwards, want, what=f"fused {form}, threads in reverse")
 
 
-def test_fused_phases_need_their_own_buffers(tmp_path, unet_path):
+def test_fused_phases_need_their_own_buffers(tmp_path, unet_path, fused):
     """The check above can fail: the fused phases over the plan's own buffer sharing (made for one
     phase per op) read a skip connection after the upsampling conv has overwritten it."""
     def plan_buffers(plan):
@@ -92,7 +102,7 @@ def test_digits():
 
 
 @pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("hipcc")), reason="nvcc or hipcc not installed")
-def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path):
+def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path, fused):
     """The kernel file with value functions, both kinds, under nvcc (sm_90) and hipcc (gfx90a),
     host code -Wall clean."""
     gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
@@ -103,3 +113,17 @@ def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path):
         proc = subprocess.run(cmd + ["-c", str(kernel), "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
                               env=env)
         assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr[-3000:]}"
+
+
+def test_field3d_fused_emulated_on_host(tmp_path, fused):
+    """tests/test_spatial_whole.py's 3-D model with its SiLU, Concat, Add and constant Pad computed
+    where they are read (11 phases -> 7), the persistent kernel's phases against onnxruntime."""
+    from test_spatial_whole import field3d
+
+    path = field3d(tmp_path / "field3d.onnx")
+    _, plan = gen.build_plan(path, gen.Options(lang="c"))
+    assert [len(launch_groups(plan)), len(field_fuse.schedule(plan).phases)] == [11, 7]
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
+    want = reference(path, plan, x)
+    assert_close(forwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in order")
+    assert_close(backwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in reverse")

@@ -29,8 +29,15 @@ from rosenna.parallel import launch_groups
 
 #: A phase is computed where it is read when one of its elements loads at most this many values
 #: of run-time data (a 2x2 average pool 4, an Add 2, a Concat's copy 1), loads of values computed
-#: in place counted at their own cost.
-MAX_INLINE_LOADS = 4
+#: in place counted at their own cost. 0: none is. Off by default: measured on the H200
+#: (docs/benchmarks.md, run 11), the U-Net with its Concats, Adds and pools computed where read
+#: (26 phases -> 10) took 181 µs at 1 sample against 84, 3929 at 256 against 616.
+MAX_INLINE_LOADS = 0
+
+#: Whether a reader may decode an element index at run time (divisions and a branch per region,
+#: at every load: the Concats of the U-Net's upsampling); without, a phase is computed in place
+#: only where every reader's indices give its loop indices exactly (:func:`digits`).
+DECODE = False
 
 #: The storage kind of a value computed in place; its identifier is the value function's name.
 INLINE = "v"
@@ -99,8 +106,11 @@ def pointers(plan, text):
     return out
 
 
-def schedule(plan, max_loads=MAX_INLINE_LOADS):
-    """The plan's phases with every phase that qualifies computed in place (see the module)."""
+def schedule(plan, max_loads=None, decode=None):
+    """The plan's phases with every phase that qualifies computed in place (see the module);
+    ``max_loads`` and ``decode`` default to :data:`MAX_INLINE_LOADS` and :data:`DECODE`."""
+    max_loads = MAX_INLINE_LOADS if max_loads is None else max_loads
+    decode = DECODE if decode is None else decode
     groups = launch_groups(plan)
     version = _versions(plan, groups)
     if version is None or not max_loads:
@@ -120,7 +130,8 @@ def schedule(plan, max_loads=MAX_INLINE_LOADS):
         target = _value_of(plan, launch, version)
         loads = max((_loads(plan, m.body, version, cost) for m in launch.members), default=0)
         if (target and loads <= max_loads and stored_by.get(target) == {k} and target in read_later
-                and not any(plan.storage[n][0] == "y" for m in launch.members for n in _loaded(m.body))):
+                and not any(plan.storage[n][0] == "y" for m in launch.members for n in _loaded(m.body))
+                and (decode or _exact(groups[k + 1:], launch, target, version))):
             cost[target] = loads
             inline[target] = (C.symbol(plan.name, f"value{k}"), launch)
             values.append(inline[target])
@@ -239,6 +250,24 @@ def digits(idx, extents, store, chain):
         found[var] = parts[k] + q
         rest -= q * c
     return [found[loop.var] for loop in chain] if rest == 0 else None
+
+
+def _exact(later, launch, target, version):
+    """Whether every load of ``target`` in the ``later`` phases finds its region's loop indices
+    exactly (:func:`digits`), with no decoding at run time."""
+    for phase in later:
+        for m in phase.members:
+            extents = {}
+            for loop in list(m.chain) + [s for s in walk(m.body) if isinstance(s, Loop)]:
+                extents[loop.var] = max(loop.extent, extents.get(loop.var, 0))
+            for s in walk(m.body):
+                if not isinstance(s, Assign):
+                    continue
+                for e in walk_expr(s.expr):
+                    if isinstance(e, Ref) and version.get(e.buf) == target and not any(
+                            digits(e.idx, extents, r.body[-1].target.idx, r.chain) is not None for r in launch.members):
+                        return False
+    return True
 
 
 def _stored(body):
