@@ -25,17 +25,19 @@ from rosenna.emit.cuda import field_fuse, whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
-#: name -> (max_loads of field_fuse.schedule (0: every op its own phase, main before fusion),
-#: threads per block, whether every call runs the persistent kernel (on min(needed, resident)
-#: blocks), device memory for one step's intermediates (limits.WHOLE_BATCH_BYTES)).
-VARIANTS = {"unfused": (0, 256, False, 64 << 20), "fuse2": (2, 256, False, 64 << 20),
-            "fuse4": (4, 256, False, 64 << 20), "fuse4-t512": (4, 512, False, 64 << 20),
-            "fuse4-t1024": (4, 1024, False, 64 << 20), "fuse4-persist": (4, 256, True, 64 << 20),
-            "fuse4-s256": (4, 256, False, 128 << 20)}
+#: name -> (max_loads and decode of field_fuse.schedule (0: every op its own phase), threads per
+#: block, whether every call runs the persistent kernel (on min(needed, resident) blocks), device
+#: memory for one step's intermediates (limits.WHOLE_BATCH_BYTES)).
+MB = 1 << 20
+VARIANTS = {"unfused": (0, False, 256, False, 64 * MB), "fuse2": (2, True, 256, False, 64 * MB),
+            "fuse4": (4, True, 256, False, 64 * MB), "exact2": (2, False, 256, False, 64 * MB),
+            "exact4": (4, False, 256, False, 64 * MB), "t512": (0, False, 512, False, 64 * MB),
+            "t1024": (0, False, 1024, False, 64 * MB), "persist": (0, False, 256, True, 64 * MB),
+            "s256": (0, False, 256, False, 128 * MB)}
 MODELS = {"unet": os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"),
           "dwsep": os.path.join("build", "frontier", "dwsep", "dwsep.onnx")}
 #: The variants each model is built in (the depthwise net has no phase to fuse: its default only).
-BUILT = {"unet": list(VARIANTS), "dwsep": ["fuse4"]}
+BUILT = {"unet": ["unfused", "exact2", "exact4", "t512", "t1024", "persist", "s256"], "dwsep": ["unfused", "persist"]}
 if os.environ.get("VARIANTS"):
     BUILT = {"unet": os.environ["VARIANTS"].split(","), "dwsep": os.environ.get("DWSEP", "fuse4").split(",")}
 
@@ -153,12 +155,12 @@ def build(out):
         if not os.path.exists(path):
             raise SystemExit(f"{path}: missing; run `.venv/bin/python bench/frontier.py build --only dwsep` first")
         for variant in BUILT[model]:
-            loads, threads, persist, limits.WHOLE_BATCH_BYTES = VARIANTS[variant]
+            loads, decode, threads, persist, limits.WHOLE_BATCH_BYTES = VARIANTS[variant]
             name = f"{model}_{variant.replace('-', '_')}"
             d = os.path.join(out, "src", name)
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
-            field_fuse.schedule.__defaults__ = (loads,)
+            field_fuse.MAX_INLINE_LOADS, field_fuse.DECODE = loads, decode
             whole_field.CUDA_THREADS = threads
             plan, _ = generate(path, d, Options(name=name, lang="c", embed=True))
             if persist:
@@ -174,7 +176,7 @@ def build(out):
                 raise SystemExit(f"{name}: {lib.stderr[-3000:]}")
             open(os.path.join(d, "ptxas.txt"), "w").write(lib.stderr)
             libs.append(os.path.join(d, f"lib{name}.a"))
-            phases = len(field_fuse.schedule(plan, loads).phases)
+            phases = len(field_fuse.schedule(plan).phases)
             table.append((name, model, variant, phases, plan.nx, plan.ny))
             print(f"{model} {variant}: {phases} phases", flush=True)
     decls = "\n".join(f'extern "C" int {name}_infer_batch(int n, const float *x, float *y, void *stream);'
