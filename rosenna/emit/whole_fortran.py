@@ -25,6 +25,9 @@ from rosenna.emit.whole import DIRECTIVES, SAMPLE, batched_regions, region_lines
 
 #: The offload models of the Fortran routines, in the order their branches are tried.
 MODELS = ("fortran", "fortran_acc")
+#: The preprocessor condition of a build with at least one of them (what only their branches use
+#: is declared under it, so that a build with neither has no unused names).
+ANY_MODEL = "defined(_OPENMP) || defined(_OPENACC)"
 
 
 def _batched(plan):
@@ -60,13 +63,14 @@ def declarations(plan):
     batched path (``wsb<i>``, :func:`batch_samples` samples of each), on every device."""
     if not available(plan):
         return []
-    buffers = [(buffer_ident(i), size) for i, size in enumerate(plan.scratch)]
-    if _batched(plan):
+    def declare(name, size):
+        return [f"  real(rk) :: {name}({size})", f"  !$omp declare target({name})", f"  !$acc declare create({name})"]
+
+    out = [line for i, size in enumerate(plan.scratch) for line in declare(buffer_ident(i), size)]
+    if _batched(plan) and plan.scratch:
         samples = batch_samples(plan)
-        buffers += [(batch_buffer(plan, i, FORTRAN), samples * size) for i, size in enumerate(plan.scratch)]
-    out = []
-    for name, size in buffers:
-        out += [f"  real(rk) :: {name}({size})", f"  !$omp declare target({name})", f"  !$acc declare create({name})"]
+        out += [f"#if {ANY_MODEL}"] + [line for i, size in enumerate(plan.scratch)
+                                       for line in declare(batch_buffer(plan, i, FORTRAN), samples * size)] + ["#endif"]
     return out
 
 
@@ -107,6 +111,12 @@ def _ready(plan):
             if not plan.embed else "")
 
 
+def _locals(scalars, loops):
+    """Declarations of real scalars and integer loop variables."""
+    out = [f"    real(rk) :: {name}" for name in sorted(scalars)]
+    return out + ([f"    integer :: {', '.join(sorted(loops))}"] if loops else [])
+
+
 def subroutine(plan):
     """The module procedure ``<name>_infer_one(x, y, status)``."""
     if not available(plan):
@@ -118,11 +128,11 @@ def subroutine(plan):
         table = DIRECTIVES[model]
         branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
     host = host_lines(plan, FORTRAN, renderer, 2)
-    scalars, loops = host_names(plan)
-    decls = [f"    real(rk) :: {name}" for name in sorted(set(used_scalars(plan.body)) | set(scalars))]
-    loops = sorted(set(used_loop_vars(plan.body)) | set(loops))
-    if loops:
-        decls.append(f"    integer :: {', '.join(loops)}")
+    decls = _locals(*host_names(plan))
+    device = _locals(sorted(set(used_scalars(plan.body)) - set(host_names(plan)[0])),
+                     sorted(set(used_loop_vars(plan.body)) - set(host_names(plan)[1])))
+    if device:  # names only the offload branches use
+        decls += [f"#if {ANY_MODEL}", *device, "#endif"]
     nl = "\n"
     return f"""
   !> One sample over the whole field, x({n}_nx) -> y({n}_ny): one parallel loop per op, the
@@ -150,8 +160,8 @@ def batch_statements(plan):
     for model in MODELS:
         table = DIRECTIVES[model]
         lines += _branch(table, f"{table['why']} over up to {samples} samples", [
-            f"      do start = 1, n, {samples}",
-            f"        call {table['samples']}(min({samples}, n - start + 1), x(1, start), y(1, start))",
+            f"      do i = 1, n, {samples}",
+            f"        call {table['samples']}(min({samples}, n - i + 1), x(1, i), y(1, i))",
             "      end do"])
     lines += [f"    ! On the host: one sample at a time, each through the host loops of {n}_infer_one.",
               "    do i = 1, n",
@@ -160,7 +170,7 @@ def batch_statements(plan):
               "    end do"]
     doc = (f"on an offload device each op one region over up to {samples} samples at once (data already "
            f"mapped there is not copied again), else one sample at a time through {n}_infer_one.")
-    return doc, "    integer :: i, start\n", "\n".join(lines) + "\n"
+    return doc, "    integer :: i\n", "\n".join(lines) + "\n"
 
 
 def batch_routines(plan):
