@@ -190,3 +190,14 @@ def test_gate_runs_the_fortran_batch_rows_of_a_whole_field_plan(tmp_path):
     device = config.resolved(config.Config(model="x", backend="cuda", points=3 * batch_samples(plan) - 1,
                                            devcc="nvcc", devflags="", cflags="", fflags=""))
     assert runner.launch_allowance("batch-fortran-acc", plan, device) == runner.LAUNCH_ARG_BLOCKS * regions * 3 * runner.STEPS
+
+
+@pytest.mark.parametrize("flags", [[], ["-fopenmp"], ["-fopenacc"]], ids=["no-offload", "openmp", "openacc"])
+def test_module_compiles_clean_in_every_build(built, flags, tmp_path):
+    """Each build compiles the branches it has and declares only what they use: no warning in
+    Fortran 2008 with -Wall, with OpenMP, OpenACC or neither."""
+    m = built["odd"]
+    source = m["out"] / f"{m['plan'].name}_model.F90"
+    result = subprocess.run(["gfortran", "-std=f2008", "-Wall", "-Werror", *flags, "-fsyntax-only", "-J", str(tmp_path),
+                             str(source)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
