@@ -41,6 +41,7 @@ def test_unet_phases(unet_path):
     assert [launch.notes for launch in sched.phases] == [
         ["Conv: down0"], ["Conv: down1"], ["Conv: down2"], ["Conv+Relu: up1+up1.a"], ["Conv: up0"], ["Conv: out"]]
     assert len(sched.values) == 8
+    assert all(len(launch.members) == 1 for _, launch in sched.values)  # Concat(v, v): one region, no branch
     assert len(field_fuse.schedule(plan).phases) == 14
     assert len(field_fuse.schedule(plan, 2, decode=True).phases) == 8  # the pools (4 loads) kept
     exact = field_fuse.schedule(plan, 4, decode=False)
@@ -52,11 +53,12 @@ def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent, fused):
     """The fused phases as the kernel file holds them (its persistent kernel's, unjammed, or its
     launches', jammed), threads in order and in reverse, against onnxruntime. The kernel file
     reads the pools and Adds through their regions' functions (indices that follow from the
-    reader's) and the Concats through decoding ones."""
+    reader's) and the Concats through decoding ones (a Concat of a value with itself as one
+    region with one more index: field_fuse.merged)."""
     plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     assert f"{plan.name}_value1_0(x, y, s, " in kernel  # the first pool, from the conv's indices
-    assert f"int o)\n{{\n    {{" in kernel  # a Concat's element o, decoded
+    assert "int o)\n{\n    const unsigned r = o;" in kernel  # a Concat's element o, decoded (one region)
     want = reference(unet_path, plan, x)
     form = "persistent kernel" if persistent else "launches"
     assert_close(forwards, want, what=f"fused {form}, threads in order")
@@ -116,14 +118,16 @@ def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path, fused):
 
 
 def test_field3d_fused_emulated_on_host(tmp_path, fused):
-    """tests/test_spatial_whole.py's 3-D model with its SiLU, Concat, Add and constant Pad computed
-    where they are read (11 phases -> 7), the persistent kernel's phases against onnxruntime."""
+    """tests/test_spatial_whole.py's 3-D model with its SiLU, Concat (of two values: decoded with a
+    branch per region), Add and constant Pad computed where they are read (11 phases -> 7), the
+    persistent kernel's phases against onnxruntime."""
     from test_spatial_whole import field3d
 
     path = field3d(tmp_path / "field3d.onnx")
     _, plan = gen.build_plan(path, gen.Options(lang="c"))
     assert [len(launch_groups(plan)), len(field_fuse.schedule(plan).phases)] == [11, 7]
     plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
+    assert "        if (o == " in (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()  # the Concat's two regions
     want = reference(path, plan, x)
     assert_close(forwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in order")
     assert_close(backwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in reverse")

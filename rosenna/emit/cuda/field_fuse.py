@@ -25,7 +25,7 @@ from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, used_scalars
 from rosenna.emit.whole import sample_resolver
 from rosenna.loopir import Assign, Idx, Loop, Ref, walk, walk_expr
-from rosenna.parallel import launch_groups
+from rosenna.parallel import Launch, Member, launch_groups
 
 #: A phase is computed where it is read when one of its elements loads at most this many values
 #: of run-time data (a 2x2 average pool 4, an Add 2, a Concat's copy 1), loads of values computed
@@ -133,7 +133,7 @@ def schedule(plan, max_loads=None, decode=None):
                 and not any(plan.storage[n][0] == "y" for m in launch.members for n in _loaded(m.body))
                 and (decode or _exact(groups[k + 1:], launch, target, version))):
             cost[target] = loads
-            inline[target] = (C.symbol(plan.name, f"value{k}"), launch)
+            inline[target] = (C.symbol(plan.name, f"value{k}"), merged(launch))
             values.append(inline[target])
         else:
             kept.append(launch)
@@ -206,9 +206,12 @@ def _decode(m, fn, last):
     extents = {loop.var: loop.extent for loop in m.chain}
     r = f"o - {idx.const}" if idx.const else "o"
     lines, done = [], []
+    if last:  # o is this region's: unsigned, so that a division by a power of two is a shift
+        lines.append(f"const unsigned r = {r};")
+        r = "r"
     for var, coef in terms:
         rest = f"{r} - " + " - ".join(done) if done else r
-        rest = f"({rest})" if done or (idx.const and coef > 1) else rest
+        rest = f"({rest})" if done or (r != "r" and idx.const and coef > 1) else rest
         lines.append(f"const int {var} = {rest}" + (f" / {coef};" if coef > 1 else ";"))
         done.append(var if coef == 1 else f"{coef} * {var}")
     call = f"return {fn}(x, y, s, {', '.join(loop.var for loop in m.chain)});"
@@ -250,6 +253,33 @@ def digits(idx, extents, store, chain):
         found[var] = parts[k] + q
         rest -= q * c
     return [found[loop.var] for loop in chain] if rest == 0 else None
+
+
+def merged(launch):
+    """``launch`` as one region when its regions differ only in their store's constant (a
+    Concat of one value with itself, as exported nearest upsampling is): the constants ``c + d j``
+    for ``j < len(regions)`` become one more loop index ``j`` of coefficient ``d`` (when the index
+    still decodes uniquely), so a reader decodes an element without choosing a region (no
+    branch). Else ``launch`` itself."""
+    first = launch.members[0]
+    if len(launch.members) < 2:
+        return launch
+    store = first.body[-1].target
+    consts = [m.body[-1].target.idx.const for m in launch.members]
+    step = consts[1] - consts[0]
+    same = all(m.body[:-1] == first.body[:-1] and m.body[-1].expr == first.body[-1].expr and [(lp.var, lp.extent) for lp in m.chain] == [(lp.var, lp.extent) for lp in first.chain]
+               and m.body[-1].target.idx.terms == store.idx.terms and m.body[-1].target.buf == store.buf
+               for m in launch.members)
+    if not same or step <= 0 or consts != [consts[0] + step * j for j in range(len(consts))]:
+        return launch
+    var = f"i{len(first.chain) + sum(isinstance(s, Loop) for s in walk(first.body))}"
+    idx = store.idx + Idx(((var, step),), 0)
+    if not _radix(list(first.chain) + [Loop(var, len(consts), [])], idx):
+        return launch
+    body = first.body[:-1] + [Assign(Ref(store.buf, idx), first.body[-1].expr)]
+    member = Member("parallel", list(first.chain) + [Loop(var, len(consts), [])], body, launch.notes, first.op,
+                    first.reads, first.writes)
+    return Launch([member])
 
 
 def _exact(later, launch, target, version):
