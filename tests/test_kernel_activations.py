@@ -6,6 +6,7 @@ the model in float64; nvcc (ptxas: no spills) and hipcc compiles of those kernel
 pattern pass that brings exporters' erf form to the kernels."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -20,7 +21,7 @@ from test_wide_kernel import _emulate as emulate_staged
 from test_wide_kernel import _ptxas_entry
 
 from rosenna import ops
-from rosenna.emit import cuda
+from rosenna.emit import cuda, fixed
 from rosenna.emit.cuda import mlp, staged, tc_chain, tc_wide
 from rosenna.generate import Options, build_plan, generate
 
@@ -149,6 +150,56 @@ def test_every_activation_compiles_with_hipcc(tmp_path):
     proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", src, "-o", "k.o"], cwd=tmp_path,
                           capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# -- activations with a device form (rosenna/data/rosenna_act.cuh) -------------------------------
+
+def _device_forms(tmp_path, x, ctype):
+    """Each function of rosenna_act.cuh compiled for the host (g++: ``__fdividef`` as a division)
+    and applied to ``x`` in ``ctype``: {op name: values}."""
+    dtype = np.float32 if ctype == "float" else np.float64
+    calls = "\n".join(f"    for (long i = 0; i < n; ++i) {{ {ctype} v = {fn}(x[i]); fwrite(&v, sizeof v, 1, stdout); }}"
+                       for fn in mlp.DEVICE_FORMS.values())
+    src = tmp_path / "forms.cpp"
+    src.write_text("#include <math.h>\n#include <stdio.h>\n#define __device__\n#define __forceinline__ inline\n"
+                   "static inline float __fdividef(float a, float b) { return a / b; }\n"
+                   f'#include "{fixed.path("rosenna_act.cuh")}"\n'
+                   f"int main(void)\n{{\n    static {ctype} x[{x.size}];\n    const long n = {x.size};\n"
+                   f"    if (fread(x, sizeof x[0], n, stdin) != (size_t)n)\n        return 1;\n{calls}\n    return 0;\n}}\n")
+    exe = tmp_path / "forms"
+    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], input=x.astype(dtype).tobytes(), capture_output=True, check=True).stdout
+    values = np.frombuffer(out, dtype).reshape(len(mlp.DEVICE_FORMS), x.size)
+    return dict(zip(mlp.DEVICE_FORMS, values))
+
+
+@pytest.mark.parametrize("ctype,rtol,atol,top", [("float", 4e-7, 1e-37, 200.0), ("double", 1e-15, 1e-300, 1000.0)])
+def test_device_forms_agree_with_the_op_everywhere(tmp_path, ctype, rtol, atol, top):
+    """The kernels' Mish (one exp: x n / (n + 2), n = e^x (e^x + 2)) against the op's formula in
+    float64 from -top to top, over the threshold (x > 20: n overflows in float from 44.4, in
+    double from 355), far below zero (e^x underflows) and at NaN and the infinities: a few ulp
+    everywhere, NaN where the op gives NaN (NaN, -inf)."""
+    dtype = np.float32 if ctype == "float" else np.float64
+    mag = np.geomspace(1e-6, top, 4001)
+    x = np.concatenate([-mag, [0.0], mag, np.linspace(19.5, 20.5, 101), [np.nan, np.inf, -np.inf]]).astype(dtype)
+    got = _device_forms(tmp_path, x, ctype)
+    assert set(got) == {"Mish"}
+    for name, values in got.items():
+        with np.errstate(all="ignore"):
+            want = ops.get(name).numpy({}, x.astype(np.float64))
+        np.testing.assert_allclose(values.astype(np.float64), want, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
+
+
+def test_a_device_form_is_called_and_defined_once(tmp_path):
+    """A Mish MLP's kernel file defines rosenna_mish once and every activation function of a
+    Mish layer calls it; no exp, log or tanh of the op's formula is left in them."""
+    path = activation_mlp(tmp_path / "mish.onnx", [5, 64, 64, 3], [("Mish", {}), ("Mish", {}), None])
+    generate(path, str(tmp_path), Options(lang="c", name="mish"))
+    text = (tmp_path / "mish_kernel.cu").read_text()
+    assert text.count("__device__ __forceinline__ float rosenna_mish(float x)") == 1
+    bodies = re.findall(r"float (?:rt_)?act[01]\(float v\)\n\{\n    return (.*);", text)
+    assert len(bodies) >= 4 and set(bodies) == {"rosenna_mish(v)"}, bodies
+    assert text.index("rosenna_mish(float x)") < text.index("rosenna_mish(v)")
 
 
 # -- the GELU pattern ------------------------------------------------------------------------------

@@ -45,6 +45,51 @@ def test_tf32_rounds_to_nearest_ties_away():
     assert np.all(np.abs((big.astype(np.float64) + tf32.tf32(x - big)) - x) <= np.abs(x) * 2.0 ** -21)
 
 
+def _split_values():
+    rng = np.random.default_rng(9)
+    normal = rng.standard_normal(20000) * np.exp2(rng.integers(-60, 60, 20000))
+    special = [0.0, -0.0, 1.0, 1.0 + 2.0 ** -11, 3.4028235e38, -3.4028235e38, 1.17549435e-38, 1e-40, -1e-45,
+               np.inf, -np.inf, np.nan]
+    return np.concatenate([normal, special]).astype(np.float32)
+
+
+def test_split_of_an_activation_is_within_2_to_the_minus_22():
+    """big + small (as the tensor cores read them) is within 2^-22 |a| of a for every finite
+    normal a; big alone keeps NaN and the infinities. Rounding small by truncation instead (no
+    half-ulp added) would leave up to 2^-21."""
+    a = _split_values()
+    big, small = tf32.split(a)
+    assert not (big.view(np.uint32) & np.uint32(0x1FFF)).any() and not (small.view(np.uint32) & np.uint32(0x1FFF)).any()
+    finite = np.isfinite(a) & (np.abs(a) >= 1.17549435e-38) & (np.abs(a) < 3e38)
+    err = np.abs(big[finite].astype(np.float64) + small[finite] - a[finite])
+    assert (err <= np.abs(a[finite].astype(np.float64)) * 2.0 ** -22).all(), err.max()
+    assert np.isnan(big[np.isnan(a)]).all() and (big[np.isinf(a)] == a[np.isinf(a)]).all()
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_split_in_device_code_equals_numpy(tmp_path):
+    """rosenna_tf32_split, compiled for the host, gives the bits tf32.split (the emulations' split)
+    gives, with the tensor cores' truncation of what they read applied to small."""
+    text = tf32.device_lib()
+    start = text.index("__device__ __forceinline__ void rosenna_tf32_split")
+    fn = text[start:text.index("\n}\n", start) + 3]
+    src = tmp_path / "split.cpp"
+    src.write_text("#include <stdio.h>\n#include <string.h>\n#define __device__\n#define __forceinline__ inline\n"
+                   "static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n"
+                   "static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+                   f"{fn}\nint main(void)\n{{\n    float a;\n    while (fread(&a, 4, 1, stdin) == 1) {{\n"
+                   "        unsigned r[2];\n        rosenna_tf32_split(a, r[0], r[1]);\n"
+                   "        r[1] &= 0xffffe000u;\n        fwrite(r, 4, 2, stdout);\n    }\n    return 0;\n}\n")
+    exe = tmp_path / "split"
+    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
+    a = _split_values()
+    got = np.frombuffer(subprocess.run([str(exe)], input=a.tobytes(), capture_output=True, check=True).stdout,
+                        np.uint32).reshape(-1, 2)
+    big, small = tf32.split(a)
+    ok = ~np.isnan(a)  # NaN - NaN's payload is the compiler's; big is NaN either way (checked above)
+    assert np.array_equal(got[ok, 0], big.view(np.uint32)[ok]) and np.array_equal(got[ok, 1], small.view(np.uint32)[ok])
+
+
 def _emulate(layers, acts, packed, x):
     """The chain kernel for one warp, lane by lane (float64 arithmetic, TF32-split operands)."""
     frags, biases, frag4, _ = tc_chain.chain_offsets(layers)
@@ -72,15 +117,7 @@ def _emulate(layers, acts, packed, x):
                 acc = np.stack([b[0], b[1], b[0], b[1]], axis=1)
                 for kt in range(kt_n):
                     frag = f4[frags[i] + (kt * nt_n + nt) * 32 + lane]  # [32, 4]: big b0, big b1, small b0, small b1
-                    # A 16x8 and B 8x8 as matrices, from the lanes that hold them.
-                    a_mat, b_mat = np.zeros((16, 8)), np.zeros((8, 8))
-                    a_mat[gid, tig], a_mat[gid + 8, tig] = h[mi][kt][:, 0], h[mi][kt][:, 1]
-                    a_mat[gid, tig + 4], a_mat[gid + 8, tig + 4] = h[mi][kt][:, 2], h[mi][kt][:, 3]
-                    b_mat[tig, gid] = frag[:, 0] + frag[:, 2]
-                    b_mat[tig + 4, gid] = frag[:, 1] + frag[:, 3]
-                    c = a_mat @ b_mat
-                    acc = acc + np.stack([c[gid, 2 * tig], c[gid, 2 * tig + 1], c[gid + 8, 2 * tig],
-                                          c[gid + 8, 2 * tig + 1]], axis=1)
+                    acc = acc + _mma(h[mi][kt], frag)
                 act = acts[i]
                 out[mi][nt] = np.stack([act(acc[:, 0]), act(acc[:, 2]), act(acc[:, 1]), act(acc[:, 3])], axis=1)
         h = out
@@ -176,16 +213,20 @@ def test_chain_points_per_warp(tmp_path, sizes, points):
 
 
 def _mma(a_lanes, b_lanes):
-    """One m16n8k8 for a warp: A [32 lanes, 4] (a0..a3), B [32 lanes, 4] (big b0, big b1, small b0,
-    small b1) -> C [32 lanes, 4] (c0..c3). A in float64 (the 3xTF32 split is exact to ~2^-22)."""
+    """The three MMAs of one 3xTF32 m16n8k8 for a warp: A [32 lanes, 4] (a0..a3, held in fp32 and
+    split as the kernels split it, tf32.split), B [32 lanes, 4] (big b0, big b1, small b0, small b1)
+    -> C [32 lanes, 4] (c0..c3): small*big' + big*small' + big*big', summed in float64."""
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
-    a_mat, b_mat = np.zeros((16, 8)), np.zeros((8, 8))
-    a_mat[gid, tig], a_mat[gid + 8, tig] = a_lanes[:, 0], a_lanes[:, 1]
-    a_mat[gid, tig + 4], a_mat[gid + 8, tig + 4] = a_lanes[:, 2], a_lanes[:, 3]
-    b_mat[tig, gid] = b_lanes[:, 0] + b_lanes[:, 2]
-    b_mat[tig + 4, gid] = b_lanes[:, 1] + b_lanes[:, 3]
-    c = a_mat @ b_mat
+    big, small = tf32.split(np.asarray(a_lanes, np.float32))
+    c = np.zeros((16, 8))
+    for a_part, b_cols in ((small, (0, 1)), (big, (2, 3)), (big, (0, 1))):
+        a_mat, b_mat = np.zeros((16, 8)), np.zeros((8, 8))
+        a_mat[gid, tig], a_mat[gid + 8, tig] = a_part[:, 0], a_part[:, 1]
+        a_mat[gid, tig + 4], a_mat[gid + 8, tig + 4] = a_part[:, 2], a_part[:, 3]
+        b_mat[tig, gid] = b_lanes[:, b_cols[0]]
+        b_mat[tig + 4, gid] = b_lanes[:, b_cols[1]]
+        c += a_mat @ b_mat
     return np.stack([c[gid, 2 * tig], c[gid, 2 * tig + 1], c[gid + 8, 2 * tig], c[gid + 8, 2 * tig + 1]], axis=1)
 
 

@@ -12,10 +12,8 @@ __device__ __forceinline__ rosenna_split rosenna_split_a(float a0, float a1, flo
     const float a[4] = {a0, a1, a2, a3};
     rosenna_split s;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        s.big[i] = rosenna_tf32(a[i]);
-        s.small[i] = rosenna_tf32(a[i] - __uint_as_float(s.big[i]));
-    }
+    for (int i = 0; i < 4; ++i)
+        rosenna_tf32_split(a[i], s.big[i], s.small[i]);
     return s;
 }
 

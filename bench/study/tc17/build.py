@@ -1,107 +1,178 @@
-"""tc17 study: generate the models with this branch, write ref.bin, compile kernel + driver per variant.
-   .venv/bin/python bench/study/tc17/build.py build/dev-tc17 [model ...]; then cp bench/study/tc17/run.sh bench/study/tc17/torch_time.py build/dev-tc17/ 
-   The split-accumulation variants (-DROSENNA_TC_SPLIT=0/1) and the 16-points-per-warp chain
-   (ROSENNA_STUDY_CPW=16) of the session-21 study need the study switches of commit 218e4f6
-   (removed afterwards); from later commits this builds the final kernels, the fast-exp variants
-   and the FP32 baselines."""
-import os, subprocess, sys, struct, shutil
-import numpy as np
-sys.path.insert(0, "bench")
-import frontier
-from rosenna.generate import Options, generate
-from rosenna import zoo
-from rosenna.emit import cuda
+"""tc17 study (issue #17 items 1-3): generate the study's MLPs with this checkout, write each one's
+weights for the driver's FP64/FP32 reference (``<model>.ref``), and compile each variant's kernel
+file with bench/study/tc17/driver.cu into one binary (sm_90 only).
 
-OUT = sys.argv[1]
+    .venv/bin/python bench/study/tc17/build.py build/dev-tc17 [variant-prefix ...]
+    bash build/dev-tc17/run.sh                  # on the H200, from the repository root
+
+A variant is the generated kernel file of this checkout, or that file with a text patch that puts
+back an earlier form of one piece (``PATCHES``), or the file generated with a generator switch
+(``GENERATE``). ``variants.txt`` lists the binaries with their ptxas registers and spills; run.sh
+prints them beside the timings."""
+import os
+import re
+import struct
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+sys.path.insert(0, "bench")
+import frontier  # noqa: E402
+
+from rosenna import zoo  # noqa: E402
+from rosenna.emit import cuda  # noqa: E402
+from rosenna.emit.cuda import mlp  # noqa: E402
+from rosenna.generate import Options, generate  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = dict(frontier.MLPS)
 MODELS.update({
     "mlp256": (16, [(256, "relu")] * 3 + [(8, None)]),
     "mlp512": (16, [(512, "relu")] * 2 + [(8, None)]),
-    "mish64": (5, [(64, "mish"), (64, "mish"), (3, None)]),
-    "tanh64": (5, [(64, "tanh"), (64, "tanh"), (3, None)]),
-    "silu16": (5, [(64, "silu"), (64, "silu"), (3, None)]),
-    "gelu16": (5, [(64, "gelu"), (64, "gelu"), (3, None)]),
 })
+#: The driver's activation codes (driver.cu actf).
 ACT = {None: 0, "Relu": 1, "Sigmoid": 2, "Tanh": 3, "Swish": 4, "Gelu": 5, "Mish": 6}
-VARIANTS = {  # name -> list of (variant label, extra nvcc flags, fast activations?)
-    "silu": [("silu split2", "", 0), ("silu split2 fastexp", "", 1), ("silu fp32", "-DROSENNA_NO_TENSOR_CORES", 0)],
-    "gelu": [("gelu split2", "", 0), ("gelu fp32", "-DROSENNA_NO_TENSOR_CORES", 0)],
-    "mish64": [("mish64 split2", "", 0), ("mish64 split2 fastexp", "", 1)],
-    "tanh64": [("tanh64 split2", "", 0)],
+#: Points whose outputs are checked against the FP64 reference (all 16M but for the widest).
+CHECK = {"mlp512": 1 << 21, "mlp256": 1 << 22}
 
-    "gemm_big": [("gemm_big split2", "", 0)],
-    "tanh96": [("tanh96 wide96", "", 0), ("tanh96 fp32", "-DROSENNA_NO_TENSOR_CORES", 0)],
-    "mlp128": [("mlp128 wide split", "", 0)],
-    "mlp256": [("mlp256 wide", "", 0)],
-    "mlp512": [("mlp512 wide", "", 0)],
+#: Text patches: the earlier form of one piece of device code, to measure against.
+PATCHES = {
+    # main before this study: both halves of the 3xTF32 split by cvt.rna (ten instructions on sm_90)
+    "cvt": [("""    big = __float_as_uint(a) & 0xffffe000u;
+    small = __float_as_uint(a - __uint_as_float(big)) + 0x1000u;""",
+             """    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(a));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(a - __uint_as_float(big)));""")],
+    # the wide kernel without split accumulation (run 6's opt-in kernel: one MMA chain per layer)
+    "nosplit": [("""            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int kt = 0; kt < KS; ++kt)
+                rosenna_mma3s(t, a[kt][mi], b[kt]);
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                acc[mi][ni][r] += t[r];""", """#pragma unroll
+            for (int kt = 0; kt < KS; ++kt)
+                rosenna_mma3s(acc[mi][ni], a[kt][mi], b[kt]);""")],
 }
-FAST = [("expf(", "__expf("), ("1.0f / (1.0f + __expf", "__frcp_rn(1.0f + __expf")]
+#: Generator switches: name -> function run before generate (and undone after).
+GENERATE = {
+    "": None,
+    "formula": "device_forms_off",  # Mish from the op's formula (exp, log, tanh), as on main before
+}
+
+#: (binary tag, model, generator switch, patches, extra nvcc flags)
+VARIANTS = [
+    ("mish_new", "mish", "", [], ""),
+    ("mish_helper_cvt", "mish", "", ["cvt"], ""),
+    ("mish_main", "mish", "formula", ["cvt"], ""),
+    ("mlp128_new", "mlp128", "", [], ""),
+    ("mlp128_cvt", "mlp128", "", ["cvt"], ""),
+    ("mlp128_new_nosplit", "mlp128", "", ["nosplit"], ""),
+    ("silu_new", "silu", "", [], ""),
+    ("silu_cvt", "silu", "", ["cvt"], ""),
+    ("gelu_new", "gelu", "", [], ""),
+    ("gelu_cvt", "gelu", "", ["cvt"], ""),
+    ("tanh64_new", "tanh64", "", [], ""),
+    ("tanh64_cvt", "tanh64", "", ["cvt"], ""),
+    ("gemm_big_new", "gemm_big", "", [], ""),
+    ("gemm_big_cvt", "gemm_big", "", ["cvt"], ""),
+    ("tanh96_new", "tanh96", "", [], ""),
+    ("tanh96_cvt", "tanh96", "", ["cvt"], ""),
+    ("mlp256_new", "mlp256", "", [], ""),
+    ("mlp256_cvt", "mlp256", "", ["cvt"], ""),
+    ("mlp512_new", "mlp512", "", [], ""),
+    ("mlp512_cvt", "mlp512", "", ["cvt"], ""),
+]
 
 
-def torch_mlp(nx, layers):
-    from torch import nn
-    acts = {"silu": nn.SiLU, "gelu": nn.GELU, "tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "mish": nn.Mish}
-    mods, width = [], nx
-    for out, act in layers:
-        mods.append(nn.Linear(width, out))
-        if act:
-            mods.append(acts[act]())
-        width = out
-    return nn.Sequential(*mods)
+def _switch(name):
+    saved = dict(mlp.DEVICE_FORMS)
+    if GENERATE[name] == "device_forms_off":
+        mlp.DEVICE_FORMS.clear()
+    return lambda: mlp.DEVICE_FORMS.update(saved)
 
 
-def main():
-    import torch
-    names = sys.argv[2:] or list(VARIANTS)
-    os.makedirs(OUT, exist_ok=True)
-    gen = os.path.join("build", "study-gen")
-    for name in names:
-        d = os.path.join(gen, name)
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, f"{name}.onnx")
+def _model(name, d):
+    path = os.path.join(d, f"{name}.onnx")
+    if not os.path.exists(path):
         if name in ("gemm_big", "mlp128"):
             zoo.save(name, path)
         else:
+            import torch
             torch.manual_seed(0)
-            frontier._export(torch_mlp(*MODELS[name]), (1, MODELS[name][0]), path)
-        plan, _ = generate(path, d, Options(name=name, lang="c", embed=False))
-        layers = cuda.mlp_layers(plan)
-        choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
-        print(name, "base", choice.kind, "tensor", choice.tensor and choice.tensor.label, flush=True)
-        with open(os.path.join(OUT, f"{name}.ref"), "wb") as fh:
-            fh.write(struct.pack("i", len(layers)))
-            for l in layers:
-                fh.write(struct.pack("iii", l.k, l.n, ACT[l.act]))
-                fh.write(np.ascontiguousarray(l.w, np.float32).tobytes())
-                fh.write(np.ascontiguousarray(l.b, np.float32).tobytes())
-        src = open(os.path.join(d, f"{name}_kernel.cu")).read()
-        a = src.index(f"{name}_batch_kernel(int n")
-        a = src.index("{", a)
-        b = src.index("\n}\n", a)
-        stub = src[:a] + "{\n    (void)n; (void)x; (void)y;" + src[b:]  # the FP32 base kernel: most of nvcc's time
-        for label, flags, fast in VARIANTS[name]:
-            text = src if "NO_TENSOR" in flags else stub
-            if fast:
-                for a, b in FAST:
-                    text = text.replace(a, b)
-            tag = label.replace(" ", "_")
-            cu = os.path.join(d, f"{tag}.cu")
-            open(cu, "w").write(text)
-            exe = os.path.join(OUT, tag)
-            cmd = (f"nvcc -O3 -gencode arch=compute_90,code=sm_90 -cudart shared -Xptxas -v {flags} -DUPLOAD -DNAME={name} -DHDR='\"{name}.h\"' -DVARIANT='\"{label}\"' "
-                   f"-I{d} -Irosenna/data bench/study/tc17/driver.cu {cu} -o {exe}")
-            p = subprocess.run(cmd, shell=True, capture_output=True, text=True)
-            if p.returncode:
-                print(p.stderr[-3000:])
-                raise SystemExit(1)
-            stats = [l for l in p.stderr.splitlines() if "registers" in l or "spill" in l]
-            ents = [l for l in p.stderr.splitlines() if "Compiling entry" in l]
-            info = []
-            for i, l in enumerate(p.stderr.splitlines()):
-                if "Compiling entry" in l and ("tc_kernel" in l or "batch_kernel" in l):
-                    nxt = p.stderr.splitlines()[i + 1:i + 4]
-                    info.append(l.split("'")[1][:24] + ": " + " | ".join(x.strip() for x in nxt if "spill" in x or "Used" in x))
-            print(f"  {label}: {os.path.getsize(exe)//1024} KB; " + " ;; ".join(info), flush=True)
+            frontier._export(frontier._torch_mlp(*MODELS[name]), (1, MODELS[name][0]), path)
+    return path
+
+
+def _source(out, gen, name, switch):
+    """The kernel file of ``name`` generated with ``switch``, its FP32 base kernel stubbed out (most
+    of nvcc's time; the study times the tensor-core kernel), and the reference weights."""
+    d = os.path.join(gen, f"{name}{'-' + switch if switch else ''}")
+    os.makedirs(d, exist_ok=True)
+    undo = _switch(switch)
+    try:
+        plan, _ = generate(_model(name, gen), d, Options(name=name, lang="c", embed=False))
+    finally:
+        undo()
+    layers = cuda.mlp_layers(plan)
+    with open(os.path.join(out, f"{name}.ref"), "wb") as fh:
+        fh.write(struct.pack("i", len(layers)))
+        for layer in layers:
+            fh.write(struct.pack("iii", layer.k, layer.n, ACT[layer.act]))
+            fh.write(np.ascontiguousarray(layer.w, np.float32).tobytes())
+            fh.write(np.ascontiguousarray(layer.b, np.float32).tobytes())
+    src = open(os.path.join(d, f"{name}_kernel.cu")).read()
+    a = src.index("{", src.index(f"{name}_batch_kernel(int n"))
+    b = src.index("\n}\n", a)
+    return d, src[:a] + "{\n    (void)n; (void)x; (void)y;" + src[b:]
+
+
+def _compile(out, d, name, tag, text, flags):
+    cu = os.path.join(d, f"{tag}.cu")
+    open(cu, "w").write(text)
+    exe = os.path.join(out, tag)
+    cmd = ["nvcc", "-O3", "-gencode", "arch=compute_90,code=sm_90", "-cudart", "shared", "-Xptxas", "-v",
+           *flags.split(), "-DUPLOAD", f"-DNAME={name}", f'-DHDR="{name}.h"', f'-DVARIANT="{tag}"',
+           f"-I{d}", os.path.join(HERE, "driver.cu"), cu, "-o", exe]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"{tag}: nvcc failed\n{p.stderr[-3000:]}")
+    lines = p.stderr.splitlines()
+    info = ""
+    for i, line in enumerate(lines):
+        if "Compiling entry" in line and "_tc_kernel" in line:
+            regs = next((re.search(r"Used (\d+) registers", x).group(1) for x in lines[i + 1:i + 4] if "Used" in x), "?")
+            spill = next((re.search(r"(\d+) bytes spill stores", x).group(1) for x in lines[i + 1:i + 4] if "spill" in x), "?")
+            info = f"regs {regs} spill {spill}"
+    return tag, info
+
+
+def main():
+    out = sys.argv[1]
+    prefixes = sys.argv[2:]
+    chosen = [v for v in VARIANTS if not prefixes or any(v[0].startswith(p) for p in prefixes)]
+    os.makedirs(out, exist_ok=True)
+    gen = os.path.join("build", "study-gen-tc17")
+    os.makedirs(gen, exist_ok=True)
+    sources = {}
+    jobs = []
+    for tag, name, switch, patches, flags in chosen:
+        if (name, switch) not in sources:
+            sources[name, switch] = _source(out, gen, name, switch)
+        d, text = sources[name, switch]
+        for patch in patches:
+            for old, new in PATCHES[patch]:
+                if old not in text:
+                    raise SystemExit(f"{tag}: patch {patch} does not apply")
+                text = text.replace(old, new)
+        jobs.append((out, d, name, tag, text, flags))
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda job: _compile(*job), jobs))
+    with open(os.path.join(out, "variants.txt"), "w") as fh:
+        for (tag, name, *_), (_, info) in zip(chosen, results):
+            fh.write(f"{tag} {name} {CHECK.get(name, 1 << 24)} {info}\n")
+            print(tag, info, flush=True)
 
 
 main()

@@ -33,6 +33,7 @@ template <class T> __device__ T actf(int a, T v)
     case 3: return tanh(v);                                 // tanh
     case 4: return v / (1 + exp(-v));                       // silu
     case 5: return T(0.5) * v * (1 + erf(v * T(0.70710678118654752440)));  // gelu erf
+    case 6: return v * tanh(log1p(exp(v)));                 // mish (v <= 700 here)
     default: return v;
     }
 }
@@ -44,6 +45,7 @@ template <> __device__ float actf<float>(int a, float v)
     case 3: return tanhf(v);
     case 4: return v * (1.0f / (1.0f + expf(-v)));
     case 5: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f));
+    case 6: return v * tanhf(fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))));
     default: return v;
     }
 }

@@ -3,10 +3,15 @@
 import numpy as np
 
 from rosenna import ops
+from rosenna.emit import fixed
 from rosenna.emit.chain import MLP_ACTIVATIONS, Layer, mlp_layers  # noqa: F401 (defined there)
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
+#: Activations the kernels compute with a function of ``rosenna/data/rosenna_act.cuh`` instead of the
+#: op's formula: the same function with fewer transcendentals. Mish: one exp where the formula has
+#: exp, log and tanh (rendered as an expression it also computed exp(x) twice over).
+DEVICE_FORMS = {"Mish": "rosenna_mish"}
 #: Packed weights per line of the kernel file.
 VALUES_PER_LINE = 6
 
@@ -18,10 +23,19 @@ def round_up(n, m):
 def activation_fn(name, layer, renderer, ctype="float"):
     """``__device__ float name(float v)``: the layer's activation with its attributes (identity
     without one), rendered from the op module's formula (``ctype`` double for a double plan's
-    renderer)."""
-    expr = ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v")
-    return (f"__device__ __forceinline__ {ctype} {name}({ctype} v)\n{{\n"
-            f"    return {renderer.expr(expr)};\n}}")
+    renderer), or a call of its function in :data:`DEVICE_FORMS` (:func:`activation_library`
+    defines it)."""
+    if layer.act in DEVICE_FORMS:
+        value = f"{DEVICE_FORMS[layer.act]}(v)"
+    else:
+        value = renderer.expr(ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v"))
+    return f"__device__ __forceinline__ {ctype} {name}({ctype} v)\n{{\n    return {value};\n}}"
+
+
+def activation_library(plan):
+    """``rosenna/data/rosenna_act.cuh`` for a kernel file whose plan has an activation of
+    :data:`DEVICE_FORMS` (its ``__device__`` functions, before any kernel calls them), else ""."""
+    return fixed.load("rosenna_act.cuh") if any(op.activation in DEVICE_FORMS for op in plan.ops) else ""
 
 
 def chunks(items):

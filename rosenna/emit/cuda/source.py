@@ -17,7 +17,7 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 
 from rosenna.emit import c as cemit
 from rosenna.emit.cuda import kinds, routine, staged, whole_field
-from rosenna.emit.cuda.mlp import activation_fn, array, chunks
+from rosenna.emit.cuda.mlp import activation_fn, activation_library, array, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
@@ -79,6 +79,8 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
 #undef ROSENNA_CONST
 #define ROSENNA_CONST {'ROSENNA_CONSTANT_MEMORY' if choice.constant else 'ROSENNA_GLOBAL_MEMORY'}
 """]
+    if activation_library(plan):
+        parts.append(f"namespace {{\n{activation_library(plan)}}}  // namespace\n")
     only_routine = "#if defined(ROSENNA_DEVICE_ROUTINE)\n"
     if plan.weights:
         parts.append(("" if weights_always else only_routine)

@@ -1,8 +1,13 @@
 """What the tensor-core kernels share: fp32-accurate 3xTF32 on ``mma.sync`` (sm_80+).
 
-Each fp32 operand is split into two TF32 numbers, ``a = big + small`` with ``big = tf32(a)`` and
-``small = tf32(a - big)``; a product is ``big*big' + big*small' + small*big'`` (``small*small'``
-lies below fp32 rounding), accumulated in fp32 by ``mma.sync.m16n8k8.f32.tf32.tf32.f32``. The
+Each fp32 operand is split into two TF32 numbers, ``a = big + small``; a product is
+``big*big' + big*small' + small*big'`` (``small*small'`` lies below fp32 rounding), accumulated in
+fp32 by ``mma.sync.m16n8k8.f32.tf32.tf32.f32``. The weights are split once, on the host, rounding
+both halves to nearest (:func:`tf32`). The activations are split in the kernel, in three
+instructions (:func:`split`; ``rosenna_tf32_split``): big is the value with its low 13 bits
+cleared, small the exact remainder rounded by adding half a TF32 ulp to its bits, as the tensor
+cores truncate what they read of an fp32 register to its top 19 bits. big + small is within
+2^-22 |a| of a (two ``cvt.rna.tf32.f32``, ten instructions on sm_90, gave 2^-23 |a|). The
 error stays at fp32 level (6e-8 on gemm_big against a float64 reference, docs/benchmarks.md run
 5), at a fraction of the FP32 pipe's cost: gemm_big 0.18 ns per point against 0.23-0.28 for the
 best FP32-FMA kernels measured.
@@ -39,6 +44,17 @@ def tf32(values):
     the bit pattern, as the host packing in C++ does it."""
     bits = np.asarray(values, np.float32).view(np.uint32)
     return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def split(values):
+    """The kernels' split of fp32 activations (``rosenna_tf32_split``): (big, small) as the tensor
+    cores read them, float32."""
+    bits = np.asarray(values, np.float32).view(np.uint32)
+    big = (bits & np.uint32(0xFFFFE000)).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        rest = (np.asarray(values, np.float32) - big).astype(np.float32)
+    small = ((rest.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return big, small
 
 
 def pack_layer(w, kp, npad, paired):
