@@ -253,6 +253,8 @@ def _emulate_wide(layers, acts, packed, x):
     for g in range(layout.stages):
         k0 = layout.k0[g]
         buf = f4[g * shape.stage4:(g + 1) * shape.stage4]  # what cp.async brought for stage g
+        if shape.compact:  # 8 bytes per lane and tile, split by the kernel (rosenna_tcw_b)
+            buf = tf32.unpack_compact(buf.astype(np.float32).reshape(-1, 2))
         for warp in range(warps):
             wm, wn = warp // shape.wn, warp % shape.wn
             a = [[None, None] for _ in range(shape.ks)]
@@ -326,9 +328,16 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
     broken = packed.copy()
     start = 4 * layout.shape.stage4 * layout.first[-1]
     last_hidden = layers[len(layers) - 2]
-    paired = tf32.pack_layer(last_hidden.w, layout.kp[-1], layout.shape.width, paired=True)
+    pack = tf32.pack_compact if layout.shape.compact else tf32.pack_layer
+    paired = pack(last_hidden.w, layout.kp[-1], layout.shape.width, paired=True)
+    assert paired.size == 4 * layout.shape.stage4 * layout.count[-1]
     broken[start:start + paired.size] = paired
     assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
+    if layout.shape.compact:  # and the compact fragments read as 16-byte ones break it
+        wide = tf32.pack_layer(last_hidden.w, layout.kp[-1], layout.shape.width, paired=False)
+        broken = packed.copy()
+        broken[start:start + paired.size] = wide[:paired.size]
+        assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
 
 
 def test_wide_stage_table_and_layout(layers_of):
@@ -344,9 +353,14 @@ def test_wide_stage_table_and_layout(layers_of):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-@pytest.mark.parametrize("model", ["mlp128", "odd"])
+@pytest.mark.parametrize("model", ["mlp128", "odd", "w300"])
 def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
-    layers = layers_of("mlp128")[1] if model == "mlp128" else _custom(tmp_path, "odd", *ODD)[1]
+    """Bit for bit, the 16-byte fragments and (w300, 384 wide) the compact ones."""
+    if model == "mlp128":
+        layers = layers_of("mlp128")[1]
+    else:
+        layers = _custom(tmp_path, model, *(ODD if model == "odd" else WIDE_SHAPES[model][:2]))[1]
+    assert tc_wide.WideLayout(layers).shape.compact is (model == "w300")
     size = tc_wide.WideLayout(layers).size
     body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_wide.host_packing(layers)
     got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", size)

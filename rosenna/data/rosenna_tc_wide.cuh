@@ -25,6 +25,16 @@ __device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split
     rosenna_mma(d, a.big, b.x, b.y);
 }
 
+/* A compact fragment (rosenna/emit/cuda/tf32.py compact: each weight big + small, both TF32) split
+   back into {big(b0), big(b1), small(b0), small(b1)}: big is the weight with its low 13 bits
+   cleared, small the rest, exact. */
+__device__ __forceinline__ float4 rosenna_tcw_b(float2 w)
+{
+    const float big0 = __uint_as_float(__float_as_uint(w.x) & 0xffffe000u);
+    const float big1 = __uint_as_float(__float_as_uint(w.y) & 0xffffe000u);
+    return make_float4(big0, big1, w.x - big0, w.y - big1);
+}
+
 /* One stage g of the STAGES-stage weight stream (8 KS input rows of a hidden layer, the first at
    column k0 of act[p][LDA]) multiplied into the warp's accumulators. The stage's products are
    summed by the tensor cores from zero and added to the accumulators in fp32 (round to nearest):
@@ -32,12 +42,12 @@ __device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split
    accumulation over K = 128 left ~1 output in a million outside verify's tolerance). On entry
    stage g is in flight in buffer g & 1; this prefetches stage g + 1 into the other buffer, the
    next layer's first stage at a layer's last, so the stream never stops at a layer boundary.
-   F: all fragments, stage g at F + g * STAGE4. */
-template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA>
+   F: all fragments, stage g at F + g * STAGE4. COMPACT: 8-byte fragments (rosenna_tcw_b). */
+template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA, bool COMPACT>
 __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const float *act, float4 *stage,
                                                   const float4 *ROSENNA_RESTRICT F, int g, int k0)
 {
-    constexpr int NT = WN * NI, STAGE4 = KS * NT * 32;
+    constexpr int NT = WN * NI, STAGE4 = KS * NT * (COMPACT ? 16 : 32);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int wm = warp / WN, wn = warp % WN;
     if (g + 1 < STAGES)
@@ -46,6 +56,7 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const 
     rosenna_stage_wait_prev();
     __syncthreads();  /* stage g and the last epilogue's act are visible to every warp */
     const float4 *sb = stage + (g & 1) * STAGE4 + wn * NI * 32 + lane;
+    const float2 *sb2 = reinterpret_cast<const float2 *>(stage + (g & 1) * STAGE4) + wn * NI * 32 + lane;
     rosenna_split a[KS][2];
 #pragma unroll
     for (int kt = 0; kt < KS; ++kt) {
@@ -58,7 +69,7 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const 
         float4 b[KS];
 #pragma unroll
         for (int kt = 0; kt < KS; ++kt)
-            b[kt] = sb[(kt * NT + ni) * 32];
+            b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
             float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -23,7 +23,7 @@ import frontier  # noqa: E402
 
 from rosenna import zoo  # noqa: E402
 from rosenna.emit import cuda  # noqa: E402
-from rosenna.emit.cuda import mlp  # noqa: E402
+from rosenna.emit.cuda import mlp, tc_wide  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,10 +55,14 @@ PATCHES = {
             for (int kt = 0; kt < KS; ++kt)
                 rosenna_mma3s(acc[mi][ni], a[kt][mi], b[kt]);""")],
 }
+PATCHES["miouter"] = [('    rosenna_split a[KS][2];\n#pragma unroll\n    for (int kt = 0; kt < KS; ++kt) {\n        const float *sa = act + (wm * 32 + gid) * LDA + k0 + kt * 8 + tig;\n        a[kt][0] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);\n        a[kt][1] = rosenna_split_a(sa[16 * LDA], sa[24 * LDA], sa[16 * LDA + 4], sa[24 * LDA + 4]);\n    }\n#pragma unroll\n    for (int ni = 0; ni < NI; ++ni) {\n        float4 b[KS];\n#pragma unroll\n        for (int kt = 0; kt < KS; ++kt)\n            b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];\n#pragma unroll\n        for (int mi = 0; mi < 2; ++mi) {\n            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                rosenna_mma3s(t, a[kt][mi], b[kt]);\n#pragma unroll\n            for (int r = 0; r < 4; ++r)\n                acc[mi][ni][r] += t[r];\n        }\n    }', '#pragma unroll\n    for (int mi = 0; mi < 2; ++mi) {\n        rosenna_split a[KS];\n#pragma unroll\n        for (int kt = 0; kt < KS; ++kt) {\n            const float *sa = act + (wm * 32 + mi * 16 + gid) * LDA + k0 + kt * 8 + tig;\n            a[kt] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);\n        }\n#pragma unroll\n        for (int ni = 0; ni < NI; ++ni) {\n            float4 b[KS];\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];\n            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                rosenna_mma3s(t, a[kt], b[kt]);\n#pragma unroll\n            for (int r = 0; r < 4; ++r)\n                acc[mi][ni][r] += t[r];\n        }\n    }')]
 #: Generator switches: name -> function run before generate (and undone after).
 GENERATE = {
     "": None,
     "formula": "device_forms_off",  # Mish from the op's formula (exp, log, tanh), as on main before
+    "wide16": "compact_off",  # the wide kernel's 16-byte fragments at every width (main before)
+    "compact256": "compact_256",  # compact fragments from 129 wide (the 256 shape too)
+    "compact128": "compact_all",  # compact fragments at every width
 }
 
 #: (binary tag, model, generator switch, patches, extra nvcc flags)
@@ -69,6 +73,17 @@ VARIANTS = [
     ("mlp128_new", "mlp128", "", [], ""),
     ("mlp128_cvt", "mlp128", "", ["cvt"], ""),
     ("mlp128_new_nosplit", "mlp128", "", ["nosplit"], ""),
+    ("mlp128_compact", "mlp128", "compact128", [], ""),
+    ("mlp128_miouter", "mlp128", "", ["miouter"], ""),
+    ("mlp512_new", "mlp512", "", [], ""),
+    ("mlp512_miouter", "mlp512", "", ["miouter"], ""),
+    ("mlp512_wide16", "mlp512", "wide16", [], ""),
+    ("mlp512_wide16_cvt", "mlp512", "wide16", ["cvt"], ""),
+    ("mlp256_new", "mlp256", "", [], ""),
+    ("mlp256_cvt", "mlp256", "", ["cvt"], ""),
+    ("mlp256_compact", "mlp256", "compact256", [], ""),
+    ("tanh96_new", "tanh96", "", [], ""),
+    ("tanh96_cvt", "tanh96", "", ["cvt"], ""),
     ("silu_new", "silu", "", [], ""),
     ("silu_cvt", "silu", "", ["cvt"], ""),
     ("gelu_new", "gelu", "", [], ""),
@@ -77,20 +92,24 @@ VARIANTS = [
     ("tanh64_cvt", "tanh64", "", ["cvt"], ""),
     ("gemm_big_new", "gemm_big", "", [], ""),
     ("gemm_big_cvt", "gemm_big", "", ["cvt"], ""),
-    ("tanh96_new", "tanh96", "", [], ""),
-    ("tanh96_cvt", "tanh96", "", ["cvt"], ""),
-    ("mlp256_new", "mlp256", "", [], ""),
-    ("mlp256_cvt", "mlp256", "", ["cvt"], ""),
-    ("mlp512_new", "mlp512", "", [], ""),
-    ("mlp512_cvt", "mlp512", "", ["cvt"], ""),
 ]
 
 
 def _switch(name):
-    saved = dict(mlp.DEVICE_FORMS)
+    saved, compact_from = dict(mlp.DEVICE_FORMS), tc_wide.WideShape.COMPACT_FROM
     if GENERATE[name] == "device_forms_off":
         mlp.DEVICE_FORMS.clear()
-    return lambda: mlp.DEVICE_FORMS.update(saved)
+    elif GENERATE[name] == "compact_off":
+        tc_wide.WideShape.COMPACT_FROM = 1 << 30
+    elif GENERATE[name] == "compact_256":
+        tc_wide.WideShape.COMPACT_FROM = 129
+    elif GENERATE[name] == "compact_all":
+        tc_wide.WideShape.COMPACT_FROM = 1
+
+    def undo():
+        mlp.DEVICE_FORMS.update(saved)
+        tc_wide.WideShape.COMPACT_FROM = compact_from
+    return undo
 
 
 def _model(name, d):
@@ -169,10 +188,15 @@ def main():
         jobs.append((out, d, name, tag, text, flags))
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda job: _compile(*job), jobs))
-    with open(os.path.join(out, "variants.txt"), "w") as fh:
-        for (tag, name, *_), (_, info) in zip(chosen, results):
-            fh.write(f"{tag} {name} {CHECK.get(name, 1 << 24)} {info}\n")
-            print(tag, info, flush=True)
+    listed = os.path.join(out, "variants.txt")
+    lines = {}
+    if os.path.exists(listed):  # a build of some variants keeps the others' lines
+        lines = {line.split()[0]: line for line in open(listed) if line.strip()}
+    for (tag, name, *_), (_, info) in zip(chosen, results):
+        lines[tag] = f"{tag} {name} {CHECK.get(name, 1 << 24)} {info}\n"
+        print(tag, info, flush=True)
+    with open(listed, "w") as fh:
+        fh.writelines(lines[tag] for tag, *_ in VARIANTS if tag in lines and os.path.exists(os.path.join(out, tag)))
 
 
 main()

@@ -13,6 +13,6 @@ START=$SECONDS
 while read -r tag model check info; do
   [ $((SECONDS - START)) -gt 138 ] && { echo "$tag: skipped (time)"; continue; }
   line=$(timeout 30 "$D/$tag" $N 7 "$D/$model.ref" "$check" 2>&1 | tail -1)
-  echo "$line  [$info]"
+  case "$line" in "$tag "*) echo "$line  [$info]";; *) echo "$tag FAILED: $line";; esac
 done < "$D/variants.txt"
 echo "($((SECONDS - START)) s)"

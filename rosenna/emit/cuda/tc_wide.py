@@ -49,25 +49,39 @@ class WideShape:
       (mlp128: 98 KB of shared memory per block);
     - width <= 256 (a multiple of 64): 4 x 4 warps, 128 points, 16-row stages, one block per SM
       (194 KB at 256);
-    - width <= 512 (a multiple of 128): 2 x 8 warps, 64 points, 8-row stages, one block per SM
-      (193 KB at 512).
+    - width <= 512 (a multiple of 128): 2 x 8 warps, 64 points, 16-row stages of compact
+      fragments (``compact``), one block per SM (197 KB at 512).
 
     ``ni`` is at most 8 in each: 64 accumulators per thread, within the 128-register cap of two
-    256-thread blocks (or one 512-thread block) per SM."""
+    256-thread blocks (or one 512-thread block) per SM.
+
+    ``compact``: the hidden layers' fragments hold each weight once, as the fp32 number big + small
+    (22 significant bits, what 3xTF32 multiplies with), 8 bytes per lane and k8 x n8 tile instead
+    of 16; the kernel splits it in two instructions per weight. Half the weight stream from L2
+    and through shared memory: at 512 wide a 64-point block streams 2 MB of fragments per
+    layer."""
+
+    #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
+    #: other choices by changing it).
+    COMPACT_FROM = 257
 
     def __init__(self, widest):
+        self.compact = widest >= self.COMPACT_FROM
         if widest <= 128:
             self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 32), 4, 2, 2, 2
         elif widest <= 256:
             self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 64), 4, 4, 2, 1
-        else:
-            self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 128), 2, 8, 1, 1
+        else:  # 16 8-byte rows or 8 16-byte rows per stage: 32 KB
+            self.width, self.wm, self.wn, self.min_blocks = _round(widest, 128), 2, 8, 1
+            self.ks = 2 if self.compact else 1
         self.ni = self.width // (8 * self.wn)
         self.points = 32 * self.wm
         self.threads = 32 * self.wm * self.wn
         self.lda = self.width + 4
         self.stage_rows = 8 * self.ks
-        self.stage4 = self.ks * (self.width // 8) * 32
+        #: One stage of fragments in float4 units: ks x (width / 8) tiles x 32 lanes, 16 bytes per
+        #: lane (8 compact).
+        self.stage4 = self.ks * (self.width // 8) * (16 if self.compact else 32)
         self.smem = self.points * self.lda * 4 + 2 * self.stage4 * 16
         assert self.stage4 % self.threads == 0 and self.ni <= 8
 
@@ -132,7 +146,8 @@ def wide_packed(layers):
     layout = WideLayout(layers)
     width = layout.shape.width
     out = np.zeros(layout.size, np.float32)
-    parts = [tf32.pack_layer(layer.w, kp, width, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
+    pack = tf32.pack_compact if layout.shape.compact else tf32.pack_layer
+    parts = [pack(layer.w, kp, width, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
     parts.append(tf32.pack_layer(layers[-1].w, 8 * layout.out_kt, 8, paired=False))
     frags = np.concatenate(parts)
     assert frags.size == 4 * layout.frag4
@@ -147,7 +162,7 @@ def host_packing(layers, dest="tc"):
     ``dest`` as for :func:`rosenna.emit.cuda.tc_chain.host_packing`)."""
     layout = WideLayout(layers)
     shape = layout.shape
-    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest)
+    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest, shape.compact)
            for i, (layer, kp, first, bias) in enumerate(zip(layers, layout.kp, layout.first, layout.bias))]
     last = len(layers) - 1
     out.append(tf32.host_layer(last, layers[-1], layout.out_kt, 1, layout.out_frag4, layout.bias[-1], False, dest))
@@ -169,7 +184,7 @@ def wide_kernel(plan, layers, acts):
     P, T, lda = shape.points, shape.threads, shape.lda
     k0p = layout.kp[0]
     out = layers[-1]
-    tparams = f"{layout.stages}, {T}, {shape.wn}, {shape.ni}, {shape.ks}, {lda}"
+    tparams = f"{layout.stages}, {T}, {shape.wn}, {shape.ni}, {shape.ks}, {lda}, {str(shape.compact).lower()}"
     lines = ["/* Per stage of the weight stream: its first input row within its layer. A table in the constant bank:",
              "   with k0 computed from g (mlp128) or carried through the loop (a 128-input MLP), ptxas spilled a",
              "   register at the 128-register cap of two blocks per SM. */",

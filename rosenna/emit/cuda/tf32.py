@@ -57,42 +57,79 @@ def split(values):
     return big, small
 
 
-def pack_layer(w, kp, npad, paired):
-    """One layer's B fragments. ``w`` is [N][K] (ONNX Gemm with transB, as the plan holds it).
+def _lane_values(w, kp, npad, paired):
+    """Per (k8 tile, n8 tile), in [kt][nt] order: the weights (v0, v1) that lane l holds as b0, b1
+    (arrays over the 32 lanes). ``w`` is [N][K] (ONNX Gemm with transB, as the plan holds it).
     ``paired``: physical rows tig and tig+4 of k-tile kt hold logical rows kt*8+2tig and +1."""
     n_out, k_in = w.shape
     full = np.zeros((kp, npad), np.float32)
     full[:k_in, :n_out] = w.T
     lane = np.arange(32)
     g, t = lane // 4, lane % 4
-    out = []
     for kt in range(kp // 8):
         k0 = kt * 8 + (2 * t if paired else t)
         k1 = k0 + 1 if paired else k0 + 4
         for nt in range(npad // 8):
             c = nt * 8 + g
-            v0, v1 = full[k0, c], full[k1, c]
-            b0, b1 = tf32(v0), tf32(v1)
-            out.append(np.stack([b0, b1, tf32(v0 - b0), tf32(v1 - b1)], axis=1))
+            yield full[k0, c], full[k1, c]
+
+
+def pack_layer(w, kp, npad, paired):
+    """One layer's B fragments: per lane ``{big(b0), big(b1), small(b0), small(b1)}``, both halves
+    rounded to nearest."""
+    out = []
+    for v0, v1 in _lane_values(w, kp, npad, paired):
+        b0, b1 = tf32(v0), tf32(v1)
+        out.append(np.stack([b0, b1, tf32(v0 - b0), tf32(v1 - b1)], axis=1))
     return np.concatenate(out).reshape(-1)
 
 
-def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest):
+def compact(values):
+    """A weight as the fp32 sum big + small of two TF32 numbers that the kernel's split
+    (``rosenna_tcw_b``: big = the low 13 bits cleared, small = the rest) gets back exactly:
+    big = the value truncated to TF32, small = the rest rounded to nearest (within 2^-22 |v|)."""
+    v = np.asarray(values, np.float32)
+    big = (v.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return (big + tf32(v - big)).astype(np.float32)
+
+
+def pack_compact(w, kp, npad, paired):
+    """One layer's B fragments, compact: per lane ``{compact(b0), compact(b1)}``, 8 bytes where
+    :func:`pack_layer` has 16."""
+    return np.concatenate([np.stack([compact(v0), compact(v1)], axis=1)
+                           for v0, v1 in _lane_values(w, kp, npad, paired)]).reshape(-1)
+
+
+def unpack_compact(pairs):
+    """The kernel's split of compact fragments ([lanes, 2]) -> [lanes, 4] as :func:`pack_layer`
+    orders them (big b0, big b1, small b0, small b1)."""
+    pairs = np.asarray(pairs, np.float32)
+    big = (pairs.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.concatenate([big, (pairs - big).astype(np.float32)], axis=-1)
+
+
+def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest, compact=False):
     """C++ packing one layer: its fragments at float4 offset ``frag4`` of ``dest`` ([kt][nt][lane],
-    as :func:`pack_layer`), its bias at float offset ``bias``."""
+    as :func:`pack_layer`, or :func:`pack_compact`), its bias at float offset ``bias``."""
     k0 = "kt * 8 + 2 * t" if paired else "kt * 8 + t"
     k1 = "k0 + 1" if paired else "k0 + 4"
+    if compact:
+        store = f"""                float *f = {dest} + 4 * {frag4} + 2 * ((kt * {nt_tiles} + nt) * 32 + lane);
+                f[0] = rosenna_host_compact(v0);
+                f[1] = rosenna_host_compact(v1);"""
+    else:
+        store = f"""                float *f = {dest} + 4 * ({frag4} + (kt * {nt_tiles} + nt) * 32 + lane);
+                f[0] = rosenna_host_tf32(v0);
+                f[1] = rosenna_host_tf32(v1);
+                f[2] = rosenna_host_tf32(v0 - f[0]);
+                f[3] = rosenna_host_tf32(v1 - f[1]);"""
     return f"""    for (int kt = 0; kt < {kt_tiles}; ++kt)
         for (int nt = 0; nt < {nt_tiles}; ++nt)
             for (int lane = 0; lane < 32; ++lane) {{
                 const int g = lane / 4, t = lane % 4, c = nt * 8 + g, k0 = {k0}, k1 = {k1};
                 const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{2 * i}][c * {layer.k} + k0] : 0.0f;
                 const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{2 * i}][c * {layer.k} + k1] : 0.0f;
-                float *f = {dest} + 4 * ({frag4} + (kt * {nt_tiles} + nt) * 32 + lane);
-                f[0] = rosenna_host_tf32(v0);
-                f[1] = rosenna_host_tf32(v1);
-                f[2] = rosenna_host_tf32(v0 - f[0]);
-                f[3] = rosenna_host_tf32(v1 - f[1]);
+{store}
             }}
     for (int o = 0; o < {layer.n}; ++o)
         {dest}[{bias} + o] = host[{2 * i + 1}][o];"""
