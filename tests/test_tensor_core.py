@@ -231,71 +231,85 @@ def _mma(a_lanes, b_lanes):
 
 
 def _emulate_wide(layers, acts, packed, x):
-    """The wide kernel for one block, warp by warp and lane by lane, for its block shape
-    (tc_wide.WideShape): x into act[p][lda], the stage stream (stage g = fragments g * stage4 ..),
-    each stage's products summed from zero and added to the accumulators, per-layer epilogues over
-    act, the output MMA by the first points / 16 warps."""
+    """The wide kernel for one block of a persistent grid of one block, warp by warp and lane by
+    lane, for its block shape (tc_wide.WideShape): per tile of points, x into act[p][lda], the
+    stage stream through two buffers (stage g = fragments g * stage4 ..; the buffer that holds it
+    flips every stage, and the last stage of a tile prefetches stage 0 for the next one), each
+    stage's products summed from zero and added to the accumulators, per-layer epilogues over act,
+    the output MMA by the first points / 16 warps."""
     layout = tc_wide.WideLayout(layers)
     shape = layout.shape
     f4 = packed[:4 * layout.frag4].reshape(-1, 4).astype(np.float64)
     points, nx = x.shape
-    assert points <= shape.points
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
     nt_all = shape.width // 8
     warps = shape.wm * shape.wn
-    # Shared memory is not zeroed: NaN shows any read of a column the kernel did not write.
-    act = np.full((shape.points, shape.lda), np.nan)
-    act[:, :layout.kp[0]] = 0.0
-    act[:points, :nx] = x
-    acc = np.zeros((warps, 2, shape.ni, 32, 4))
-    ends = {first + count - 1: i for i, (first, count) in enumerate(zip(layout.first, layout.count))}
-    for g in range(layout.stages):
-        k0 = layout.k0[g]
-        buf = f4[g * shape.stage4:(g + 1) * shape.stage4]  # what cp.async brought for stage g
-        if shape.compact:  # 8 bytes per lane and tile, split by the kernel (rosenna_tcw_b)
-            buf = tf32.unpack_compact(buf.astype(np.float32).reshape(-1, 2))
-        for warp in range(warps):
-            wm, wn = warp // shape.wn, warp % shape.wn
-            a = [[None, None] for _ in range(shape.ks)]
-            for kt in range(shape.ks):
-                col = k0 + kt * 8 + tig
-                for mi in range(2):
-                    r = wm * 32 + mi * 16 + gid
-                    a[kt][mi] = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
-            for ni in range(shape.ni):
-                for mi in range(2):
-                    t = np.zeros((32, 4))
-                    for kt in range(shape.ks):
-                        t += _mma(a[kt][mi], buf[(kt * nt_all + wn * shape.ni + ni) * 32 + lane])
-                    acc[warp, mi, ni] += t
-        if g in ends:  # epilogue: every warp has read act (barrier), then overwrites its tile
-            i = ends[g]
-            for warp in range(warps):
-                wm, wn = warp // shape.wn, warp % shape.wn
-                for ni in range(shape.ni):
-                    c = (wn * shape.ni + ni) * 8 + 2 * tig
-                    b0, b1 = packed[layout.bias[i] + c], packed[layout.bias[i] + c + 1]
-                    for mi in range(2):
-                        r = wm * 32 + mi * 16 + gid
-                        v = acc[warp, mi, ni]
-                        act[r, c], act[r, c + 1] = acts[i](v[:, 0] + b0), acts[i](v[:, 1] + b1)
-                        act[r + 8, c], act[r + 8, c + 1] = acts[i](v[:, 2] + b0), acts[i](v[:, 3] + b1)
-            acc[:] = 0.0
     ny = layers[-1].n
     y = np.full((points, ny), np.nan)
-    for warp in range(shape.points // 16):
-        r = warp * 16 + gid
-        c = np.zeros((32, 4))
-        for kt in range(layout.out_kt):
-            col = kt * 8 + tig
-            a = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
-            c += _mma(a, f4[layout.out_frag4 + kt * 32 + lane])
-        col = 2 * tig
-        bias = packed[layout.bias[-1]:layout.bias[-1] + 8].astype(np.float64)
-        for slot, (rows, cols) in enumerate([(r, col), (r, col + 1), (r + 8, col), (r + 8, col + 1)]):
-            ok = (cols < ny) & (rows < points)
-            y[rows[ok], cols[ok]] = acts[-1](c[ok, slot] + bias[cols[ok]])
+    ends = {first + count - 1: i for i, (first, count) in enumerate(zip(layout.first, layout.count))}
+
+    def fetch(g):  # what cp.async brings for stage g
+        buf = f4[g * shape.stage4:(g + 1) * shape.stage4]
+        if shape.compact:  # 8 bytes per lane and tile, split by the kernel (rosenna_tcw_b)
+            buf = tf32.unpack_compact(buf.astype(np.float32).reshape(-1, 2))
+        return buf
+
+    # Shared memory is not zeroed: NaN shows any read of a column the kernel did not write.
+    act = np.full((shape.points, shape.lda), np.nan)
+    buffers = [fetch(0), None]
+    slot = 0
+    tiles = (points + shape.points - 1) // shape.points
+    for tile in range(tiles):
+        p0, again = tile * shape.points, tile + 1 < tiles
+        count = min(shape.points, points - p0)
+        act[:, :layout.kp[0]] = 0.0
+        act[:count, :nx] = x[p0:p0 + count]
+        acc = np.zeros((warps, 2, shape.ni, 32, 4))
+        for g in range(layout.stages):
+            k0 = layout.k0[g]
+            buffers[slot ^ 1] = fetch(g + 1) if g + 1 < layout.stages else fetch(0) if again else None
+            buf = buffers[slot]
+            for warp in range(warps):
+                wm, wn = warp // shape.wn, warp % shape.wn
+                a = [[None, None] for _ in range(shape.ks)]
+                for kt in range(shape.ks):
+                    col = k0 + kt * 8 + tig
+                    for mi in range(2):
+                        r = wm * 32 + mi * 16 + gid
+                        a[kt][mi] = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
+                for ni in range(shape.ni):
+                    for mi in range(2):
+                        t = np.zeros((32, 4))
+                        for kt in range(shape.ks):
+                            t += _mma(a[kt][mi], buf[(kt * nt_all + wn * shape.ni + ni) * 32 + lane])
+                        acc[warp, mi, ni] += t
+            if g in ends:  # epilogue: every warp has read act (barrier), then overwrites its tile
+                i = ends[g]
+                for warp in range(warps):
+                    wm, wn = warp // shape.wn, warp % shape.wn
+                    for ni in range(shape.ni):
+                        c = (wn * shape.ni + ni) * 8 + 2 * tig
+                        b0, b1 = packed[layout.bias[i] + c], packed[layout.bias[i] + c + 1]
+                        for mi in range(2):
+                            r = wm * 32 + mi * 16 + gid
+                            v = acc[warp, mi, ni]
+                            act[r, c], act[r, c + 1] = acts[i](v[:, 0] + b0), acts[i](v[:, 1] + b1)
+                            act[r + 8, c], act[r + 8, c + 1] = acts[i](v[:, 2] + b0), acts[i](v[:, 3] + b1)
+                acc[:] = 0.0
+            slot ^= 1
+        for warp in range(shape.points // 16):
+            r = warp * 16 + gid
+            c = np.zeros((32, 4))
+            for kt in range(layout.out_kt):
+                col = kt * 8 + tig
+                a = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
+                c += _mma(a, f4[layout.out_frag4 + kt * 32 + lane])
+            col = 2 * tig
+            bias = packed[layout.bias[-1]:layout.bias[-1] + 8].astype(np.float64)
+            for k, (rows, cols) in enumerate([(r, col), (r, col + 1), (r + 8, col), (r + 8, col + 1)]):
+                ok = (cols < ny) & (rows < count)
+                y[p0 + rows[ok], cols[ok]] = acts[-1](c[ok, k] + bias[cols[ok]])
     return y
 
 
@@ -338,6 +352,18 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
         broken = packed.copy()
         broken[start:start + paired.size] = wide[:paired.size]
         assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
+
+
+def test_emulated_wide_kernel_runs_on_across_tiles_of_points(tmp_path):
+    """A persistent block takes one tile of points after another, its weight stream running on:
+    7 stages (an odd count, so the buffer holding stage 0 alternates between tiles), 137 points
+    (a full tile and 9 more): every output as the model gives it."""
+    plan, layers = _custom(tmp_path, "odd96", *WIDE_SHAPES["odd96"][:2])
+    layout = tc_wide.WideLayout(layers)
+    assert layout.stages % 2 == 1 and layout.shape.points == 128
+    x = np.random.default_rng(8).uniform(-1, 1, size=(137, plan.nx))
+    got = _emulate_wide(layers, [act_of(layer) for layer in layers], tc_wide.wide_packed(layers), x)
+    np.testing.assert_allclose(got, evaluate(layers, x), rtol=2e-6, atol=2e-7)
 
 
 def test_wide_stage_table_and_layout(layers_of):

@@ -56,6 +56,7 @@ PATCHES = {
                 rosenna_mma3s(acc[mi][ni], a[kt][mi], b[kt]);""")],
 }
 PATCHES["miouter"] = [('    rosenna_split a[KS][2];\n#pragma unroll\n    for (int kt = 0; kt < KS; ++kt) {\n        const float *sa = act + (wm * 32 + gid) * LDA + k0 + kt * 8 + tig;\n        a[kt][0] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);\n        a[kt][1] = rosenna_split_a(sa[16 * LDA], sa[24 * LDA], sa[16 * LDA + 4], sa[24 * LDA + 4]);\n    }\n#pragma unroll\n    for (int ni = 0; ni < NI; ++ni) {\n        float4 b[KS];\n#pragma unroll\n        for (int kt = 0; kt < KS; ++kt)\n            b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];\n#pragma unroll\n        for (int mi = 0; mi < 2; ++mi) {\n            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                rosenna_mma3s(t, a[kt][mi], b[kt]);\n#pragma unroll\n            for (int r = 0; r < 4; ++r)\n                acc[mi][ni][r] += t[r];\n        }\n    }', '#pragma unroll\n    for (int mi = 0; mi < 2; ++mi) {\n        rosenna_split a[KS];\n#pragma unroll\n        for (int kt = 0; kt < KS; ++kt) {\n            const float *sa = act + (wm * 32 + mi * 16 + gid) * LDA + k0 + kt * 8 + tig;\n            a[kt] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);\n        }\n#pragma unroll\n        for (int ni = 0; ni < NI; ++ni) {\n            float4 b[KS];\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];\n            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                rosenna_mma3s(t, a[kt], b[kt]);\n#pragma unroll\n            for (int r = 0; r < 4; ++r)\n                acc[mi][ni][r] += t[r];\n        }\n    }')]
+PATCHES["onebar"] = [('    if (g + 1 < STAGES || again)\n        rosenna_stage_copy<STAGE4, THREADS>(stage + (slot ^ 1) * STAGE4, F + (g + 1 < STAGES ? g + 1 : 0) * STAGE4);\n    rosenna_stage_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */\n    rosenna_stage_wait_prev();\n    __syncthreads();  /* stage g and the last epilogue\'s act are visible to every warp */', '    asm volatile("cp.async.wait_group 0;" ::: "memory");\n    __syncthreads();  /* stage g and the last epilogue\'s act visible; every warp done with stage g - 1 */\n    if (g + 1 < STAGES || again)\n        rosenna_stage_copy<STAGE4, THREADS>(stage + (slot ^ 1) * STAGE4, F + (g + 1 < STAGES ? g + 1 : 0) * STAGE4);\n    rosenna_stage_commit();'), ('                acc[mi][ni][r] += t[r];\n        }\n    }\n    __syncthreads();  /* buffer g & 1 is refilled next stage, and an epilogue may overwrite act */\n}', '                acc[mi][ni][r] += t[r];\n        }\n    }\n}'), ('    const int wm = warp / WN, wn = warp % WN;\n    /* C fragment: c0, c1 at (row gid, columns 2tig, 2tig+1), c2, c3 at row gid + 8. */', "    const int wm = warp / WN, wn = warp % WN;\n    __syncthreads();  /* every warp has read this layer's input */\n    /* C fragment: c0, c1 at (row gid, columns 2tig, 2tig+1), c2, c3 at row gid + 8. */")]
 #: Generator switches: name -> function run before generate (and undone after).
 GENERATE = {
     "": None,
@@ -63,6 +64,7 @@ GENERATE = {
     "wide16": "compact_off",  # the wide kernel's 16-byte fragments at every width (main before)
     "compact256": "compact_256",  # compact fragments from 129 wide (the 256 shape too)
     "compact128": "compact_all",  # compact fragments at every width
+    "nopersist": "persistent_off",  # the wide kernel's grid: one block per 128 (64) points, as before
 }
 
 #: (binary tag, model, generator switch, patches, extra nvcc flags)
@@ -75,8 +77,12 @@ VARIANTS = [
     ("mlp128_new_nosplit", "mlp128", "", ["nosplit"], ""),
     ("mlp128_compact", "mlp128", "compact128", [], ""),
     ("mlp128_miouter", "mlp128", "", ["miouter"], ""),
+    ("mlp128_onebar", "mlp128", "", ["onebar"], ""),
+    ("mlp128_nopersist", "mlp128", "nopersist", [], ""),
     ("mlp512_new", "mlp512", "", [], ""),
     ("mlp512_miouter", "mlp512", "", ["miouter"], ""),
+    ("mlp512_onebar", "mlp512", "", ["onebar"], ""),
+    ("mlp512_nopersist", "mlp512", "nopersist", [], ""),
     ("mlp512_wide16", "mlp512", "wide16", [], ""),
     ("mlp512_wide16_cvt", "mlp512", "wide16", ["cvt"], ""),
     ("mlp256_new", "mlp256", "", [], ""),
@@ -105,10 +111,13 @@ def _switch(name):
         tc_wide.WideShape.COMPACT_FROM = 129
     elif GENERATE[name] == "compact_all":
         tc_wide.WideShape.COMPACT_FROM = 1
+    elif GENERATE[name] == "persistent_off":
+        tc_wide.WideShape.PERSISTENT = False
 
     def undo():
         mlp.DEVICE_FORMS.update(saved)
         tc_wide.WideShape.COMPACT_FROM = compact_from
+        tc_wide.WideShape.PERSISTENT = True
     return undo
 
 

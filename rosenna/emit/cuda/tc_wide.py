@@ -61,6 +61,8 @@ class WideShape:
     and through shared memory: at 512 wide a 64-point block streams 2 MB of fragments per
     layer."""
 
+    #: A persistent grid (wide_launch); the study measures both.
+    PERSISTENT = True
     #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
     #: other choices by changing it).
     COMPACT_FROM = 257
@@ -205,51 +207,55 @@ def wide_kernel(plan, layers, acts):
              "    float *act = reinterpret_cast<float *>(rosenna_smem);  /* point-major, as the A fragments read it */",
              f"    float4 *stage = rosenna_smem + {P * lda // 4};  /* after act: two stages of {shape.stage4 * 16} bytes */",
              f"    const float4 *F = reinterpret_cast<const float4 *>({n}_tc_packed);",
-             f"    const long p0 = (long)blockIdx.x * {P};",
-             f"    rosenna_stage_copy<{shape.stage4}, {T}>(stage, F);",
+             f"    rosenna_stage_copy<{shape.stage4}, {T}>(stage, F);  /* stage 0 for the block's first points */",
              "    rosenna_stage_commit();",
-             f"    /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
-             "       is not zeroed, and a NaN there times a zero weight would not vanish). */",
-             f"    for (int e = threadIdx.x; e < {P * k0p}; e += {T}) {{",
-             f"        const int p = e / {k0p}, k = e % {k0p};",
-             f"        act[p * {lda} + k] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? x[(p0 + p) * {nx} + k] : 0.0f;",
-             "    }"]
-    lines += [f"    float acc[2][{shape.ni}][4];",
+             "    int slot = 0;  /* the buffer that holds stage g (the other one takes the prefetch) */",
+             f"    for (long p0 = (long)blockIdx.x * {P}; p0 < n; p0 += (long)gridDim.x * {P}) {{",
+             f"        const bool again = p0 + (long)gridDim.x * {P} < n;  /* the block has more points: prefetch stage 0 */",
+             f"        /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
+             "           is not zeroed, and a NaN there times a zero weight would not vanish). */",
+             f"        for (int e = threadIdx.x; e < {P * k0p}; e += {T}) {{",
+             f"            const int p = e / {k0p}, k = e % {k0p};",
+             f"            act[p * {lda} + k] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? x[(p0 + p) * {nx} + k] : 0.0f;",
+             "        }"]
+    lines += [f"        float acc[2][{shape.ni}][4];",
               "#pragma unroll",
-              "    for (int mi = 0; mi < 2; ++mi)",
+              "        for (int mi = 0; mi < 2; ++mi)",
               "#pragma unroll",
-              f"        for (int ni = 0; ni < {shape.ni}; ++ni)",
+              f"            for (int ni = 0; ni < {shape.ni}; ++ni)",
               "#pragma unroll",
-              "            for (int r = 0; r < 4; ++r)",
-              "                acc[mi][ni][r] = 0.0f;",
-              "    /* One loop over the stages of all hidden layers. */",
+              "                for (int r = 0; r < 4; ++r)",
+              "                    acc[mi][ni][r] = 0.0f;",
+              "        /* One loop over the stages of all hidden layers. */",
               "#pragma unroll 1",
-              f"    for (int g = 0; g < {layout.stages}; ++g) {{",
-              f"        rosenna_tcw_stage<{tparams}>(acc, act, stage, F, g, {n}_tc_k0[g]);"]
+              f"        for (int g = 0; g < {layout.stages}; ++g, slot ^= 1) {{",
+              f"            rosenna_tcw_stage<{tparams}>(acc, act, stage, F, g, {n}_tc_k0[g], slot, again);"]
     for i, layer in enumerate(layers[:-1]):
         end = layout.first[i] + layout.count[i] - 1
-        lines += [f"        {'if' if i == 0 else 'else if'} (g == {end})  /* layer {i} ends: {layer.k} -> {layer.n}, "
+        lines += [f"            {'if' if i == 0 else 'else if'} (g == {end})  /* layer {i} ends: {layer.k} -> {layer.n}, "
                   f"{layer.act or 'no activation'} */",
-                  f"            rosenna_tcw_epilogue<{acts[i]}, {shape.wn}, {shape.ni}, {lda}>(acc, act, "
+                  f"                rosenna_tcw_epilogue<{acts[i]}, {shape.wn}, {shape.ni}, {lda}>(acc, act, "
                   f"{n}_tc_packed + {layout.bias[i]});"]
-    lines.append("    }")
+    lines.append("        }")
     last = len(layers) - 1
-    lines += ["    __syncthreads();  /* a warp's 16 output rows were written by other warps */",
-              f"    /* layer {last}: {out.k} -> {out.n}, {out.act or 'no activation'}; warp w < {P // 16} takes points 16w .. +16 */",
-              "    const int warp = threadIdx.x / 32;",
-              f"    if (warp >= {P // 16})",
-              "        return;",
-              "    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;",
-              "    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};",
-              f"    rosenna_tcw_out<{layout.out_kt}, {lda}>(c, act, warp * 16, F + {layout.out_frag4});",
-              f"    const float *bias = {n}_tc_packed + {layout.bias[-1]};",
-              "    const int col = 2 * tig;",
-              "    const long r = p0 + warp * 16 + gid;",
-              f"    const float b0 = __ldg(bias + col), b1 = __ldg(bias + col + 1);  /* padded to {WIDE_MAX_OUT}: in bounds */",
-              f"    if (col < {ny} && r < n)\n        y[r * {ny} + col] = {acts[last]}(c[0] + b0);",
-              f"    if (col + 1 < {ny} && r < n)\n        y[r * {ny} + col + 1] = {acts[last]}(c[1] + b1);",
-              f"    if (col < {ny} && r + 8 < n)\n        y[(r + 8) * {ny} + col] = {acts[last]}(c[2] + b0);",
-              f"    if (col + 1 < {ny} && r + 8 < n)\n        y[(r + 8) * {ny} + col + 1] = {acts[last]}(c[3] + b1);",
+    lines += ["        __syncthreads();  /* a warp's 16 output rows were written by other warps */",
+              f"        /* layer {last}: {out.k} -> {out.n}, {out.act or 'no activation'}; warp w < {P // 16} takes points 16w .. +16 */",
+              "        const int warp = threadIdx.x / 32;",
+              f"        if (warp < {P // 16}) {{",
+              "            const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;",
+              "            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};",
+              f"            rosenna_tcw_out<{layout.out_kt}, {lda}>(c, act, warp * 16, F + {layout.out_frag4});",
+              f"            const float *bias = {n}_tc_packed + {layout.bias[-1]};",
+              "            const int col = 2 * tig;",
+              "            const long r = p0 + warp * 16 + gid;",
+              f"            const float b0 = __ldg(bias + col), b1 = __ldg(bias + col + 1);  /* padded to {WIDE_MAX_OUT}: in bounds */",
+              f"            if (col < {ny} && r < n)\n                y[r * {ny} + col] = {acts[last]}(c[0] + b0);",
+              f"            if (col + 1 < {ny} && r < n)\n                y[r * {ny} + col + 1] = {acts[last]}(c[1] + b1);",
+              f"            if (col < {ny} && r + 8 < n)\n                y[(r + 8) * {ny} + col] = {acts[last]}(c[2] + b0);",
+              f"            if (col + 1 < {ny} && r + 8 < n)\n                y[(r + 8) * {ny} + col + 1] = {acts[last]}(c[3] + b1);",
+              "        }",
+              "        __syncthreads();  /* the next points' x overwrites act */",
+              "    }",
               "#else",
               "    (void)n; (void)x; (void)y;  /* no mma.sync before sm_80: never launched (see the host side) */",
               "#endif",
@@ -274,12 +280,31 @@ def wide_kernel(plan, layers, acts):
 
 
 def wide_launch(plan, layers):
-    """Statements of ``<name>_infer_batch`` that run the wide kernel and return, when usable: one
-    block per block of points (a block's weights stream from L2)."""
+    """Statements of ``<name>_infer_batch`` that run the wide kernel and return, when usable: a
+    persistent grid of as many blocks as the GPU holds at once (:attr:`WideShape.PERSISTENT`),
+    each block taking every gridDim-th block of points with its weight stream running on from one
+    to the next; else one block per block of points."""
     n = plan.name
     shape = WideShape(widest(layers))
+    wanted = f"((long)n + {shape.points - 1}) / {shape.points}"
+    if not shape.PERSISTENT:
+        return f"""    if ({n}_tc_usable()) {{
+        {n}_tc_kernel<<<(unsigned){wanted}, {shape.threads}, {shape.smem}, (cudaStream_t)stream>>>(n, x, y);
+        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+    }}
+"""
     return f"""    if ({n}_tc_usable()) {{
-        {n}_tc_kernel<<<(unsigned)(((long)n + {shape.points - 1}) / {shape.points}), {shape.threads}, {shape.smem}, (cudaStream_t)stream>>>(n, x, y);
+        static int resident;
+        if (!resident) {{
+            int device = 0, sms = 0, per_sm = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {shape.threads}, {shape.smem}) != cudaSuccess)
+                return ROSENNA_STATUS_LAUNCH;
+            resident = sms * (per_sm > 0 ? per_sm : 1);
+        }}
+        const long wanted = {wanted};
+        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {shape.threads}, {shape.smem}, (cudaStream_t)stream>>>(n, x, y);
         return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
     }}
 """
