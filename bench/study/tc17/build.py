@@ -65,6 +65,7 @@ GENERATE = {
     "compact256": "compact_256",  # compact fragments from 129 wide (the 256 shape too)
     "compact128": "compact_all",  # compact fragments at every width
     "nopersist": "persistent_off",  # the wide kernel's grid: one block per 128 (64) points, as before
+    "persist512": "persistent_compact",  # the tile loop and a persistent grid with compact fragments too
 }
 
 #: (binary tag, model, generator switch, patches, extra nvcc flags)
@@ -82,7 +83,7 @@ VARIANTS = [
     ("mlp512_new", "mlp512", "", [], ""),
     ("mlp512_miouter", "mlp512", "", ["miouter"], ""),
     ("mlp512_onebar", "mlp512", "", ["onebar"], ""),
-    ("mlp512_nopersist", "mlp512", "nopersist", [], ""),
+    ("mlp512_persist", "mlp512", "persist512", [], ""),
     ("mlp512_wide16", "mlp512", "wide16", [], ""),
     ("mlp512_wide16_cvt", "mlp512", "wide16", ["cvt"], ""),
     ("mlp256_new", "mlp256", "", [], ""),
@@ -113,11 +114,14 @@ def _switch(name):
         tc_wide.WideShape.COMPACT_FROM = 1
     elif GENERATE[name] == "persistent_off":
         tc_wide.WideShape.PERSISTENT = False
+    elif GENERATE[name] == "persistent_compact":
+        tc_wide.WideShape.PERSISTENT_COMPACT = True
 
     def undo():
         mlp.DEVICE_FORMS.update(saved)
         tc_wide.WideShape.COMPACT_FROM = compact_from
         tc_wide.WideShape.PERSISTENT = True
+        tc_wide.WideShape.PERSISTENT_COMPACT = False
     return undo
 
 

@@ -61,8 +61,11 @@ class WideShape:
     and through shared memory: at 512 wide a 64-point block streams 2 MB of fragments per
     layer."""
 
-    #: A persistent grid (wide_launch); the study measures both.
+    #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
+    #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap); the study
+    #: measures both.
     PERSISTENT = True
+    PERSISTENT_COMPACT = False
     #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
     #: other choices by changing it).
     COMPACT_FROM = 257
@@ -85,6 +88,7 @@ class WideShape:
         #: lane (8 compact).
         self.stage4 = self.ks * (self.width // 8) * (16 if self.compact else 32)
         self.smem = self.points * self.lda * 4 + 2 * self.stage4 * 16
+        self.persistent = self.PERSISTENT and (self.PERSISTENT_COMPACT or not self.compact)
         assert self.stage4 % self.threads == 0 and self.ni <= 8
 
 
@@ -210,8 +214,12 @@ def wide_kernel(plan, layers, acts):
              f"    rosenna_stage_copy<{shape.stage4}, {T}>(stage, F);  /* stage 0 for the block's first points */",
              "    rosenna_stage_commit();",
              "    int slot = 0;  /* the buffer that holds stage g (the other one takes the prefetch) */",
-             f"    for (long p0 = (long)blockIdx.x * {P}; p0 < n; p0 += (long)gridDim.x * {P}) {{",
-             f"        const bool again = p0 + (long)gridDim.x * {P} < n;  /* the block has more points: prefetch stage 0 */",
+             *([f"    for (long p0 = (long)blockIdx.x * {P}; p0 < n; p0 += (long)gridDim.x * {P}) {{",
+                f"        const bool again = p0 + (long)gridDim.x * {P} < n;  /* the block has more points: prefetch stage 0 */"]
+               if shape.persistent else
+               [f"    {{  /* one tile of points per block (a loop over tiles spilled at the register cap) */",
+                f"        const long p0 = (long)blockIdx.x * {P};",
+                "        const bool again = false;"]),
              f"        /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
              "           is not zeroed, and a NaN there times a zero weight would not vanish). */",
              f"        for (int e = threadIdx.x; e < {P * k0p}; e += {T}) {{",
@@ -287,7 +295,7 @@ def wide_launch(plan, layers):
     n = plan.name
     shape = WideShape(widest(layers))
     wanted = f"((long)n + {shape.points - 1}) / {shape.points}"
-    if not shape.PERSISTENT:
+    if not shape.persistent:
         return f"""    if ({n}_tc_usable()) {{
         {n}_tc_kernel<<<(unsigned){wanted}, {shape.threads}, {shape.smem}, (cudaStream_t)stream>>>(n, x, y);
         return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
