@@ -1,6 +1,6 @@
 /* cp.async (sm_80+) copies 16 bytes global -> shared without passing through registers, so the
    next stage loads while this one is multiplied; elsewhere the copy goes through registers. The staged
-   FP32 kernel and the wide tensor-core kernel stream their weight stages through these three. */
+   FP32 kernel and the wide tensor-core kernel stream their weight stages through these. */
 #if !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define ROSENNA_CP_ASYNC 1
 #endif
@@ -26,6 +26,14 @@ __device__ __forceinline__ void rosenna_stage_commit()
 {
 #if defined(ROSENNA_CP_ASYNC)
     asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+/* Every group has landed. */
+__device__ __forceinline__ void rosenna_stage_wait_all()
+{
+#if defined(ROSENNA_CP_ASYNC)
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
 #endif
 }
 

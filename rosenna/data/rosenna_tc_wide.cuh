@@ -40,10 +40,12 @@ __device__ __forceinline__ float4 rosenna_tcw_b(float2 w)
    summed by the tensor cores from zero and added to the accumulators in fp32 (round to nearest):
    the tensor cores' truncating accumulation then never carries a layer's running sum (a single
    accumulation over K = 128 left ~1 output in a million outside verify's tolerance). On entry
-   stage g is in flight in buffer slot; this prefetches the next stage into the other buffer: the
-   next layer's first stage at a layer's last, stage 0 for the block's next points after the last
-   (``again``), so the stream stops neither at a layer boundary nor between a block's tiles of
-   points. F: all fragments, stage g at F + g * STAGE4. COMPACT: 8-byte fragments (rosenna_tcw_b). */
+   stage g is in flight in buffer slot; once it has landed and every warp has passed the barrier
+   (one per stage; two, before and after, cost 1 % on mlp128), this prefetches the next stage
+   into the other buffer: the next layer's first stage at a layer's last, stage 0 for the block's
+   next points after the last (again), so the stream stops neither at a layer boundary nor
+   between a block's tiles of points. F: all fragments, stage g at F + g * STAGE4. COMPACT: 8-byte
+   fragments (rosenna_tcw_b). */
 template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA, bool COMPACT>
 __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const float *act, float4 *stage,
                                                   const float4 *ROSENNA_RESTRICT F, int g, int k0, int slot, bool again)
@@ -51,11 +53,12 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const 
     constexpr int NT = WN * NI, STAGE4 = KS * NT * (COMPACT ? 16 : 32);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int wm = warp / WN, wn = warp % WN;
+    rosenna_stage_wait_all();  /* stage g, the one group in flight, has landed */
+    __syncthreads();  /* stage g and the last epilogue's act are visible to every warp, and every warp is
+                         done with the stage before, whose buffer takes the prefetch */
     if (g + 1 < STAGES || again)
         rosenna_stage_copy<STAGE4, THREADS>(stage + (slot ^ 1) * STAGE4, F + (g + 1 < STAGES ? g + 1 : 0) * STAGE4);
-    rosenna_stage_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */
-    rosenna_stage_wait_prev();
-    __syncthreads();  /* stage g and the last epilogue's act are visible to every warp */
+    rosenna_stage_commit();
     const float4 *sb = stage + slot * STAGE4 + wn * NI * 32 + lane;
     const float2 *sb2 = reinterpret_cast<const float2 *>(stage + slot * STAGE4) + wn * NI * 32 + lane;
     rosenna_split a[KS][2];
@@ -82,17 +85,17 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const 
                 acc[mi][ni][r] += t[r];
         }
     }
-    __syncthreads();  /* buffer g & 1 is refilled next stage, and an epilogue may overwrite act */
 }
 
 /* A hidden layer's end: bias and activation, written over act[p][LDA] as the next layer's input
-   (every warp has read this layer's input: rosenna_tcw_stage ends on a barrier); the
-   accumulators start again from zero. bias: the layer's, WN NI 8 floats. */
+   once every warp has read this layer's input (the barrier); the accumulators start again from
+   zero. bias: the layer's, WN NI 8 floats. */
 template <float (*ACT)(float), int WN, int NI, int LDA>
 __device__ __forceinline__ void rosenna_tcw_epilogue(float (&acc)[2][NI][4], float *act, const float *ROSENNA_RESTRICT bias)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int wm = warp / WN, wn = warp % WN;
+    __syncthreads();
     /* C fragment: c0, c1 at (row gid, columns 2tig, 2tig+1), c2, c3 at row gid + 8. */
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {

@@ -63,8 +63,8 @@ class WideShape:
 
     #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
     #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap); the study
-    #: measures both.
-    PERSISTENT = True
+    #: measures both. Off until measured on the H200.
+    PERSISTENT = False
     PERSISTENT_COMPACT = False
     #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
     #: other choices by changing it).
