@@ -13,6 +13,7 @@ The models: the examples' U-Net (poisson_guess) and bench/frontier.py's depthwis
 (its ONNX file from ``bench/frontier.py build --only dwsep``).
 """
 
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -33,7 +34,9 @@ VARIANTS = {"unfused": (0, False, 256, False, 64 * MB), "fuse2": (2, True, 256, 
             "fuse4": (4, True, 256, False, 64 * MB), "exact2": (2, False, 256, False, 64 * MB),
             "exact4": (4, False, 256, False, 64 * MB), "t512": (0, False, 512, False, 64 * MB),
             "t1024": (0, False, 1024, False, 64 * MB), "persist": (0, False, 256, True, 64 * MB),
-            "s256": (0, False, 256, False, 128 * MB)}
+            "s256": (0, False, 256, False, 128 * MB),
+            # the same settings as fuse2/fuse4 after field_fuse.merged (round B's code on): no branch
+            "merged2": (2, True, 256, False, 64 * MB), "merged4": (4, True, 256, False, 64 * MB)}
 MODELS = {"unet": os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"),
           "dwsep": os.path.join("build", "frontier", "dwsep", "dwsep.onnx")}
 #: The variants each model is built in (the depthwise net has no phase to fuse: its default only).
@@ -169,16 +172,23 @@ def build(out):
                 assert CHOICE.format(n=name) in text and "    const long needed = " in text
                 text = text.replace(CHOICE.format(n=name), PERSIST.format(n=name))
                 open(src, "w").write(text.replace("    const long needed = ", "    long needed = "))
-            lib = subprocess.run(["make", "-s", "-f", f"{name}.mk", "ROSENNA_BACKEND=cuda", "CC=gcc",
-                                  "ROSENNA_OFFLOAD_FLAGS=", f"DEVFLAGS=-O3 {ARCH} -Xptxas -v", f"lib{name}.a"],
-                                 cwd=d, capture_output=True, text=True)
-            if lib.returncode:
-                raise SystemExit(f"{name}: {lib.stderr[-3000:]}")
-            open(os.path.join(d, "ptxas.txt"), "w").write(lib.stderr)
-            libs.append(os.path.join(d, f"lib{name}.a"))
+            libs.append((name, d))
             phases = len(field_fuse.schedule(plan).phases)
             table.append((name, model, variant, phases, plan.nx, plan.ny))
             print(f"{model} {variant}: {phases} phases", flush=True)
+
+    def make(job):
+        name, d = job
+        lib = subprocess.run(["make", "-s", "-f", f"{name}.mk", "ROSENNA_BACKEND=cuda", "CC=gcc",
+                              "ROSENNA_OFFLOAD_FLAGS=", f"DEVFLAGS=-O3 {ARCH} -Xptxas -v", f"lib{name}.a"],
+                             cwd=d, capture_output=True, text=True)
+        if lib.returncode:
+            raise SystemExit(f"{name}: {lib.stderr[-3000:]}")
+        open(os.path.join(d, "ptxas.txt"), "w").write(lib.stderr)
+        return os.path.join(d, f"lib{name}.a")
+
+    with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("JOBS", "2"))) as pool:
+        libs = list(pool.map(make, libs))
     decls = "\n".join(f'extern "C" int {name}_infer_batch(int n, const float *x, float *y, void *stream);'
                       for name, *_ in table)
     rows = "\n".join(f'    {{"{model}", "{variant}", {phases}, {nx}, {ny}, {name}_infer_batch}},'

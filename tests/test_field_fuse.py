@@ -13,7 +13,7 @@ import pytest
 
 import op_models
 from rosenna import generate as gen
-from rosenna.emit.cuda import field_fuse
+from rosenna.emit.cuda import field_fuse, field_index
 from rosenna.loopir import Idx, Loop
 from rosenna.parallel import launch_groups
 from test_infer_one import assert_close, emulate_launches, reference
@@ -86,20 +86,20 @@ def test_digits():
     store = Idx((("i0", 64), ("i1", 8), ("i2", 1)))
     # a 3x3 conv's interior read: channel i3, row i1 + i4 - 1 (i1 in 1..6 as i1 + 1), column i2 + i5
     read = Idx((("i1", 8), ("i2", 1), ("i3", 64), ("i4", 8), ("i5", 1)), 0)
-    found = field_fuse.digits(read, {"i1": 6, "i2": 7, "i3": 8, "i4": 3, "i5": 2}, store, chain)
+    found = field_index.digits(read, {"i1": 6, "i2": 7, "i3": 8, "i4": 3, "i5": 2}, store, chain)
     assert found == [Idx((("i3", 1),)), Idx((("i1", 1), ("i4", 1))), Idx((("i2", 1), ("i5", 1)))]
     # a constant borrowed across digits: row 1, column -1 + i2 with i2 in 1..7
-    found = field_fuse.digits(Idx((("i2", 1),), 8 - 1), {"i2": 8}, store, chain)
+    found = field_index.digits(Idx((("i2", 1),), 8 - 1), {"i2": 8}, store, chain)
     assert found is None  # i2 = 0 would reach column -1 of row 1, i.e. row 0 column 7: not provable
-    found = field_fuse.digits(Idx((("i2", 1),), 8 + 1), {"i2": 7}, store, chain)
+    found = field_index.digits(Idx((("i2", 1),), 8 + 1), {"i2": 7}, store, chain)
     assert found == [Idx(), Idx((), 1), Idx((("i2", 1),), 1)]
-    found = field_fuse.digits(Idx((("i2", 1),), 7), {"i2": 2}, store, chain)
+    found = field_index.digits(Idx((("i2", 1),), 7), {"i2": 2}, store, chain)
     assert found is None  # column 7 + i2 runs into the next row
     # a Concat's region storing every other element: an odd step of the reader is no index of it
     concat = Idx((("i0", 32), ("i1", 2)))
     chain2 = [Loop("i0", 8, []), Loop("i1", 16, [])]
-    assert field_fuse.digits(Idx((("i0", 32), ("i2", 1))), {"i0": 8, "i2": 8}, concat, chain2) is None
-    assert field_fuse.digits(Idx((("i0", 32), ("i2", 2))), {"i0": 8, "i2": 8}, concat, chain2) == \
+    assert field_index.digits(Idx((("i0", 32), ("i2", 1))), {"i0": 8, "i2": 8}, concat, chain2) is None
+    assert field_index.digits(Idx((("i0", 32), ("i2", 2))), {"i0": 8, "i2": 8}, concat, chain2) == \
         [Idx((("i0", 1),)), Idx((("i2", 1),))]
 
 
