@@ -84,7 +84,7 @@ def test_omp_batch_steps_aside_for_native_kernel(zoo_dir, tmp_path):
 
 
 def _build(directory, name, backend, devflags, env=None):
-    cmd = ["make", "-s", "-f", f"{name}.mk", f"ROSENNA_BACKEND={backend}", "CFLAGS=-O2", "ROSENNA_OFFLOAD_FLAGS=",
+    cmd = ["make", "-s", "-f", f"{name}.mk", f"ROSENNA_BACKEND={backend}", "CFLAGS=-O1", "ROSENNA_OFFLOAD_FLAGS=",
            f"DEVFLAGS={devflags}"]
     proc = subprocess.run(cmd, check=False, cwd=directory, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)} in {directory}:\n{proc.stdout}{proc.stderr}"

@@ -83,10 +83,10 @@ def run_whole(model_path, out, lang, samples=2, seed=0, embed=True):
         (out / "main.c").write_text(C_MAIN.format(**fmt))
         # c_acc: the OpenACC compute regions, run by GCC's host fallback (ROSENNA_ACC_DEVICE forced)
         flags = ["-fopenmp"] if lang == "c" else ["-fopenacc", "-DROSENNA_ACC_DEVICE()=1"]
-        cmd = ["gcc", "-O2", *flags, "-I", str(out), "main.c", f"{n}.c", "-o", "main", "-lm"]
+        cmd = ["gcc", "-O1", *flags, "-I", str(out), "main.c", f"{n}.c", "-o", "main", "-lm"]
     else:
         (out / "main.f90").write_text(F_MAIN.format(**fmt))
-        cmd = ["gfortran", "-O2", "-fopenmp", f"{n}_model.F90", "main.f90", "-o", "main"]
+        cmd = ["gfortran", "-O1", "-fopenmp", f"{n}_model.F90", "main.f90", "-o", "main"]
     subprocess.run(cmd, cwd=out, check=True, capture_output=True)
     env = dict(os.environ, OMP_NUM_THREADS="2")
     subprocess.run([str(out / "main"), str(samples), "x.bin", "y.bin"], cwd=out, check=True, env=env)
