@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rosenna import generate as gen
 from rosenna.compare import compare
 from rosenna import toolchain
-from rosenna.emit import host_field
+from rosenna.emit import host_field, host_loops
 from rosenna.loopir import Assign, Fn, Idx, Loop, Num, Ref, Var, add, mul
 
 
@@ -144,7 +144,7 @@ def test_host_branch_is_one_team_with_simd_loops_and_jammed_channels(built):
     # between the threads: 1 run in 15 wrong on 2 threads)
     regions = [(chain, [s for inner in body for s in inner.body])
                for kind, chain, body, _, _ in host_field.host_regions(plan) if kind == "parallel"]
-    assert not any(host_field._stores_meet(chain, body) for chain, body in regions)
+    assert not any(host_loops.stores_meet(chain, body) for chain, body in regions)
     fortran = _host_branch((out / f"{plan.name}_model.F90").read_text())
     assert fortran.count("!$omp parallel") == 1 and "!$omp simd" in fortran and "!$omp end do nowait" in fortran
 
@@ -182,7 +182,7 @@ def test_jam_keeps_each_sum_in_order():
             Loop("i2", 4, [Assign(acc, mul(Ref("w", i0 * 4 + i2), Ref("x", i1 + i2)), accumulate=True)]),
             Assign(Ref("y", i0 * 8 + i1), add(acc, Num(1.0)))]
     chain = [Loop("i0", 6, []), Loop("i1", 8, [])]
-    (new_chain, new_body), = host_field.jam(Plan, chain, body)
+    (new_chain, new_body), = host_loops.jam(Plan, chain, body)
     assert [loop.var for loop in new_chain] == ["i1"]  # all 6 channels at once: the channel loop is gone
     assert new_body[:6] == [Assign(Var(f"acc_{j}"), Num(0.0)) for j in range(6)]
     loop = new_body[6]
@@ -190,7 +190,7 @@ def test_jam_keeps_each_sum_in_order():
     assert [s.expr.a.idx for s in loop.body] == [Idx.of("i2") + 4 * j for j in range(6)]
     assert new_body[7 + 5] == Assign(Ref("y", i1 + 40), add(Var("acc_5"), Num(1.0)))
     # 11 channels (no divisor up to JAM): 4 at a time for the FMA latency, the last 3 a second piece
-    pieces = host_field.jam(Plan, [Loop("i0", 11, []), Loop("i1", 8, [])], body)
+    pieces = host_loops.jam(Plan, [Loop("i0", 11, []), Loop("i1", 8, [])], body)
     assert [[loop.extent for loop in chain] for chain, _ in pieces] == [[2, 8], [3, 8]]
     assert pieces[1][1][-1] == Assign(Ref("y", i0 * 8 + i1 + 64), add(acc, Num(1.0)))  # i0 := i0 + 8
 
@@ -351,17 +351,17 @@ def test_uneven_jam_passes():
 
     def passes(channels):
         """(passes, channels a pass) of each piece."""
-        pieces = host_field.jam(Plan, [Loop("i0", channels, []), Loop("i1", 16, [])], body, host_field.HOST_JAM, uneven=True)
+        pieces = host_loops.jam(Plan, [Loop("i0", channels, []), Loop("i1", 16, [])], body, host_loops.HOST_JAM, uneven=True)
         return [(chain[0].extent if chain[0].var == "i0" else 1, sum(isinstance(s, Assign) and s.expr == Num(0.0) for s in b))
                 for chain, b in pieces]
 
-    assert host_field.HOST_JAM == 12
+    assert host_loops.HOST_JAM == 12
     assert passes(24) == [(2, 12)] and passes(37) == [(3, 10), (1, 7)] and passes(13) == [(1, 7), (1, 6)]
     assert passes(5) == [(1, 5)]
     # the last piece of 37 stores channels 30..36
-    (_, first), (_, last) = host_field.jam(Plan, [Loop("i0", 37, []), Loop("i1", 16, [])], body, 12, uneven=True)
+    (_, first), (_, last) = host_loops.jam(Plan, [Loop("i0", 37, []), Loop("i1", 16, [])], body, 12, uneven=True)
     assert [s.target for s in last if isinstance(s, Assign) and isinstance(s.target, Ref)] == [Ref("y", i1 + 16 * (30 + j)) for j in range(7)]
-    assert host_field.jam(Plan, [Loop("i0", 37, []), Loop("i1", 16, [])], body)[0][0][0].var == "i0"  # rows jam
+    assert host_loops.jam(Plan, [Loop("i0", 37, []), Loop("i1", 16, [])], body)[0][0][0].var == "i0"  # rows jam
 
 
 def test_simd_loops_overlap_only_what_reads_nothing_it_stores():
@@ -376,16 +376,16 @@ def test_simd_loops_overlap_only_what_reads_nothing_it_stores():
     i0, i1 = Idx.of("i0"), Idx.of("i1")
     chain = [Loop("i0", 3, []), Loop("i1", 37, [])]
     conv = [Assign(Ref("y", i0 * 37 + i1), Fn("tanh", (mul(Ref("w", i0), Ref("x", i0 * 37 + i1)),)))]
-    loops = host_field.simd_loops(Plan, chain, conv)
+    loops = host_loops.simd_loops(Plan, chain, conv)
     # no reduction loop, so the tanh stays: two vectors, then the overlapped one at 21
     assert [(inner.extent, inner.vectors) for inner in loops] == [(16, 2), (16, 0)]
     assert loops[1].body[0].target == Ref("y", i0 * 37 + i1 + 21)
     update = [Assign(Ref("y", i0 * 37 + i1), Ref("x", i0 * 37 + i1), accumulate=True)]
-    loops = host_field.simd_loops(Plan, chain, update)
+    loops = host_loops.simd_loops(Plan, chain, update)
     assert [(inner.extent, inner.vectors) for inner in loops] == [(16, 2), (5, 0)]
     assert loops[1].body[0].target == Ref("y", i0 * 37 + i1 + 32)
     column = [Assign(Ref("y", i1 * 3 + i0), Ref("x", i1 * 3 + i0))]
-    assert [(inner.simd, inner.extent) for inner in host_field.simd_loops(Plan, chain, column)] == [(False, 37)]
+    assert [(inner.simd, inner.extent) for inner in host_loops.simd_loops(Plan, chain, column)] == [(False, 37)]
 
 
 def test_jam_refuses_stores_that_meet():
@@ -402,6 +402,6 @@ def test_jam_refuses_stores_that_meet():
                                   accumulate=True)]),
             Assign(Ref("y", g * 72 + k * 36), Var("acc"))]
     chain = [Loop("i0", 7, []), Loop("i1", 2, [])]
-    assert host_field.jam(Plan, chain, body, host_field.HOST_JAM, uneven=True) == [(chain, body)]
-    jammed = host_field.jam(Plan, chain, body)  # the CUDA phases' rule jams the groups by 4
-    assert host_field._stores_meet(*jammed[0]) and len(jammed) == 2
+    assert host_loops.jam(Plan, chain, body, host_loops.HOST_JAM, uneven=True) == [(chain, body)]
+    jammed = host_loops.jam(Plan, chain, body)  # the CUDA phases' rule jams the groups by 4
+    assert host_loops.stores_meet(*jammed[0]) and len(jammed) == 2
