@@ -3,19 +3,24 @@
 Every phase of :func:`rosenna.parallel.launch_groups` costs a grid-wide barrier or a launch (1-3
 µs on an H200) however little it computes; 14 of the 26 phases of examples/surrogates/poisson_guess's
 U-Net are its AveragePools and the Concats and Adds of its nearest upsampling and skip
-connections. :func:`schedule` drops a phase when computing one element it stores takes at most
-:data:`MAX_INLINE_LOADS` loads of run-time data (counting through phases dropped before it): its
-readers compute each element where they load it, through the phase's value function
-``<name>_value<k>(x, y, s, o)`` (element ``o`` of sample ``s``). The function finds the region
-that stores element ``o`` and its loop indices by decoding ``o`` against the region's store index
-(an affine index of positive coefficients is a mixed-radix number when each coefficient exceeds
-what the smaller ones reach), then runs that region's statements for those indices: the same
-terms in the same order, so the results do not change by a bit.
+connections. :func:`schedule` can drop a phase when computing one element it stores takes at most
+``max_loads`` loads of run-time data (counting through phases dropped before it): its readers
+compute each element where they load it. Per region of the phase, ``<name>_value<k>_<r>(x, y, s,
+<its loop indices>)`` runs the region's statements for one element of sample ``s``; a reader
+whose index gives those loop indices exactly calls it with them (:func:`field_index.digits`: a
+conv's taps reading a pool or an Add), any other calls ``<name>_value<k>(x, y, s, o)``, which
+decodes element ``o`` against each region's store index (a mixed-radix number,
+:func:`field_index.radix`) and picks the region (:func:`merged` makes the regions of a Concat of
+one value with itself one region, so no branch). The same terms in the same order: the results do
+not change by a bit.
 
 Dropping a phase lengthens lives: the values it reads are now read by its readers' phases. The
 plan's scratch buffers were shared by the op order (:func:`rosenna.plan.build`); the fused phases
 get their own sharing (:func:`_storage`) by the same rule over the phases kept, a buffer free
 after the last phase that reads what it holds, directly or through a value function.
+
+Whether it pays is the H200's to say (docs/benchmarks.md, run 11): :data:`MAX_INLINE_LOADS` and
+:data:`DECODE` hold the generator's choice.
 """
 
 import dataclasses

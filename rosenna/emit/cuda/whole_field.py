@@ -18,8 +18,15 @@ from rosenna.emit.whole import batch_samples
 from rosenna.emit.host_field import jam
 from rosenna.parallel import Launch, Member
 
-#: Threads per block of the whole-field kernels.
+#: Threads per block of the whole-field kernels (the launched phases').
 CUDA_THREADS = 256
+
+#: Threads per block of the persistent kernel ``<name>_field``.
+PERSISTENT_THREADS = 256
+
+#: ``<name>_run`` runs the persistent kernel while the widest phase needs at most this many times
+#: the resident blocks (each thread then strides over that many elements); 1: a thread per element.
+PERSISTENT_WAVES = 1
 
 
 def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
@@ -165,18 +172,16 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
         int sms = 0, per_sm = 0, cooperative = 0;
         if (rosennaDeviceGetAttribute(&cooperative, rosennaDevAttrCooperativeLaunch, device) != rosennaSuccess ||
             rosennaDeviceGetAttribute(&sms, rosennaDevAttrMultiProcessorCount, device) != rosennaSuccess ||
-            rosennaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_field, {CUDA_THREADS}, 0) != rosennaSuccess ||
+            rosennaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_field, {PERSISTENT_THREADS}, 0) != rosennaSuccess ||
             !cooperative || sms * per_sm == 0)
             resident = -1;
         else
             resident = sms * per_sm;
         __atomic_store_n(&{n}_resident[device], resident, __ATOMIC_RELAXED);
     }}
-    const long needed = (count * {widest}l + {CUDA_THREADS - 1}) / {CUDA_THREADS};
-    if (needed > resident)
-        return {n}_phases(count, x, y, s);
+{_choice(n, widest)}
     void *args[] = {{(void *)&x, (void *)&y, (void *)&count}};
-    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3((unsigned)needed), dim3({CUDA_THREADS}), args, 0, s) != rosennaSuccess)
+    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3((unsigned)needed), dim3({PERSISTENT_THREADS}), args, 0, s) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
     return ROSENNA_STATUS_OK;
 }}
@@ -188,6 +193,19 @@ extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {ready}    return {n}_run(1, x, y, (rosennaStream_t)stream);
 }}
 """
+
+
+def _choice(n, widest):
+    """``<name>_run``'s choice of form: the blocks the persistent kernel needs, and the launched
+    phases past :data:`PERSISTENT_WAVES` times the resident blocks."""
+    t, waves = PERSISTENT_THREADS, PERSISTENT_WAVES
+    if waves == 1:
+        return (f"    const long needed = (count * {widest}l + {t - 1}) / {t};\n"
+                f"    if (needed > resident)\n        return {n}_phases(count, x, y, s);")
+    return (f"    long needed = (count * {widest}l + {t - 1}) / {t};\n"
+            f"    if (resident < 0 || needed > {waves}l * resident)\n        return {n}_phases(count, x, y, s);\n"
+            f"    if (needed > resident)  /* each thread strides over up to {waves} elements of a phase */\n"
+            f"        needed = resident;")
 
 
 def _phase_note(k, launch):
@@ -236,10 +254,10 @@ def _persistent(sched, groups):
     unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
     return f"""/* The phases in one cooperative kernel: {count(len(groups), 'phase')}, each a grid-stride loop over count x its
    threads per sample, a grid-wide barrier between consecutive phases. */
-__global__ void __launch_bounds__({CUDA_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+__global__ void __launch_bounds__({PERSISTENT_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-    const long first = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x, step = (long)gridDim.x * {CUDA_THREADS};
+    const long first = (long)blockIdx.x * {PERSISTENT_THREADS} + threadIdx.x, step = (long)gridDim.x * {PERSISTENT_THREADS};
 {unused}{code}
 }}"""
 
