@@ -131,3 +131,20 @@ def test_field3d_fused_emulated_on_host(tmp_path, fused):
     want = reference(path, plan, x)
     assert_close(forwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in order")
     assert_close(backwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in reverse")
+
+
+def test_persistent_kernel_may_stride(tmp_path, monkeypatch):
+    """With PERSISTENT_WAVES > 1, <name>_run keeps the persistent kernel up to that many times the
+    resident blocks (on the resident blocks, each thread striding), and launches the phases past
+    it or without cooperative launches; its block size is PERSISTENT_THREADS."""
+    from rosenna.emit.cuda import whole_field
+
+    monkeypatch.setattr(whole_field, "PERSISTENT_WAVES", 4)
+    monkeypatch.setattr(whole_field, "PERSISTENT_THREADS", 512)
+    _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx"), gen.Options(lang="c"))
+    run = whole_field.infer_one(plan)
+    run = run[run.index("static int convnet_run("):]
+    assert ("    long needed = (count * 32768l + 511) / 512;\n"
+            "    if (resident < 0 || needed > 4l * resident)\n        return convnet_phases(count, x, y, s);\n"
+            "    if (needed > resident)") in run and "        needed = resident;\n" in run
+    assert "dim3((unsigned)needed), dim3(512)" in run and "convnet_field, 512, 0)" in run
