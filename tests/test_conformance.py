@@ -22,7 +22,9 @@ def test_node_cases(op, tmp_path):
     cases = all_cases().get(op, [])
     if not cases:
         pytest.skip(f"onnx ships no single-node test case for {op}")
-    outcomes = conformance.run(cases, str(tmp_path))
+    # -O0: the drivers call the per-point <name>_infer, which -O1 does not vectorise either; the
+    # numbers are the same and the ~1,400 compiles take half the CPU (rosenna conformance: -O1).
+    outcomes = conformance.run(cases, str(tmp_path), optimize="-O0")
     failed = [f"{o.case.name}: {o.detail}" for o in outcomes if o.status == "failed"]
     assert not failed, "wrong numbers or build failures:\n  " + "\n  ".join(failed)
     for o in outcomes:

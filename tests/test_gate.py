@@ -139,8 +139,10 @@ def test_whole_field_model_gates_infer_one_and_skips_per_point(tmp_path):
     model = tmp_path / "cnn.onnx"
     op_models.convnet(str(model), height=24, width=24)
     out = tmp_path / "gate"
+    # --cflags -O1: the whole-field C built twice (embedded, file-loaded) at the profile's -O3 was
+    # most of this test; what it checks (the rows and their comparison) does not depend on it.
     assert main(["gpu-gate", "--host-fallback", "--model", str(model), "--points", "3", "--fc", "none",
-                 "--out", str(out)]) == 0
+                 "--cflags=-O1", "--out", str(out)]) == 0
     report = json.loads((out / "gate-report.json").read_text())
     status = {(r["harness"], r["weights"]): r["status"] for r in report["rows"]}
     for weights in ("embedded", "file-loaded"):
