@@ -6,8 +6,9 @@ of points keeps its activations in shared memory, act[p][width + 4], and every h
 padded to the block's width, is one points x width product of its warps (32 points x 8 ni
 columns each; :class:`WideShape` picks the block for the width: 128 points and 8 warps up to 128
 wide, 128 points and 16 warps up to 256, 64 points and 16 warps up to 512). The weights stream
-through shared memory in stages of 16 (8 at 512) rows, double-buffered by ``cp.async`` across
-layer boundaries; each layer ends with bias and activation written back over act. Padded columns
+through shared memory in stages of 16 rows, double-buffered by ``cp.async`` across layer
+boundaries with one barrier per stage (beyond 256 wide as compact fragments, each weight once);
+each layer ends with bias and activation written back over act. Padded columns
 hold act(0), finite, and meet zero weight rows downstream; the padded input columns are zeroed.
 The output layer is one m16n8 tile per warp with its fragments read through L1.
 
