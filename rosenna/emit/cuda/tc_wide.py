@@ -63,8 +63,9 @@ class WideShape:
     layer."""
 
     #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
-    #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap); the study
-    #: measures both. Off until measured on the H200.
+    #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap). Off: on the H200
+    #: it was slower at 96, 128 and 512 wide (mlp128 1.121 -> 1.198 ns) and 2% faster at 256
+    #: (docs/benchmarks.md, run 11 (tc17), round B); the study switches it on.
     PERSISTENT = False
     PERSISTENT_COMPACT = False
     #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
