@@ -35,5 +35,9 @@ CONST_BANK_BYTES = 48 * 1024
 #: at load time: the U-Net of examples/surrogates/poisson_guess, 436 KB per sample, gets 128).
 WHOLE_BATCH_SAMPLES = 256
 WHOLE_BATCH_BYTES = 64 * 1024 * 1024
+#: The same bound for the CUDA/HIP kernel file's batch (rosenna/emit/cuda/whole_field.py): the
+#: U-Net then takes 256 samples per step, 477 µs for 256 on an H200 against 606 in two steps of
+#: 128 (docs/benchmarks.md, run 11).
+CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
 HOST_BLOCK = {"single": 32, "double": 16}
 HOST_BLOCK_BYTES = 64 * 1024

@@ -148,3 +148,15 @@ def test_persistent_kernel_may_stride(tmp_path, monkeypatch):
             "    if (resident < 0 || needed > 4l * resident)\n        return convnet_phases(count, x, y, s);\n"
             "    if (needed > resident)") in run and "        needed = resident;\n" in run
     assert "dim3((unsigned)needed), dim3(512)" in run and "convnet_field, 512, 0)" in run
+
+
+def test_kernel_batch_step_of_the_unet():
+    """The kernel file's batch takes the poisson_guess U-Net's 256 samples in one step (106 MiB of
+    intermediates under limits.CUDA_WHOLE_BATCH_BYTES); the OpenMP/OpenACC batches keep 128."""
+    from rosenna.emit import whole
+    from rosenna.emit.cuda import whole_field
+
+    _, plan = gen.build_plan(os.path.join(os.path.dirname(__file__), "..", "examples", "surrogates", "poisson_guess",
+                                          "pguess.onnx"), gen.Options(lang="c"))
+    assert (whole_field.batch_samples(plan), whole.batch_samples(plan)) == (256, 128)
+    assert "for (int start = 0; start < n; start += 256) {" in whole_field.KIND.launch(plan, None)[1]

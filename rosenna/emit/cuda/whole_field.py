@@ -14,7 +14,7 @@ from rosenna.emit.cuda import field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
-from rosenna.emit.whole import batch_samples
+from rosenna import limits
 from rosenna.emit.host_field import jam
 from rosenna.parallel import Launch, Member
 
@@ -27,6 +27,16 @@ PERSISTENT_THREADS = 256
 #: ``<name>_run`` runs the persistent kernel while the widest phase needs at most this many times
 #: the resident blocks (each thread then strides over that many elements); 1: a thread per element.
 PERSISTENT_WAVES = 1
+
+
+def batch_samples(plan):
+    """Samples one step of the kernel file's batch computes together: a power of two up to
+    ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit ``limits.CUDA_WHOLE_BATCH_BYTES``."""
+    per_sample = max(1, sum(plan.scratch) * plan.itemsize)
+    count = 1
+    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.CUDA_WHOLE_BATCH_BYTES:
+        count *= 2
+    return count
 
 
 def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
