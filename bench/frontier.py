@@ -223,7 +223,7 @@ def build(args):
                 tensors.append([key, list(value.shape), offset])
                 offset += len(data)
         with open(os.path.join(d, f"{name}_kernel.cu")) as fh:  # its header names the batched kernel's kind
-            kind = next((line.split("Batched kernel: ")[1].split(",")[0].strip() for line in fh
+            kind = next((line.split("Batched kernel: ")[1].strip() for line in fh
                          if "Batched kernel: " in line), "-")
         manifest[name] = {"nx": plan.nx, "ny": plan.ny, "tensors": tensors, "path": plan.path, "kind": kind}
         compile_model(d, name, plan.nx, plan.ny)

@@ -44,7 +44,7 @@ BEGIN, END = "<!-- h200-table:begin -->", "<!-- h200-table:end -->"
 #: The bench's conv nets keep their batch in the row name; the gate's conv net is one row of its own.
 ROW = re.compile(r"^\| (?P<model>[\w.-]+) \| (?P<batch>\d+) \| (?P<unit>[\w/]+) \| (?P<ours>[^|]+) \| "
                  r"(?P<eager>[^|]+) \| (?P<comp>[^|]+) \| [^|]+ \| (?P<bad>\d+) of (?P<total>\d+) \|")
-KIND = re.compile(r"^ \* Batched kernel: ([\w-]+)")
+SHORT = re.compile(r"([\w-]+)(?:.*?\(on CUDA (sm_\d+\+): the ([^;)]*))?")
 
 
 def frontier_rows(path):
@@ -58,6 +58,14 @@ def frontier_rows(path):
     return rows
 
 
+def short_kind(text):
+    """'mlp-narrow (on CUDA sm_80+: the 3xTF32 tensor-core chain; ...' -> 'mlp-narrow; sm_80+: 3xTF32 tensor-core chain'."""
+    m = SHORT.match(text.strip())
+    if not m:
+        return "-"
+    return f"{m[1]}; {m[2]}: {m[3].strip()}" if m[2] else m[1]
+
+
 def kernel_kind(build, model):
     """The kind the frontier build recorded (or the generated kernel's header names), or a dash."""
     manifest = os.path.join(build, "manifest.json")
@@ -65,13 +73,12 @@ def kernel_kind(build, model):
         with open(manifest) as fh:
             kind = json.load(fh).get(model, {}).get("kind")
         if kind:
-            return kind
+            return short_kind(kind)
     for path in glob.glob(os.path.join(build, model, "*_kernel.cu")):
         with open(path) as fh:
             for line in fh:
-                m = KIND.match(line)
-                if m:
-                    return m.group(1)
+                if "Batched kernel: " in line:
+                    return short_kind(line.split("Batched kernel: ", 1)[1])
     return "-"
 
 
