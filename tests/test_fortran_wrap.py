@@ -164,7 +164,7 @@ def test_generated_module_compiles_for_any_name_and_comment(tmp_path):
     fortran = sorted(str(p) for p in out.glob("*.F90"))
     c = sorted(str(p) for p in out.glob("*.c"))
     assert len(fortran) == len(seen) and len(c) == len(seen)
-    for cmd in (["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-fsyntax-only", "-J", str(tmp_path)] + fortran,
+    for cmd in (["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-fopenacc", "-fsyntax-only", "-J", str(tmp_path)] + fortran,
                 ["gcc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fopenmp", "-fsyntax-only", "-I", str(out)] + c):
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -177,4 +177,16 @@ def test_long_stem_of_issue_12(model, tmp_path):
     generate(str(path), str(tmp_path), Options(lang="fortran"))
     proc = subprocess.run(["gfortran", "-std=f2008", "-Wall", "-Werror", "-fsyntax-only",
                            "combustion_surrogate_model_v2_model.F90"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_reader_compiles_with_openmp_and_openacc_together(model, tmp_path):
+    """A file-loaded module built with -fopenmp -fopenacc at once: gfortran 12 rejected the weights
+    update's `!$acc&` continuation after the `!$omp&` one; each array now gets its own directive."""
+    generate(model("gemm_big"), str(tmp_path), Options(lang="fortran", embed=False))
+    source = "gemm_big_model.F90"
+    text = (tmp_path / source).read_text()
+    assert not re.search(r"^\s*!\$(omp|acc)&", text, re.M), "a continued directive is back"
+    proc = subprocess.run(["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-fopenacc", "-fsyntax-only",
+                           source], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -88,10 +88,12 @@ def reader(plan):
     """The .rwt reader, generated from abi.RWT_CHECKS (as the C reader is)."""
     n = plan.name
     clears = "\n".join(f"      {w.ident} = 0" for w in plan.weights)
-    updates = ", ".join(w.ident for w in plan.weights)
+    # One directive per array, never a continued one: gfortran 12 built with both -fopenmp and
+    # -fopenacc rejects an `!$acc&` continuation after an `!$omp&` one ("Wrong OpenMP continuation").
     # gfortran 12 compiles `acc update device(w)` of a module `acc declare` array into an update of
     # nothing; an explicit section is honoured (the C emitter says the same).
-    sections = ", ".join(f"{w.ident}(1:{w.size})" for w in plan.weights)
+    updates = "\n".join(f"    !$omp target update to({w.ident})" for w in plan.weights)
+    sections = "\n".join(f"    !$acc update device({w.ident}(1:{w.size}))" for w in plan.weights)
     count = len(plan.weights)
     sizes = ", ".join(f"{w.size}_int64" for w in plan.weights)
     st = {key: f"{n}_status_{key.lower()}" for _, key, _ in abi.STATUS_CODES}
@@ -115,8 +117,8 @@ def reader(plan):
     if (status /= {st['OK']}) then
 {clears}
     end if
-    !$omp target update to({updates})
-    !$acc update device({sections})
+{updates}
+{sections}
     ready = status == {st['OK']}
   end subroutine {n}_init
 
