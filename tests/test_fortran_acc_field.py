@@ -189,7 +189,7 @@ def test_gate_runs_the_fortran_batch_rows_of_a_whole_field_plan(tmp_path):
     regions = sum(kind != "comment" for kind, _, _ in parallel.regions(plan.body))
     device = config.resolved(config.Config(model="x", backend="cuda", points=3 * batch_samples(plan) - 1,
                                            devcc="nvcc", devflags="", cflags="", fflags=""))
-    assert runner.launch_allowance("batch-fortran-acc", plan, device) == runner.LAUNCH_ARG_BLOCKS * regions * 3 * runner.STEPS
+    assert runner.launch_allowance("batch-fortran-acc", plan, device) == runner.LAUNCH_ARG_BLOCKS * (regions * 3 + 1) * runner.STEPS
 
 
 @pytest.mark.parametrize("flags", [[], ["-fopenmp"], ["-fopenacc"]], ids=["no-offload", "openmp", "openacc"])
