@@ -135,4 +135,6 @@ def test_init_updates_every_weight_on_the_device(file_loaded, model_flag):
                         str(work / f"{lang}{model_flag}.o"), f"-fdump-tree-optimized={dump}"], check=True)
         counts[lang] = [int(m) for m in re.findall(_UPDATE_CALL[model_flag], dump.read_text())]
     expected = len(plan.weights)
-    assert counts == {"c": [expected], "fortran": [expected]}, f"device updates map {counts}, want {expected} each"
+    # C updates every weight in one call; Fortran one call per weight (a continued directive broke
+    # builds with -fopenmp -fopenacc together): every weight mapped once either way.
+    assert counts == {"c": [expected], "fortran": [1] * expected}, f"device updates map {counts}, want {expected} each"
