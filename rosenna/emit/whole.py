@@ -272,8 +272,9 @@ def sample_offsets(plan, lang):
     return resolve
 
 
-def sample_pointers(plan, text, x="x", y="y", sample="s"):
-    """Declarations of the pointers :func:`sample_resolver`'s names stand for, those ``text`` uses."""
+def sample_pointers(plan, text, x="x", y="y", sample="s", buffer=batch_buffer):
+    """Declarations of the pointers :func:`sample_resolver`'s names stand for, those ``text`` uses;
+    ``buffer(plan, i)`` names intermediate i's array of every sample."""
     t, out = plan.ctype, []
     if "xs[" in text:
         out.append(f"const {t} *ROSENNA_RESTRICT xs = {x} + {sample} * {plan.nx}l;")
@@ -281,7 +282,7 @@ def sample_pointers(plan, text, x="x", y="y", sample="s"):
         out.append(f"{t} *ROSENNA_RESTRICT ys = {y} + {sample} * {plan.ny}l;")
     for i, size in enumerate(plan.scratch):
         if f"{buffer_ident(i)}[" in text:
-            out.append(f"{t} *ROSENNA_RESTRICT {buffer_ident(i)} = {batch_buffer(plan, i)} + {sample} * {size}l;")
+            out.append(f"{t} *ROSENNA_RESTRICT {buffer_ident(i)} = {buffer(plan, i)} + {sample} * {size}l;")
     return out
 
 

@@ -28,7 +28,7 @@ import re
 
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, used_scalars
-from rosenna.emit.whole import sample_resolver
+from rosenna.emit.whole import sample_pointers, sample_resolver
 from rosenna.loopir import Assign, Idx, Loop, Ref, walk, walk_expr
 from rosenna.emit.cuda.field_index import digits, radix
 from rosenna.parallel import Launch, Member, launch_groups
@@ -100,16 +100,8 @@ def buffer_symbol(plan, i):
 
 
 def pointers(plan, text):
-    """Declarations of sample ``s``'s pointers into x, y and the buffers that ``text`` uses."""
-    t, out = plan.ctype, []
-    if "xs[" in text:
-        out.append(f"const {t} *ROSENNA_RESTRICT xs = x + s * {plan.nx}l;")
-    if "ys[" in text:
-        out.append(f"{t} *ROSENNA_RESTRICT ys = y + s * {plan.ny}l;")
-    for i, size in enumerate(plan.scratch):
-        if f"ws{i}[" in text:
-            out.append(f"{t} *ROSENNA_RESTRICT ws{i} = {buffer_symbol(plan, i)} + s * {size}l;")
-    return out
+    """Declarations of sample ``s``'s pointers into x, y and the fused phases' buffers that ``text`` uses."""
+    return sample_pointers(plan, text, buffer=buffer_symbol)
 
 
 def schedule(plan, max_loads=None, decode=None):
