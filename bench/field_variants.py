@@ -22,31 +22,61 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rosenna import limits  # noqa: E402
-from rosenna.emit.cuda import field_fuse, whole_field  # noqa: E402
+from rosenna.emit.cuda import field_cluster, field_fuse, whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
-#: name -> (max_loads and decode of field_fuse.schedule (0: every op its own phase), threads per
-#: block, whether every call runs the persistent kernel (on min(needed, resident) blocks), device
-#: memory for one step's intermediates (limits.WHOLE_BATCH_BYTES)).
 MB = 1 << 20
-VARIANTS = {"unfused": (0, False, 256, False, 64 * MB), "fuse2": (2, True, 256, False, 64 * MB),
-            "fuse4": (4, True, 256, False, 64 * MB), "exact2": (2, False, 256, False, 64 * MB),
-            "exact4": (4, False, 256, False, 64 * MB), "t512": (0, False, 512, False, 64 * MB),
-            "t1024": (0, False, 1024, False, 64 * MB), "persist": (0, False, 256, True, 64 * MB),
-            "s256": (0, False, 256, False, 128 * MB),
-            # the same settings as fuse2/fuse4 after field_fuse.merged (round B's code on): no branch
-            "merged2": (2, True, 256, False, 64 * MB), "merged4": (4, True, 256, False, 64 * MB)}
+#: The generator's settings every variant starts from (the defaults of the round-B study of run 11;
+#: the cluster kernel off), and per variant what it changes: module attributes as
+#: "module.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
+#: generated choice, "persist": the persistent kernel on min(needed, resident) blocks, "launch":
+#: the launched phases).
+BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_field.CUDA_THREADS": 256,
+        "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
+        "whole_field.DEPENDENT_LAUNCH": False, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256,
+        "field_cluster.JAM": True, "form": "choice"}
+VARIANTS = {"main": {},
+            "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
+            "fuse2": {"field_fuse.MAX_INLINE_LOADS": 2, "field_fuse.DECODE": True},
+            "fuse4": {"field_fuse.MAX_INLINE_LOADS": 4, "field_fuse.DECODE": True},
+            "exact2": {"field_fuse.MAX_INLINE_LOADS": 2}, "exact4": {"field_fuse.MAX_INLINE_LOADS": 4},
+            "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
+            "launch": {"form": "launch"},
+            # programmatic dependent launch of the launched phases (sm_90)
+            "pdl": {"whole_field.DEPENDENT_LAUNCH": True},
+            "pdl-launch": {"whole_field.DEPENDENT_LAUNCH": True, "form": "launch"},
+            # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
+            **{f"c{b}x{t}{'' if jam else 'p'}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": b,
+                                               "field_cluster.THREADS": t, "field_cluster.JAM": jam}
+               for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
+# the clustered kernel with phases computed where they are read
+VARIANTS.update({f"c16x256-{fused}": dict(VARIANTS["c16x256"], **VARIANTS[fused]) for fused in ("fuse2", "fuse4", "exact2", "exact4")})
 MODELS = {"unet": os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"),
           "dwsep": os.path.join("build", "frontier", "dwsep", "dwsep.onnx")}
-#: The variants each model is built in (the depthwise net has no phase to fuse: its default only).
-BUILT = {"unet": ["unfused", "exact2", "exact4", "t512", "t1024", "persist", "s256"], "dwsep": ["unfused", "persist"]}
+#: The variants each model is built in, the first the reference of the others' outputs.
+BUILT = {"unet": ["main", "launch", "pdl-launch", "c16x256", "c16x512", "c8x256", "c8x512", "c16x1024p", "c16x256p"],
+         "dwsep": ["main", "pdl", "c16x256", "c8x256", "c4x256"]}
 if os.environ.get("VARIANTS"):
-    BUILT = {"unet": os.environ["VARIANTS"].split(","), "dwsep": os.environ.get("DWSEP", "fuse4").split(",")}
+    BUILT = {"unet": os.environ["VARIANTS"].split(","), "dwsep": os.environ.get("DWSEP", "main").split(",")}
 
-#: The per-call choice as the kernel file writes it, and the variant that always runs the persistent kernel.
+#: The per-call choice as the kernel file writes it, and what the forms replace it with.
 CHOICE = "    if (needed > resident)\n        return {n}_phases(count, x, y, s);\n"
-PERSIST = "    if (resident < 0)\n        return {n}_phases(count, x, y, s);\n    if (needed > resident)\n        needed = resident;\n"
+FORMS = {"persist": "    if (resident < 0)\n        return {n}_phases(count, x, y, s);\n    if (needed > resident)\n        needed = resident;\n",
+         "launch": "    return {n}_phases(count, x, y, s);\n"}
+MODULES = {"field_fuse": field_fuse, "whole_field": whole_field, "field_cluster": field_cluster, "limits": limits}
+
+
+def configure(variant):
+    """Set the generator's module attributes for ``variant``; returns its form."""
+    settings = dict(BASE, **VARIANTS[variant])
+    for key, value in settings.items():
+        if key != "form":
+            module, attr = key.split(".")
+            assert hasattr(MODULES[module], attr), key
+            setattr(MODULES[module], attr, value)
+    return settings["form"]
+
 
 DRIVER = r"""// Generated by bench/field_variants.py: every variant's <name>_infer_batch timed in one process.
 #include <cuda_runtime.h>
@@ -151,6 +181,14 @@ int main()
 """
 
 
+def _kept(d, name):
+    """(kernel source, library, ptxas report) of an earlier build of variant ``name`` in ``d``, or None."""
+    files = [os.path.join(d, f) for f in (f"{name}_kernel.cu", f"lib{name}.a", "ptxas.txt")]
+    if not all(os.path.exists(f) for f in files):
+        return None
+    return open(files[0]).read(), open(files[1], "rb").read(), open(files[2]).read()
+
+
 def build(out):
     os.makedirs(out, exist_ok=True)
     table, libs = [], []
@@ -158,20 +196,22 @@ def build(out):
         if not os.path.exists(path):
             raise SystemExit(f"{path}: missing; run `.venv/bin/python bench/frontier.py build --only dwsep` first")
         for variant in BUILT[model]:
-            loads, decode, threads, persist, limits.WHOLE_BATCH_BYTES = VARIANTS[variant]
+            form = configure(variant)
             name = f"{model}_{variant.replace('-', '_')}"
             d = os.path.join(out, "src", name)
+            kept = _kept(d, name)
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
-            field_fuse.MAX_INLINE_LOADS, field_fuse.DECODE = loads, decode
-            whole_field.CUDA_THREADS = threads
             plan, _ = generate(path, d, Options(name=name, lang="c", embed=True))
-            if persist:
+            if form != "choice":
                 src = os.path.join(d, f"{name}_kernel.cu")
                 text = open(src).read()
                 assert CHOICE.format(n=name) in text and "    const long needed = " in text
-                text = text.replace(CHOICE.format(n=name), PERSIST.format(n=name))
+                text = text.replace(CHOICE.format(n=name), FORMS[form].format(n=name))
                 open(src, "w").write(text.replace("    const long needed = ", "    long needed = "))
+            if kept and open(os.path.join(d, f"{name}_kernel.cu")).read() == kept[0]:
+                open(os.path.join(d, f"lib{name}.a"), "wb").write(kept[1])  # the same source: its library
+                open(os.path.join(d, "ptxas.txt"), "w").write(kept[2])
             libs.append((name, d))
             phases = len(field_fuse.schedule(plan).phases)
             table.append((name, model, variant, phases, plan.nx, plan.ny))
@@ -179,6 +219,8 @@ def build(out):
 
     def make(job):
         name, d = job
+        if os.path.exists(os.path.join(d, f"lib{name}.a")):
+            return os.path.join(d, f"lib{name}.a")
         lib = subprocess.run(["make", "-s", "-f", f"{name}.mk", "ROSENNA_BACKEND=cuda", "CC=gcc",
                               "ROSENNA_OFFLOAD_FLAGS=", f"DEVFLAGS=-O3 {ARCH} -Xptxas -v", f"lib{name}.a"],
                              cwd=d, capture_output=True, text=True)
@@ -197,10 +239,10 @@ def build(out):
     open(driver, "w").write(DRIVER % {"decls": decls, "table": rows})
     subprocess.run(["nvcc", "-O3", ARCH, driver] + libs + ["-o", os.path.join(out, "variants")], check=True)
     subprocess.run(["strip", os.path.join(out, "variants")], check=True)
-    for name, *_ in table:  # keep the kernel sources and ptxas reports
+    for name, *_ in table:  # keep the kernel sources, libraries and ptxas reports
         d = os.path.join(out, "src", name)
         for f in os.listdir(d):
-            if f not in ("ptxas.txt", f"{name}_kernel.cu"):
+            if f not in ("ptxas.txt", f"{name}_kernel.cu", f"lib{name}.a"):
                 os.remove(os.path.join(d, f))
     open(os.path.join(out, "run.sh"), "w").write(
         "#!/bin/bash\n# Generated by bench/field_variants.py: run from the repository root.\nset -e\n"

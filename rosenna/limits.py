@@ -39,5 +39,8 @@ WHOLE_BATCH_BYTES = 64 * 1024 * 1024
 #: U-Net then takes 256 samples per step, 477 µs for 256 on an H200 against 606 in two steps of
 #: 128 (docs/benchmarks.md, run 11).
 CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
+#: The CUDA whole-field batch (rosenna/emit/cuda/field_cluster.py) runs calls of up to this many
+#: samples as one launch of thread-block clusters, a cluster per sample, on sm_90 and later (0: never).
+CUDA_CLUSTER_SAMPLES = 0
 HOST_BLOCK = {"single": 32, "double": 16}
 HOST_BLOCK_BYTES = 64 * 1024

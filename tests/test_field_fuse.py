@@ -160,3 +160,173 @@ def test_kernel_batch_step_of_the_unet():
                                           "pguess.onnx"), gen.Options(lang="c"))
     assert (whole_field.batch_samples(plan), whole.batch_samples(plan)) == (256, 128)
     assert "for (int start = 0; start < n; start += 256) {" in whole_field.KIND.launch(plan, None)[1]
+
+
+def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
+    """Run ``<name>_cluster`` on the host as one launch of ``samples`` clusters executes it: per
+    phase (the cluster barrier ends a phase for every thread of the cluster), every sample, every
+    thread rank ``first`` of the cluster (forwards, then in a second pass backwards), each running
+    the very lines of the kernel's phase loop. Returns (plan, x, y forwards, y backwards)."""
+    import numpy as np
+    from rosenna.emit.cuda import field_cluster, whole_field
+    from test_infer_one import EMULATE_MAIN
+
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
+    n, t = plan.name, plan.ctype
+    kernel = (out / f"{n}_kernel.cu").read_text()
+    sched = field_fuse.schedule(plan)
+    groups = whole_field.launches(sched) if field_cluster.JAM else sched.phases
+    funcs, calls, width = [], [], blocks * threads
+    for k, launch in enumerate(groups):
+        lines = "\n".join(field_cluster.phase_lines(sched, k, launch))
+        assert lines in kernel, f"phase {k} differs from {n}_cluster's"
+        funcs.append(f"static void phase{k}(const {t} *x, {t} *y, long s, long first)\n{{\n"
+                     f"    const long step = {width}l;\n{lines}\n    (void)x;\n    (void)y;\n}}")
+        calls.append(f"    for (long s = 0; s < count; ++s)\n        for (long j = 0; j < {width}l; ++j)\n"
+                     f"            phase{k}(x, y, s, reverse ? {width - 1}l - j : j);")
+    buffers = "\n".join(f"static {t} {whole_field.buffer_symbol(sched, i)}[{samples} * {size}];"
+                        for i, size in enumerate(sched.plan.scratch))
+    clears = "\n".join(f"    memset({whole_field.buffer_symbol(sched, i)}, 0xff, sizeof {whole_field.buffer_symbol(sched, i)});"
+                       for i in range(len(sched.plan.scratch)))
+    text = (out / f"{n}.c").read_text() + EMULATE_MAIN.format(
+        n=n, t=t, NX=plan.nx, NY=plan.ny, buffers=buffers, launches="\n\n".join(funcs), calls="\n".join(calls),
+        clears=clears)
+    (out / "emulate.c").write_text(text)
+    subprocess.run(["gcc", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Werror", "-I", str(out), "emulate.c", "-o",
+                    "emulate", "-lm"], cwd=out, check=True, capture_output=True)
+    x = np.random.default_rng(1).uniform(-1, 1, (samples, plan.nx)).astype(np.float32)
+    x.tofile(out / "x.bin")
+    subprocess.run([str(out / "emulate"), str(samples), "x.bin", "y.bin"], cwd=out, check=True)
+    y = np.fromfile(out / "y.bin", np.float32).reshape(2, samples, plan.ny)
+    return plan, x, y[0], y[1]
+
+
+@pytest.fixture
+def clusters(monkeypatch):
+    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES)."""
+    from rosenna import limits
+
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
+
+
+def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
+    """<name>_cluster's phases, 64 threads of a cluster striding over each phase
+    of each of 3 samples, threads in order and in reverse, against onnxruntime; a cluster barrier
+    between every two consecutive phases and nowhere else."""
+    from rosenna.emit.cuda import field_cluster
+
+    plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen")
+    kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
+    body = kernel[kernel.index(f"__global__ void __launch_bounds__({field_cluster.THREADS}) {plan.name}_cluster("):]
+    body = body[:body.index("\n}\n")]
+    phases = [line for line in body.splitlines() if line.startswith("    /* phase ")]
+    barriers = [k for k, line in enumerate(body.splitlines()) if "ROSENNA_CLUSTER_BARRIER();" in line]
+    assert len(phases) == 14 and len(barriers) == 13
+    lines = body.splitlines()
+    b, t = field_cluster.BLOCKS, field_cluster.THREADS  # cluster s is sample s; its threads from first by step
+    assert (f"    const long s = blockIdx.x / {b}u;\n"
+            f"    const long first = (long)(blockIdx.x % {b}u) * {t} + threadIdx.x, step = {b * t}l;\n") in body
+    assert (f"cluster[0].val.clusterDim.x = {b};" in kernel and f"config.gridDim = dim3((unsigned)count * {b}u);" in kernel
+            and f"config.blockDim = dim3({t});" in kernel)
+    for k in barriers:  # each barrier ends a phase loop and precedes the next phase
+        assert lines[k - 1] == "    }" and lines[k + 1].startswith("    /* phase ")
+    want = reference(unet_path, plan, x)
+    assert_close(forwards, want, what="clusters, threads in order")
+    assert_close(backwards, want, what="clusters, threads in reverse")
+
+
+@pytest.fixture
+def dependent(monkeypatch):
+    """The launched phases by programmatic dependent launch (whole_field.DEPENDENT_LAUNCH)."""
+    from rosenna.emit.cuda import whole_field
+
+    monkeypatch.setattr(whole_field, "DEPENDENT_LAUNCH", True)
+
+
+def test_dependent_launch_waits_first(tmp_path, dependent):
+    """Each launched phase's first statement, before any load or store, waits for the previous
+    phase (sm_90 code only), and <name>_phases launches every phase with the attribute where the
+    binary and the GPU allow it, the plain launches otherwise."""
+    from rosenna.emit.cuda import whole_field
+
+    _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=16, width=16),
+                             gen.Options(lang="c", infer_one=True))
+    text = whole_field.infer_one(plan)
+    wait = "\n".join(whole_field._DEPENDENT_WAIT)
+    phases = len(field_fuse.schedule(plan).phases)
+    for k in range(phases):
+        head = text[text.index(f"convnet_phase{k}(const float *ROSENNA_RESTRICT x, "):]
+        assert head[head.index("{\n") + 2:].startswith(wait + "\n    const long g = "), f"phase {k}"
+        assert f"convnet_dependent(convnet_phase{k}, " in text and f"    convnet_phase{k}<<<" in text
+    run = text[text.index("static int convnet_phases("):]
+    assert run.index("if (convnet_dependent_ready())") < run.index("convnet_phase0<<<")
+
+
+@pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("hipcc")), reason="nvcc or hipcc not installed")
+def test_cluster_and_dependent_code_compiles(tmp_path, dependent, clusters):
+    """The kernel file with <name>_cluster and the dependent launches (a small conv net): nvcc for
+    sm_90 and sm_80 in one call (host code -Wall clean; in the sm_90 PTX a cluster barrier between
+    every two phases, no load of an intermediate through the non-coherent path, which a barrier
+    does not order, and the phases' waits; in the sm_80 PTX neither), hipcc for gfx90a (no cluster
+    code at all)."""
+    path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    kernel = tmp_path / "convnet_kernel.cu"
+    assert "convnet_cluster" in kernel.read_text()
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    for cmd, env in ((["nvcc", "-O1", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+                       "-Xcompiler", "-Wall,-Werror", "-Werror", "all-warnings", "-keep", "-keep-dir", str(keep)], None),
+                     (["hipcc", "-O1", "--offload-arch=gfx90a", "-x", "hip"], dict(os.environ, HIP_PLATFORM="amd"))):
+        proc = subprocess.run(cmd + ["-c", str(kernel), "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
+                              env=env)
+        assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr[-3000:]}"
+    ptx = (keep / "convnet_kernel.compute_90.ptx").read_text()
+    entry = ptx[ptx.index(".entry _Z15convnet_cluster"):]
+    entry = entry[:entry.index("\n}\n")]
+    assert entry.count("barrier.cluster.arrive.release;") == len(field_fuse.schedule(plan).phases) - 1
+    assert _nc_loads_of("mov.u64 %rd1, convnet_wsf0;\nadd.s64 %rd2, %rd1, 8;\nld.global.nc.f32 %f1, [%rd2+4];",
+                        "convnet_wsf")  # the check sees one
+    assert not _nc_loads_of(entry, "convnet_wsf"), "an intermediate read through ld.global.nc"
+    assert "griddepcontrol.wait" in ptx[ptx.index(".entry _Z14convnet_phase1"):]
+    old = (keep / "convnet_kernel.compute_80.ptx").read_text()
+    assert "barrier.cluster" not in old and "griddepcontrol" not in old
+
+
+def _nc_loads_of(ptx, prefix):
+    """The ld.global.nc instructions of a PTX function whose address derives from a symbol
+    starting with ``prefix`` (registers followed through the arithmetic that computes them)."""
+    import re
+
+    insts = re.findall(r"^\s*([\w.]+)\s+([^;]*);", ptx, re.M)
+    origin = {}
+    for _ in range(4):
+        for op, args in insts:
+            parts = [a.strip(" []") for a in args.split(",")]
+            if op.startswith(("ld", "st", "setp", "bra")) or not parts[0].startswith("%"):
+                continue
+            for a in parts[1:]:
+                if a.startswith(prefix) or origin.get(a):
+                    origin[parts[0]] = True
+    return [args for op, args in insts if op.startswith("ld.global.nc") and origin.get(args.split("[")[1].split("]")[0].split("+")[0])]
+
+
+def test_run_takes_clusters_first(tmp_path, monkeypatch):
+    """<name>_run launches <name>_cluster for up to limits.CUDA_CLUSTER_SAMPLES samples where it
+    runs (asked once per device), before the persistent kernel and the launches, in CUDA code only;
+    with the limit 0 the kernel file has no cluster code."""
+    from rosenna import limits
+    from rosenna.emit.cuda import whole_field
+
+    _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2),
+                             gen.Options(lang="c", infer_one=True))
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 0)
+    assert "cluster" not in whole_field.infer_one(plan)
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
+    run = whole_field.infer_one(plan)
+    run = run[run.index("static int convnet_run("):]
+    choice = ("#if defined(__CUDACC__) && !defined(__HIPCC__)\n    if (count <= 16 && device < 64) {\n"
+              "        int clusters = __atomic_load_n(&convnet_clusters[device], __ATOMIC_RELAXED);\n"
+              "        if (clusters == 0) {\n            clusters = convnet_cluster_ready(device) ? 1 : -1;\n")
+    assert choice in run and "            return convnet_clustered(count, x, y, s);\n    }\n#endif\n" in run
+    assert run.index(choice) < run.index("convnet_resident[device]")

@@ -1,0 +1,122 @@
+"""The clustered whole-field kernel of ``<name>_kernel.cu`` (CUDA, sm_90 and later).
+
+``<name>_cluster`` computes the phases of :func:`rosenna.emit.cuda.field_fuse.schedule` for up to
+a step's samples in one launch: sample ``s`` belongs to thread-block cluster ``s`` (:data:`BLOCKS`
+blocks of :data:`THREADS` threads, co-scheduled on one GPC), whose threads stride over each phase's
+elements; a cluster barrier (``barrier.cluster.arrive.release`` + ``barrier.cluster.wait.acquire``:
+every store of the cluster before it is visible to every load of the cluster after it, global
+memory included) separates consecutive phases instead of a launch or a grid-wide barrier. Samples
+never wait for each other, so a cluster that finishes starts the next sample while others are
+still in their first phases, and a sample's intermediates stay in L2 between its phases.
+
+The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
+output channels) when :data:`JAM`, else the plain ones. Compiled for an older GPU (or PTX JIT of
+an older target) the kernel is empty and ``<name>_run`` never launches it (it checks the binary's
+architecture); HIP has no clusters: nothing here is emitted under ``__HIPCC__``.
+"""
+
+from rosenna.emit.cuda import field_fuse
+from rosenna.emit.render import count
+
+#: Blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
+BLOCKS = 16
+
+#: Threads per block of ``<name>_cluster``.
+THREADS = 256
+
+#: Whether the phases' convolutions are unrolled-and-jammed over output channels.
+JAM = True
+
+
+def phase_lines(sched, k, launch):
+    """Phase k of the clustered kernel: the cluster's threads, from ``first`` by ``step``, stride
+    over the phase's elements of sample ``s``, each element's statements those of
+    :func:`whole_field.launch_body` (plain C: tests/test_field_fuse.py runs them on the host)."""
+    from rosenna.emit.cuda.whole_field import launch_body, phase_note
+    body = launch_body(sched.plan, launch, sched.renderer(), depth=2)
+    lines = [f"    /* {phase_note(k, launch)} */",
+             f"    for (long tid = first; tid < {launch.threads}l; tid += step) {{"]
+    lines += ["        " + decl for decl in field_fuse.pointers(sched.plan, "\n".join(body))]
+    return lines + body + ["    }"]
+
+
+def kernel(sched, groups, blocks=None, threads=None):
+    """``<name>_cluster`` (see the module) over the phases ``groups`` of ``sched``."""
+    n, t = sched.plan.name, sched.plan.ctype
+    blocks, threads = blocks or BLOCKS, threads or THREADS
+    phases = []
+    for k, launch in enumerate(groups):
+        if k:
+            phases.append(f"    ROSENNA_CLUSTER_BARRIER();  /* phase {k - 1}'s stores are visible to the cluster */")
+        phases += phase_lines(sched, k, launch)
+    code = "\n".join(phases)
+    unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
+    return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
+#ifndef ROSENNA_CLUSTER_BARRIER
+/* Every store of the cluster's threads before it visible to every load of theirs after it. */
+#define ROSENNA_CLUSTER_BARRIER() asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory")
+#endif
+
+/* The phases in one launch of count clusters of {blocks} blocks ({n}_run gives them): cluster s
+   computes sample s, {count(len(groups), 'phase')}, a cluster barrier between consecutive phases. */
+__global__ void __launch_bounds__({threads}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+{{
+#if __CUDA_ARCH__ >= 900
+    const long s = blockIdx.x / {blocks}u;
+    const long first = (long)(blockIdx.x % {blocks}u) * {threads} + threadIdx.x, step = {blocks * threads}l;
+    (void)count;
+{unused}{code}
+#else
+    (void)x, (void)y, (void)count;
+#endif
+}}
+#endif"""
+
+
+def launcher(n, t, blocks=None, threads=None):
+    """``<name>_clustered(count, x, y, s)``: one launch of ``<name>_cluster``, count clusters; and
+    ``<name>_cluster_ready(device)``: whether this device and this binary run it (sm_90 code, a
+    device that launches clusters, at least one cluster of this size resident)."""
+    blocks, threads = blocks or BLOCKS, threads or THREADS
+    portable = "" if blocks <= 8 else (
+        f"    if (cudaFuncSetAttribute({n}_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)\n"
+        "        return 0;\n")
+    return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
+static int {n}_clustered(int count, const {t} *x, {t} *y, cudaStream_t s)
+{{
+    cudaLaunchConfig_t config = {{}};
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = {blocks};
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.gridDim = dim3((unsigned)count * {blocks}u);
+    config.blockDim = dim3({threads});
+    config.stream = s;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, {n}_cluster, x, y, count) == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+}}
+
+/* 1 when {n}_cluster runs here: sm_90 code in this binary, a device that launches clusters, one
+   cluster of {blocks} blocks of {threads} threads resident. */
+static int {n}_cluster_ready(int device)
+{{
+    int launch = 0, clusters = 0;
+    cudaFuncAttributes attributes;
+    if (cudaFuncGetAttributes(&attributes, {n}_cluster) != cudaSuccess || attributes.binaryVersion < 90 ||
+        cudaDeviceGetAttribute(&launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !launch)
+        return 0;
+{portable}    cudaLaunchConfig_t config = {{}};
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = {blocks};
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.gridDim = dim3({blocks});
+    config.blockDim = dim3({threads});
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    return cudaOccupancyMaxActiveClusters(&clusters, {n}_cluster, &config) == cudaSuccess && clusters > 0;
+}}
+#endif"""
