@@ -168,17 +168,16 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
     thread rank ``first`` of the cluster (forwards, then in a second pass backwards), each running
     the very lines of the kernel's phase loop. Returns (plan, x, y forwards, y backwards)."""
     import numpy as np
-    from rosenna.emit.cuda import field_cluster, whole_field
+    from rosenna.emit.cuda import whole_field
     from test_infer_one import EMULATE_MAIN
 
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
     kernel = (out / f"{n}_kernel.cu").read_text()
     sched = field_fuse.schedule(plan)
-    groups = whole_field.launches(sched) if field_cluster.JAM else sched.phases
     funcs, calls, width = [], [], blocks * threads
-    for k, launch in enumerate(groups):
-        lines = "\n".join(field_cluster.phase_lines(sched, k, launch))
+    for k, phase in enumerate(whole_field.cluster_phases(sched)):
+        lines = "\n".join(phase)
         assert lines in kernel, f"phase {k} differs from {n}_cluster's"
         funcs.append(f"static void phase{k}(const {t} *x, {t} *y, long s, long first)\n{{\n"
                      f"    const long step = {width}l;\n{lines}\n    (void)x;\n    (void)y;\n}}")

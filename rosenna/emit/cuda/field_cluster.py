@@ -28,28 +28,25 @@ THREADS = 256
 JAM = True
 
 
-def phase_lines(sched, k, launch):
-    """Phase k of the clustered kernel: the cluster's threads, from ``first`` by ``step``, stride
-    over the phase's elements of sample ``s``, each element's statements those of
-    :func:`whole_field.launch_body` (plain C: tests/test_field_fuse.py runs them on the host)."""
-    from rosenna.emit.cuda.whole_field import launch_body, phase_note
-    body = launch_body(sched.plan, launch, sched.renderer(), depth=2)
-    lines = [f"    /* {phase_note(k, launch)} */",
-             f"    for (long tid = first; tid < {launch.threads}l; tid += step) {{"]
+def phase_lines(sched, note, threads, body):
+    """One phase of the clustered kernel: the cluster's threads, from ``first`` by ``step``, stride
+    over the phase's ``threads`` elements of sample ``s``, each running ``body``
+    (:func:`whole_field.launch_body`'s lines; plain C: tests/test_field_fuse.py runs them on the host)."""
+    lines = [f"    /* {note} */", f"    for (long tid = first; tid < {threads}l; tid += step) {{"]
     lines += ["        " + decl for decl in field_fuse.pointers(sched.plan, "\n".join(body))]
     return lines + body + ["    }"]
 
 
-def kernel(sched, groups, blocks=None, threads=None):
-    """``<name>_cluster`` (see the module) over the phases ``groups`` of ``sched``."""
+def kernel(sched, phases, blocks=None, threads=None):
+    """``<name>_cluster`` (see the module) over ``phases``, each the lines of :func:`phase_lines`."""
     n, t = sched.plan.name, sched.plan.ctype
     blocks, threads = blocks or BLOCKS, threads or THREADS
-    phases = []
-    for k, launch in enumerate(groups):
+    lines = []
+    for k, phase in enumerate(phases):
         if k:
-            phases.append(f"    ROSENNA_CLUSTER_BARRIER();  /* phase {k - 1}'s stores are visible to the cluster */")
-        phases += phase_lines(sched, k, launch)
-    code = "\n".join(phases)
+            lines.append(f"    ROSENNA_CLUSTER_BARRIER();  /* phase {k - 1}'s stores are visible to the cluster */")
+        lines += phase
+    code = "\n".join(lines)
     unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
     return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
 #ifndef ROSENNA_CLUSTER_BARRIER
@@ -58,7 +55,7 @@ def kernel(sched, groups, blocks=None, threads=None):
 #endif
 
 /* The phases in one launch of count clusters of {blocks} blocks ({n}_run gives them): cluster s
-   computes sample s, {count(len(groups), 'phase')}, a cluster barrier between consecutive phases. */
+   computes sample s, {count(len(phases), 'phase')}, a cluster barrier between consecutive phases. */
 __global__ void __launch_bounds__({threads}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
 #if __CUDA_ARCH__ >= 900

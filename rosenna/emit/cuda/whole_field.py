@@ -156,7 +156,7 @@ def infer_one(plan):
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
     persistent, launched = _persistent(sched, groups), _launched(sched, jammed, samples)
-    cluster = field_cluster.kernel(sched, jammed if field_cluster.JAM else groups) if limits.CUDA_CLUSTER_SAMPLES else ""
+    cluster = field_cluster.kernel(sched, cluster_phases(sched)) if limits.CUDA_CLUSTER_SAMPLES else ""
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t)}\n" if cluster else ""
@@ -216,6 +216,15 @@ extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {ready}    return {n}_run(1, x, y, (rosennaStream_t)stream);
 }}
 """
+
+
+def cluster_phases(sched):
+    """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`): :func:`launches`'
+    jammed ones when ``field_cluster.JAM``, else the schedule's."""
+    groups = launches(sched) if field_cluster.JAM else sched.phases
+    return [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
+                                      launch_body(sched.plan, launch, sched.renderer(), depth=2))
+            for k, launch in enumerate(groups)]
 
 
 def _cluster_note(n):
