@@ -230,7 +230,7 @@ def source(plan, stamp, block):
     block_text = "\n".join(point_body(plan, blocked, scalar_len=block))
     weights = _weights(plan)
     if layers:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
-        acts = offload_mlp.activations(plan, layers, point)
+        acts = offload_mlp.functions(plan, layers, point)
         point_text = "\n".join([offload_mlp.BODY_GUARD, *offload_mlp.body(plan, layers), "#else", point_text, "#endif"])
         acts = f"{offload_mlp.BODY_GUARD}\n#pragma omp declare target\n{acts}\n#pragma omp end declare target\n#endif\n"
     else:

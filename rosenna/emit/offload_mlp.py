@@ -15,7 +15,16 @@ does the same work from registers. This module writes that body in C for the off
   in registers (the arrays vanish);
 - a wider layer (``rosenna_dense_kouter``'s scheme): its outputs accumulate in registers while
   its inputs are read one at a time from a local array (two ping-pong arrays of the widest
-  hidden layer).
+  hidden layer);
+- an FP32 chain with a wide layer that the CUDA routine's warp body serves (hidden layers at most
+  128 wide, at most 8 outputs: ``staged.fits``), on nvptx: when all 32 lanes of the warp call
+  ``<name>_infer`` together (``activemask``), that warp body (rosenna/emit/cuda/routine.py's
+  ``rosenna_warp_layer`` / ``rosenna_warp_out`` in C): 16 points per pass, each weight loaded once
+  per 8 points and the inputs passed between lanes by shuffles (the copy then has the warp
+  layout, ``routine.WarpLayout``, which the one-thread body reads too); a partial warp takes the
+  one-thread body, a function of its own (inlined beside the warp body it would share its
+  registers). The shuffles are rosenna_rt.h's ``ROSENNA_WARP_*`` macros (the tests define them
+  to run the body in 32 host threads).
 
 The plan's loops stay the routine everywhere else (host, GCC's offload, OpenACC, Fortran): the
 repacked copy and the body are compiled only by clang with OpenMP (the copy in its host and
@@ -28,6 +37,8 @@ import numpy as np
 
 from rosenna import ops
 from rosenna.emit.chain import mlp_layers
+from rosenna.emit.cuda import staged
+from rosenna.emit.cuda.routine import WarpLayout
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
@@ -51,6 +62,30 @@ RUNTIME_MACRO = """/* 1 where <name>_infer is the unrolled MLP body of clang's O
 #else
 #define ROSENNA_OFFLOAD_BODY 0
 #endif
+#endif
+/* The warp primitives of that body's warp path (nvptx only; 0 elsewhere): the lane, whether all 32
+   lanes are here, a warp barrier, float and pointer shuffles from a lane and across a lane mask. */
+#if !defined(ROSENNA_WARP)
+#if ROSENNA_OFFLOAD_BODY && defined(__NVPTX__)
+#define ROSENNA_WARP 1
+#define ROSENNA_WARP_LANE() ((int)__nvvm_read_ptx_sreg_laneid())
+static inline unsigned rosenna_warp_active(void)
+{
+    unsigned m;
+    __asm__ volatile("activemask.b32 %0;" : "=r"(m));
+    return m;
+}
+#define ROSENNA_WARP_FULL() (rosenna_warp_active() == 0xffffffffu)
+#define ROSENNA_WARP_SYNC() __nvvm_bar_warp_sync(0xffffffffu)
+#define ROSENNA_WARP_SHFL(v, src) __nvvm_shfl_sync_idx_f32(0xffffffffu, (v), (src), 0x1f)
+#define ROSENNA_WARP_SHFL_XOR(v, mask) __nvvm_shfl_sync_bfly_f32(0xffffffffu, (v), (mask), 0x1f)
+#define ROSENNA_WARP_SHFL_PTR(p, src) \
+    ((__typeof__(p))(((unsigned long long)(unsigned)__nvvm_shfl_sync_idx_i32(0xffffffffu, \
+        (int)(unsigned)((unsigned long long)(p) >> 32), (src), 0x1f) << 32) | \
+        (unsigned)__nvvm_shfl_sync_idx_i32(0xffffffffu, (int)(unsigned)(unsigned long long)(p), (src), 0x1f)))
+#else
+#define ROSENNA_WARP 0
+#endif
 #endif"""
 VALUES_PER_LINE = 6
 
@@ -62,25 +97,42 @@ def layers_of(plan):
     return mlp_layers(plan, plan.precision)
 
 
-class Layout:
-    """Where each layer lies in the copy: ``offsets`` per layer (weights, bias, NP) in elements,
-    ``size`` in all."""
+def _wide(layers):
+    return any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
 
-    def __init__(self, layers):
+
+def warp(plan, layers):
+    """Whether the body has the warp path (its copy then has the warp layout)."""
+    return plan.precision == "single" and _wide(layers) and staged.fits(layers)
+
+
+class Layout:
+    """Where each layer lies in the copy: ``offsets`` per layer (weights, bias, NP: the row length)
+    in elements, ``size`` in all. Rows of N rounded up to 4; with the warp path, ``WarpLayout``'s
+    rows and offsets (K rounded up to 16, hidden N to 16, the output layer's to 8)."""
+
+    def __init__(self, layers, warp=False):
         self.layers, self.offsets, off = layers, [], 0
-        for layer in layers:
-            npad = (layer.n + 3) // 4 * 4
-            self.offsets.append((off, off + layer.k * npad, npad))
-            off += layer.k * npad + npad
+        self.warp = WarpLayout(layers) if warp else None
+        for i, layer in enumerate(layers):
+            if warp:
+                off, kc, nc = self.warp.offsets[i]
+                rows, npad = 16 * kc, 8 if i == len(layers) - 1 else 16 * nc
+            else:
+                rows, npad = layer.k, (layer.n + 3) // 4 * 4
+            self.offsets.append((off, off + rows * npad, npad))
+            off += rows * npad + npad
         self.size = off
 
 
-def layout(layers):
-    return Layout(layers)
+def layout(plan, layers):
+    return Layout(layers, warp(plan, layers))
 
 
 def packed(lay, dtype):
     """The copy's values in ``dtype`` (the plan's precision)."""
+    if lay.warp:
+        return lay.warp.packed().astype(dtype)
     out = np.zeros(lay.size, dtype)
     for layer, (woff, boff, npad) in zip(lay.layers, lay.offsets):
         block = np.zeros((layer.k, npad), dtype)
@@ -99,11 +151,11 @@ def copy(plan, layers):
     ``const`` whatever their size (clang keeps const data in global memory and reads it through
     the read-only path; the plan's own weights lose ``const`` above CONST_BANK_BYTES for GCC's
     sake). File-loaded: filled by ``<name>_init`` (:func:`repack`)."""
-    lay = layout(layers)
+    lay = layout(plan, layers)
     name, t = packed_name(plan), plan.ctype
     head = (f"{COPY_GUARD}\n"
             f"/* The weights again for the offload device's {plan.name}_infer (rosenna/emit/offload_mlp.py): per layer\n"
-            f"   W input-major [K][N rounded up to 4], then the bias; 16-byte aligned"
+            f"   W input-major [K][N rounded up to 4]{' (warp layout: K to 16, N to 16 or 8)' if lay.warp else ''}, then the bias; 16-byte aligned"
             f"{'' if plan.embed else f'; packed by {plan.name}_init'}. */\n"
             "#pragma omp declare target\n")
     if plan.embed:
@@ -118,7 +170,7 @@ def copy(plan, layers):
 def repack(plan, layers):
     """``<name>_init``'s lines that pack the weights just read (or cleared) into the copy and
     send it to the device, under :data:`COPY_GUARD`."""
-    lay, name = layout(layers), packed_name(plan)
+    lay, name = layout(plan, layers), packed_name(plan)
     lines = [COPY_GUARD, f"    /* the offload device body's copy (rosenna/emit/offload_mlp.py) */"]
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
         w, b = (C.symbol(plan.name, plan.weights[2 * i + j].ident) for j in (0, 1))
@@ -144,12 +196,42 @@ def _act(plan, i):
     return f"{plan.name}_oact{i}"
 
 
+def functions(plan, layers, renderer):
+    """The functions the body calls: one activation per layer, and with the warp path the
+    one-thread body (``<name>_oalone``, never inlined) and the warp body (``<name>_owarp``)."""
+    out = activations(plan, layers, renderer)
+    if warp(plan, layers):
+        sig = f"(const {plan.ctype} *ROSENNA_RESTRICT x, {plan.ctype} *ROSENNA_RESTRICT y)"
+        out += (f"\n/* One point, one thread (a partial warp). */\n"
+                f"static __attribute__((noinline)) void {plan.name}_oalone{sig}\n{{\n"
+                + "\n".join(_thread(plan, layers)) + "\n}\n"
+                "#if ROSENNA_WARP\n"
+                f"/* 32 points, one per lane, the whole warp here: two passes of 16. */\n"
+                f"static inline void {plan.name}_owarp{sig}\n{{\n"
+                + "\n".join(_warp(plan, layers)) + "\n}\n#endif")
+    return out
+
+
 def body(plan, layers):
     """The lines of the device body (inside ``<name>_infer``, x and y its arguments)."""
+    if not warp(plan, layers):
+        return _thread(plan, layers)
+    return ["#if ROSENNA_WARP",
+            "    if (ROSENNA_WARP_FULL()) {  /* the whole warp is here: 32 points at once */",
+            "        ROSENNA_WARP_SYNC();",
+            f"        {plan.name}_owarp(x, y);",
+            "        return;",
+            "    }",
+            "#endif",
+            f"    {plan.name}_oalone(x, y);"]
+
+
+def _thread(plan, layers):
+    """The one-thread body's lines."""
     t, zero = plan.ctype, C.literal(0.0, plan.precision)
-    lay = layout(layers)
+    lay = layout(plan, layers)
     w = packed_name(plan)
-    wide = any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
+    wide = _wide(layers)
     lines = []
     if wide:
         width = max(lay.offsets[i][2] for i in range(len(layers) - 1)) if len(layers) > 1 else 4
@@ -174,6 +256,101 @@ def body(plan, layers):
         decl = [f"    {t} {', '.join(f'{h}[{layer.n}]' for h, layer in zip(names, layers))};",
                 f"#pragma omp allocate({', '.join(names)}) allocator(omp_thread_mem_alloc)"]
         lines = decl + lines
+    return lines
+
+
+def _warp(plan, layers):
+    """The warp body's lines: lane (py, cx) = (lane / 16, lane % 16) holds points 8py .. +8 of the
+    pass and, of every layer, the columns cx NC .. + NC; a layer's input column k = c KC + j of
+    point i is register h[i][j] of lane (py, c), fetched with one shuffle for NC multiply-adds."""
+    lay, w, n = layout(plan, layers), packed_name(plan), plan.name
+    kc0 = lay.warp.offsets[0][1]
+    private = "#pragma omp allocate({}) allocator(omp_thread_mem_alloc)"
+    lines = ["    const int lane = ROSENNA_WARP_LANE(), py = lane / 16, cx = lane % 16;",
+             "#pragma unroll 1",
+             "    for (int pass = 0; pass < 2; ++pass) {",
+             f"        float h0[8][{kc0}];", private.format("h0"),
+             "#pragma unroll",
+             "        for (int i = 0; i < 8; ++i) {",
+             "            const float *xp = ROSENNA_WARP_SHFL_PTR(x, 16 * pass + 8 * py + i);",
+             "#pragma unroll",
+             f"            for (int j = 0; j < {kc0}; ++j)",
+             f"                h0[i][j] = cx * {kc0} + j < {plan.nx} ? xp[cx * {kc0} + j] : 0.0f;",
+             "        }"]
+    for i, (layer, (woff, boff, npad)) in enumerate(zip(layers[:-1], lay.offsets)):
+        _, kc, nc = lay.warp.offsets[i]
+        aligned = nc % 4 == 0
+        row = f"{w} + {_plus(woff)}(c * {kc} + j) * {npad} + cx * {nc}"
+        lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+                  private.format(f"h{i + 1}"),
+                  "        {",
+                  f"            float s[8][{nc}];", private.format("s"),
+                  "#pragma unroll",
+                  "            for (int i = 0; i < 8; ++i)",
+                  "#pragma unroll",
+                  f"                for (int o = 0; o < {nc}; ++o)",
+                  "                    s[i][o] = 0.0f;",
+                  "#pragma unroll 1",
+                  "            for (int c = 0; c < 16; ++c) {",
+                  "#pragma unroll",
+                  f"                for (int j = 0; j < {kc}; ++j) {{",
+                  (f"                    const float *wr = (const float *)__builtin_assume_aligned({row}, 16);"
+                   if aligned else f"                    const float *wr = {row};"),
+                  "#pragma unroll",
+                  "                    for (int i = 0; i < 8; ++i) {",
+                  f"                        const float v = ROSENNA_WARP_SHFL(h{i}[i][j], py * 16 + c);",
+                  "#pragma unroll",
+                  f"                        for (int o = 0; o < {nc}; ++o)",
+                  "                            s[i][o] += wr[o] * v;",
+                  "                    }",
+                  "                }",
+                  "            }",
+                  "#pragma unroll",
+                  "            for (int i = 0; i < 8; ++i)",
+                  "#pragma unroll",
+                  f"                for (int o = 0; o < {nc}; ++o)",
+                  f"                    h{i + 1}[i][o] = {_act(plan, i)}(s[i][o] + {w}[{boff} + cx * {nc} + o]);",
+                  "        }"]
+    last = len(layers) - 1
+    woff, boff, _ = lay.offsets[-1]
+    kc = lay.warp.offsets[-1][1]
+    lines += [f"        /* layer {last}: {layers[-1].k} -> {layers[-1].n}, {layers[-1].act or 'no activation'}: each lane sums its "
+              f"{kc} input column(s) for 8 points x 8 outputs,",
+              "           then a reduce-scatter over its half-warp (xor 8, 4, 2, 1; the lane whose bit is set keeps the",
+              "           upper half) leaves lane cx point 8py + cx / 2, outputs 4 (cx % 2) .. + 4 */",
+              "        {",
+              "            float p[64];", private.format("p"),
+              "#pragma unroll",
+              "            for (int e = 0; e < 64; ++e)",
+              "                p[e] = 0.0f;",
+              "#pragma unroll",
+              f"            for (int j = 0; j < {kc}; ++j) {{",
+              f"                const float *wr = (const float *)__builtin_assume_aligned({w} + {_plus(woff)}(cx * {kc} + j) * 8, 16);",
+              "#pragma unroll",
+              "                for (int i = 0; i < 8; ++i)",
+              "#pragma unroll",
+              "                    for (int o = 0; o < 8; ++o)",
+              f"                        p[i * 8 + o] += wr[o] * h{last}[i][j];",
+              "            }",
+              "#pragma unroll",
+              "            for (int r = 0; r < 4; ++r) {",
+              "                const int half = 32 >> r, bit = 8 >> r, upper = (cx & bit) != 0;",
+              "#pragma unroll",
+              "                for (int e = 0; e < half; ++e) {  /* both halves sent: a select of two loads",
+              "                    would keep p in local memory (clang selects their addresses) */",
+              "                    const float lo = p[e] + ROSENNA_WARP_SHFL_XOR(p[e], bit);",
+              "                    const float hi = p[e + half] + ROSENNA_WARP_SHFL_XOR(p[e + half], bit);",
+              "                    p[e] = upper ? hi : lo;",
+              "                }",
+              "            }",
+              "            float *yp = ROSENNA_WARP_SHFL_PTR(y, 16 * pass + 8 * py + cx / 2);",
+              "            const int o = 4 * (cx % 2);",
+              "#pragma unroll",
+              "            for (int j = 0; j < 4; ++j)",
+              f"                if (o + j < {plan.ny})",
+              f"                    yp[o + j] = {_act(plan, last)}(p[j] + {w}[{boff} + o + j]);",
+              "        }",
+              "    }"]
     return lines
 
 

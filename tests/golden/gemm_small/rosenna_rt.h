@@ -110,6 +110,27 @@
 #define ROSENNA_OFFLOAD_BODY 0
 #endif
 #endif
+/* The warp primitives of that body's warp path (nvptx only; 0 elsewhere): the lane, whether all 32
+   lanes are here, a warp barrier, float and pointer shuffles from a lane and across a lane mask. */
+#if !defined(ROSENNA_WARP)
+#if ROSENNA_OFFLOAD_BODY && defined(__NVPTX__)
+#define ROSENNA_WARP 1
+#define ROSENNA_WARP_LANE() ((int)__nvvm_read_ptx_sreg_laneid())
+static inline unsigned rosenna_warp_active(void)
+{
+    unsigned m;
+    __asm__ volatile("activemask.b32 %0;" : "=r"(m));
+    return m;
+}
+#define ROSENNA_WARP_FULL() (rosenna_warp_active() == 0xffffffffu)
+#define ROSENNA_WARP_SYNC() __nvvm_bar_warp_sync(0xffffffffu)
+#define ROSENNA_WARP_SHFL(v, src) __nvvm_shfl_sync_idx_f32(0xffffffffu, (v), (src), 0x1f)
+#define ROSENNA_WARP_SHFL_XOR(v, mask) __nvvm_shfl_sync_bfly_f32(0xffffffffu, (v), (mask), 0x1f)
+#define ROSENNA_WARP_SHFL_PTR(p, src)     ((__typeof__(p))(((unsigned long long)(unsigned)__nvvm_shfl_sync_idx_i32(0xffffffffu,         (int)(unsigned)((unsigned long long)(p) >> 32), (src), 0x1f) << 32) |         (unsigned)__nvvm_shfl_sync_idx_i32(0xffffffffu, (int)(unsigned)(unsigned long long)(p), (src), 0x1f)))
+#else
+#define ROSENNA_WARP 0
+#endif
+#endif
 
 /* exp and tanh for the host batch path: branch-free and inlined, so the `omp simd` loops that
    call them vectorise (libm's are scalar calls there). exp(x) = 2^k exp(r), k = round(x / ln 2),
