@@ -1,8 +1,9 @@
 #!/bin/bash
 # <name>_infer inside the program's own clang-16 `omp target teams distribute parallel for` loop
 # (the gate's c-omp harness, bench/omp_point.c) for gemm_big and mlp128: the routine rosenna
-# generates (the unrolled MLP body of clang's device pass, rosenna/emit/offload_mlp.py) against the
-# plan's loops (-DROSENNA_OFFLOAD_BODY=0), each also with -foffload-lto, and launch clauses.
+# generates (the MLP body of clang's device pass, rosenna/emit/offload_mlp.py: mlp128 takes its warp
+# path when the whole warp calls) against its one-thread path alone (-DROSENNA_WARP=0, `thread`) and
+# the plan's loops (-DROSENNA_OFFLOAD_BODY=0, `loops`), each also with -foffload-lto, and launch clauses.
 #
 #   bash bench/omp_point.sh prepare   # HERE: generate the two models' C into build/omp_point/src
 #                                     #   (ROSENNA="python -m rosenna" for a venv; ~1.5 MB)
@@ -31,10 +32,10 @@ run)
     export LD_LIBRARY_PATH=$CLANG_OMP_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OMP_TARGET_OFFLOAD=MANDATORY
     bin=$out/bin; mkdir -p "$bin"
     nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>/dev/null
-    variants=${VARIANTS:-"gemm_big:body gemm_big:loops mlp128:body mlp128:loops"}
+    variants=${VARIANTS:-"gemm_big:body gemm_big:loops mlp128:body mlp128:thread mlp128:loops"}
     for mv in $variants; do  # each variant with and without -foffload-lto, all in parallel
         m=${mv%%:*}; v=${mv#*:}; M=$(echo $m | tr a-z A-Z); src=$out/src/$m
-        def=""; [ $v = loops ] && def=-DROSENNA_OFFLOAD_BODY=0
+        def=""; [ $v = loops ] && def=-DROSENNA_OFFLOAD_BODY=0; [ $v = thread ] && def=-DROSENNA_WARP=0
         [ -d "$out/src/$m-$v" ] && src=$out/src/$m-$v  # a variant with its own generated C
         for lto in "" -lto; do
             extra=""; [ -n "$lto" ] && extra=-foffload-lto
