@@ -29,7 +29,7 @@ def _plan(tmp_path, name, sizes=None, acts=None, embed=None):
     return path, plan, cuda.choose(plan, cuda.CONSTANT_LIMIT)
 
 
-@pytest.mark.parametrize("name,warp", [("gemm_big", "chain"), ("mlp128", "shuffle"), ("gemm_small", None)])
+@pytest.mark.parametrize("name,warp", [("gemm_big", "chain"), ("mlp128", "parked"), ("gemm_small", None)])
 def test_which_warp_body(tmp_path, name, warp):
     _, plan, choice = _plan(tmp_path, name)
     assert routine.fast(plan, choice) and routine._warp_kind(choice) == warp
@@ -96,7 +96,7 @@ def emulate_warp(layers, packed, x):
                                         ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])])
 def test_emulated_warp_body_matches_the_model(tmp_path, sizes, acts):
     _, plan, choice = _plan(tmp_path, "wide", sizes, acts)
-    assert routine._warp_kind(choice) == "shuffle"
+    assert routine._warp_kind(choice) == "parked"
     layers = choice.layers
     packed = routine.WarpLayout(layers).packed().astype(np.float64)
     x = np.random.default_rng(2).uniform(-1, 1, size=(32, plan.nx))

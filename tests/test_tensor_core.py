@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from mlp_reference import ODD, act_of, custom_model, evaluate, run_packing
+from mlp_reference import ODD, act_of, custom_model, evaluate, mma3 as _mma, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import staged, tc_chain, tc_wide, tf32
@@ -210,24 +210,6 @@ def test_chain_points_per_warp(tmp_path, sizes, points):
     assert f"float h0[{points // 16}][" in kernel and f"for (int mi = 0; mi < {points // 16}; ++mi)" in kernel
     per_block = warps * points
     assert f"const long wanted = ((long)n + {per_block - 1}) / {per_block};" in src
-
-
-def _mma(a_lanes, b_lanes):
-    """The three MMAs of one 3xTF32 m16n8k8 for a warp: A [32 lanes, 4] (a0..a3, held in fp32 and
-    split as the kernels split it, tf32.split), B [32 lanes, 4] (big b0, big b1, small b0, small b1)
-    -> C [32 lanes, 4] (c0..c3): small*big' + big*small' + big*big', summed in float64."""
-    lane = np.arange(32)
-    gid, tig = lane // 4, lane % 4
-    big, small = tf32.split(np.asarray(a_lanes, np.float32))
-    c = np.zeros((16, 8))
-    for a_part, b_cols in ((small, (0, 1)), (big, (2, 3)), (big, (0, 1))):
-        a_mat, b_mat = np.zeros((16, 8)), np.zeros((8, 8))
-        a_mat[gid, tig], a_mat[gid + 8, tig] = a_part[:, 0], a_part[:, 1]
-        a_mat[gid, tig + 4], a_mat[gid + 8, tig + 4] = a_part[:, 2], a_part[:, 3]
-        b_mat[tig, gid] = b_lanes[:, b_cols[0]]
-        b_mat[tig + 4, gid] = b_lanes[:, b_cols[1]]
-        c += a_mat @ b_mat
-    return np.stack([c[gid, 2 * tig], c[gid, 2 * tig + 1], c[gid + 8, 2 * tig], c[gid + 8, 2 * tig + 1]], axis=1)
 
 
 def _emulate_wide(layers, acts, packed, x):

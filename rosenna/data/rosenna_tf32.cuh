@@ -33,24 +33,23 @@ __device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4],
     rosenna_mma(d, big, b.x, b.y);
 }
 
-/* One layer for the warp's 16 MT points: in[MT][KT][4] A fragments (MT 16-row tiles), out[MT][NT][4]
-   the activated C fragments reordered (c0, c2, c1, c3) into the next layer's A fragments. F: the
-   layer's B fragments, bias: its bias padded to NT*8, both in shared memory. The products of
-   each pair of k8 tiles are summed by the tensor cores from zero and added to the bias and the
-   running sum in fp32 (round to nearest): the tensor cores' truncating accumulation never carries
-   the running sum (rosenna_tcw_stage says why). */
-template <int KT, int NT, float (*ACT)(float), int MT = 2>
-__device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
-                                                 float (&out)[MT][NT][4])
+/* The split-accumulated sums of n8 tiles NT0 .. NT0 + NG of a layer with KT k8 and NT n8 tiles, for
+   the warp's MT 16-row tiles: in[MT][KT][4] A fragments, F the layer's B fragments ([kt][nt][lane]),
+   bias its bias padded to NT*8. The products of each pair of k8 tiles are summed by the tensor cores
+   from zero and added to the bias and the running sum in fp32 (round to nearest): the tensor cores'
+   truncating accumulation never carries the running sum (rosenna_tcw_stage says why). acc: C
+   fragments. LDG: F is global memory, read through the read-only data cache. */
+template <int KT, int NT, int NG, int MT, bool LDG = false>
+__device__ __forceinline__ void rosenna_tc_sums(const float4 *F, const float *bias, const float (&in)[MT][KT][4], int nt0,
+                                                float (&acc)[MT][NG][4])
 {
     constexpr int S = 2;  /* k8 tiles per partial sum */
     unsigned lane;  /* %laneid: threadIdx.x % 32 is the lane only for x extents that are multiples of 32 */
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
     const int tig = lane % 4;
-    float acc[MT][NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const float2 b = *reinterpret_cast<const float2 *>(bias + nt * 8 + 2 * tig);
+    for (int nt = 0; nt < NG; ++nt) {
+        const float2 b = *reinterpret_cast<const float2 *>(bias + (nt0 + nt) * 8 + 2 * tig);
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             acc[mi][nt][0] = acc[mi][nt][2] = b.x;
@@ -60,11 +59,11 @@ __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *b
 #pragma unroll
     for (int k0 = 0; k0 < KT; k0 += S) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
+        for (int nt = 0; nt < NG; ++nt) {
             float t[MT][4] = {};
 #pragma unroll
             for (int kt = k0; kt < k0 + S && kt < KT; ++kt) {
-                const float4 b = F[(kt * NT + nt) * 32 + lane];
+                const float4 b = LDG ? __ldg(F + (kt * NT + nt0 + nt) * 32 + lane) : F[(kt * NT + nt0 + nt) * 32 + lane];
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi)
                     rosenna_mma3(t[mi], in[mi][kt], b);
@@ -76,6 +75,17 @@ __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *b
                     acc[mi][nt][r] += t[mi][r];
         }
     }
+}
+
+/* One layer for the warp's 16 MT points: in[MT][KT][4] A fragments (MT 16-row tiles), out[MT][NT][4]
+   the activated C fragments reordered (c0, c2, c1, c3) into the next layer's A fragments. F: the
+   layer's B fragments, bias: its bias padded to NT*8 (rosenna_tc_sums). */
+template <int KT, int NT, float (*ACT)(float), int MT = 2, bool LDG = false>
+__device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
+                                                 float (&out)[MT][NT][4])
+{
+    float acc[MT][NT][4];
+    rosenna_tc_sums<KT, NT, NT, MT, LDG>(F, bias, in, 0, acc);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll

@@ -43,6 +43,13 @@ CONSTANT_BYTES = 6 * 1024
 REGISTER_WIDTH = 64
 #: Whether ``<name>_infer`` takes the warp body when the whole warp calls it.
 AUTO_WARP = True
+#: The tensor-core warp body of staged MLPs: 16-row tiles it carries through the layers at once
+#: (2: the warp's 32 points together; 1: two passes of 16), and the registers a layer's input
+#: and sums may take before its outputs are computed in parked groups (``_groups``).
+WARP_TILES = 2
+WARP_REGISTERS = 160
+#: Whether the tensor-core warp bodies read their fragments with ``__ldg`` (the read-only path).
+WARP_LDG = True
 
 
 def fast(plan, choice):
@@ -55,7 +62,7 @@ def _warp_kind(choice):
     if choice.base is narrow.KIND and tc_chain.chain_fits(layers):
         return "chain"
     if choice.base is staged.KIND:
-        return "shuffle"
+        return "parked"
     return None
 
 
@@ -88,50 +95,77 @@ def _one_thread(plan, choice, weights, ld):
     return lines
 
 
-def _chain_warp(plan, choice):
-    """The 3xTF32 chain's warp body for the lanes' 32 points (CUDA sm_80+)."""
+def _groups(layer, mt, kt):
+    """n8 tiles per group of a layer whose input is ``kt`` k8 tiles (:data:`WARP_REGISTERS`):
+    all of them (``rosenna_tc_layer``) when the input and every sum fit, else the most that fit
+    and divide the layer's n8 tiles (``rosenna_tc_layer_parked``)."""
+    nt = tiles(layer.n)
+    fit = [g for g in range(1, nt + 1) if nt % g == 0 and 4 * mt * (kt + g) <= WARP_REGISTERS]
+    return max(fit) if fit else 1
+
+
+def _tc_warp(plan, choice):
+    """The 3xTF32 warp body for the lanes' 32 points (CUDA sm_80+): the chain's layers in
+    registers, 32 points at once (:data:`WARP_TILES` 16-row tiles a pass); a layer too wide for its
+    input and all its sums in registers computes its outputs in groups (``_groups``)."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
-    frags, biases, frag4, _ = tc_chain.chain_offsets(layers)
+    frags, biases, _, _ = tc_chain.chain_offsets(layers)
+    frag4 = tc_chain.chain_offsets(layers)[2]
     kt0 = tiles(layers[0].k)
+    mt = WARP_TILES if _warp_kind(choice) == "parked" else 2
+    passes = 2 // mt
+    ldg = str(WARP_LDG).lower()
+    ind = "    " * (2 if passes > 1 else 1)
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({n}_rchain);",
              f"    const float *bias = {n}_rchain + {4 * frag4};",
-             "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;",
-             f"    float h0[2][{kt0}][4];",
-             "#pragma unroll",
-             "    for (int mi = 0; mi < 2; ++mi) {",
-             "        const float *x0 = rosenna_lane_ptr(x, 16 * mi + gid), *x1 = rosenna_lane_ptr(x, 16 * mi + gid + 8);",
-             "#pragma unroll",
-             f"        for (int kt = 0; kt < {kt0}; ++kt) {{",
-             "            const int k0 = kt * 8 + tig, k1 = k0 + 4;",
-             f"            h0[mi][kt][0] = k0 < {nx} ? x0[k0] : 0.0f;",
-             f"            h0[mi][kt][1] = k0 < {nx} ? x1[k0] : 0.0f;",
-             f"            h0[mi][kt][2] = k1 < {nx} ? x0[k1] : 0.0f;",
-             f"            h0[mi][kt][3] = k1 < {nx} ? x1[k1] : 0.0f;",
-             "        }",
-             "    }"]
+             "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;"]
+    if passes > 1:
+        lines += ["#pragma unroll 1", f"    for (int pass = 0; pass < {passes}; ++pass) {{  /* 16 points a pass */"]
+    row = "16 * (pass + mi)" if passes > 1 else "16 * mi"
+    body = [f"float h0[{mt}][{kt0}][4];",
+            "#pragma unroll",
+            f"for (int mi = 0; mi < {mt}; ++mi) {{",
+            f"    const float *x0 = rosenna_lane_ptr(x, {row} + gid), *x1 = rosenna_lane_ptr(x, {row} + gid + 8);",
+            "#pragma unroll",
+            f"    for (int kt = 0; kt < {kt0}; ++kt) {{",
+            "        const int k0 = kt * 8 + tig, k1 = k0 + 4;",
+            f"        h0[mi][kt][0] = k0 < {nx} ? x0[k0] : 0.0f;",
+            f"        h0[mi][kt][1] = k0 < {nx} ? x1[k0] : 0.0f;",
+            f"        h0[mi][kt][2] = k1 < {nx} ? x0[k1] : 0.0f;",
+            f"        h0[mi][kt][3] = k1 < {nx} ? x1[k1] : 0.0f;",
+            "    }",
+            "}"]
     for i, layer in enumerate(layers):
         kt, nt = tiles(layer.k), tiles(layer.n)
-        lines += [f"    float h{i + 1}[2][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
-                  f"    rosenna_tc_layer<{kt}, {nt}, rt_act{i}>(F + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});"]
+        ng = _groups(layer, mt, kt)
+        body.append(f"float h{i + 1}[{mt}][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */")
+        if ng == nt:
+            body.append(f"rosenna_tc_layer<{kt}, {nt}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});")
+        else:
+            body.append(f"rosenna_tc_layer_parked<{kt}, {nt}, {ng}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
+                        f"h{i}, h{i + 1});  /* {nt // ng} groups of {ng} n8 tiles */")
     last = len(layers)
-    lines += ["    /* Output columns 2tig and 2tig+1 of each n8 tile, rows gid and gid+8. */",
-              "#pragma unroll",
-              "    for (int mi = 0; mi < 2; ++mi) {",
-              "        float *y0 = rosenna_lane_ptr(y, 16 * mi + gid), *y1 = rosenna_lane_ptr(y, 16 * mi + gid + 8);",
-              "#pragma unroll",
-              f"        for (int nt = 0; nt < {tiles(layers[-1].n)}; ++nt) {{",
-              "            const int c = nt * 8 + 2 * tig;",
-              f"            if (c < {ny}) {{",
-              f"                y0[c] = h{last}[mi][nt][0];",
-              f"                y1[c] = h{last}[mi][nt][1];",
-              "            }",
-              f"            if (c + 1 < {ny}) {{",
-              f"                y0[c + 1] = h{last}[mi][nt][2];",
-              f"                y1[c + 1] = h{last}[mi][nt][3];",
-              "            }",
-              "        }",
-              "    }"]
+    body += ["/* Output columns 2tig and 2tig+1 of each n8 tile, rows gid and gid+8. */",
+             "#pragma unroll",
+             f"for (int mi = 0; mi < {mt}; ++mi) {{",
+             f"    float *y0 = rosenna_lane_ptr(y, {row} + gid), *y1 = rosenna_lane_ptr(y, {row} + gid + 8);",
+             "#pragma unroll",
+             f"    for (int nt = 0; nt < {tiles(layers[-1].n)}; ++nt) {{",
+             "        const int c = nt * 8 + 2 * tig;",
+             f"        if (c < {ny}) {{",
+             f"            y0[c] = h{last}[mi][nt][0];",
+             f"            y1[c] = h{last}[mi][nt][1];",
+             "        }",
+             f"        if (c + 1 < {ny}) {{",
+             f"            y0[c + 1] = h{last}[mi][nt][2];",
+             f"            y1[c + 1] = h{last}[mi][nt][3];",
+             "        }",
+             "    }",
+             "}"]
+    lines += [ind + b if b and not b.startswith("#") else b for b in body]
+    if passes > 1:
+        lines.append("    }")
     return lines
 
 
@@ -190,9 +224,9 @@ def upload(plan, choice):
     n, layers = plan.name, choice.layers
     steps = [(f"{n}_rpacked", _dense_layout(choice), "packed", "")]
     kind = _warp_kind(choice)
-    if kind == "chain":
+    if kind in ("chain", "parked"):
         steps.append((f"{n}_rchain", tc_chain.ChainLayout(layers), "tc", tf32.GUARD))
-    elif kind == "shuffle":
+    if kind == "parked":
         steps.append((f"{n}_rwarp", WarpLayout(layers), "rw", ""))
     lines = []
     for name, layout, var, guard in steps:
@@ -206,7 +240,7 @@ def upload(plan, choice):
             f"        free({var});",
             "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
             "    }"] + (["#endif"] if guard else [])
-    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if kind == "chain" else "")
+    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if kind in ("chain", "parked") else "")
     return helpers, "\n".join(lines)
 
 
@@ -229,11 +263,12 @@ def routine(plan, choice, renderer):
     parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
              _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)
-    if kind == "chain":
+    if kind in ("chain", "parked"):
         parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, then its biases (tc_chain.py). */",
                   _array(plan, "__device__ const", f"{n}_rchain", tc_chain.ChainLayout(layers)), "#endif"]
-    elif kind == "shuffle":
-        parts += ["/* The warp body's copy: per layer W [16 KC][16 NC], then its bias (routine.py's WarpLayout). */",
+    if kind == "parked":
+        parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
+                  "(routine.py's WarpLayout). */",
                   _array(plan, "__device__ const", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
@@ -241,17 +276,20 @@ def routine(plan, choice, renderer):
     parts.append(fixed.load("rosenna_routine.cuh"))
     if kind == "chain":
         parts += [tf32.GUARD, tf32.device_lib(), "#endif"]
+    elif kind == "parked":
+        parts += [tf32.GUARD, tf32.device_lib(), fixed.load("rosenna_tc_routine.cuh"), "#endif"]
     parts.append("}  // namespace\n")
     body = _one_thread(plan, choice, f"{n}_rpacked", 0 if constant else 1)
     parts.append(f"/* One point, one thread. */\nstatic __device__ __forceinline__ void {n}_point_thread{sig}\n{{\n"
                  + "\n".join(body) + "\n}\n")
+    guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
     if kind == "chain":
-        guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
-        warp = [guard] + _chain_warp(plan, choice) + ["#else", f"    {n}_point_thread(x, y);", "#endif"]
+        warp = [guard] + _tc_warp(plan, choice) + ["#else", f"    {n}_point_thread(x, y);", "#endif"]
         warp_kind = "the 3xTF32 chain's warp body (CUDA sm_80+; elsewhere each lane its own point)"
-    elif kind == "shuffle":
-        warp = _shuffle_warp(plan, choice)
-        warp_kind = "FP32, two passes of 16 points, no shared memory"
+    elif kind == "parked":
+        warp = [guard] + _tc_warp(plan, choice) + ["#else"] + _shuffle_warp(plan, choice) + ["#endif"]
+        warp_kind = ("3xTF32 on the tensor cores, outputs of wide layers in parked groups (CUDA sm_80+); elsewhere "
+                     "FP32, two passes of 16 points, no shared memory")
     else:
         warp = [f"    {n}_point_thread(x, y);"]
         warp_kind = "each lane its own point"

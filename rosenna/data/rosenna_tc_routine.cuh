@@ -1,0 +1,52 @@
+/* The tensor-core warp body of <name>_infer_warp for layers too wide for the chain's registers
+   (rosenna/emit/cuda/routine.py). A layer's NT n8 tiles are computed in NT / NG groups of NG: the
+   whole input stays in registers (in[MT][KT][4], the A fragments), each group's sums are NG x MT
+   C fragments, and the activated outputs of every group but the last are parked in local memory
+   (each lane's own, one 16-byte store per fragment: coalesced, L1-resident) until the layer is
+   done, then read back as the next layer's A fragments. The group loop is not unrolled: one
+   group's code, its k loop unrolled. F, bias: global memory (LDG as rosenna_tc_sums). */
+template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG>
+__device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
+                                                        float (&out)[MT][NT][4])
+{
+    static_assert(NT % NG == 0 && NT > NG, "groups of NG n8 tiles, more than one");
+    constexpr int G = NT / NG;
+    float4 park[G - 1][MT][NG];
+#pragma unroll 1
+    for (int g = 0; g < G - 1; ++g) {
+        float acc[MT][NG][4];
+        rosenna_tc_sums<KT, NT, NG, MT, LDG>(F, bias, in, g * NG, acc);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < NG; ++nt) {
+                const float(&c)[4] = acc[mi][nt];
+                park[g][mi][nt] = make_float4(ACT(c[0]), ACT(c[2]), ACT(c[1]), ACT(c[3]));
+            }
+    }
+    float acc[MT][NG][4];
+    rosenna_tc_sums<KT, NT, NG, MT, LDG>(F, bias, in, (G - 1) * NG, acc);
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < NG; ++nt) {
+            float(&o)[4] = out[mi][(G - 1) * NG + nt];
+            o[0] = ACT(acc[mi][nt][0]);
+            o[1] = ACT(acc[mi][nt][2]);
+            o[2] = ACT(acc[mi][nt][1]);
+            o[3] = ACT(acc[mi][nt][3]);
+        }
+#pragma unroll
+    for (int g = 0; g < G - 1; ++g)
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < NG; ++nt) {
+                const float4 v = park[g][mi][nt];
+                float(&o)[4] = out[mi][g * NG + nt];
+                o[0] = v.x;
+                o[1] = v.y;
+                o[2] = v.z;
+                o[3] = v.w;
+            }
+}
