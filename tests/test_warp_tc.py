@@ -15,22 +15,29 @@ import pytest
 from mlp_reference import ODD, act_of, custom_model, evaluate, mma3
 from rosenna import zoo
 from rosenna.emit import cuda
-from rosenna.emit.cuda import routine, tc_chain
+from rosenna.emit.cuda import routine, tc_chain, tf32
 from rosenna.generate import Options, build_plan, generate
 
-CALL = re.compile(r"rosenna_tc_layer(?:_parked)?<(\d+), (\d+), (?:(\d+), )?rt_act(\d+), (\d+), (?:true|false)>"
+CALL = re.compile(r"rosenna_tc_layer(?:_parked)?<(\d+), (\d+), (?:(\d+), )?rt_act(\d+), (\d+), (?:true|false), (true|false)>"
                   r"\(F \+ (\d+), bias \+ (\d+), h(\d+), h(\d+)\)")
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """model -> (layers, the warp body's text) for mlp128 and the odd-width MLP (file-loaded)."""
+    """model -> (plan, layers, the warp body's text, directory) for mlp128 and the odd-width MLP
+    (file-loaded), and for mlp128 with the other fragment format (``mlp128-other``)."""
     tmp = tmp_path_factory.mktemp("warp_tc")
     out = {}
-    for name in ("mlp128", "odd"):
-        path = zoo.save(name, str(tmp / f"{name}.onnx")) if name == "mlp128" else custom_model(tmp, name, *ODD)
+    for name, compact in (("mlp128", routine.WARP_COMPACT), ("odd", routine.WARP_COMPACT),
+                          ("mlp128-other", not routine.WARP_COMPACT)):
+        model = name.split("-")[0]
+        path = zoo.save(model, str(tmp / f"{model}.onnx")) if model == "mlp128" else custom_model(tmp, model, *ODD)
         _, plan = build_plan(path, Options(lang="c", embed=False))
-        generate(path, str(tmp / name), Options(lang="c", embed=False))
+        saved, routine.WARP_COMPACT = routine.WARP_COMPACT, compact
+        try:
+            generate(path, str(tmp / name), Options(lang="c", embed=False))
+        finally:
+            routine.WARP_COMPACT = saved
         src = (tmp / name / f"{plan.name}_kernel.cu").read_text()
         start = src.index(f"void {plan.name}_infer_warp_body")
         out[name] = (plan, cuda.mlp_layers(plan), src[start:src.index("#else", start)], tmp / name)
@@ -44,7 +51,12 @@ def emulate(body, layers, packed, x):
     assert len(calls) == len(layers), body
     passes = int(re.search(r"for \(int pass = 0; pass < (\d+);", body).group(1)) if "int pass" in body else 1
     bias_at = int(re.search(r"const float \*bias = \w+_rchain \+ (\d+);", body).group(1))
-    f4 = packed[:bias_at].reshape(-1, 4).astype(np.float64)
+    compact = calls[0][5] == "true"
+    if compact:  # the kernel's split of each 8-byte fragment (rosenna_tcw_b)
+        pairs = packed[:bias_at].reshape(-1, 2)
+        f4 = tf32.unpack_compact(pairs).astype(np.float64)
+    else:
+        f4 = packed[:bias_at].reshape(-1, 4).astype(np.float64)
     bias = packed[bias_at:].astype(np.float64)
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
@@ -57,8 +69,9 @@ def emulate(body, layers, packed, x):
         h = [[np.stack([np.where(kt * 8 + tig + 4 * (s // 2) < nx,
                                  x[r + 8 * (s % 2), np.minimum(kt * 8 + tig + 4 * (s // 2), nx - 1)], 0.0)
                         for s in range(4)], axis=1) for kt in range(kt0)] for r in rows]
-        for i, (kt_n, nt_n, ng, act_i, mt_i, foff, boff, src, dst) in enumerate(calls):
+        for i, (kt_n, nt_n, ng, act_i, mt_i, comp, foff, boff, src, dst) in enumerate(calls):
             kt_n, nt_n, foff, boff = int(kt_n), int(nt_n), int(foff), int(boff)
+            foff *= 2 if comp == "true" else 1  # float4 offsets; a compact tile's lane is half a float4
             ng = int(ng) if ng else nt_n
             assert (int(act_i), int(src), int(dst), int(mt_i)) == (i, i, i + 1, mt) and nt_n % ng == 0
             act = act_of(layers[i])
@@ -83,12 +96,12 @@ def emulate(body, layers, packed, x):
     return y
 
 
-@pytest.mark.parametrize("name", ["mlp128", "odd"])
+@pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other"])
 def test_emulated_warp_body_matches_the_model(generated, name):
     plan, layers, body, _ = generated[name]
     choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert routine._warp_kind(choice) == "parked" and "rosenna_tc_layer_parked<" in body
-    packed = tc_chain.chain_packed(layers)
+    packed = tc_chain.chain_packed(layers, compact=CALL.findall(body)[0][5] == "true")
     x = np.random.default_rng(5).uniform(-1, 1, size=(32, plan.nx))
     want = evaluate(layers, x)
     np.testing.assert_allclose(emulate(body, layers, packed, x), want, rtol=2e-6, atol=1e-6)
@@ -113,7 +126,7 @@ def test_parked_layer_puts_every_group_where_the_next_layer_reads_it(tmp_path, k
 struct float4 {{ float x, y, z, w; }};
 static float4 make_float4(float a, float b, float c, float d) {{ return {{a, b, c, d}}; }}
 static int asked[64], calls;
-template <int KT, int NT, int NG, int MT, bool LDG>
+template <int KT, int NT, int NG, int MT, bool LDG, bool COMPACT>
 void rosenna_tc_sums(const float4 *, const float *, const float (&)[MT][KT][4], int nt0, float (&acc)[MT][NG][4])
 {{
     asked[calls++] = nt0;
@@ -127,7 +140,7 @@ static float act(float v) {{ return v + 0.5f; }}
 int main()
 {{
     static float in[{mt}][{kt}][4], out[{mt}][{nt}][4];
-    rosenna_tc_layer_parked<{kt}, {nt}, {ng}, act, {mt}, true>(nullptr, nullptr, in, out);
+    rosenna_tc_layer_parked<{kt}, {nt}, {ng}, act, {mt}, true, false>(nullptr, nullptr, in, out);
     for (int i = 0; i < calls; ++i)
         printf("%d ", asked[i]);
     printf("\\n");
@@ -154,3 +167,18 @@ def test_groups_fit_the_register_budget(generated):
             ng = int(ng) if ng else nt
             assert 4 * mt * (kt + ng) <= routine.WARP_REGISTERS or ng == 1
             assert nt % ng == 0 and (ng < nt) == (4 * mt * (kt + nt) > routine.WARP_REGISTERS)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.parametrize("compact", [False, True])
+def test_warp_copy_host_packing_in_cpp_equals_numpy(generated, tmp_path, compact):
+    """File-loaded models pack the warp body's copy at init (C++ in <name>_routine_upload), both
+    fragment formats, bit for bit as numpy packs embedded ones."""
+    from mlp_reference import run_packing
+
+    _, layers, _, _ = generated["odd"]
+    layout = tc_chain.ChainLayout(layers, compact)
+    body = f"    float *tc = (float *)calloc({layout.size}, sizeof(float));\n" + layout.host_packing("tc")
+    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", layout.size)
+    want = layout.packed()
+    assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))

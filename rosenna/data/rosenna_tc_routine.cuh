@@ -4,8 +4,8 @@
    C fragments, and the activated outputs of every group but the last are parked in local memory
    (each lane's own, one 16-byte store per fragment: coalesced, L1-resident) until the layer is
    done, then read back as the next layer's A fragments. The group loop is not unrolled: one
-   group's code, its k loop unrolled. F, bias: global memory (LDG as rosenna_tc_sums). */
-template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG>
+   group's code, its k loop unrolled. F, bias: global memory (LDG, COMPACT as rosenna_tc_sums). */
+template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG, bool COMPACT>
 __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
                                                         float (&out)[MT][NT][4])
 {
@@ -15,7 +15,7 @@ __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const f
 #pragma unroll 1
     for (int g = 0; g < G - 1; ++g) {
         float acc[MT][NG][4];
-        rosenna_tc_sums<KT, NT, NG, MT, LDG>(F, bias, in, g * NG, acc);
+        rosenna_tc_sums<KT, NT, NG, MT, LDG, COMPACT>(F, bias, in, g * NG, acc);
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -25,7 +25,7 @@ __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const f
             }
     }
     float acc[MT][NG][4];
-    rosenna_tc_sums<KT, NT, NG, MT, LDG>(F, bias, in, (G - 1) * NG, acc);
+    rosenna_tc_sums<KT, NT, NG, MT, LDG, COMPACT>(F, bias, in, (G - 1) * NG, acc);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll

@@ -25,16 +25,6 @@ __device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split
     rosenna_mma(d, a.big, b.x, b.y);
 }
 
-/* A compact fragment (rosenna/emit/cuda/tf32.py compact: each weight big + small, both TF32) split
-   back into {big(b0), big(b1), small(b0), small(b1)}: big is the weight with its low 13 bits
-   cleared, small the rest, exact. */
-__device__ __forceinline__ float4 rosenna_tcw_b(float2 w)
-{
-    const float big0 = __uint_as_float(__float_as_uint(w.x) & 0xffffe000u);
-    const float big1 = __uint_as_float(__float_as_uint(w.y) & 0xffffe000u);
-    return make_float4(big0, big1, w.x - big0, w.y - big1);
-}
-
 /* One stage g of the STAGES-stage weight stream (8 KS input rows of a hidden layer, the first at
    column k0 of act[p][LDA]) multiplied into the warp's accumulators. The stage's products are
    summed by the tensor cores from zero and added to the accumulators in fp32 (round to nearest):

@@ -33,13 +33,24 @@ __device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4],
     rosenna_mma(d, big, b.x, b.y);
 }
 
+/* A compact fragment (rosenna/emit/cuda/tf32.py compact: each weight big + small, both TF32) split
+   back into {big(b0), big(b1), small(b0), small(b1)}: big is the weight with its low 13 bits
+   cleared, small the rest, exact. */
+__device__ __forceinline__ float4 rosenna_tcw_b(float2 w)
+{
+    const float big0 = __uint_as_float(__float_as_uint(w.x) & 0xffffe000u);
+    const float big1 = __uint_as_float(__float_as_uint(w.y) & 0xffffe000u);
+    return make_float4(big0, big1, w.x - big0, w.y - big1);
+}
+
 /* The split-accumulated sums of n8 tiles NT0 .. NT0 + NG of a layer with KT k8 and NT n8 tiles, for
    the warp's MT 16-row tiles: in[MT][KT][4] A fragments, F the layer's B fragments ([kt][nt][lane]),
    bias its bias padded to NT*8. The products of each pair of k8 tiles are summed by the tensor cores
    from zero and added to the bias and the running sum in fp32 (round to nearest): the tensor cores'
    truncating accumulation never carries the running sum (rosenna_tcw_stage says why). acc: C
-   fragments. LDG: F is global memory, read through the read-only data cache. */
-template <int KT, int NT, int NG, int MT, bool LDG = false>
+   fragments. LDG: F is global memory, read through the read-only data cache. COMPACT: F holds
+   compact fragments (8 bytes per lane and tile, rosenna_tcw_b), F's offsets still in float4. */
+template <int KT, int NT, int NG, int MT, bool LDG = false, bool COMPACT = false>
 __device__ __forceinline__ void rosenna_tc_sums(const float4 *F, const float *bias, const float (&in)[MT][KT][4], int nt0,
                                                 float (&acc)[MT][NG][4])
 {
@@ -63,7 +74,9 @@ __device__ __forceinline__ void rosenna_tc_sums(const float4 *F, const float *bi
             float t[MT][4] = {};
 #pragma unroll
             for (int kt = k0; kt < k0 + S && kt < KT; ++kt) {
-                const float4 b = LDG ? __ldg(F + (kt * NT + nt0 + nt) * 32 + lane) : F[(kt * NT + nt0 + nt) * 32 + lane];
+                const int e = (kt * NT + nt0 + nt) * 32 + lane;
+                const float2 *F2 = reinterpret_cast<const float2 *>(F);
+                const float4 b = COMPACT ? rosenna_tcw_b(LDG ? __ldg(F2 + e) : F2[e]) : LDG ? __ldg(F + e) : F[e];
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi)
                     rosenna_mma3(t[mi], in[mi][kt], b);
@@ -80,12 +93,12 @@ __device__ __forceinline__ void rosenna_tc_sums(const float4 *F, const float *bi
 /* One layer for the warp's 16 MT points: in[MT][KT][4] A fragments (MT 16-row tiles), out[MT][NT][4]
    the activated C fragments reordered (c0, c2, c1, c3) into the next layer's A fragments. F: the
    layer's B fragments, bias: its bias padded to NT*8 (rosenna_tc_sums). */
-template <int KT, int NT, float (*ACT)(float), int MT = 2, bool LDG = false>
+template <int KT, int NT, float (*ACT)(float), int MT = 2, bool LDG = false, bool COMPACT = false>
 __device__ __forceinline__ void rosenna_tc_layer(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
                                                  float (&out)[MT][NT][4])
 {
     float acc[MT][NT][4];
-    rosenna_tc_sums<KT, NT, NT, MT, LDG>(F, bias, in, 0, acc);
+    rosenna_tc_sums<KT, NT, NT, MT, LDG, COMPACT>(F, bias, in, 0, acc);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll

@@ -50,6 +50,9 @@ WARP_TILES = 2
 WARP_REGISTERS = 160
 #: Whether the tensor-core warp bodies read their fragments with ``__ldg`` (the read-only path).
 WARP_LDG = True
+#: Whether the staged MLPs' tensor-core warp body reads compact fragments (8 bytes per lane and
+#: tile, each weight once as big + small: half the bytes through L1, two instructions a weight).
+WARP_COMPACT = False
 
 
 def fast(plan, choice):
@@ -64,6 +67,11 @@ def _warp_kind(choice):
     if choice.base is staged.KIND:
         return "parked"
     return None
+
+
+def _chain_layout(choice):
+    """The tensor-core warp body's copy ``<name>_rchain`` (tc_chain.py's packing)."""
+    return tc_chain.ChainLayout(choice.layers, _warp_kind(choice) == "parked" and WARP_COMPACT)
 
 
 def _dense_layout(choice):
@@ -110,12 +118,13 @@ def _tc_warp(plan, choice):
     input and all its sums in registers computes its outputs in groups (``_groups``)."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
-    frags, biases, _, _ = tc_chain.chain_offsets(layers)
-    frag4 = tc_chain.chain_offsets(layers)[2]
+    parked = _warp_kind(choice) == "parked"
+    compact = parked and WARP_COMPACT
+    frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
     kt0 = tiles(layers[0].k)
-    mt = WARP_TILES if _warp_kind(choice) == "parked" else 2
+    mt = WARP_TILES if parked else 2
     passes = 2 // mt
-    ldg = str(WARP_LDG).lower()
+    ldg = f"{str(WARP_LDG).lower()}, {str(compact).lower()}"
     ind = "    " * (2 if passes > 1 else 1)
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({n}_rchain);",
              f"    const float *bias = {n}_rchain + {4 * frag4};",
@@ -225,7 +234,7 @@ def upload(plan, choice):
     steps = [(f"{n}_rpacked", _dense_layout(choice), "packed", "")]
     kind = _warp_kind(choice)
     if kind in ("chain", "parked"):
-        steps.append((f"{n}_rchain", tc_chain.ChainLayout(layers), "tc", tf32.GUARD))
+        steps.append((f"{n}_rchain", _chain_layout(choice), "tc", tf32.GUARD))
     if kind == "parked":
         steps.append((f"{n}_rwarp", WarpLayout(layers), "rw", ""))
     lines = []
@@ -265,7 +274,7 @@ def routine(plan, choice, renderer):
     kind = _warp_kind(choice)
     if kind in ("chain", "parked"):
         parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, then its biases (tc_chain.py). */",
-                  _array(plan, "__device__ const", f"{n}_rchain", tc_chain.ChainLayout(layers)), "#endif"]
+                  _array(plan, "__device__ const", f"{n}_rchain", _chain_layout(choice)), "#endif"]
     if kind == "parked":
         parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
                   "(routine.py's WarpLayout). */",

@@ -53,29 +53,31 @@ def chain_fits(layers):
     return chain_bytes(layers) <= CHAIN_SMEM_LIMIT
 
 
-def chain_offsets(layers):
+def chain_offsets(layers, compact=False):
     """Per layer: (float4 offset of its fragments, float offset of its bias in the bias block),
-    and the sizes (float4 of fragments, floats of biases)."""
+    and the sizes (float4 of fragments, floats of biases). ``compact``: 8-byte fragments
+    (tf32.pack_compact; the per-point warp body, rosenna/emit/cuda/routine.py)."""
     frags, biases, f, b = [], [], 0, 0
     for layer in layers:
         frags.append(f)
         biases.append(b)
-        f += 32 * _tiles(layer.k) * _tiles(layer.n)
+        f += (16 if compact else 32) * _tiles(layer.k) * _tiles(layer.n)
         b += 8 * _tiles(layer.n)
     return frags, biases, f, b
 
 
-def chain_bytes(layers):
-    _, _, frag4, bias = chain_offsets(layers)
+def chain_bytes(layers, compact=False):
+    _, _, frag4, bias = chain_offsets(layers, compact)
     return 16 * frag4 + 4 * bias
 
 
-def chain_packed(layers):
+def chain_packed(layers, compact=False):
     """Fragments of every layer (float4 units, flattened), then every layer's bias padded to 8."""
     frags, biases = [], []
+    pack = tf32.pack_compact if compact else tf32.pack_layer
     for i, layer in enumerate(layers):
         kp, npad = 8 * _tiles(layer.k), 8 * _tiles(layer.n)
-        frags.append(tf32.pack_layer(layer.w, kp, npad, paired=i > 0))
+        frags.append(pack(layer.w, kp, npad, paired=i > 0))
         bias = np.zeros(npad, np.float32)
         bias[:layer.n] = layer.b
         biases.append(bias)
@@ -182,13 +184,13 @@ def chain_launch(plan, layers):
 """
 
 
-def host_packing(layers, dest="tc"):
+def host_packing(layers, dest="tc", compact=False):
     """C++ for ``<name>_device_upload``: the same packing as :func:`chain_packed`, from the weights
     as the file holds them (``host[2i]`` is layer i's W as [N][K], ``host[2i+1]`` its bias), into
     ``float *{dest}`` (zeroed beforehand)."""
-    frags, biases, frag4, _ = chain_offsets(layers)
-    return "\n".join(tf32.host_layer(i, layer, _tiles(layer.k), _tiles(layer.n), frags[i], 4 * frag4 + biases[i], i > 0, dest)
-                     for i, layer in enumerate(layers))
+    frags, biases, frag4, _ = chain_offsets(layers, compact)
+    return "\n".join(tf32.host_layer(i, layer, _tiles(layer.k), _tiles(layer.n), frags[i], 4 * frag4 + biases[i], i > 0, dest,
+                                     compact) for i, layer in enumerate(layers))
 
 
 class Chain(Kind):
@@ -214,17 +216,18 @@ class Chain(Kind):
 
 
 class ChainLayout:
-    """``<name>_tc_packed`` of the chain kernel (floats)."""
+    """``<name>_tc_packed`` of the chain kernel (floats); ``compact``: 8-byte fragments."""
 
-    def __init__(self, layers):
+    def __init__(self, layers, compact=False):
         self.layers = layers
-        self.size = chain_bytes(layers) // 4
+        self.compact = compact
+        self.size = chain_bytes(layers, compact) // 4
 
     def packed(self):
-        return chain_packed(self.layers)
+        return chain_packed(self.layers, self.compact)
 
     def host_packing(self, dest="tc"):
-        return host_packing(self.layers, dest)
+        return host_packing(self.layers, dest, self.compact)
 
 
 KIND = Chain()
