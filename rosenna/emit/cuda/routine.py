@@ -17,17 +17,29 @@ FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops b
 
 ``<name>_infer_warp(x, y)`` is the warp-cooperative routine: all 32 lanes of a warp must call it
 together (each with its own point; lanes without one pass a valid point, e.g. the last, and a y
-that may be written), and the 32 points are computed together:
+that may be written), and the 32 points are computed together (on CUDA behind the same
+``__activemask()`` test as ``<name>_infer``, :data:`WARP_MASK_TEST`):
 
 - an MLP chain the 3xTF32 tensor-core chain takes (:mod:`rosenna.emit.cuda.tc_chain`): that
   kernel's warp body, its fragments read from global memory (CUDA sm_80+);
 - an MLP chain the staged FP32 kernel takes (a hidden layer 96 to 128 wide, at most 8 outputs):
-  ``rosenna/data/rosenna_routine.cuh``, two passes of 16 points, no shared memory (CUDA, and HIP in
-  each 32-lane half of a 64-wide wavefront);
+  on CUDA sm_80+ the same 3xTF32 layers (``rosenna_tc_layer`` in ``rosenna/data/rosenna_tf32.cuh``)
+  with the whole of a layer's input in registers as A fragments, and a layer whose input and
+  sums would not fit :data:`WARP_REGISTERS` computed in groups of n8 tiles, every group's
+  activated outputs but the last parked in local memory until the layer ends
+  (``rosenna/data/rosenna_tc_routine.cuh``); :data:`WARP_TILES` 16-row tiles at once;
+  elsewhere (HIP, older GPUs, ``-DROSENNA_NO_TENSOR_CORES``) ``rosenna/data/rosenna_routine.cuh``:
+  FP32, two passes of 16 points, no shared memory (HIP: in each 32-lane half of a 64-wide
+  wavefront);
 - a float64 chain the FP64 tensor-core kernel takes (:mod:`rosenna.emit.cuda.dmma`): that
   kernel's warp body (CUDA sm_80+), and ``<name>_infer`` takes it when the whole warp calls;
 - anything else (and the tensor-core chains where their guard fails): each lane computes its own
   point.
+
+The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
+rows after the first layer so that a layer's C fragments are the next one's A fragments) from
+global memory through the read-only data cache: every warp of an SM reads the same layer at
+about the same time. Measurements: docs/benchmarks.md.
 """
 
 from rosenna.emit import fixed
@@ -43,6 +55,12 @@ CONSTANT_BYTES = 6 * 1024
 REGISTER_WIDTH = 64
 #: Whether ``<name>_infer`` takes the warp body when the whole warp calls it.
 AUTO_WARP = True
+#: Whether ``<name>_infer_warp`` (CUDA) runs its body behind ``<name>_infer``'s ``__activemask()``
+#: test. Without it nvcc compiled mlp128's FP32 shuffle body with more divergence fallbacks and
+#: spills than the same body inside ``<name>_infer`` (SASS: 5,720 against 5,400 instructions, 210 /
+#: 140 local loads / stores against 168 / 91), which ran 3.64 against 3.18 ns per point
+#: (docs/benchmarks.md, run 11 (pp17)); with it the two compile alike.
+WARP_MASK_TEST = True
 #: The tensor-core warp body of staged MLPs: 16-row tiles it carries through the layers at once
 #: (2: the warp's 32 points together; 1: two passes of 16), and the registers a layer's input
 #: and sums may take before its outputs are computed in parked groups (``_groups``).
@@ -323,9 +341,15 @@ def routine(plan, choice, renderer):
                 "#else\n"
                 f"    {n}_point_thread(x, y);\n"
                 "#endif\n")
+        # <name>_infer_warp behind the same test (WARP_MASK_TEST): the body then compiles as in
+        # <name>_infer (see WARP_MASK_TEST), and a warp that breaks the contract still gets its
+        # points, one lane at a time.
+        warp_call = body.replace(f"    {n}_point_thread(x, y);\n#endif", f"    {n}_infer_warp_body(x, y);\n#endif") \
+            if WARP_MASK_TEST else f"    {n}_infer_warp_body(x, y);\n"
     else:
         body = f"    {n}_point_thread(x, y);\n"
+        warp_call = f"    {n}_infer_warp_body(x, y);\n"
     parts.append(f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
                  f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{body}}}\n\n"
-                 f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_infer_warp_body(x, y);\n}}\n")
+                 f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n{warp_call}}}\n")
     return "\n".join(parts)
