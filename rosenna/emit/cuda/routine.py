@@ -65,7 +65,7 @@ WARP_MASK_TEST = True
 #: (2: the warp's 32 points together; 1: two passes of 16), and the registers a layer's input
 #: and sums may take before its outputs are computed in parked groups (``_groups``).
 WARP_TILES = 2
-WARP_REGISTERS = 160
+WARP_REGISTERS = 144
 #: Whether the tensor-core warp bodies read their fragments with ``__ldg`` (the read-only path).
 WARP_LDG = True
 #: Whether the staged MLPs' tensor-core warp body reads compact fragments (8 bytes per lane and
