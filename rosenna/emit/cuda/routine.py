@@ -295,7 +295,7 @@ def routine(plan, choice, renderer):
                   _array(plan, "__device__ const", f"{n}_rchain", _chain_layout(choice)), "#endif"]
     if kind == "parked":
         parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
-                  "(routine.py's WarpLayout). */",
+                  "(emit/chain.py's WarpLayout). */",
                   _array(plan, "__device__ const", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
