@@ -1,9 +1,12 @@
 """The float64 tensor-core chain (rosenna/emit/cuda/dmma.py) without a GPU: which models take it,
 a lane-by-lane emulation of its data flow (DMMA fragments, the paired row order that lets a
-layer's C fragments be the next layer's A fragments, the bounds on the last points) against the
-model in float64, the C++ packing of file-loaded models against numpy bit for bit, and nvcc
-(ptxas: no spills) and hipcc compiles of generated kernel files."""
+layer's C fragments be the next layer's A fragments, the bounds on the last points, Tanh through
+rosenna_dtanh.cuh compiled for the host) against the model in float64 at verify's float64
+tolerance, that tanh's error over a dense sweep against long double, the C++ packing of
+file-loaded models against numpy bit for bit, and nvcc (ptxas: no spills, no branches in the
+tanh) and hipcc compiles of generated kernel files."""
 
+import ctypes
 import shutil
 import subprocess
 
@@ -11,8 +14,8 @@ import numpy as np
 import pytest
 
 from mlp_reference import act_of, activation_mlp, evaluate, run_packing
-from rosenna import zoo
-from rosenna.emit import cuda
+from rosenna import compare, zoo
+from rosenna.emit import cuda, fixed
 from rosenna.emit.cuda import dmma
 from rosenna.generate import Options, build_plan, generate
 
@@ -43,9 +46,100 @@ def test_too_wide_keeps_the_fma_kernel(tmp_path):
     assert cuda.choose(plan, cuda.CONSTANT_LIMIT).tensor is None
 
 
-def emulate(layers, packed, x):
+#: rosenna_dtanh.cuh on the host: CUDA's word intrinsics by memcpy, rcp.approx.f64 as the high
+#: word of 1/d (what MUFU.RCP64H returns; 2^-20 relative at worst, the Newton step makes it 2^-60).
+DTANH_HOST = r"""#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define __device__
+#define __forceinline__ static inline
+static inline int __double2loint(double t) { uint64_t b; memcpy(&b, &t, 8); return (int)(uint32_t)b; }
+static inline double __hiloint2double(int hi, int lo)
+{
+    uint64_t b = ((uint64_t)(uint32_t)hi << 32) | (uint32_t)lo;
+    double d;
+    memcpy(&d, &b, 8);
+    return d;
+}
+static inline double rcp_high_word(double d)
+{
+    double r = 1.0 / d;
+    uint64_t b;
+    memcpy(&b, &r, 8);
+    b &= 0xffffffff00000000ull;
+    memcpy(&r, &b, 8);
+    return r;
+}
+#define ROSENNA_DTANH_RCP(d) rcp_high_word(d)
+#include "rosenna_dtanh.cuh"
+void dtanh(const double *x, double *y, long n)
+{
+    for (long i = 0; i < n; ++i)
+        y[i] = rosenna_tanh(x[i]);
+}
+"""
+#: rosenna_dtanh.cuh's error bound against the exact tanh (ulp of the result; measured 3.2 on a
+#: sweep of 84M points, bench/study/f64).
+DTANH_ULP = 4
+
+
+def _dtanh_lib(tmp, text):
+    (tmp / "rosenna_dtanh.cuh").write_text(text)
+    (tmp / "dtanh.c").write_text(DTANH_HOST)
+    subprocess.run(["gcc", "-O2", "-ffp-contract=off", "-fPIC", "-shared", str(tmp / "dtanh.c"), "-o",
+                    str(tmp / "dtanh.so"), "-lm"], check=True, cwd=tmp)
+    lib = ctypes.CDLL(str(tmp / "dtanh.so"))
+    lib.dtanh.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+
+    def dtanh(v):
+        v = np.ascontiguousarray(v, np.float64)
+        out = np.empty_like(v)
+        lib.dtanh(v.ctypes.data, out.ctypes.data, v.size)
+        return out
+    return dtanh
+
+
+@pytest.fixture(scope="module")
+def dtanh(tmp_path_factory):
+    """The kernels' double tanh on the host, and the same with its u^2 coefficient off by 1e-12
+    (a tanh up to ~100 ulp wrong: what the sweep must catch)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    text = fixed.load("rosenna_dtanh.cuh")
+    good = _dtanh_lib(tmp_path_factory.mktemp("dtanh"), text)
+    broken = _dtanh_lib(tmp_path_factory.mktemp("dtanh_broken"), text.replace("2.0000000000000027", "2.0000000000010027"))
+    return good, broken
+
+
+def _sweep():
+    """Dense on [-25, 25], log-spaced magnitudes from the smallest subnormal to 2^8, both signs."""
+    dense = np.linspace(-25.0, 25.0, 1_000_001) + 1.234567e-9
+    mags = np.ldexp(1.0 + np.arange(64) / 64.0, np.arange(-1074, 8)[:, None]).ravel()
+    return np.concatenate([dense, mags, -mags])
+
+
+def _ulps(got, x):
+    want = np.tanh(x.astype(np.longdouble))
+    return np.abs(got.astype(np.longdouble) - want) / np.spacing(np.abs(want.astype(np.float64)))
+
+
+def test_device_tanh_within_a_few_ulp(dtanh):
+    good, broken = dtanh
+    x = _sweep()
+    err = _ulps(good(x), x)
+    assert err.max() <= DTANH_ULP, f"{err.max():.2f} ulp at x = {x[err.argmax()]!r}"
+    assert _ulps(broken(x), x).max() > DTANH_ULP  # the sweep sees a wrong coefficient
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 20.0, -20.0, 1e300, -5e-324, 19.0625])
+    got = good(special)
+    assert np.array_equal(np.signbit(got[:2]), [False, True]) and np.all(got[:2] == 0.0)
+    assert list(got[2:4]) == [1.0, -1.0] and np.isnan(got[4])
+    np.testing.assert_array_equal(got[5:], np.tanh(special[5:]))
+
+
+def emulate(layers, packed, x, tanh=np.tanh):
     """The kernel for one warp's M tiles of 8 points, lane by lane: the fragments gathered into
-    matrices from the lanes that hold them, multiplied, scattered back."""
+    matrices from the lanes that hold them, multiplied, scattered back; ``tanh`` for Tanh layers
+    (the kernel's rosenna_tanh where the test has it)."""
     frags, biases, _ = dmma.offsets(layers)
     m = dmma.m_tiles(layers)
     points, nx = x.shape
@@ -62,7 +156,7 @@ def emulate(layers, packed, x):
     for i, layer in enumerate(layers):
         kt_n, nt_n = h.shape[1], (layer.n + 7) // 8
         out = np.zeros((m, 2 * nt_n, 32))
-        act = act_of(layer)
+        act = tanh if layer.act in dmma.DEVICE_FORMS else act_of(layer)
         for nt in range(nt_n):
             for mi in range(m):
                 acc = np.stack([packed[biases[i] + 8 * nt + 2 * tig], packed[biases[i] + 8 * nt + 2 * tig + 1]])
@@ -87,14 +181,18 @@ def emulate(layers, packed, x):
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_emulated_dmma_chain_matches_the_model(tmp_path, name):
+def test_emulated_dmma_chain_matches_the_model(tmp_path, name, dtanh):
     _, plan = _plan(tmp_path, name)
     layers = dmma.layers_of(plan)
     packed = dmma.packed(layers)
     points = 8 * dmma.m_tiles(layers) - 3  # the bounds on the warp's last rows matter
-    x = np.random.default_rng(5).uniform(-1, 1, size=(points, plan.nx))
+    x = np.random.default_rng(5).uniform(-3, 3, size=(points, plan.nx))
     want = evaluate(layers, x)
-    np.testing.assert_allclose(emulate(layers, packed, x), want, rtol=1e-12, atol=1e-14)
+    got = emulate(layers, packed, x, dtanh[0])
+    assert compare.compare(got, want, "float64").passed
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)  # far inside: a few ulp per tanh
+    # A tanh off by more than the tolerance fails it.
+    assert not compare.compare(emulate(layers, packed, x, lambda v: dtanh[0](v) + 1e-9), want, "float64").passed
     # The emulation can fail: layer 1 packed in the natural row order (not what C fragments give).
     frags, _, _ = dmma.offsets(layers)
     broken = packed.copy()
@@ -140,6 +238,16 @@ def test_dmma_kernel_compiles_without_spills(kernel_files):
         assert proc.returncode == 0, proc.stderr[-3000:]
         report = proc.stderr.split("_tc_kernel")[-1]
         assert "0 bytes spill stores" in report, report
+    # d4's 64 tanh per thread are straight-line code (libdevice's tanh branched in each: 138 BRA).
+    d4 = kernel_files[0]
+    proc = subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(d4), "-o", str(d4) + ".ptx"], capture_output=True,
+                          text=True, cwd=d4.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ptx = (d4.parent / (d4.name + ".ptx")).read_text()
+    body = ptx[ptx.index(".entry _Z12d4_tc_kernel"):]
+    body = body[:body.index("\n}\n")]
+    assert body.count("rcp.approx.ftz.f64") == 64, "one rosenna_tanh per activation"
+    assert body.count("bra") < 32, "branches in the tanh"  # 15: the loop and the bounds
 
 
 @pytest.mark.hipcc

@@ -36,6 +36,11 @@ MAX_WIDTH = 128
 M_TILES = ((32, 4), (64, 2), (128, 1))
 #: Threads per block: 8 warps.
 THREADS = 256
+#: Blocks per SM asked of ptxas (``__launch_bounds__``' second argument; 1: none asked).
+MIN_BLOCKS = 1
+#: Activations the chain computes with a function of ``rosenna/data/rosenna_dtanh.cuh`` instead of
+#: libdevice's (branch-free, no float conversions; its header says why and how accurate).
+DEVICE_FORMS = {"Tanh": "rosenna_tanh"}
 #: Fragments and biases up to this many bytes are copied into (static) shared memory once per
 #: block; larger ones are read from global memory through L1.
 SMEM_LIMIT = 40 * 1024
@@ -119,9 +124,25 @@ def host_packing(layers, dest="tc"):
     return "\n".join(out)
 
 
-def library():
-    """``rosenna/data/rosenna_dmma.cuh``: the DMMA and one register layer (CUDA only: inline PTX)."""
-    return fixed.load("rosenna_dmma.cuh")
+def library(layers):
+    """``rosenna/data/rosenna_dmma.cuh``: the DMMA and one register layer, and
+    ``rosenna_dtanh.cuh`` where a layer's activation is in :data:`DEVICE_FORMS` (CUDA only: inline
+    PTX)."""
+    tanh = any(layer.act in DEVICE_FORMS for layer in layers)
+    return fixed.load("rosenna_dmma.cuh") + (fixed.load("rosenna_dtanh.cuh") if tanh else "")
+
+
+def activations(prefix, layers, renderer):
+    """``__device__ double <prefix><i>(double v)`` per layer: the op's formula, or its function in
+    :data:`DEVICE_FORMS`."""
+    out = []
+    for i, layer in enumerate(layers):
+        name = f"{prefix}{i}"
+        if layer.act in DEVICE_FORMS:
+            out.append(f"__device__ __forceinline__ double {name}(double v)\n{{\n    return {DEVICE_FORMS[layer.act]}(v);\n}}")
+        else:
+            out.append(activation_fn(name, layer, renderer, "double"))
+    return out
 
 
 def shared(layers):
@@ -137,8 +158,7 @@ def kernel(plan, layers):
     warps = THREADS // 32
     per_warp = 8 * m
     renderer = Renderer(C, plan.precision, resolver(plan, C))
-    acts = ["namespace {"] + [activation_fn(f"{n}_dact{i}", layer, renderer, "double")
-                              for i, layer in enumerate(layers)] + ["}  // namespace"]
+    acts = ["namespace {"] + activations(f"{n}_dact", layers, renderer) + ["}  // namespace"]
     kt0 = _ktiles(layers[0], True)
     if shared(layers):
         weights = [f"    __shared__ double s[{size}];  /* {8 * size} bytes: fragments, then biases */",
@@ -153,7 +173,7 @@ def kernel(plan, layers):
         f"/* FP64 tensor-core chain: a warp carries {per_warp} points ({m} tile{'s' if m > 1 else ''} of 8) through all "
         f"{len(layers)} layers in registers;",
         f"   {8 * size} bytes of fragments and biases {where} (persistent grid). */",
-        f"__global__ void __launch_bounds__({THREADS}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
+        f"__global__ void __launch_bounds__({THREADS}{f', {MIN_BLOCKS}' if MIN_BLOCKS > 1 else ''}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
         "double *ROSENNA_RESTRICT y)",
         "{",
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800"] + weights + [
@@ -287,7 +307,7 @@ class Dmma(Kind):
         return ""
 
     def kernel(self, plan, choice, acts):
-        return (self.guard + "\nnamespace {\n" + library() + "}  // namespace\n"
+        return (self.guard + "\nnamespace {\n" + library(layers_of(plan)) + "}  // namespace\n"
                 + kernel(plan, layers_of(plan)) + "\n#endif /* tensor cores */")
 
     def launch(self, plan, choice):
@@ -346,8 +366,8 @@ def routine_parts(plan, sig):
     return "\n".join([
         f"{tf32.GUARD}\n/* The warp routine's copy: the FP64 tensor-core chain's fragments, then its biases. */",
         f"static {storage} __align__(16) double {n}_rdmma[{size}]{values};", "#endif",
-        "namespace {"] + [activation_fn(f"rt_dact{i}", layer, renderer, "double") for i, layer in enumerate(layers)] + [
-        fixed.load("rosenna_routine.cuh"), tf32.GUARD, library(), "#endif", "}  // namespace", "",
+        "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, library(layers)]
+        + activations("rt_dact", layers, renderer) + ["#endif", "}  // namespace", "",
         f"/* 32 points, one per lane: the FP64 tensor-core chain's warp body, {passes} pass{'es' if passes > 1 else ''} of "
         f"{8 * m} points. */",
         f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{"] + body + ["}", "",
