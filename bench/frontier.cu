@@ -5,7 +5,7 @@
 // One line per N: "N <n> ms <median> min <min> max <max>" (CUDA events around one
 // <name>_infer_batch(n, x, y, 0) call, median of REPS after 3 warm-up calls). x is a fixed hash of
 // the element index in [-1, 1). DUMP_FILE gets the first min(N0, 4096) points of x then of y
-// (float32, row-major) from the first N.
+// (REAL: float32, or float64 with -DREAL=double for a float64 model; row-major) from the first N.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +17,9 @@
 
 #include HDR
 
+#ifndef REAL
+#define REAL float
+#endif
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 #define BATCH CAT(NAME, _infer_batch)
@@ -30,12 +33,12 @@
         }                                                                                          \
     } while (0)
 
-__global__ void fill(long count, float *x)
+__global__ void fill(long count, REAL *x)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
         uint32_t h = (uint32_t)i * 2654435761u ^ 777u;
         h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
-        x[i] = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+        x[i] = (REAL)((float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
     }
 }
 
@@ -51,11 +54,11 @@ int main(int argc, char **argv)
     const int reps = atoi(argv[2]);
     const long nx = FRONTIER_NX, ny = FRONTIER_NY;
     const long most = *std::max_element(sizes.begin(), sizes.end());
-    float *x, *y;
-    CK(cudaMalloc(&x, (size_t)most * nx * sizeof(float)));
-    CK(cudaMalloc(&y, (size_t)most * ny * sizeof(float)));
+    REAL *x, *y;
+    CK(cudaMalloc(&x, (size_t)most * nx * sizeof(REAL)));
+    CK(cudaMalloc(&y, (size_t)most * ny * sizeof(REAL)));
     fill<<<1024, 256>>>(most * nx, x);
-    CK(cudaMemset(y, 0xFF, (size_t)most * ny * sizeof(float)));  // NaN: an unwritten output shows
+    CK(cudaMemset(y, 0xFF, (size_t)most * ny * sizeof(REAL)));  // NaN: an unwritten output shows
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
@@ -69,12 +72,12 @@ int main(int argc, char **argv)
         CK(cudaDeviceSynchronize());
         if (s == 0) {
             const long k = std::min(sizes[0], 4096L);
-            std::vector<float> hx(k * nx), hy(k * ny);
-            CK(cudaMemcpy(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            CK(cudaMemcpy(hy.data(), y, hy.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            std::vector<REAL> hx(k * nx), hy(k * ny);
+            CK(cudaMemcpy(hx.data(), x, hx.size() * sizeof(REAL), cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hy.data(), y, hy.size() * sizeof(REAL), cudaMemcpyDeviceToHost));
             FILE *f = fopen(argv[3], "wb");
-            if (!f || fwrite(hx.data(), sizeof(float), hx.size(), f) != hx.size() ||
-                fwrite(hy.data(), sizeof(float), hy.size(), f) != hy.size()) {
+            if (!f || fwrite(hx.data(), sizeof(REAL), hx.size(), f) != hx.size() ||
+                fwrite(hy.data(), sizeof(REAL), hy.size(), f) != hy.size()) {
                 fprintf(stderr, "cannot write %s\n", argv[3]);
                 return 1;
             }

@@ -14,15 +14,16 @@ prints one table:
 
 - MLPs at 16,777,216 points, ns per point: 5-64-64-3 SiLU, GELU (erf), Mish and Tanh, 7-96x4-5 Tanh,
   gemm_big, mlp128, 16-256x3-8 and 16-512x2-8 (ReLU); PyTorch eager and ``torch.compile``
-  (default mode);
+  (default mode); and in float64 (:data:`F64`: the FP64 tensor-core chain against PyTorch in
+  float64) the 4-32-32-2 Tanh MLP (bench/gen_bench.sh's weights) and mlp128;
 - whole-field conv nets at 1, 16 and 256 samples, microseconds per call: the examples' Poisson
   U-Net (poisson_guess, 8 channels, 5 levels, 64x64) and a depthwise-separable net (2 -> 24
   channels, 16x16); PyTorch eager (cuDNN) and ``torch.compile(mode="reduce-overhead")`` (CUDA
   graphs).
 
 Every rosenna result is checked against PyTorch in float64 on the first points (samples) it
-computed: the column "outside tol" counts outputs outside verify's float32 tolerance
-(|got - want| <= 1e-6 + 1e-5 |want|). ``--budget`` bounds the seconds spent before torch.compile
+computed: the column "outside tol" counts outputs outside verify's tolerance for the model's type
+(float32: |got - want| <= 1e-6 + 1e-5 |want|; float64: 1e-12 + 1e-9 |want|). ``--budget`` bounds the seconds spent before torch.compile
 measurements are skipped (they compile first: ~10-30 s each).
 """
 
@@ -53,7 +54,11 @@ MLPS = {
     "tanh64": (5, [(64, "tanh"), (64, "tanh"), (3, None)]),
     "mlp256": (16, [(256, "relu")] * 3 + [(8, None)]),
     "mlp512": (16, [(512, "relu")] * 2 + [(8, None)]),
+    "d4_f64": (4, [(32, "tanh"), (32, "tanh"), (2, None)]),
+    "mlp128_f64": (16, [(128, "relu")] * 3 + [(8, None)]),
 }
+#: The float64 models (generated, run and compared in float64; PyTorch in float64, TF32 moot).
+F64 = {"d4_f64", "mlp128_f64"}
 FIELDS = ("unet", "dwsep")
 
 
@@ -154,8 +159,8 @@ def _state_from_onnx(model, path):
     return out
 
 
-def compile_model(d, name, nx, ny):
-    """Build lib<name>.a with the CUDA backend and the frontier driver against it."""
+def compile_model(d, name, nx, ny, real="float"):
+    """Build lib<name>.a with the CUDA backend and the frontier driver (``real``: its element type) against it."""
     mk = os.path.join(d, f"{name}.mk")
     lib = subprocess.run(["make", "-s", "-f", mk, "ROSENNA_BACKEND=cuda", "CC=gcc", "ROSENNA_OFFLOAD_FLAGS=",
                           f"DEVFLAGS=-O3 {ARCH} -Xptxas -v", os.path.join(d, f"lib{name}.a")],
@@ -164,7 +169,7 @@ def compile_model(d, name, nx, ny):
         fh.write(lib.stderr)
     if lib.returncode:
         raise SystemExit(f"building lib{name}.a failed:\n{lib.stderr[-3000:]}")
-    drv = subprocess.run(["nvcc", "-O3", ARCH, f"-DNAME={name}", f'-DHDR="{name}.h"', f"-DFRONTIER_NX={nx}",
+    drv = subprocess.run(["nvcc", "-O3", ARCH, f"-DREAL={real}", f"-DNAME={name}", f'-DHDR="{name}.h"', f"-DFRONTIER_NX={nx}",
                           f"-DFRONTIER_NY={ny}", "-I", d, os.path.join("bench", "frontier.cu"),
                           os.path.join(d, f"lib{name}.a"), "-o", os.path.join(d, "frontier")],
                          capture_output=True, text=True)
@@ -205,6 +210,14 @@ def build(args):
         if name in ("gemm_big", "mlp128"):
             zoo.save(name, path)
             model.load_state_dict(_state_from_onnx(model, path))
+        elif name in F64:
+            import numpy as np
+            import onnx
+            if name == "d4_f64":
+                onnx.save(zoo.mlp("d4", [4, 32, 32, 2], ["Tanh", "Tanh", None], np.float64, seed=4), path)
+            else:
+                zoo.save("mlp128", path, np.float64)
+            model.double().load_state_dict(_state_from_onnx(model, path))
         elif name == "unet":
             src = os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx")
             with open(src, "rb") as fh, open(path, "wb") as out:
@@ -218,15 +231,16 @@ def build(args):
         tensors, offset = [], 0
         with open(os.path.join(d, "weights.bin"), "wb") as fh:
             for key, value in model.state_dict().items():
-                data = value.detach().float().contiguous().numpy().tobytes()
+                data = value.detach().contiguous().numpy().tobytes()  # the model's own type
                 fh.write(data)
                 tensors.append([key, list(value.shape), offset])
                 offset += len(data)
         with open(os.path.join(d, f"{name}_kernel.cu")) as fh:  # its header names the batched kernel's kind
             kind = next((line.split("Batched kernel: ")[1].strip() for line in fh
                          if "Batched kernel: " in line), "-")
-        manifest[name] = {"nx": plan.nx, "ny": plan.ny, "tensors": tensors, "path": plan.path, "kind": kind}
-        compile_model(d, name, plan.nx, plan.ny)
+        manifest[name] = {"nx": plan.nx, "ny": plan.ny, "tensors": tensors, "path": plan.path, "kind": kind,
+                          "real": _real(name)}
+        compile_model(d, name, plan.nx, plan.ny, _real(name))
         print(f"{name}: {plan.parameters} parameters, {plan.path} plan, built", flush=True)
     with open(os.path.join(OUT, "manifest.json"), "w") as fh:
         json.dump(manifest, fh, indent=1)
@@ -245,6 +259,16 @@ def build(args):
     return 0
 
 
+def _real(name):
+    return "double" if name in F64 else "float"
+
+
+def _torch_dtype(info):
+    import torch
+
+    return torch.float64 if info.get("real") == "double" else torch.float32
+
+
 def _check_twin(name, model, path, plan):
     """The PyTorch twin computes what the ONNX file does (onnxruntime, CPU), so that the GPU
     comparison checks rosenna and not the twin."""
@@ -256,12 +280,12 @@ def _check_twin(name, model, path, plan):
     inp = sess.get_inputs()[0]
     batch = 64 if isinstance(inp.shape[0], str) else inp.shape[0]  # exports fix batch 1
     shape = (batch, plan.nx) if name in MLPS else (batch, *FIELD_SHAPES[name])
-    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float64 if name in F64 else np.float32)
     want = sess.run(None, {inp.name: x})[0]
     with torch.no_grad():
         got = model.eval()(torch.from_numpy(x)).numpy()
     err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
-    if err > 1e-5:
+    if err > (1e-12 if name in F64 else 1e-5):
         raise SystemExit(f"{name}: the PyTorch twin differs from the ONNX model (relative {err:.1e})")
 
 
@@ -270,14 +294,16 @@ def _check_twin(name, model, path, plan):
 def _load(name, info):
     import torch
 
-    model = torch_model(name)
+    dtype = _torch_dtype(info)
+    model = torch_model(name).to(dtype)
     raw = open(os.path.join(OUT, name, "weights.bin"), "rb").read()
     state = {}
+    size = torch.tensor([], dtype=dtype).element_size()
     for key, shape, offset in info["tensors"]:
         count = 1
         for s in shape:
             count *= s
-        state[key] = torch.frombuffer(bytearray(raw[offset:offset + 4 * count]), dtype=torch.float32).reshape(shape)
+        state[key] = torch.frombuffer(bytearray(raw[offset:offset + size * count]), dtype=dtype).reshape(shape)
     model.load_state_dict(state)
     return model.eval()
 
@@ -308,11 +334,11 @@ def _rosenna(name, info, sizes, reps):
     exe, dump = os.path.join(d, "frontier"), os.path.join(d, "dump.bin")
     cmd = [exe, ",".join(str(n) for n in sizes), str(reps), dump]
     if not os.access(exe, os.X_OK):
-        compile_model(d, name, info["nx"], info["ny"])
+        compile_model(d, name, info["nx"], info["ny"], info.get("real", "float"))
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode and "cuda" in (run.stderr or "").lower():  # built against another CUDA: rebuild here
         print(f"{name}: {run.stderr.strip()[-200:]}; rebuilding", flush=True)
-        compile_model(d, name, info["nx"], info["ny"])
+        compile_model(d, name, info["nx"], info["ny"], info.get("real", "float"))
         run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"{name}: {run.stderr.strip()[-500:]}")
@@ -321,7 +347,7 @@ def _rosenna(name, info, sizes, reps):
         parts = line.split()
         times[int(parts[1])] = float(parts[3])
     k = min(sizes[0], 4096)
-    raw = torch.frombuffer(bytearray(open(dump, "rb").read()), dtype=torch.float32)
+    raw = torch.frombuffer(bytearray(open(dump, "rb").read()), dtype=_torch_dtype(info))
     return times, raw[:k * info["nx"]].reshape(k, info["nx"]), raw[k * info["nx"]:].reshape(k, info["ny"])
 
 
@@ -341,9 +367,11 @@ class _CpuEvent:
         return (end.t - self.t) * 1e3
 
 
-def _outside(got, want):
+def _outside(got, want, f64=False):
+    """Outputs outside verify's tolerance (float32's, or float64's with ``f64``), and the relative L2 error."""
     want = want.double()
-    bad = ~((got.double() - want).abs() <= 1e-6 + 1e-5 * want.abs())
+    atol, rtol = (1e-12, 1e-9) if f64 else (1e-6, 1e-5)
+    bad = ~((got.double() - want).abs() <= atol + rtol * want.abs())
     return int(bad.sum()), float(((got.double() - want).norm() / want.norm().clamp_min(1e-300)).item())
 
 
@@ -354,9 +382,9 @@ def _stand_in(name, info, sizes, model):
 
     k = min(sizes[0], 4096)
     shape = (k, info["nx"]) if name in MLPS else (k, *FIELD_SHAPES[name])
-    x = torch.rand(shape) * 2 - 1
+    x = torch.rand(shape, dtype=_torch_dtype(info)) * 2 - 1
     with torch.no_grad():
-        y = model.float()(x).reshape(k, info["ny"])
+        y = model(x).reshape(k, info["ny"])
     return {n: 1.0 for n in sizes}, x.reshape(k, info["nx"]), y
 
 
@@ -370,7 +398,7 @@ def run(args):
         torch.cuda.Event = _CpuEvent
     manifest = json.load(open(os.path.join(OUT, "manifest.json")))
     t0 = time.time()
-    print(f"torch {torch.__version__}, {'CPU (dry run)' if args.dry_run else torch.cuda.get_device_name(0)}, TF32 off, fp32; "
+    print(f"torch {torch.__version__}, {'CPU (dry run)' if args.dry_run else torch.cuda.get_device_name(0)}, TF32 off, fp32 (the _f64 rows fp64); "
           f"median of {args.reps} (MLPs) / {args.field_reps} (fields) CUDA-event timings", flush=True)
     rows = []
     with torch.inference_mode():
@@ -386,13 +414,14 @@ def run(args):
                 print(f"{name}: rosenna failed: {exc}", flush=True)
                 continue
             model = _load(name, info).to(dev)
+            dtype = _torch_dtype(info)
             shape = (-1, info["nx"]) if mlp else (-1, *FIELD_SHAPES[name])
             ref = model.double()(x.to(dev).double().reshape(shape)).reshape(y.shape).cpu()
-            model.float()
-            bad, rel = _outside(y, ref)
+            model.to(dtype)
+            bad, rel = _outside(y, ref, name in F64)
             compiled = None
             for n in sizes:
-                xs = torch.rand((n, info["nx"]) if mlp else (n, *FIELD_SHAPES[name]), device=dev) * 2 - 1
+                xs = torch.rand((n, info["nx"]) if mlp else (n, *FIELD_SHAPES[name]), device=dev, dtype=dtype) * 2 - 1
                 eager = _events(lambda: model(xs), args.reps if mlp else args.field_reps)
                 comp = None
                 if time.time() - t0 < args.budget:

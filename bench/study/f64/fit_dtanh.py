@@ -1,5 +1,10 @@
-# near-minimax expm1(-2u) on |u| <= H: p(u) = -2u + u^2 sum_{j=0}^{N-2} c_j u^j; fit the correction to Taylor
-# in float64 (it is ~1e-14, so float64 is exact enough), sums and errors in decimal (exact reference)
+"""The polynomial of rosenna/data/rosenna_dtanh.cuh: near-minimax expm1(-2u) on |u| <= H (relative
+error), p(u) = -2u + u^2 sum_{j=0}^{N-2} c_j u^j. The correction to Taylor's coefficients is fitted
+in float64 (it is ~1e-14, so float64 is exact enough for it; Lawson-weighted least squares on
+Chebyshev nodes); sums and errors in decimal at 60 digits (an exact reference, no mpmath).
+
+    python3 bench/study/f64/fit_dtanh.py 11 [range factor, 1.02]   # N=11: 3.8e-17 relative
+"""
 import math, sys
 from decimal import Decimal, getcontext
 import numpy as np
