@@ -43,6 +43,10 @@ VARIANTS = {
     # the products alone (identity for Tanh: outputs out of tolerance by design): the floor
     "d4-noact-m4": ("d4", dict(DEVICE_FORMS={"Tanh": ""})),
     "d4-noact-m2": ("d4", dict(DEVICE_FORMS={"Tanh": ""}, M_TILES=((32, 2), (64, 2), (128, 1)))),
+    # tanh as 1 - 2 / (1 + exp(-2c)): 20 FP64 instructions (bench/study/f64/tanh_exp.cuh)
+    "d4-texp-m4": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh")),
+    "d4-texp-m2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh",
+                              M_TILES=((32, 2), (64, 2), (128, 1)))),
     "dmlp128": ("dmlp128", {}),
 }
 
@@ -60,6 +64,11 @@ def models(out):
 
 
 def generate_variant(src, path, name, switches):
+    switches = dict(switches)
+    extra = switches.pop("EXTRA", None)
+    if extra:  # device code of the study's own, after the chain's library
+        library = dmma.library
+        switches["library"] = lambda layers: library(layers) + open(os.path.join(HERE, extra)).read()
     saved = {key: getattr(dmma, key) for key in switches}
     try:
         for key, value in switches.items():
