@@ -47,6 +47,10 @@ VARIANTS = {
     "d4-texp-m4": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh")),
     "d4-texp-m2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh",
                               M_TILES=((32, 2), (64, 2), (128, 1)))),
+    # 2^(k/4) by a 4-entry table in selects, degree-8 polynomial: 17 FP64 instructions (tanh_t4.cuh)
+    "d4-tt4-m4": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_t4"}, EXTRA="tanh_t4.cuh")),
+    "d4-tt4-m2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_t4"}, EXTRA="tanh_t4.cuh",
+                             M_TILES=((32, 2), (64, 2), (128, 1)))),
     "dmlp128": ("dmlp128", {}),
 }
 
