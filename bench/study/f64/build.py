@@ -30,27 +30,32 @@ ARCH = ["-gencode", "arch=compute_90,code=sm_90"]
 MODELS = {"d4": (4, 2), "dmlp128": (16, 8)}
 #: tag -> (model, switches of rosenna.emit.cuda.dmma for its generation)
 LIBDEVICE = {"DEVICE_FORMS": {}}
+M2 = ((32, 2), (64, 2), (128, 1))
+M4 = ((32, 4), (64, 2), (128, 1))
+B1, B2 = ((128, 1),), ((128, 2),)
+M4_B1 = {"M_TILES": M4, "MIN_BLOCKS": B1}  # main's shape before the study
 VARIANTS = {
-    "d4-main": ("d4", dict(LIBDEVICE)),  # main before this study: libdevice tanh, 4 tiles, 1 block
-    "d4-main-m2": ("d4", dict(LIBDEVICE, M_TILES=((32, 2), (64, 2), (128, 1)))),
-    "d4-t-m4": ("d4", {}),
-    "d4-t-m4-b2": ("d4", dict(MIN_BLOCKS=2)),
-    "d4-t-m4-w128": ("d4", dict(THREADS=128)),
-    "d4-t-m2": ("d4", dict(M_TILES=((32, 2), (64, 2), (128, 1)))),
-    "d4-t-m2-b2": ("d4", dict(M_TILES=((32, 2), (64, 2), (128, 1)), MIN_BLOCKS=2)),
-    "d4-t-m2-b3": ("d4", dict(M_TILES=((32, 2), (64, 2), (128, 1)), MIN_BLOCKS=3)),
-    "d4-t-m1-b4": ("d4", dict(M_TILES=((32, 1), (64, 1), (128, 1)), MIN_BLOCKS=4)),
+    # main before: libdevice tanh, m8n8k4, 4 tiles
+    "d4-main": ("d4", dict(LIBDEVICE, **M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=0")),
+    # round A's best: rosenna_tanh, 2 tiles, 2 blocks asked, m8n8k4 (ROSENNA_DMMA_KS=0: no pairs)
+    "d4-t-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=0")),
+    # sm_90 DMMA.16x8x{4,8,16}: two tiles and KS k tiles per instruction
+    "d4-p1-m4": ("d4", dict(**M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=1")),
+    "d4-p2-m4": ("d4", dict(**M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=2")),
+    "d4-p4-m4": ("d4", dict(**M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-p4-m4-b2": ("d4", dict(M_TILES=M4, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-p1-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=1")),
+    "d4-p2-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=2")),
+    "d4-p4-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-p4-m2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B1, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    # tanh as 1 - 2 / (1 + exp(-2c)): 21 FP64 instructions (bench/study/f64/tanh_exp.cuh)
+    "d4-texp-p4-m2-b2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh", M_TILES=M2,
+                                    MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-texp-p4-m4": ("d4", dict(**M4_B1, DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh",
+                                 NVFLAGS="-DROSENNA_DMMA_KS=4")),
     # the products alone (identity for Tanh: outputs out of tolerance by design): the floor
-    "d4-noact-m4": ("d4", dict(DEVICE_FORMS={"Tanh": ""})),
-    "d4-noact-m2": ("d4", dict(DEVICE_FORMS={"Tanh": ""}, M_TILES=((32, 2), (64, 2), (128, 1)))),
-    # tanh as 1 - 2 / (1 + exp(-2c)): 20 FP64 instructions (bench/study/f64/tanh_exp.cuh)
-    "d4-texp-m4": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh")),
-    "d4-texp-m2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh",
-                              M_TILES=((32, 2), (64, 2), (128, 1)))),
-    # 2^(k/4) by a 4-entry table in selects, degree-8 polynomial: 17 FP64 instructions (tanh_t4.cuh)
-    "d4-tt4-m4": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_t4"}, EXTRA="tanh_t4.cuh")),
-    "d4-tt4-m2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_t4"}, EXTRA="tanh_t4.cuh",
-                             M_TILES=((32, 2), (64, 2), (128, 1)))),
+    "d4-noact-p4-m4": ("d4", dict(**M4_B1, DEVICE_FORMS={"Tanh": ""}, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-noact-p1-m4": ("d4", dict(**M4_B1, DEVICE_FORMS={"Tanh": ""}, NVFLAGS="-DROSENNA_DMMA_KS=1")),
     "dmlp128": ("dmlp128", {}),
 }
 
@@ -69,6 +74,7 @@ def models(out):
 
 def generate_variant(src, path, name, switches):
     switches = dict(switches)
+    switches.pop("NVFLAGS", None)  # build_one's
     extra = switches.pop("EXTRA", None)
     if extra:  # device code of the study's own, after the chain's library
         library = dmma.library
@@ -132,7 +138,7 @@ def build_one(out, tag, model, switches):
     nx, ny = MODELS[model]
     src = os.path.join(out, "src", tag)
     name = model + "v"
-    report = make_lib(src, name)
+    report = make_lib(src, name, switches.get("NVFLAGS", ""))
     info = ptxas_line(report)
     sass = sass_counts(os.path.join(src, f"{name}_kernel.o"), f"{name}_tc_kernel")
     ref = os.path.join(out, "src", model + "ref")

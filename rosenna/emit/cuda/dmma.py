@@ -32,12 +32,15 @@ from rosenna.emit.render import Renderer, resolver
 #: Widest layer the register chain takes (M tiles x (KT + 2 NT) doubles stay within 255 registers).
 MAX_WIDTH = 128
 #: Tiles of 8 points a warp carries, by the widest layer (padded to 8): registers per thread
-#: are about 4 M (width / 4) for the input and output fragments of the widest layer.
-M_TILES = ((32, 4), (64, 2), (128, 1))
+#: are about 4 M (width / 4) for the input and output fragments of the widest layer. Two tiles
+#: of 8 at width 32 (not 4: H200, docs/benchmarks.md, f64 study): more warps hide the FP64
+#: latencies of the activations better than more independent tiles per warp.
+M_TILES = ((32, 2), (64, 2), (128, 1))
 #: Threads per block: 8 warps.
 THREADS = 256
-#: Blocks per SM asked of ptxas (``__launch_bounds__``' second argument; 1: none asked).
-MIN_BLOCKS = 1
+#: Blocks per SM asked of ptxas (``__launch_bounds__``' second argument), by the widest layer: two
+#: at width 32 (ptxas then keeps 2 tiles' 64 activations in flight within 128 registers).
+MIN_BLOCKS = ((32, 2), (128, 1))
 #: Activations the chain computes with a function of ``rosenna/data/rosenna_dtanh.cuh`` instead of
 #: libdevice's (branch-free, no float conversions; its header says why and how accurate).
 DEVICE_FORMS = {"Tanh": "rosenna_tanh"}
@@ -62,10 +65,16 @@ def _ntiles(layer):
     return (layer.n + 7) // 8
 
 
+def _width(layers):
+    return max(max(8 * _ntiles(layer) for layer in layers), 4 * _ktiles(layers[0], True))
+
+
 def m_tiles(layers):
-    width = max(8 * _ntiles(layer) for layer in layers)
-    width = max(width, 4 * _ktiles(layers[0], True))
-    return next(m for w, m in M_TILES if width <= w)
+    return next(m for w, m in M_TILES if _width(layers) <= w)
+
+
+def min_blocks(layers):
+    return next(b for w, b in MIN_BLOCKS if _width(layers) <= w)
 
 
 def offsets(layers):
@@ -155,6 +164,7 @@ def kernel(plan, layers):
     n, nx, ny = plan.name, plan.nx, plan.ny
     frags, biases, size = offsets(layers)
     m = m_tiles(layers)
+    blocks = min_blocks(layers)
     warps = THREADS // 32
     per_warp = 8 * m
     renderer = Renderer(C, plan.precision, resolver(plan, C))
@@ -173,7 +183,7 @@ def kernel(plan, layers):
         f"/* FP64 tensor-core chain: a warp carries {per_warp} points ({m} tile{'s' if m > 1 else ''} of 8) through all "
         f"{len(layers)} layers in registers;",
         f"   {8 * size} bytes of fragments and biases {where} (persistent grid). */",
-        f"__global__ void __launch_bounds__({THREADS}{f', {MIN_BLOCKS}' if MIN_BLOCKS > 1 else ''}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
+        f"__global__ void __launch_bounds__({THREADS}{f', {blocks}' if blocks > 1 else ''}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
         "double *ROSENNA_RESTRICT y)",
         "{",
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800"] + weights + [
