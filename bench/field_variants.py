@@ -34,7 +34,7 @@ MB = 1 << 20
 #: the launched phases).
 BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_field.CUDA_THREADS": 256,
         "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
-        "whole_field.DEPENDENT_LAUNCH": False, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256,
+        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256,
         "field_cluster.JAM": True, "form": "choice"}
 VARIANTS = {"main": {},
             "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
@@ -43,20 +43,23 @@ VARIANTS = {"main": {},
             "exact2": {"field_fuse.MAX_INLINE_LOADS": 2}, "exact4": {"field_fuse.MAX_INLINE_LOADS": 4},
             "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
             "launch": {"form": "launch"},
-            # programmatic dependent launch of the launched phases (sm_90)
-            "pdl": {"whole_field.DEPENDENT_LAUNCH": True},
-            "pdl-launch": {"whole_field.DEPENDENT_LAUNCH": True, "form": "launch"},
+            # (programmatic dependent launch of the launched phases, "pdl" and "pdl-launch", was
+            # measured in round A of 2026-12-03 on commit e330fdb: docs/benchmarks.md, run 13)
             # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
             **{f"c{b}x{t}{'' if jam else 'p'}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": b,
                                                "field_cluster.THREADS": t, "field_cluster.JAM": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
+# the clustered kernel, its blocks per cluster chosen per call (up to 16), 1024 or 512 threads per block
+VARIANTS.update({f"auto{t}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
+                              "field_cluster.JAM": False} for t in (512, 1024)})
 # the clustered kernel with phases computed where they are read
-VARIANTS.update({f"c16x256-{fused}": dict(VARIANTS["c16x256"], **VARIANTS[fused]) for fused in ("fuse2", "fuse4", "exact2", "exact4")})
+VARIANTS.update({f"{c}-{fused}": dict(VARIANTS[c], **VARIANTS[fused]) for c in ("c16x256", "c16x1024p", "auto1024")
+                 for fused in ("fuse2", "fuse4", "exact2", "exact4")})
 MODELS = {"unet": os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"),
           "dwsep": os.path.join("build", "frontier", "dwsep", "dwsep.onnx")}
 #: The variants each model is built in, the first the reference of the others' outputs.
-BUILT = {"unet": ["main", "launch", "pdl-launch", "c16x256", "c16x512", "c8x256", "c8x512", "c16x1024p", "c16x256p"],
-         "dwsep": ["main", "pdl", "c16x256", "c8x256", "c4x256"]}
+BUILT = {"unet": ["main", "c16x1024p", "c16x512p", "c8x1024p", "c16x1024", "c16x1024p-fuse2"],
+         "dwsep": ["main", "c16x1024p", "c16x256p"]}
 if os.environ.get("VARIANTS"):
     BUILT = {"unet": os.environ["VARIANTS"].split(","), "dwsep": os.environ.get("DWSEP", "main").split(",")}
 

@@ -222,10 +222,10 @@ def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
     barriers = [k for k, line in enumerate(body.splitlines()) if "ROSENNA_CLUSTER_BARRIER();" in line]
     assert len(phases) == 14 and len(barriers) == 13
     lines = body.splitlines()
-    b, t = field_cluster.BLOCKS, field_cluster.THREADS  # cluster s is sample s; its threads from first by step
-    assert (f"    const long s = blockIdx.x / {b}u;\n"
-            f"    const long first = (long)(blockIdx.x % {b}u) * {t} + threadIdx.x, step = {b * t}l;\n") in body
-    assert (f"cluster[0].val.clusterDim.x = {b};" in kernel and f"config.gridDim = dim3((unsigned)count * {b}u);" in kernel
+    t = field_cluster.THREADS  # cluster s is sample s; its threads from first by step
+    assert (f"    const long s = id;\n    const long first = (long)rank * {t} + threadIdx.x, step = (long)blocks * {t};\n"
+            in body)
+    assert ("cluster[0].val.clusterDim.x = blocks;" in kernel and "config.gridDim = dim3((unsigned)count * blocks);" in kernel
             and f"config.blockDim = dim3({t});" in kernel)
     for k in barriers:  # each barrier ends a phase loop and precedes the next phase
         assert lines[k - 1] == "    }" and lines[k + 1].startswith("    /* phase ")
@@ -234,40 +234,13 @@ def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
     assert_close(backwards, want, what="clusters, threads in reverse")
 
 
-@pytest.fixture
-def dependent(monkeypatch):
-    """The launched phases by programmatic dependent launch (whole_field.DEPENDENT_LAUNCH)."""
-    from rosenna.emit.cuda import whole_field
-
-    monkeypatch.setattr(whole_field, "DEPENDENT_LAUNCH", True)
-
-
-def test_dependent_launch_waits_first(tmp_path, dependent):
-    """Each launched phase's first statement, before any load or store, waits for the previous
-    phase (sm_90 code only), and <name>_phases launches every phase with the attribute where the
-    binary and the GPU allow it, the plain launches otherwise."""
-    from rosenna.emit.cuda import whole_field
-
-    _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=16, width=16),
-                             gen.Options(lang="c", infer_one=True))
-    text = whole_field.infer_one(plan)
-    wait = "\n".join(whole_field._DEPENDENT_WAIT)
-    phases = len(field_fuse.schedule(plan).phases)
-    for k in range(phases):
-        head = text[text.index(f"convnet_phase{k}(const float *ROSENNA_RESTRICT x, "):]
-        assert head[head.index("{\n") + 2:].startswith(wait + "\n    const long g = "), f"phase {k}"
-        assert f"convnet_dependent(convnet_phase{k}, " in text and f"    convnet_phase{k}<<<" in text
-    run = text[text.index("static int convnet_phases("):]
-    assert run.index("if (convnet_dependent_ready())") < run.index("convnet_phase0<<<")
-
-
 @pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("hipcc")), reason="nvcc or hipcc not installed")
-def test_cluster_and_dependent_code_compiles(tmp_path, dependent, clusters):
-    """The kernel file with <name>_cluster and the dependent launches (a small conv net): nvcc for
-    sm_90 and sm_80 in one call (host code -Wall clean; in the sm_90 PTX a cluster barrier between
-    every two phases, no load of an intermediate through the non-coherent path, which a barrier
-    does not order, and the phases' waits; in the sm_80 PTX neither), hipcc for gfx90a (no cluster
-    code at all)."""
+def test_cluster_code_compiles(tmp_path, clusters):
+    """The kernel file with <name>_cluster (a small conv net): nvcc for sm_90 and sm_80 in one call
+    (host code -Wall clean; in the sm_90 PTX a cluster barrier between every two phases and no
+    load of an intermediate through the non-coherent path, which a barrier does not order; in the
+    sm_80 PTX no cluster barrier: the kernel is empty there, never launched), hipcc for gfx90a (no
+    cluster code at all)."""
     path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
     plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
     kernel = tmp_path / "convnet_kernel.cu"
@@ -287,9 +260,7 @@ def test_cluster_and_dependent_code_compiles(tmp_path, dependent, clusters):
     assert _nc_loads_of("mov.u64 %rd1, convnet_wsf0;\nadd.s64 %rd2, %rd1, 8;\nld.global.nc.f32 %f1, [%rd2+4];",
                         "convnet_wsf")  # the check sees one
     assert not _nc_loads_of(entry, "convnet_wsf"), "an intermediate read through ld.global.nc"
-    assert "griddepcontrol.wait" in ptx[ptx.index(".entry _Z14convnet_phase1"):]
-    old = (keep / "convnet_kernel.compute_80.ptx").read_text()
-    assert "barrier.cluster" not in old and "griddepcontrol" not in old
+    assert "barrier.cluster" not in (keep / "convnet_kernel.compute_80.ptx").read_text()
 
 
 def _nc_loads_of(ptx, prefix):
@@ -325,7 +296,9 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
     run = whole_field.infer_one(plan)
     run = run[run.index("static int convnet_run("):]
     choice = ("#if defined(__CUDACC__) && !defined(__HIPCC__)\n    if (count <= 16 && device < 64) {\n"
-              "        int clusters = __atomic_load_n(&convnet_clusters[device], __ATOMIC_RELAXED);\n"
-              "        if (clusters == 0) {\n            clusters = convnet_cluster_ready(device) ? 1 : -1;\n")
-    assert choice in run and "            return convnet_clustered(count, x, y, s);\n    }\n#endif\n" in run
+              "        int resident = __atomic_load_n(&convnet_clusters[device], __ATOMIC_RELAXED);\n"
+              "        if (resident == 0) {\n            resident = convnet_cluster_blocks(device);\n")
+    fill = ("            unsigned blocks = 16;\n            while (blocks > 2 && (long)count * blocks > resident)\n"
+            "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")
+    assert choice in run and fill in run
     assert run.index(choice) < run.index("convnet_resident[device]")

@@ -1,31 +1,34 @@
 """The clustered whole-field kernel of ``<name>_kernel.cu`` (CUDA, sm_90 and later).
 
 ``<name>_cluster`` computes the phases of :func:`rosenna.emit.cuda.field_fuse.schedule` for up to
-a step's samples in one launch: sample ``s`` belongs to thread-block cluster ``s`` (:data:`BLOCKS`
-blocks of :data:`THREADS` threads, co-scheduled on one GPC), whose threads stride over each phase's
-elements; a cluster barrier (``barrier.cluster.arrive.release`` + ``barrier.cluster.wait.acquire``:
-every store of the cluster before it is visible to every load of the cluster after it, global
-memory included) separates consecutive phases instead of a launch or a grid-wide barrier. Samples
-never wait for each other, so a cluster that finishes starts the next sample while others are
-still in their first phases, and a sample's intermediates stay in L2 between its phases.
+a step's samples in one launch: sample ``s`` belongs to thread-block cluster ``s`` (up to
+:data:`BLOCKS` blocks of :data:`THREADS` threads, co-scheduled on one GPC), whose threads stride
+over each phase's elements; a cluster barrier (``barrier.cluster.arrive.release`` +
+``barrier.cluster.wait.acquire``: every store of the cluster before it is visible to every load of
+the cluster after it, global memory included) separates consecutive phases instead of a launch or
+a grid-wide barrier. Samples never wait for each other, and a sample's intermediates stay in L2
+between its phases. The blocks per cluster are chosen per call (:func:`launcher`): the most, up to
+:data:`BLOCKS`, with which every cluster of the call is resident at once.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
-output channels) when :data:`JAM`, else the plain ones. Compiled for an older GPU (or PTX JIT of
-an older target) the kernel is empty and ``<name>_run`` never launches it (it checks the binary's
-architecture); HIP has no clusters: nothing here is emitted under ``__HIPCC__``.
+output channels) when :data:`JAM`, else the plain ones (a thread per element). Compiled for an
+older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
+(it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
+``__HIPCC__``. Measured on the H200: docs/benchmarks.md, run 13.
 """
 
+from rosenna import limits
 from rosenna.emit.cuda import field_fuse
 from rosenna.emit.render import count
 
-#: Blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
+#: The most blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
 BLOCKS = 16
 
 #: Threads per block of ``<name>_cluster``.
-THREADS = 256
+THREADS = 1024
 
 #: Whether the phases' convolutions are unrolled-and-jammed over output channels.
-JAM = True
+JAM = False
 
 
 def phase_lines(sched, note, threads, body):
@@ -37,10 +40,9 @@ def phase_lines(sched, note, threads, body):
     return lines + body + ["    }"]
 
 
-def kernel(sched, phases, blocks=None, threads=None):
+def kernel(sched, phases):
     """``<name>_cluster`` (see the module) over ``phases``, each the lines of :func:`phase_lines`."""
-    n, t = sched.plan.name, sched.plan.ctype
-    blocks, threads = blocks or BLOCKS, threads or THREADS
+    n, t, threads = sched.plan.name, sched.plan.ctype, THREADS
     lines = []
     for k, phase in enumerate(phases):
         if k:
@@ -54,13 +56,17 @@ def kernel(sched, phases, blocks=None, threads=None):
 #define ROSENNA_CLUSTER_BARRIER() asm volatile("barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;" ::: "memory")
 #endif
 
-/* The phases in one launch of count clusters of {blocks} blocks ({n}_run gives them): cluster s
-   computes sample s, {count(len(phases), 'phase')}, a cluster barrier between consecutive phases. */
+/* The phases in one launch of count clusters ({n}_clustered gives them): cluster s computes sample
+   s, {count(len(phases), 'phase')}, a cluster barrier between consecutive phases. */
 __global__ void __launch_bounds__({threads}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
 #if __CUDA_ARCH__ >= 900
-    const long s = blockIdx.x / {blocks}u;
-    const long first = (long)(blockIdx.x % {blocks}u) * {threads} + threadIdx.x, step = {blocks * threads}l;
+    unsigned id, rank, blocks;
+    asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));
+    const long s = id;
+    const long first = (long)rank * {threads} + threadIdx.x, step = (long)blocks * {threads};
     (void)count;
 {unused}{code}
 #else
@@ -70,24 +76,25 @@ __global__ void __launch_bounds__({threads}) {n}_cluster(const {t} *ROSENNA_REST
 #endif"""
 
 
-def launcher(n, t, blocks=None, threads=None):
-    """``<name>_clustered(count, x, y, s)``: one launch of ``<name>_cluster``, count clusters; and
-    ``<name>_cluster_ready(device)``: whether this device and this binary run it (sm_90 code, a
-    device that launches clusters, at least one cluster of this size resident)."""
-    blocks, threads = blocks or BLOCKS, threads or THREADS
+def launcher(n, t):
+    """``<name>_clustered(count, x, y, s, blocks)``: one launch of ``<name>_cluster``, count
+    clusters of ``blocks`` blocks; and ``<name>_cluster_blocks(device)``: how many of its blocks are
+    resident at once on the device, 0 where it does not run (no sm_90 code in this binary, a device
+    without cluster launch, no cluster of :data:`BLOCKS` blocks resident)."""
+    blocks, threads = BLOCKS, THREADS
     portable = "" if blocks <= 8 else (
         f"    if (cudaFuncSetAttribute({n}_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)\n"
         "        return 0;\n")
     return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
-static int {n}_clustered(int count, const {t} *x, {t} *y, cudaStream_t s)
+static int {n}_clustered(int count, const {t} *x, {t} *y, cudaStream_t s, unsigned blocks)
 {{
     cudaLaunchConfig_t config = {{}};
     cudaLaunchAttribute cluster[1];
     cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = {blocks};
+    cluster[0].val.clusterDim.x = blocks;
     cluster[0].val.clusterDim.y = 1;
     cluster[0].val.clusterDim.z = 1;
-    config.gridDim = dim3((unsigned)count * {blocks}u);
+    config.gridDim = dim3((unsigned)count * blocks);
     config.blockDim = dim3({threads});
     config.stream = s;
     config.attrs = cluster;
@@ -95,14 +102,14 @@ static int {n}_clustered(int count, const {t} *x, {t} *y, cudaStream_t s)
     return cudaLaunchKernelEx(&config, {n}_cluster, x, y, count) == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
 }}
 
-/* 1 when {n}_cluster runs here: sm_90 code in this binary, a device that launches clusters, one
-   cluster of {blocks} blocks of {threads} threads resident. */
-static int {n}_cluster_ready(int device)
+static int {n}_cluster_blocks(int device)
 {{
-    int launch = 0, clusters = 0;
+    int launch = 0, sms = 0, per_sm = 0, clusters = 0;
     cudaFuncAttributes attributes;
     if (cudaFuncGetAttributes(&attributes, {n}_cluster) != cudaSuccess || attributes.binaryVersion < 90 ||
-        cudaDeviceGetAttribute(&launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !launch)
+        cudaDeviceGetAttribute(&launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !launch ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_cluster, {threads}, 0) != cudaSuccess)
         return 0;
 {portable}    cudaLaunchConfig_t config = {{}};
     cudaLaunchAttribute cluster[1];
@@ -114,6 +121,41 @@ static int {n}_cluster_ready(int device)
     config.blockDim = dim3({threads});
     config.attrs = cluster;
     config.numAttrs = 1;
-    return cudaOccupancyMaxActiveClusters(&clusters, {n}_cluster, &config) == cudaSuccess && clusters > 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, {n}_cluster, &config) != cudaSuccess || clusters == 0)
+        return 0;
+    return sms * per_sm;
 }}
 #endif"""
+
+
+def note(n):
+    """The sentence of ``<name>_run``'s comment on the clustered kernel."""
+    if not limits.CUDA_CLUSTER_SAMPLES:
+        return ""
+    return (f"\n   Up to {limits.CUDA_CLUSTER_SAMPLES} samples where {n}_cluster runs (CUDA, sm_90): one launch of it, a"
+            "\n   cluster per sample. Else:")
+
+
+def choice(n):
+    """``<name>_run``'s first choice: the clustered kernel for up to ``limits.CUDA_CLUSTER_SAMPLES``
+    samples where it runs (CUDA only), as many blocks per cluster (up to :data:`BLOCKS`, at least
+    2) as keep every cluster of the call resident at once."""
+    if not limits.CUDA_CLUSTER_SAMPLES:
+        return ""
+    return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
+    if (count <= {limits.CUDA_CLUSTER_SAMPLES} && device < 64) {{
+        int resident = __atomic_load_n(&{n}_clusters[device], __ATOMIC_RELAXED);
+        if (resident == 0) {{
+            resident = {n}_cluster_blocks(device);
+            resident = resident > 0 ? resident : -1;
+            __atomic_store_n(&{n}_clusters[device], resident, __ATOMIC_RELAXED);
+        }}
+        if (resident > 0) {{
+            unsigned blocks = {BLOCKS};
+            while (blocks > 2 && (long)count * blocks > resident)
+                blocks /= 2;
+            return {n}_clustered(count, x, y, s, blocks);
+        }}
+    }}
+#endif
+"""

@@ -30,11 +30,6 @@ PERSISTENT_THREADS = 256
 #: the resident blocks (each thread then strides over that many elements); 1: a thread per element.
 PERSISTENT_WAVES = 1
 
-#: Whether the launched phases use programmatic dependent launch on sm_90 and later (each phase's
-#: blocks may start while the previous phase finishes, waiting in ``griddepcontrol.wait`` before
-#: touching memory).
-DEPENDENT_LAUNCH = False
-
 
 def batch_samples(plan):
     """Samples one step of the kernel file's batch computes together: a power of two up to
@@ -160,7 +155,7 @@ def infer_one(plan):
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t)}\n" if cluster else ""
-    clusters = (f"/* Whether {n}_cluster runs on each device (0: not yet asked; 1: yes; -1: no). */\n"
+    clusters = (f"/* Blocks of {n}_cluster resident at once on each device (0: not yet asked; -1: it does not run). */\n"
                 f"static int {n}_clusters[64];\n" if cluster else "")
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
@@ -181,7 +176,7 @@ def infer_one(plan):
 /* Blocks of {n}_field resident at once on each device (0: not yet asked; -1: no cooperative launch). */
 static int {n}_resident[64];
 {clusters}
-/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s.{_cluster_note(n)} When
+/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s.{field_cluster.note(n)} When
    the resident blocks hold a thread for every element of the widest phase ({count(widest, 'thread')} per
    sample), one cooperative launch of {n}_field with no more blocks than that; otherwise (or where
    cooperative launches are not available) {n}_phases. */
@@ -190,7 +185,7 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
     int device = 0;
     if (rosennaGetDevice(&device) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
-{_cluster_choice(n)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
+{field_cluster.choice(n)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
     if (resident == 0) {{
         int sms = 0, per_sm = 0, cooperative = 0;
         if (rosennaDeviceGetAttribute(&cooperative, rosennaDevAttrCooperativeLaunch, device) != rosennaSuccess ||
@@ -227,32 +222,6 @@ def cluster_phases(sched):
             for k, launch in enumerate(groups)]
 
 
-def _cluster_note(n):
-    if not limits.CUDA_CLUSTER_SAMPLES:
-        return ""
-    return (f"\n   Up to {limits.CUDA_CLUSTER_SAMPLES} samples where {n}_cluster runs (CUDA, sm_90): one launch of it, a"
-            "\n   cluster per sample. Else:")
-
-
-def _cluster_choice(n):
-    """``<name>_run``'s first choice: the clustered kernel for up to ``limits.CUDA_CLUSTER_SAMPLES``
-    samples where it runs (CUDA only)."""
-    if not limits.CUDA_CLUSTER_SAMPLES:
-        return ""
-    return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
-    if (count <= {limits.CUDA_CLUSTER_SAMPLES} && device < 64) {{
-        int clusters = __atomic_load_n(&{n}_clusters[device], __ATOMIC_RELAXED);
-        if (clusters == 0) {{
-            clusters = {n}_cluster_ready(device) ? 1 : -1;
-            __atomic_store_n(&{n}_clusters[device], clusters, __ATOMIC_RELAXED);
-        }}
-        if (clusters > 0)
-            return {n}_clustered(count, x, y, s);
-    }}
-#endif
-"""
-
-
 def _choice(n, widest):
     """``<name>_run``'s choice of form: the blocks the persistent kernel needs, and the launched
     phases past :data:`PERSISTENT_WAVES` times the resident blocks."""
@@ -274,7 +243,7 @@ def phase_note(k, launch):
 def _launched(sched, groups, samples):
     """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order."""
     n, t = sched.plan.name, sched.plan.ctype
-    kernels, calls, dependent = [], [], []
+    kernels, calls = [], []
     for k, launch in enumerate(groups):
         total = launch.threads
         code = batch_body(sched, launch)
@@ -283,69 +252,18 @@ def _launched(sched, groups, samples):
             [f"/* {phase_note(k, launch)} */",
              f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_phase{k}(const {t} *ROSENNA_RESTRICT x, "
              f"{t} *ROSENNA_RESTRICT y, int count)",
-             "{"] + _DEPENDENT_WAIT * DEPENDENT_LAUNCH + [
+             "{",
              f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
              f"    if (g >= (long)count * {total}l)",
              "        return;"] + code + unused + ["}"]))
-        grid, block = f"(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS})", min(total * samples, CUDA_THREADS)
-        plain = f"{n}_phase{k}<<<{grid}, {block}, 0, s>>>(x, y, count);"
-        calls.append(f"    {plain}")
-        dependent.append(f"{n}_dependent({n}_phase{k}, {grid}, {block}, s, x, y, count) != cudaSuccess")
-    head = ""
-    if DEPENDENT_LAUNCH:
-        head = _DEPENDENT_HOST.format(n=n, t=t)
-        calls.insert(0, "#if defined(__CUDACC__) && !defined(__HIPCC__)\n"
-                     f"    if ({n}_dependent_ready())\n"
-                     "        return " + " ||\n               ".join(dependent) +
-                     " ? ROSENNA_STATUS_LAUNCH : ROSENNA_STATUS_OK;\n#endif")
+        calls.append(f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
+                     f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
     return ("/* The phases as separate launches, each convolution unrolled-and-jammed over output channels. */\n"
-            + "\n\n".join(kernels) + "\n\n" + head +
+            + "\n\n".join(kernels) + "\n\n"
             f"/* {count(len(groups), 'launch', 'launches')} in stream order (stream order is the barrier). */\n"
             f"static int {n}_phases(int count, const {t} *x, {t} *y, rosennaStream_t s)\n{{\n"
             + "\n".join(calls) +
             "\n    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;\n}")
-
-
-#: The first statements of a launched phase under :data:`DEPENDENT_LAUNCH`: let the next phase's
-#: blocks start, then wait until the previous phase has finished and its stores are visible.
-_DEPENDENT_WAIT = ["#if defined(__CUDACC__) && !defined(__HIPCC__) && __CUDA_ARCH__ >= 900",
-                   '    asm volatile("griddepcontrol.launch_dependents;\\n\\tgriddepcontrol.wait;" ::: "memory");',
-                   "#endif"]
-
-_DEPENDENT_HOST = """#if defined(__CUDACC__) && !defined(__HIPCC__)
-/* One phase by programmatic dependent launch: it may start before the previous one has finished
-   (its first statement waits for it). */
-template <typename Kernel>
-static cudaError_t {n}_dependent(Kernel kernel, unsigned grid, unsigned block, cudaStream_t s, const {t} *x, {t} *y, int count)
-{{
-    cudaLaunchConfig_t config = {{}};
-    cudaLaunchAttribute dependent[1];
-    dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    dependent[0].val.programmaticStreamSerializationAllowed = 1;
-    config.gridDim = dim3(grid);
-    config.blockDim = dim3(block);
-    config.stream = s;
-    config.attrs = dependent;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel, x, y, count);
-}}
-
-/* 1 when the phases wait for their predecessors: sm_90 code in this binary on an sm_90 device. */
-static int {n}_dependent_ready(void)
-{{
-    static int ready = 0;  /* 0: not yet asked; 1: yes; -1: no */
-    int known = __atomic_load_n(&ready, __ATOMIC_RELAXED), device = 0, major = 0;
-    cudaFuncAttributes attributes;
-    if (known == 0) {{
-        known = cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                major >= 9 && cudaFuncGetAttributes(&attributes, {n}_phase0) == cudaSuccess && attributes.binaryVersion >= 90 ? 1 : -1;
-        __atomic_store_n(&ready, known, __ATOMIC_RELAXED);
-    }}
-    return known > 0;
-}}
-#endif
-
-"""
 
 
 def _persistent(sched, groups):
