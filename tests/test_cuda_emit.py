@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import devflags
 from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import whole_field
@@ -83,24 +84,29 @@ def test_omp_batch_steps_aside_for_native_kernel(zoo_dir, tmp_path):
     assert (tmp_path / "gemm_big_kernel.cu").exists()
 
 
-def _build(directory, name, backend, devflags, env=None):
+def _build(directory, name, backend, flags, env=None):
     cmd = ["make", "-s", "-f", f"{name}.mk", f"ROSENNA_BACKEND={backend}", "CFLAGS=-O1", "ROSENNA_OFFLOAD_FLAGS=",
-           f"DEVFLAGS={devflags}"]
+           f"DEVFLAGS={flags}"]
     proc = subprocess.run(cmd, check=False, cwd=directory, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)} in {directory}:\n{proc.stdout}{proc.stderr}"
     for lib in (f"lib{name}.a", f"lib{name}_device.a"):
         assert (directory / lib).exists(), lib
 
 
+# gemm_big embedded: test_host_compiler_links_the_cuda_archive_with_print_libs builds it (both
+# architectures) and links it.
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
-@pytest.mark.parametrize("embed,arch", [(True, "sm_80"), (True, "sm_90"), (False, "sm_90")],
-                         ids=["embedded-sm_80", "embedded-sm_90", "file-loaded-sm_90"])
-@pytest.mark.parametrize("name", MODELS)
-def test_nvcc_compiles(zoo_dir, tmp_path, name, embed, arch):
+@pytest.mark.parametrize("name,embed,archs", [
+    ("gemm_small", True, devflags.NVCC_SM80_SM90), ("mlp128", True, devflags.NVCC_SM80_SM90),
+    ("gemm_small", False, "-arch=sm_90"), ("gemm_big", False, "-arch=sm_90"), ("mlp128", False, "-arch=sm_90")],
+    ids=["gemm_small-embedded-sm_80+sm_90", "mlp128-embedded-sm_80+sm_90", "gemm_small-file-loaded-sm_90",
+         "gemm_big-file-loaded-sm_90", "mlp128-file-loaded-sm_90"])
+def test_nvcc_compiles(zoo_dir, tmp_path, name, embed, archs):
     """Each model's kernel file and library build for sm_80 (the A100 kernels: no 194 KB blocks)
-    and sm_90, embedded; file-loaded weights (the upload path) once, on sm_90."""
+    and sm_90, embedded (both in one nvcc call); file-loaded weights (the upload path) once, on
+    sm_90."""
     generate(str(zoo_dir / f"{name}.onnx"), str(tmp_path), Options(lang="c", embed=embed))
-    _build(tmp_path, name, "cuda", f"-O2 -arch={arch}")
+    _build(tmp_path, name, "cuda", f"{devflags.NVCC} {archs}")
 
 
 HOST_LINK = r"""#include <stdio.h>
@@ -119,9 +125,10 @@ int main(void)
 def test_host_compiler_links_the_cuda_archive_with_print_libs(zoo_dir, tmp_path):
     """README: lib<name>.a of the cuda backend links with any host compiler plus `make print-libs`
     (the CUDA runtime's directory, found from nvcc, and the C++ runtime nvcc's objects need). The
-    program runs here without a GPU: the per-point routine on the host, a batch of none."""
-    generate(str(zoo_dir / "gemm_big.onnx"), str(tmp_path), Options(lang="c", name="gb"))
-    _build(tmp_path, "gb", "cuda", "-O2 -arch=sm_90")
+    program runs here without a GPU: the per-point routine on the host, a batch of none. The
+    build is gemm_big's embedded one for sm_80 and sm_90 (test_nvcc_compiles has the others)."""
+    generate(str(zoo_dir / "gemm_big.onnx"), str(tmp_path), Options(lang="c", name="gb", embed=True))
+    _build(tmp_path, "gb", "cuda", f"{devflags.NVCC} {devflags.NVCC_SM80_SM90}")
     libs = subprocess.run(["make", "-s", "-f", "gb.mk", "ROSENNA_BACKEND=cuda", "print-libs"], cwd=tmp_path,
                           capture_output=True, text=True, check=True).stdout.split()
     assert "-lcudart" in libs and any(a.startswith("-L/") for a in libs), libs
@@ -136,7 +143,7 @@ def test_host_compiler_links_the_cuda_archive_with_print_libs(zoo_dir, tmp_path)
 @pytest.mark.parametrize("name", MODELS)
 def test_hipcc_compiles(zoo_dir, tmp_path, name, embed):
     generate(str(zoo_dir / f"{name}.onnx"), str(tmp_path), Options(lang="c", embed=embed))
-    _build(tmp_path, name, "hip", "-O2 --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))
+    _build(tmp_path, name, "hip", f"{devflags.HIPCC} --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))
 
 
 def test_bad_backend_is_refused(zoo_dir, tmp_path):
@@ -274,7 +281,7 @@ def _toy_renderer():
 def test_nvcc_compiles_beyond_mlp(tmp_path, name, embed):
     path = _beyond_mlp(tmp_path)[name]
     generate(str(path), str(tmp_path / "g"), Options(lang="c", embed=embed))
-    _build(tmp_path / "g", name, "cuda", "-O2 -arch=sm_90")
+    _build(tmp_path / "g", name, "cuda", f"{devflags.NVCC} -arch=sm_90")
 
 
 @pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
@@ -282,4 +289,4 @@ def test_nvcc_compiles_beyond_mlp(tmp_path, name, embed):
 def test_hipcc_compiles_beyond_mlp(tmp_path, name):
     path = _beyond_mlp(tmp_path)[name]
     generate(str(path), str(tmp_path / "g"), Options(lang="c", embed=False))
-    _build(tmp_path / "g", name, "hip", "-O2 --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))
+    _build(tmp_path / "g", name, "hip", f"{devflags.HIPCC} --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))
