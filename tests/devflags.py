@@ -8,8 +8,11 @@ with the toolchain profile's -O3. Optimizing is most of the CPU time of those co
 resource report (no spills) keep -O3.
 """
 
+#: nvcc: cicc and ptxas without optimization (beside an -O for the host compiler: a test that wants
+#: the host's -Wall warnings of an optimizing build keeps its -O1).
+NVCC_DEVICE = "-Xcicc -O0 -Xptxas -O0"
 #: nvcc: host compiler, cicc and ptxas without optimization.
-NVCC = "-O0 -Xcicc -O0 -Xptxas -O0"
+NVCC = f"-O0 {NVCC_DEVICE}"
 #: sm_80 and sm_90 in one nvcc call: one host pass and one front end for both, cicc and ptxas once
 #: per architecture (the same device compiles as two -arch builds).
 NVCC_SM80_SM90 = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import devflags
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ROSENNA = f"{sys.executable} -m rosenna"
 
@@ -44,6 +46,9 @@ def make(where, *args):
 #: 15 s, and the example's claims (PASS, fewer sweeps from the guess, the CUDA symbols) do not
 #: depend on the level. A command-line CFLAGS reaches the generated .mk through MAKEFLAGS.
 QUICK_CFLAGS = "CFLAGS=-O1 -Wall"
+#: The examples' CUDA builds are compile and link checks (nothing runs them here): sm_90 with cicc
+#: and ptxas unoptimized (tests/devflags.py; poisson_cuda's U-Net took 84 s of CPU at -O3).
+CUDA_CHECK = f"CUDA_ARCH=-arch=sm_90 {devflags.NVCC_DEVICE}"
 
 
 def run(cmd, expect_rc=0, cwd=None):
@@ -87,7 +92,7 @@ def test_adr_cuda_backend_builds_with_the_generated_recipes(tmp_path):
     adr_rate_infer_batch) links against both archives of the cuda backend. It runs on a GPU only
     (examples/run_gpu.sh; docs/benchmarks.md has the H200 numbers)."""
     ex = copy_example("surrogates", tmp_path)
-    make(ex, "cuda", "CUDA_ARCH=-arch=sm_90")
+    make(ex, "cuda", CUDA_CHECK)
     exe = ex / "build" / "adr_cuda"
     symbols = subprocess.run(["nm", "-C", str(exe)], capture_output=True, text=True, check=True).stdout
     assert "adr_rate_infer_batch" in symbols and "step_kernel" in symbols
@@ -114,7 +119,7 @@ def test_poisson_cuda_backend_links_with_a_host_compiler(tmp_path):
     linked with the generated recipe's print-libs. On the H200 it runs under clang-16's OpenMP
     (docs/benchmarks.md); here only the link is checked, and that pguess_infer_one is the CUDA one."""
     ex = copy_example("surrogates/poisson_guess", tmp_path)
-    make(ex, "cuda", "CUDA_ARCH=-arch=sm_90", QUICK_CFLAGS)
+    make(ex, "cuda", CUDA_CHECK, QUICK_CFLAGS)
     symbols = subprocess.run(["nm", str(ex / "build" / "poisson_cuda")], capture_output=True, text=True,
                              check=True).stdout
     assert re.search(r" T pguess_infer_one\b", symbols) and "cudaLaunchKernel" in symbols
@@ -169,7 +174,7 @@ def test_cns_cuda_backend_links(tmp_path):
     rosenna's native CUDA kernel on the device pointers of the OpenMP program. Link only here."""
     mpi_launcher()
     ex = copy_example("cns_closure", tmp_path)
-    make(ex, "cuda", "CUDA_ARCH=-arch=sm_90")
+    make(ex, "cuda", CUDA_CHECK)
     symbols = subprocess.run(["nm", str(ex / "build" / "cns_cuda")], capture_output=True, text=True,
                              check=True).stdout
     assert re.search(r" T sgs_infer_batch\b", symbols) and "cudaLaunchKernel" in symbols

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+import devflags
 import op_models
 from rosenna import generate as gen
 from rosenna.emit.cuda import field_fuse, field_index
@@ -110,8 +111,8 @@ def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path, fused):
     gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
     kernel = tmp_path / "unet_kernel.cu"
     assert "unet_value1_0(x, y, s, " in kernel.read_text()
-    for cmd, env in ((["nvcc", "-O1", "-arch=sm_90", "-Xcompiler", "-Wall,-Werror"], None),
-                     (["hipcc", "-O1", "--offload-arch=gfx90a", "-x", "hip"], dict(os.environ, HIP_PLATFORM="amd"))):
+    for cmd, env in ((["nvcc", "-O1", *devflags.NVCC_DEVICE.split(), "-arch=sm_90", "-Xcompiler", "-Wall,-Werror"], None),
+                     (["hipcc", devflags.HIPCC, "--offload-arch=gfx90a", "-x", "hip"], dict(os.environ, HIP_PLATFORM="amd"))):
         proc = subprocess.run(cmd + ["-c", str(kernel), "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
                               env=env)
         assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr[-3000:]}"

@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import devflags
 from rosenna import generate as gen
 from rosenna.verify import verify
 from test_infer_one import assert_close, emulate_launches, reference, run_whole
@@ -87,9 +88,9 @@ def test_field3d_cuda_launches_emulated_on_host(tmp_path, model_path):
         assert_close(backwards, want, rtol=1e-4, atol=1e-5, what=f"{form}, threads in reverse")
 
 
-def _make(directory, name, backend, devflags, env=None):
+def _make(directory, name, backend, flags, env=None):
     cmd = ["make", "-s", "-f", f"{name}.mk", f"ROSENNA_BACKEND={backend}", "CFLAGS=-O1", "ROSENNA_OFFLOAD_FLAGS=",
-           f"DEVFLAGS={devflags}"]
+           f"DEVFLAGS={flags}"]
     proc = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
 
@@ -122,13 +123,13 @@ def test_3d_ops_nvcc_compile(tmp_path):
     plan, _ = gen.generate(small3d(tmp_path / "small3d.onnx"), str(tmp_path / "g"),
                            gen.Options(lang="c", embed=False, infer_one=True))
     assert "_infer_one" in (tmp_path / "g" / f"{plan.name}_kernel.cu").read_text()
-    _make(tmp_path / "g", plan.name, "cuda", "-O1 -arch=sm_90")
+    _make(tmp_path / "g", plan.name, "cuda", f"{devflags.NVCC} -arch=sm_90")
 
 
 @pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
 def test_3d_ops_hipcc_compile(tmp_path, model_path):
     plan, _ = gen.generate(model_path, str(tmp_path / "g"), gen.Options(lang="c", embed=False))
-    _make(tmp_path / "g", plan.name, "hip", "-O1 --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))
+    _make(tmp_path / "g", plan.name, "hip", f"{devflags.HIPCC} --offload-arch=gfx90a", env=dict(os.environ, HIP_PLATFORM="amd"))
 
 
 def _science_models():
