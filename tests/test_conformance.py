@@ -6,6 +6,7 @@ or fail to compile. docs/conformance.md is the same run written out (rosenna con
 """
 
 import functools
+import os
 
 import pytest
 
@@ -42,3 +43,36 @@ def test_the_report_lists_every_lowered_op():
         text = handle.read()
     for op, cases in all_cases().items():
         assert f"| {op} | {len(cases)} |" in text, f"docs/conformance.md is stale for {op}: rerun the generator"
+
+
+def test_a_compile_error_is_reported_for_its_own_case(tmp_path, monkeypatch):
+    """The cases share translation units; one whose generated C and Fortran do not compile fails
+    alone, with the compiler's message, and the cases it shared a unit with still pass."""
+    cases = [case for op in ("Neg", "Sqrt", "Tanh") for case in all_cases()[op]]
+    prepare = conformance._prepare
+
+    def broken_second(case, index, work):
+        outcome, job = prepare(case, index, work)
+        if index == 1:
+            for source, line in ((f"{job['name']}.c", "int broken_on_purpose = ;\n"),
+                                 (f"{job['name']}_model.F90", "broken on purpose\n")):
+                with open(tmp_path / source, "a") as fh:
+                    fh.write(line)
+        return outcome, job
+
+    monkeypatch.setattr(conformance, "_prepare", broken_second)
+    outcomes = conformance.run(cases, str(tmp_path), optimize="-O0")
+    assert [o.status for o in outcomes] == ["passed", "failed"] + ["passed"] * (len(cases) - 2)
+    assert "c: compile failed" in outcomes[1].detail and "fortran: compile failed" in outcomes[1].detail
+    assert any(name.startswith("unit") for name in os.listdir(tmp_path))  # the others did share a unit
+
+
+def test_a_case_defining_a_foreign_macro_gets_a_unit_of_its_own(tmp_path):
+    for name, macro in (("k0000", "K0000_NX"), ("k0001", "k0001_scratch"), ("k0002", "ROSENNA_CONST"),
+                        ("k0003", "K0003_NY")):
+        (tmp_path / f"{name}.c").write_text(f'#include "{name}.h"\n')
+        (tmp_path / f"{name}.h").write_text(f"#define {macro} 1\n")
+    units = conformance._units(["k0000", "k0001", "k0002", "k0003"], "c", str(tmp_path))
+    assert [(obj, part) for obj, part, _ in units] == [("unit0_c.o", ["k0000", "k0001", "k0003"]),
+                                                       ("k0002_c.o", ["k0002"])]
+    assert (tmp_path / "unit0_c.c").read_text() == '#include "k0000.c"\n#include "k0001.c"\n#include "k0003.c"\n'
