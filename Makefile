@@ -19,10 +19,15 @@ $(VENV)/.installed: $(PY) setup.cfg pyproject.toml
 
 install: $(VENV)/.installed
 
-$(VENV)/.test-installed: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test]'
-	$(PY) -m pip install -q torch==2.13.0 onnxscript build
-	touch $@
+# One pip call for the package and every test dependency (one resolve, one editable build), without
+# pip's byte-compiling, which runs on one core (torch: ~40 s of CPU); compileall then writes the same
+# .pyc files on every core. Like pip, it goes on past a file this Python cannot compile (torch ships
+# a few for newer Pythons).
+$(VENV)/.test-installed: $(PY) setup.cfg pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --no-compile -e '.[verify,test]' torch==2.13.0 onnxscript build
+	-$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null
+	touch $(VENV)/.installed $@
 
 test-deps: $(VENV)/.test-installed
 
