@@ -18,14 +18,25 @@ def all_cases():
     return conformance.collect()
 
 
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """``{op: [Outcome]}``: every case of every op in one run (shared translation units, one C and
+    one Fortran driver), which the per-op tests below read. -O0: the drivers call the per-point
+    <name>_infer, which -O1 does not vectorise either; the numbers are the same and the compiles
+    take half the CPU (rosenna conformance: -O1)."""
+    cases = [case for op_cases in all_cases().values() for case in op_cases]
+    by_op = {}
+    for o in conformance.run(cases, str(tmp_path_factory.mktemp("conformance")), optimize="-O0"):
+        by_op.setdefault(o.case.op, []).append(o)
+    return by_op
+
+
 @pytest.mark.parametrize("op", ops.lowered_ops())
-def test_node_cases(op, tmp_path):
-    cases = all_cases().get(op, [])
-    if not cases:
+def test_node_cases(op, outcomes):
+    if not all_cases().get(op):
         pytest.skip(f"onnx ships no single-node test case for {op}")
-    # -O0: the drivers call the per-point <name>_infer, which -O1 does not vectorise either; the
-    # numbers are the same and the ~1,400 compiles take half the CPU (rosenna conformance: -O1).
-    outcomes = conformance.run(cases, str(tmp_path), optimize="-O0")
+    outcomes = outcomes[op]
+    assert len(outcomes) == len(all_cases()[op])
     failed = [f"{o.case.name}: {o.detail}" for o in outcomes if o.status == "failed"]
     assert not failed, "wrong numbers or build failures:\n  " + "\n  ".join(failed)
     for o in outcomes:

@@ -13,6 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import devflags
 from mlp_reference import act_of, activation_mlp, evaluate, run_packing
 from rosenna import compare, zoo
 from rosenna.emit import cuda, fixed
@@ -257,6 +258,6 @@ def test_dmma_kernel_files_compile_with_hipcc(kernel_files):
     import os
     env = dict(os.environ, HIP_PLATFORM="amd")
     for src in kernel_files:
-        proc = subprocess.run(["hipcc", "--offload-arch=gfx90a", "-O3", "-c", str(src), "-o", str(src) + ".hip.o"],
+        proc = subprocess.run(["hipcc", "--offload-arch=gfx90a", devflags.HIPCC, "-c", str(src), "-o", str(src) + ".hip.o"],
                               capture_output=True, text=True, cwd=src.parent, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]

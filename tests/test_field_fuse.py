@@ -250,7 +250,7 @@ def test_cluster_code_compiles(tmp_path, clusters):
     keep.mkdir()
     for cmd, env in ((["nvcc", "-O1", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
                        "-Xcompiler", "-Wall,-Werror", "-Werror", "all-warnings", "-keep", "-keep-dir", str(keep)], None),
-                     (["hipcc", "-O1", "--offload-arch=gfx90a", "-x", "hip"], dict(os.environ, HIP_PLATFORM="amd"))):
+                     (["hipcc", devflags.HIPCC, "--offload-arch=gfx90a", "-x", "hip"], dict(os.environ, HIP_PLATFORM="amd"))):
         proc = subprocess.run(cmd + ["-c", str(kernel), "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
                               env=env)
         assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr[-3000:]}"

@@ -13,6 +13,8 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
+
+import devflags
 from mlp_reference import ALL_ACTIVATIONS, act_of, activation, activation_mlp, evaluate
 from onnx import TensorProto, helper, numpy_helper
 from test_tensor_core import _emulate as emulate_chain
@@ -147,7 +149,7 @@ def test_every_activation_compiles_without_spills(tmp_path, width, kernels):
 @pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
 def test_every_activation_compiles_with_hipcc(tmp_path):
     src = _generate(tmp_path, 16, "acts")
-    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", src, "-o", "k.o"], cwd=tmp_path,
+    proc = subprocess.run(["hipcc", devflags.HIPCC, "--offload-arch=gfx90a", "-c", src, "-o", "k.o"], cwd=tmp_path,
                           capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stderr[-3000:]
 

@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import devflags
 from mlp_reference import act_of, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
@@ -144,7 +145,7 @@ def test_routines_compile_as_relocatable_device_code(kernel_files):
 def test_routines_compile_with_hipcc(kernel_files):
     env = dict(os.environ, HIP_PLATFORM="amd")
     for src in kernel_files:
-        proc = subprocess.run(["hipcc", "--offload-arch=gfx90a", "-O3", "-fgpu-rdc", "-DROSENNA_DEVICE_ROUTINE", "-c",
+        proc = subprocess.run(["hipcc", "--offload-arch=gfx90a", devflags.HIPCC, "-fgpu-rdc", "-DROSENNA_DEVICE_ROUTINE", "-c",
                                str(src), "-o", str(src) + ".hip.o"], capture_output=True, text=True, cwd=src.parent,
                               env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]

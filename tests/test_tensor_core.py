@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import devflags
 from mlp_reference import ODD, act_of, custom_model, evaluate, mma3 as _mma, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
@@ -416,7 +417,7 @@ def test_wide_kernel_file_compiles_with_hipcc(tmp_path):
         path = zoo.save(name, str(tmp_path / f"{name}.onnx")) if name == "mlp128" else \
             custom_model(tmp_path, name, *WIDE_SHAPES[name][:2])
         generate(path, str(tmp_path), Options(lang="c", embed=False))
-    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "mlp128_kernel.cu", "w200_kernel.cu"],
+    proc = subprocess.run(["hipcc", devflags.HIPCC, "--offload-arch=gfx90a", "-c", "mlp128_kernel.cu", "w200_kernel.cu"],
                           cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

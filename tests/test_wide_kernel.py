@@ -12,6 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import devflags
 from mlp_reference import ODD, act_of, custom_model, evaluate, run_packing
 from rosenna import zoo
 from rosenna.emit import cuda
@@ -214,6 +215,6 @@ def test_staged_kernel_compiles_with_hipcc(tmp_path, model):
         path = str(tmp_path / "mw.onnx")
         onnx.save(zoo.mlp("mw", *ODD, seed=7), path)
     generate(path, str(tmp_path), Options(lang="c", embed=False))
-    proc = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-c", "mw_kernel.cu", "-o", "k.o"], cwd=tmp_path,
+    proc = subprocess.run(["hipcc", devflags.HIPCC, "--offload-arch=gfx90a", "-c", "mw_kernel.cu", "-o", "k.o"], cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
