@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
+import devflags
 from rosenna.cli import main
 
 pytestmark = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("gfortran")), reason="needs gcc, gfortran")
@@ -251,6 +252,7 @@ def test_cuda_harnesses_compile_for_float_and_double(tmp_path):
         generate(model, str(out), Options(lang="c"))
         src = tmp_path / f"{stem}_{harness.FILES[name][1]}"
         src.write_text(harness.render(name, n=stem, check=8, real=real))
-        result = subprocess.run(["nvcc", "-c", *extra, "-I", str(out), str(src), "-o", str(tmp_path / f"{stem}.o")],
+        result = subprocess.run(["nvcc", *devflags.NVCC.split(), "-c", *extra, "-I", str(out), str(src), "-o",
+                                 str(tmp_path / f"{stem}.o")],
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr

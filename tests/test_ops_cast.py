@@ -12,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import devflags
 from rosenna import conformance
 
 FLOATS = {  # ONNX type -> (ml_dtypes type, whether Cast's saturate applies)
@@ -135,7 +136,7 @@ def test_rounding_code_compiles_strict_and_for_the_gpu(tmp_path, elem):
     commands = [["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fopenmp", "-c", "casts.c"],
                 ["gfortran", "-std=f2008", "-Wall", "-Werror", "-fopenmp", "-c", "casts_model.F90"]]
     if shutil.which("nvcc"):
-        commands.append(["nvcc", "-arch=sm_90", "-c", "casts_kernel.cu", "-o", "casts_kernel.o"])
+        commands.append(["nvcc", *devflags.NVCC.split(), "-arch=sm_90", "-c", "casts_kernel.cu", "-o", "casts_kernel.o"])
     for cmd in commands:
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, " ".join(cmd) + "\n" + proc.stderr[-3000:]
