@@ -248,7 +248,7 @@ def build(args):
         lines = open(os.path.join(OUT, name, "ptxas.txt")).read().splitlines()
         kernels = []
         for i, line in enumerate(lines):
-            wanted = ("_field", "_phase") if info["path"] == "whole" else ("_kernel",)
+            wanted = ("_field", "_phase", "_cluster") if info["path"] == "whole" else ("_kernel",)
             if "Compiling entry function" in line and any(w in line for w in wanted):
                 stats = " ".join(lines[i + 1:i + 4])
                 regs = stats.split("Used ")[1].split(" registers")[0] if "Used " in stats else "?"
