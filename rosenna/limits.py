@@ -42,5 +42,13 @@ CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
 #: The CUDA whole-field batch (rosenna/emit/cuda/field_cluster.py) runs calls of up to this many
 #: samples as one launch of thread-block clusters, a cluster per sample, on sm_90 and later (0: never).
 CUDA_CLUSTER_SAMPLES = 0
+#: Which 2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs on the tensor cores
+#: (rosenna/emit/cuda/conv_igemm.py): K = input channels x taps of at least IGEMM_MIN_K (under
+#: that a k8 tile is mostly padding), at least IGEMM_MIN_COUT output channels (an n8 tile), and,
+#: per call, at least IGEMM_MIN_ROWS output pixels x samples (fewer leave the GPU's SMs idle:
+#: a warp computes 16-64 pixels where the direct kernel gives each pixel and channel a thread).
+IGEMM_MIN_K = 32
+IGEMM_MIN_COUT = 8
+IGEMM_MIN_ROWS = 16384
 HOST_BLOCK = {"single": 32, "double": 16}
 HOST_BLOCK_BYTES = 64 * 1024

@@ -125,6 +125,8 @@ class Assign:
 @dataclass
 class Comment:
     text: str
+    #: The :class:`rosenna.plan.PlannedOp` whose loops follow (a comment the plan puts before an op).
+    op: object = None
 
 
 def add(a, b):

@@ -63,6 +63,9 @@ class PlannedOp:
     #: the fused activation's attributes (LeakyRelu's alpha, Clip's bounds, ...), for the kernels
     #: that apply it themselves (the CUDA MLP kernels)
     activation_attrs: dict = field(default_factory=dict, compare=False)
+    #: A 2-D or N-D Conv's geometry (:meth:`rosenna.ops.conv.Conv.window`), for the kernels that
+    #: compute it otherwise than the loops do (rosenna/emit/cuda/conv_igemm.py); {} for other ops
+    window: dict = field(default_factory=dict, compare=False)
 
     @property
     def label(self):
@@ -231,9 +234,11 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
             op_list.append(PlannedOp(node.attrs["of"], alias=True, nodes=sources))
             continue
         activation, attrs = node.attrs.get("_activation") or (None, {})
-        planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs))
+        window = getattr(ops.get(node.op), "window", None)
+        planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs),
+                            window=window(node, graph) if window else {})
         op_list.append(planned)
-        b.emit(Comment(f"{planned.label}: {label}"))
+        b.emit(Comment(f"{planned.label}: {label}", planned))
         ops.get(node.op).lower(node, graph, b)
     for r, ybuf, size, vname in copies:
         b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))

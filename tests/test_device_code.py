@@ -14,11 +14,11 @@ from rosenna.emit import fixed
 from rosenna.emit.cuda import staged, tc_wide, tf32
 
 #: Each file, with what comes before it in a kernel file (activation functions, other libraries).
-CUDA_ONLY = {"rosenna_tf32.cuh", "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh"}
+CUDA_ONLY = {"rosenna_tf32.cuh", "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh", "rosenna_igemm.cuh"}
 NEEDS = {"rosenna_tc_wide.cuh": ["rosenna_tf32.cuh", "rosenna_cp_async.cuh"], "rosenna_staged.cuh": ["rosenna_cp_async.cuh"],
-         "rosenna_tc_routine.cuh": ["rosenna_tf32.cuh"]}
+         "rosenna_tc_routine.cuh": ["rosenna_tf32.cuh"], "rosenna_igemm.cuh": ["rosenna_tf32.cuh"]}
 LIBS = ["rosenna_act.cuh", "rosenna_narrow.cuh", "rosenna_tile.cuh", "rosenna_cp_async.cuh", "rosenna_staged.cuh", "rosenna_tf32.cuh",
-        "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh"]
+        "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh", "rosenna_igemm.cuh"]
 
 
 def _unit(tmp_path, name):

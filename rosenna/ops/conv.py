@@ -259,6 +259,17 @@ class Conv(Op):
                     f"({w[0]},)"]
         return []
 
+    def window(self, node, graph):
+        """What a kernel computing this Conv otherwise than :meth:`lower`'s loops needs: the value
+        names of X, W, B ("" for none) and Y, the shapes of X, W and Y, strides, dilations, begin
+        pads, group and the fused activation (``(op, attrs)`` or None)."""
+        strides, dilations, begin, _, out = self._geometry(node, graph)
+        x, w = tuple(graph.shape_of(node.inputs[0])), tuple(graph.shape_of(node.inputs[1]))
+        return {"x": node.inputs[0], "w": node.inputs[1], "b": node.inputs[2] if len(node.inputs) > 2 else "",
+                "y": node.outputs[0], "x_shape": x, "w_shape": w, "y_shape": (x[0], w[0]) + tuple(out),
+                "strides": tuple(strides), "dilations": tuple(dilations), "pads": tuple(begin),
+                "group": self.attr(node, "group"), "activation": node.attrs.get("_activation")}
+
     def lower(self, node, graph, b):
         x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
         strides, dilations, begin, end, out = self._geometry(node, graph)

@@ -12,7 +12,7 @@ locals are too large for a thread (``plan.path == "whole"``) the batched entry p
 ``<name>_infer_one`` per sample (:data:`KIND`).
 """
 
-from rosenna.emit.cuda import field_cluster, field_fuse
+from rosenna.emit.cuda import conv_igemm, field_cluster, field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
@@ -150,7 +150,8 @@ def infer_one(plan):
     groups = sched.phases
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
-    persistent, launched = _persistent(sched, groups), _launched(sched, jammed, samples)
+    convs = conv_igemm.choose(sched)  # the phases run as implicit GEMMs where the call and device allow
+    persistent, launched = _persistent(sched, groups), _launched(sched, jammed, samples, convs)
     cluster = field_cluster.kernel(sched, cluster_phases(sched)) if limits.CUDA_CLUSTER_SAMPLES else ""
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
@@ -169,6 +170,7 @@ def infer_one(plan):
    launch per phase ({n}_run chooses). The intermediates of {samples} samples: */
 {buffers}
 {values}
+{conv_igemm.source(sched.plan, convs)}
 {persistent}
 
 {launched}
@@ -240,8 +242,9 @@ def phase_note(k, launch):
     return f"phase {k}: {notes} ({count(len(launch.members), 'region')}, {count(launch.threads, 'thread')} per sample)"
 
 
-def _launched(sched, groups, samples):
-    """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order."""
+def _launched(sched, groups, samples, convs):
+    """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order (the
+    phases in ``convs`` as implicit GEMMs where the call allows, :mod:`conv_igemm`)."""
     n, t = sched.plan.name, sched.plan.ctype
     kernels, calls = [], []
     for k, launch in enumerate(groups):
@@ -256,7 +259,8 @@ def _launched(sched, groups, samples):
              f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
              f"    if (g >= (long)count * {total}l)",
              "        return;"] + code + unused + ["}"]))
-        calls.append(f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
+        calls.append((conv_igemm.launch(sched.plan, k, convs[k]) if k in convs else "") +
+                     f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
                      f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
     return ("/* The phases as separate launches, each convolution unrolled-and-jammed over output channels. */\n"
             + "\n\n".join(kernels) + "\n\n"

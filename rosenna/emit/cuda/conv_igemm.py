@@ -1,0 +1,341 @@
+"""Convolutions of the CUDA whole-field path as implicit GEMMs on the tensor cores, in 3xTF32.
+
+A 2-D Conv with ``group == 1`` is the product of the im2col matrix A (rows: the output pixels of
+every sample of the call; columns K: the taps x the input channels) and the weights B (K x the
+output channels). :func:`choose` picks the phases of :func:`rosenna.emit.cuda.field_fuse.schedule`
+that are one such Conv and pass the rule of :mod:`rosenna.limits` (``IGEMM_MIN_K`` and
+``IGEMM_MIN_COUT`` when the file is generated, ``IGEMM_MIN_ROWS`` per call); ``<name>_phases``
+then launches ``<name>_igemm<k>`` for them instead of the direct kernel when the call has the
+rows and the device runs sm_80 code. The persistent kernel (the small calls) keeps the direct loops.
+
+The kernel (``rosenna/data/rosenna_igemm.cuh``): a warp per tile of output pixels of one sample,
+``mma.sync.m16n8k8`` TF32 with the 3xTF32 split of :mod:`rosenna.emit.cuda.tf32` (big and small
+parts of both operands, three MMAs), so the result stays at fp32 accuracy. K runs tap-major over
+the input channels padded to a multiple of 4 (:func:`k_order`): half a k8 tile is one tap, so the
+im2col index of every load is affine with compile-time tap offsets. The weights are split and put
+in fragment order when the file is generated (:func:`packed`, by
+:func:`rosenna.emit.cuda.tf32.pack_layer`); tiles whose taps all fall inside the input skip the
+bounds checks (:attr:`Shape.interior`).
+
+Not taken, the direct loops run instead: HIP (no ``mma.sync``; an MFMA form is not written),
+``-DROSENNA_NO_TENSOR_CORES``, file-loaded weights (their packing at upload is not written),
+double precision, grouped and depthwise convs, 1-D and 3-D convs.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rosenna import limits
+from rosenna.emit import fixed
+from rosenna.emit.cuda import field_fuse, tf32
+from rosenna.emit.cuda.mlp import array
+from rosenna.emit.lang import C
+from rosenna.emit.render import Renderer
+from rosenna.emit.whole import sample_resolver
+from rosenna.loopir import Comment, Idx, Ref, Var, add
+
+#: Warps per block of ``<name>_igemm<k>`` (one output tile each).
+WARPS = 4
+
+#: Accumulator fragments a lane holds (m16 tiles x n8 tiles of its warp's tile): the m16 tiles per
+#: warp are as many as fit, at most :data:`MAX_MT`.
+TILE_FRAGMENTS = 8
+MAX_MT = 4
+
+#: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
+PARTIAL = 2
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one conv is tiled. The geometry (C input channels of H x W, COUT output channels of OH
+    x OW, KH x KW taps, strides, begin pads, dilations), the padded channels CP and K (KT k8 tiles),
+    NT n8 tiles, a warp tile of WY x WX pixels (MT m16 tiles), TY x TX tiles per sample."""
+
+    c: int
+    h: int
+    w: int
+    cout: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+
+    @property
+    def cp(self):
+        return -(-self.c // 4) * 4
+
+    @property
+    def kt(self):
+        return -(-self.kh * self.kw * self.cp // 8)
+
+    @property
+    def nt(self):
+        return -(-self.cout // 8)
+
+    @property
+    def wx(self):
+        """Tile width: the output width up to 8, a power of two (row and column by shifts)."""
+        wx = 1
+        while wx < min(8, self.ow):
+            wx *= 2
+        return wx
+
+    @property
+    def mt(self):
+        return max(1, min(MAX_MT, TILE_FRAGMENTS // self.nt, -(-self.oh * self.wx // 16)))
+
+    @property
+    def wy(self):
+        return 16 * self.mt // self.wx
+
+    @property
+    def tx(self):
+        return -(-self.ow // self.wx)
+
+    @property
+    def ty(self):
+        return -(-self.oh // self.wy)
+
+    @property
+    def tiles(self):
+        return self.tx * self.ty
+
+    @property
+    def interior(self):
+        """``(ty0, ty1, tx0, tx1)``: the tiles ty0 <= ty <= ty1, tx0 <= tx <= tx1 lie inside the output
+        and read inside the input at every tap (an empty range when none do)."""
+        def inside(t, tile, out, size, stride, pad, taps, dil):
+            first, last = t * tile, t * tile + tile - 1
+            return last < out and first * stride - pad >= 0 and last * stride - pad + (taps - 1) * dil < size
+
+        ys = [t for t in range(self.ty) if inside(t, self.wy, self.oh, self.h, self.sh, self.ph, self.kh, self.dh)]
+        xs = [t for t in range(self.tx) if inside(t, self.wx, self.ow, self.w, self.sw, self.pw, self.kw, self.dw)]
+        if not ys or not xs:
+            return 0, -1, 0, -1
+        return ys[0], ys[-1], xs[0], xs[-1]
+
+    def params(self, check):
+        """The template arguments of ``rosenna_igemm_tile``."""
+        return ", ".join(str(v) for v in (
+            self.c, self.cp, self.h, self.w, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, self.dh, self.dw,
+            self.oh, self.ow, self.kt, self.nt, self.mt, self.wx)) + f", {'true' if check else 'false'}, {PARTIAL}"
+
+
+@dataclass(frozen=True)
+class Conv:
+    """One phase computed by ``<name>_igemm<k>``: the plan's Conv (its ``window``) and its tiling."""
+
+    window: dict
+    shape: Shape
+    note: str
+
+
+def shape_of(window):
+    x, w, y = window["x_shape"], window["w_shape"], window["y_shape"]
+    return Shape(x[1], x[2], x[3], w[0], y[2], y[3], w[2], w[3], *window["strides"], *window["pads"],
+                 *window["dilations"])
+
+
+def eligible(window):
+    """Why a Conv's geometry keeps the direct loops ("" when the implicit GEMM may take it)."""
+    if len(window["x_shape"]) != 4:
+        return "not 2-D"
+    if window["group"] != 1:
+        return "grouped"
+    if window["x_shape"][0] != 1:
+        return "a batch axis over 1"
+    _, c, kh, kw = window["w_shape"]
+    if c * kh * kw < limits.IGEMM_MIN_K:
+        return f"K = {c * kh * kw} under {limits.IGEMM_MIN_K}"
+    if window["w_shape"][0] < limits.IGEMM_MIN_COUT:
+        return f"{window['w_shape'][0]} output channels, under {limits.IGEMM_MIN_COUT}"
+    return ""
+
+
+def _ops_of(plan):
+    """Each top-level statement of the plan's body -> the Comment before it."""
+    out, last = {}, None
+    for stmt in plan.body:
+        if isinstance(stmt, Comment):
+            last = stmt
+        else:
+            out[id(stmt)] = last
+    return out
+
+
+def choose(sched):
+    """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM. A phase
+    qualifies when its regions are exactly one Conv's loops, the Conv is :func:`eligible`, its
+    input and output are in device buffers (not computed in place), and the plan is float32 with
+    embedded weights."""
+    plan = sched.plan
+    if plan.precision != "single" or not plan.embed:
+        return {}
+    comment_of, out = _ops_of(plan), {}
+    for k, launch in enumerate(sched.phases):
+        comments = {id(comment_of.get(id(m.chain[0] if m.chain else m.body[0]))) for m in launch.members}
+        comment = comment_of.get(id(launch.members[0].chain[0])) if launch.members[0].chain else None
+        if len(comments) != 1 or comment is None or comment.op is None or comment.op.op != "Conv":
+            continue
+        window = comment.op.window
+        regions = sum(1 for stmt in plan.body if comment_of.get(id(stmt)) is comment)
+        if eligible(window) or regions != len(launch.members):
+            continue
+        if any(plan.storage[window[v]][0] not in ("x", "y", "t") for v in ("x", "y")):
+            continue
+        out[k] = Conv(window, shape_of(window), comment.text)
+    return out
+
+
+def k_order(shape):
+    """For each column k of the GEMM's K (padded to KT * 8): ``(channel, tap)``, or None for a
+    padding column. Tap-major, channels padded to CP: k = tap * CP + c."""
+    out = []
+    for k in range(shape.kt * 8):
+        tap, c = divmod(k, shape.cp)
+        out.append((c, tap) if c < shape.c and tap < shape.kh * shape.kw else None)
+    return out
+
+
+def packed(plan, conv):
+    """The B fragments of the conv's weights (W [COUT][C][KH][KW]) in K's order, split into
+    TF32 big and small parts: :func:`rosenna.emit.cuda.tf32.pack_layer`'s layout, KT x NT x 32
+    lanes x 4 floats."""
+    s = conv.shape
+    ident = plan.storage[conv.window["w"]][1]
+    w = next(wt.array for wt in plan.weights if wt.ident == ident).astype(np.float32)
+    w = w.reshape(s.cout, s.c, s.kh * s.kw)
+    w2d = np.zeros((s.cout, s.kt * 8), np.float32)
+    for k, where in enumerate(k_order(s)):
+        if where is not None:
+            w2d[:, k] = w[:, where[0], where[1]]
+    return tf32.pack_layer(w2d, s.kt * 8, s.nt * 8, paired=False)
+
+
+def _operand(plan, value):
+    """``(array, floats per sample, offset)`` of a conv's input or output in the kernel file."""
+    kind, ident, offset = plan.storage[value]
+    if kind == "t":
+        i = int(ident[1:])
+        return field_fuse.buffer_symbol(plan, i), plan.scratch[i], offset
+    return kind, plan.nx if kind == "x" else plan.ny, offset
+
+
+def _epilogue(plan, conv):
+    """The stored value of accumulator ``v`` for output channel ``co``: bias, fused activation."""
+    from rosenna.ops import activation_expr
+
+    window = conv.window
+    value = add(Var("v"), Ref(window["b"], Idx.of("co"))) if window["b"] else Var("v")
+    return Renderer(C, plan.precision, sample_resolver(plan)).expr(activation_expr(window["activation"], value))
+
+
+def min_samples(conv):
+    """The samples a call needs before the implicit GEMM takes this conv (``limits.IGEMM_MIN_ROWS``)."""
+    pixels = conv.shape.oh * conv.shape.ow
+    return max(1, -(-limits.IGEMM_MIN_ROWS // pixels))
+
+
+def kernel(plan, k, conv):
+    """``<name>_igemm<k>``: a warp per tile of output pixels of one sample, every output channel."""
+    n, s = plan.name, conv.shape
+    xa, xstride, xoff = _operand(plan, conv.window["x"])
+    ya, ystride, yoff = _operand(plan, conv.window["y"])
+    ty0, ty1, tx0, tx1 = s.interior
+    inside = [f"oy0 < {s.oh}"] if s.ty * s.wy > s.oh else []
+    inside += [f"ox0 < {s.ow}"] if s.tx * s.wx > s.ow else []
+    inside += [f"co < {s.cout}"] if s.nt * 8 > s.cout else []
+    store = f"out[co * {s.oh * s.ow} + oy0 * {s.ow} + ox0] = {_epilogue(plan, conv)};"
+    store = f"if ({' && '.join(inside)})\n                    {store}" if inside else store
+    interior = (f"ty >= {ty0} && ty <= {ty1} && tx >= {tx0} && tx <= {tx1}" if ty1 >= ty0 else "false")
+    return f"""/* {conv.note}: [{s.c}, {s.h}, {s.w}] -> [{s.cout}, {s.oh}, {s.ow}], {s.kh}x{s.kw} taps, stride {s.sh}x{s.sw}, pad {s.ph}x{s.pw},
+   dilation {s.dh}x{s.dw}, as an implicit GEMM: {s.oh * s.ow} rows per sample in {s.tiles} tiles of {s.wy}x{s.wx} pixels
+   (one per warp), K = {s.kh * s.kw} taps x {s.cp} channels = {s.kt} k8 tiles, {s.nt} n8 tiles. */
+__global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
+{{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const long tile = (long)blockIdx.x * {WARPS} + threadIdx.x / 32;
+    if (tile >= (long)count * {s.tiles})
+        return;  /* the whole warp */
+    const long s = tile / {s.tiles};
+    const int t = (int)(tile - s * {s.tiles}), ty = t / {s.tx}, tx = t % {s.tx};
+    const float *in = {xa} + s * {xstride}l + {xoff};
+    float *out = {ya} + s * {ystride}l + {yoff};
+    const float4 *F = reinterpret_cast<const float4 *>({n}_igemm{k}_b);
+    float acc[{s.mt}][{s.nt}][4];
+    if ({interior})
+        rosenna_igemm_tile<{s.params(False)}>(in, ty * {s.wy}, tx * {s.wx}, F, acc);
+    else
+        rosenna_igemm_tile<{s.params(True)}>(in, ty * {s.wy}, tx * {s.wx}, F, acc);
+#pragma unroll
+    for (int mt = 0; mt < {s.mt}; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < {s.nt}; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {{
+                int oy0, ox0, co;
+                rosenna_igemm_where<{s.wx}>(mt, nt, r, oy0, ox0, co);
+                oy0 += ty * {s.wy};
+                ox0 += tx * {s.wx};
+                const float v = acc[mt][nt][r];
+                {store}
+            }}
+#else
+    (void)x; (void)y; (void)count;  /* no mma.sync before sm_80: never launched ({n}_igemm_usable) */
+#endif
+}}"""
+
+
+def source(plan, convs):
+    """The kernel file's part for the chosen convs, under :data:`tf32.GUARD`: the split and MMA
+    helpers, the igemm tile, each conv's B fragments and kernel, and ``<name>_igemm_usable``."""
+    if not convs:
+        return ""
+    n = plan.name
+    arrays = "\n".join(array("__device__ const", f"{n}_igemm{k}_b", packed(plan, conv), conv.shape.kt * conv.shape.nt * 128)
+                       for k, conv in convs.items())
+    kernels = "\n\n".join(kernel(plan, k, conv) for k, conv in convs.items())
+    first = min(convs)
+    return f"""{tf32.GUARD}
+/* The convolutions computed as implicit GEMMs on the tensor cores (3xTF32; rosenna/emit/cuda/conv_igemm.py). */
+namespace {{
+{tf32.device_lib()}
+{fixed.load("rosenna_igemm.cuh")}}}  // namespace
+
+/* Their weights as 3xTF32 B fragments: per k8 tile and n8 tile, 32 lanes x (big b0, big b1, small b0, small b1). */
+{arrays}
+
+{kernels}
+
+/* Whether this device runs the implicit-GEMM kernels: their binary for it is sm_80+. */
+static bool {n}_igemm_usable()
+{{
+    static int usable = -1;
+    if (usable < 0) {{
+        cudaFuncAttributes attributes;
+        usable = cudaFuncGetAttributes(&attributes, {n}_igemm{first}) == cudaSuccess && attributes.binaryVersion >= 80;
+        if (!usable)
+            (void)cudaGetLastError();
+    }}
+    return usable == 1;
+}}
+#endif
+"""
+
+
+def launch(plan, k, conv):
+    """The lines of ``<name>_phases`` that run phase k as the implicit GEMM when the call has the
+    rows and the device the code; an ``else`` follows them (the direct launch)."""
+    n, s = plan.name, conv.shape
+    return (f"{tf32.GUARD}\n"
+            f"    if (count >= {min_samples(conv)} && {n}_igemm_usable())\n"
+            f"        {n}_igemm{k}<<<(unsigned)((count * {s.tiles}l + {WARPS - 1}) / {WARPS}), {32 * WARPS}, 0, s>>>(x, y, count);\n"
+            f"    else\n#endif\n")

@@ -1,0 +1,239 @@
+"""The 3xTF32 implicit-GEMM convs of the CUDA whole-field path (rosenna/emit/cuda/conv_igemm.py).
+
+No GPU here: :func:`emulate` runs the kernel's data flow in numpy lane by lane, as
+rosenna/data/rosenna_igemm.cuh and the generated ``<name>_igemm<k>`` write it (the warp tiles and
+which of them skip the bounds checks, each lane's im2col gather including strides, pads,
+dilations and padded channels, the packed B fragments of :func:`conv_igemm.packed`, the 3xTF32
+split and the m16n8k8 fragment layouts, the partial sums, the epilogue's pixel and channel), and
+its outputs are compared with onnxruntime's Conv under verify's tolerance. Reads are of the flat
+input buffer, surrounded by NaN, without bounds checks where the kernel makes none: a wrong index
+or a wrongly interior tile gives a wrong value or a NaN. The generated kernel file compiles with
+nvcc for sm_90 and with hipcc for gfx90a (where the direct loops run).
+"""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rosenna import compare
+from rosenna.emit.cuda import conv_igemm, field_fuse, tf32
+from rosenna.emit.cuda.source import kernel_source
+from rosenna.generate import Options, build_plan
+
+#: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, Relu after)
+GEOMETRIES = {
+    "unet_level": (8, 16, 16, 8, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),
+    "strided_odd": (6, 13, 11, 12, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
+    "dilated_5x4": (5, 9, 10, 10, (5, 4), (1, 1), (4, 3, 4, 2), (2, 2), True),
+    "pointwise_wide": (32, 6, 5, 20, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False),
+    "small_field": (16, 4, 4, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),
+}
+
+
+def _model(path, geometry, seed=0):
+    c, h, w, cout, k, strides, pads, dil, relu = geometry
+    rng = np.random.default_rng(seed)
+    weight = (rng.standard_normal((cout, c) + k) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32) * 0.1
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c" if relu else "y"], name="conv", kernel_shape=list(k),
+                              strides=list(strides), pads=list(pads), dilations=list(dil))]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
+    out_hw = [(n + p0 + p1 - (kk - 1) * d - 1) // s + 1 for n, p0, p1, kk, d, s in
+              zip((h, w), pads[:2], pads[2:], k, dil, strides)]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout] + out_hw)],
+                              [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _conv(tmp_path, name):
+    """The plan of a one-Conv model and its implicit-GEMM phase."""
+    path = _model(str(tmp_path / f"{name}.onnx"), GEOMETRIES[name])
+    _, plan = build_plan(path, Options(name=name))
+    sched = field_fuse.schedule(plan)
+    convs = conv_igemm.choose(sched)
+    assert len(convs) == 1, "the conv should take the implicit GEMM"
+    return path, sched.plan, next(iter(convs.values()))
+
+
+def _mma(a, b, d):
+    """``mma.sync.m16n8k8`` per warp: lane fragments a [T, 32, 4] and b [32, 2] (what the tensor cores
+    read: TF32 values) into d [T, 32, 4], fp32 accumulation. Layouts as rosenna/emit/cuda/tf32.py
+    lists them: A 16x8 a0 (gid, tig), a1 (gid+8, tig), a2 (gid, tig+4), a3 (gid+8, tig+4);
+    B 8x8 b0 (tig, gid), b1 (tig+4, gid); C c0 (gid, 2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig), c3 (gid+8, 2tig+1)."""
+    lane = np.arange(32)
+    gid, tig = lane // 4, lane % 4
+    A = np.zeros((a.shape[0], 16, 8))
+    A[:, gid, tig], A[:, gid + 8, tig], A[:, gid, tig + 4], A[:, gid + 8, tig + 4] = (a[..., i] for i in range(4))
+    B = np.zeros((8, 8))
+    B[tig, gid], B[tig + 4, gid] = b[:, 0], b[:, 1]
+    D = A @ B
+    c = np.stack([D[:, gid, 2 * tig], D[:, gid, 2 * tig + 1], D[:, gid + 8, 2 * tig], D[:, gid + 8, 2 * tig + 1]], -1)
+    return (d + c).astype(np.float32)
+
+
+def emulate(conv, fragments, bias, relu, x, products=3):
+    """The outputs [samples, COUT, OH, OW] of ``<name>_igemm<k>`` on x [samples, C, H, W] (see the
+    module), with ``products`` of the 3xTF32 MMAs (1: big x big only)."""
+    s = conv.shape
+    samples = x.shape[0]
+    pad = 1 << 16
+    memory = np.full(x.size + 2 * pad, np.nan, np.float32)  # the input buffer, NaN around it
+    memory[pad:pad + x.size] = x.reshape(-1)
+    F = fragments.reshape(s.kt, s.nt, 32, 4)
+    lane = np.arange(32)
+    gid, tig = lane // 4, lane % 4
+    tiles = np.arange(samples * s.tiles)
+    sample, t = tiles // s.tiles, tiles % s.tiles
+    ty, tx = t // s.tx, t % s.tx
+    ty0, ty1, tx0, tx1 = s.interior
+    check = ~((ty >= ty0) & (ty <= ty1) & (tx >= tx0) & (tx <= tx1))[:, None]
+    base = pad + sample[:, None] * (s.c * s.h * s.w) + tig[None, :] * (s.h * s.w)
+    iy, ix = {}, {}
+    for mt in range(s.mt):
+        for h in range(2):
+            r = mt * 16 + gid + 8 * h
+            oy, ox = ty[:, None] * s.wy + r // s.wx, tx[:, None] * s.wx + r % s.wx
+            inside = ~check | ((oy < s.oh) & (ox < s.ow))
+            iy[mt, h] = np.where(inside, oy * s.sh - s.ph, -(1 << 24))
+            ix[mt, h] = np.where(inside, ox * s.sw - s.pw, -(1 << 24))
+    acc = np.zeros((s.mt, s.nt, len(tiles), 32, 4), np.float32)
+    for k0 in range(0, s.kt, conv_igemm.PARTIAL):
+        part = np.zeros_like(acc)
+        for kt in range(k0, min(k0 + conv_igemm.PARTIAL, s.kt)):
+            a = np.zeros((s.mt, len(tiles), 32, 4), np.float32)
+            for half in range(2):
+                kk = kt * 8 + 4 * half
+                tap, c0 = kk // s.cp, kk % s.cp
+                ky, kx = tap // s.kw, tap % s.kw
+                channel = (s.c % 4 == 0) | (c0 + tig < s.c)
+                if tap >= s.kh * s.kw:
+                    continue
+                for mt in range(s.mt):
+                    for h in range(2):
+                        y, xx = iy[mt, h] + ky * s.dh, ix[mt, h] + kx * s.dw
+                        ok = ~check | ((y >= 0) & (y < s.h) & (xx >= 0) & (xx < s.w))
+                        ok &= channel[None, :]
+                        index = np.where(ok, base + c0 * (s.h * s.w) + y * s.w + xx, 0)
+                        a[mt, :, :, 2 * half + h] = np.where(ok, memory[index], 0.0)
+            big, small = tf32.split(a)
+            for nt in range(s.nt):
+                b = F[kt, nt]
+                for mt in range(s.mt):
+                    if products == 3:
+                        part[mt, nt] = _mma(small[mt], b[:, 0:2], part[mt, nt])
+                        part[mt, nt] = _mma(big[mt], b[:, 2:4], part[mt, nt])
+                    part[mt, nt] = _mma(big[mt], b[:, 0:2], part[mt, nt])
+        acc = (acc + part).astype(np.float32)
+    out = np.full((samples, s.cout, s.oh, s.ow), np.nan, np.float32)
+    for mt in range(s.mt):
+        for nt in range(s.nt):
+            for r in range(4):
+                row = mt * 16 + gid + 8 * (r // 2)
+                oy, ox = ty[:, None] * s.wy + row // s.wx, tx[:, None] * s.wx + row % s.wx
+                co = np.broadcast_to(nt * 8 + 2 * tig + r % 2, oy.shape)
+                keep = (oy < s.oh) & (ox < s.ow) & (co < s.cout)
+                v = acc[mt, nt, :, :, r] + bias[np.minimum(co, s.cout - 1)]
+                v = np.maximum(v, 0) if relu else v
+                smp = np.broadcast_to(sample[:, None], oy.shape)
+                out[smp[keep], co[keep], oy[keep], ox[keep]] = v[keep]
+    return out
+
+
+def _reference(path, x):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return np.concatenate([session.run(None, {"x": x[i:i + 1]})[0] for i in range(x.shape[0])])
+
+
+def _bias(plan, conv):
+    ident = plan.storage[conv.window["b"]][1]
+    return next(w.array for w in plan.weights if w.ident == ident)
+
+
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+def test_emulated_kernel_matches_onnxruntime(tmp_path, name):
+    path, plan, conv = _conv(tmp_path, name)
+    s = conv.shape
+    x = np.random.default_rng(1).standard_normal((2, s.c, s.h, s.w)).astype(np.float32)
+    want = _reference(path, x)
+    got = emulate(conv, conv_igemm.packed(plan, conv), _bias(plan, conv), GEOMETRIES[name][-1], x)
+    tol = compare.tolerance_for(np.float32)
+    bad = ~(np.abs(got - want) <= tol.at(want))
+    where = np.argwhere(bad)
+    assert not bad.any(), (f"{name}: {bad.sum()} of {want.size} outside {tol}; first at {tuple(where[0])}: "
+                           f"got {got[tuple(where[0])]}, want {want[tuple(where[0])]}")
+
+
+def test_one_tf32_product_is_not_enough(tmp_path):
+    """The emulation tells the split apart: big x big alone (1xTF32) misses verify's tolerance."""
+    path, plan, conv = _conv(tmp_path, "unet_level")
+    s = conv.shape
+    x = np.random.default_rng(1).standard_normal((1, s.c, s.h, s.w)).astype(np.float32)
+    want = _reference(path, x)
+    got = emulate(conv, conv_igemm.packed(plan, conv), _bias(plan, conv), False, x, products=1)
+    assert (np.abs(got - want) > compare.tolerance_for(np.float32).at(want)).any()
+
+
+def test_tiles_and_interior():
+    """The tiling of the U-Net's levels: 8x8 tiles of 64x64, 4x4 of 4x4; interior tiles are those
+    whose 3x3 taps stay inside."""
+    s = conv_igemm.Shape(8, 64, 64, 8, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert (s.wx, s.wy, s.mt, s.tiles, s.kt, s.nt, s.interior) == (8, 8, 4, 64, 9, 1, (1, 6, 1, 6))
+    s = conv_igemm.Shape(8, 4, 4, 8, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert (s.wx, s.wy, s.mt, s.tiles, s.interior) == (4, 4, 1, 1, (0, -1, 0, -1))
+    s = conv_igemm.Shape(64, 64, 64, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert (s.nt, s.mt, s.kt) == (8, 1, 72)
+
+
+def test_rule_keeps_small_and_grouped_convs(tmp_path):
+    """limits.IGEMM_MIN_K and IGEMM_MIN_COUT: the U-Net's first (1 channel in, K = 9) and last
+    (1 channel out) convs keep the direct loops, the 8 -> 8 ones take the implicit GEMM."""
+    _, plan = build_plan(os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"), Options(name="u"))
+    sched = field_fuse.schedule(plan)
+    convs = conv_igemm.choose(sched)
+    notes = [sched.phases[k].notes[0] for k in convs]
+    assert len(convs) == 8 and all("Conv" in n for n in notes)
+    assert not any("down.0" in n or "out_Conv" in n for n in notes)
+    window = convs[min(convs)].window
+    assert conv_igemm.eligible(dict(window, group=2)) == "grouped"
+    assert "under" in conv_igemm.eligible(dict(window, w_shape=(8, 1, 3, 3)))
+
+
+@pytest.fixture(scope="module")
+def kernel_file(tmp_path_factory):
+    d = tmp_path_factory.mktemp("igemm_cu")
+    path = _model(str(d / "cv.onnx"), GEOMETRIES["strided_odd"])
+    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    from rosenna import emit
+
+    (d / "rosenna_rt.h").write_text(emit.runtime_header())
+    (d / "cv_kernel.cu").write_text(kernel_source(plan, "test"))
+    return d
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_kernel_file_compiles_for_sm90(kernel_file):
+    text = (kernel_file / "cv_kernel.cu").read_text()
+    assert "cv_igemm0<<<" in text and "rosenna_igemm_tile<" in text
+    proc = subprocess.run(["nvcc", "-c", "-arch=sm_90", "-I", str(kernel_file), str(kernel_file / "cv_kernel.cu"),
+                           "-o", str(kernel_file / "cv.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.hipcc
+@pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
+def test_kernel_file_compiles_for_gfx90a(kernel_file):
+    proc = subprocess.run(["hipcc", "-c", "--offload-arch=gfx90a", "-I", str(kernel_file), "-x", "hip",
+                           str(kernel_file / "cv_kernel.cu"), "-o", str(kernel_file / "cv_hip.o")],
+                          capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
