@@ -41,14 +41,20 @@ NETS = {
     "odd": ((6, 50, 38), [(6, 16, 3, 2, 1, 1, "relu"), (16, 12, 3, 1, 2, 2, "sigmoid"),
                           (12, 10, 5, 1, 2, 1, None)]),
 }
-#: variant -> (IGEMM_MIN_K, conv_igemm.MAX_MT, conv_igemm.TILE_FRAGMENTS)
-VARIANTS = {"direct": (10 ** 9, 4, 8), "igemm": (32, 4, 8), "mt2": (32, 2, 8), "mt1": (32, 1, 8),
-            "f16": (32, 4, 16)}
+#: variant -> settings: IGEMM_MIN_K (10**9: no implicit GEMM), and conv_igemm's MAX_MT,
+#: TILE_FRAGMENTS, PARTIAL, WARPS (the defaults where not named)
+VARIANTS = {"direct": {"IGEMM_MIN_K": 10 ** 9}, "igemm": {}, "mt2": {"MAX_MT": 2}, "mt1": {"MAX_MT": 1},
+            "f16": {"TILE_FRAGMENTS": 16}, "p4": {"PARTIAL": 4}, "p1": {"PARTIAL": 1}, "w8": {"WARPS": 8},
+            "w2": {"WARPS": 2}, "f4": {"TILE_FRAGMENTS": 4}}
 BUILT = {"unet": ["direct", "igemm", "mt2"], "conv32": ["direct", "igemm", "mt2"],
          "conv64": ["direct", "igemm", "f16"], "odd": ["direct", "igemm"]}
-if os.environ.get("VARIANTS"):
-    BUILT = {m: os.environ["VARIANTS"].split(",") for m in BUILT}
+if os.environ.get("VARIANTS"):  # model:variant,variant;model:...
+    BUILT = {m: v.split(",") for m, v in (part.split(":") for part in os.environ["VARIANTS"].split(";"))}
 UNET = os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx")
+
+
+DEFAULTS = {"IGEMM_MIN_K": limits.IGEMM_MIN_K, "MAX_MT": conv_igemm.MAX_MT,
+            "TILE_FRAGMENTS": conv_igemm.TILE_FRAGMENTS, "PARTIAL": conv_igemm.PARTIAL, "WARPS": conv_igemm.WARPS}
 
 
 def torch_net(spec):
@@ -280,14 +286,26 @@ for name, spec in nets.items():
 '''
 
 
+def _sizes(path):
+    """x and y floats per sample of an ONNX model with one input and one output."""
+    import onnx
+
+    graph = onnx.load(path).graph
+    return tuple(int(np.prod([d.dim_value for d in v.type.tensor_type.shape.dim])) for v in (graph.input[0], graph.output[0]))
+
+
 def build(out):
     os.makedirs(out, exist_ok=True)
     src = os.path.join(out, "src")
-    shutil.rmtree(src, ignore_errors=True)
-    os.makedirs(src)
-    paths = {"unet": UNET}
+    keep = os.environ.get("KEEP", "").split(",")  # variants whose library a previous build left, kept
+    for name in os.listdir(src) if os.path.isdir(src) else []:
+        if name not in keep:
+            shutil.rmtree(os.path.join(src, name))
+    os.makedirs(src, exist_ok=True)
+    paths = {"unet": UNET} if "unet" in BUILT else {}
     for name in NETS:
-        paths[name] = export(out, name)
+        if name in BUILT:
+            paths[name] = export(out, name)
     # the U-Net's weights for the PyTorch twin (the same names: exported from the same module)
     import onnx
     from onnx import numpy_helper
@@ -297,17 +315,25 @@ def build(out):
     limits.IGEMM_MIN_ROWS = 0
     for model, path in paths.items():
         for variant in BUILT[model]:
-            limits.IGEMM_MIN_K, conv_igemm.MAX_MT, conv_igemm.TILE_FRAGMENTS = VARIANTS[variant]
+            settings = dict(DEFAULTS, **VARIANTS[variant])
+            limits.IGEMM_MIN_K = settings.pop("IGEMM_MIN_K")
+            for key, value in settings.items():
+                setattr(conv_igemm, key, value)
             name = f"{model}_{variant}"
             d = os.path.join(src, name)
+            table.append((name, model, variant) + _sizes(path))
+            if name in keep and os.path.exists(os.path.join(d, f"lib{name}.a")):
+                libs.append((name, d))
+                continue
             os.makedirs(d)
-            plan, _ = generate(path, d, Options(name=name, lang="c", embed=True))
+            generate(path, d, Options(name=name, lang="c", embed=True))
             libs.append((name, d))
-            table.append((name, model, variant, plan.nx, plan.ny))
             print(f"{model} {variant}", flush=True)
 
     def make(job):
         name, d = job
+        if os.path.exists(os.path.join(d, f"lib{name}.a")):
+            return os.path.join(d, f"lib{name}.a")
         lib = subprocess.run(["make", "-s", "-f", f"{name}.mk", "ROSENNA_BACKEND=cuda", "CC=gcc",
                               "ROSENNA_OFFLOAD_FLAGS=", f"DEVFLAGS=-O3 {ARCH} -Xptxas -v", f"lib{name}.a"],
                              cwd=d, capture_output=True, text=True)
@@ -329,9 +355,10 @@ def build(out):
     for name, *_ in table:  # keep the kernel sources and ptxas reports
         d = os.path.join(src, name)
         for f in os.listdir(d):
-            if f not in ("ptxas.txt", f"{name}_kernel.cu"):
+            if f not in ("ptxas.txt", f"{name}_kernel.cu", f"lib{name}.a"):
                 os.remove(os.path.join(d, f))
-    json.dump({"unet": [[1, 64, 64], []], **NETS}, open(os.path.join(out, "nets.json"), "w"))
+    nets = {"unet": [[1, 64, 64], []], **NETS}
+    json.dump({k: v for k, v in nets.items() if k in paths}, open(os.path.join(out, "nets.json"), "w"))
     open(os.path.join(out, "torch_ref.py"), "w").write(TORCH)
     open(os.path.join(out, "run.sh"), "w").write(
         "#!/bin/bash\n# Generated by bench/igemm_study.py: run from the repository root.\nset -e\n"

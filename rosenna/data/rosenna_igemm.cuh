@@ -15,7 +15,7 @@
    split here, once per fragment for all NT tiles. The products of S k8 tiles are summed by the
    tensor cores from zero and added to the running sum in fp32 (rosenna_tc_layer says why). */
 template <int C, int CP, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
-          int OH, int OW, int KT, int NT, int MT, int WX, bool CHECK, int S = 2>
+          int OH, int OW, int KT, int NT, int MT, int WX, bool CHECK, int S, int U>
 __device__ __forceinline__ void rosenna_igemm_tile(const float *__restrict__ in, int oy0, int ox0,
                                                    const float4 *__restrict__ F, float (&acc)[MT][NT][4])
 {
@@ -42,7 +42,7 @@ __device__ __forceinline__ void rosenna_igemm_tile(const float *__restrict__ in,
 #pragma unroll
             for (int r = 0; r < 4; ++r)
                 acc[mt][nt][r] = 0.0f;
-#pragma unroll
+#pragma unroll U
     for (int k0 = 0; k0 < KT; k0 += S) {
         float t[MT][NT][4] = {};
 #pragma unroll

@@ -46,6 +46,10 @@ MAX_MT = 4
 #: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
 PARTIAL = 2
 
+#: K (in k8 tiles) up to which the loop over K is unrolled in full; a longer K is a loop of
+#: PARTIAL tiles (fully unrolled, ptxas gave a 32 -> 32 channel 3x3 conv 255 registers and spilled).
+UNROLL_KT = 16
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -126,7 +130,8 @@ class Shape:
         """The template arguments of ``rosenna_igemm_tile``."""
         return ", ".join(str(v) for v in (
             self.c, self.cp, self.h, self.w, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, self.dh, self.dw,
-            self.oh, self.ow, self.kt, self.nt, self.mt, self.wx)) + f", {'true' if check else 'false'}, {PARTIAL}"
+            self.oh, self.ow, self.kt, self.nt, self.mt, self.wx)) + \
+            f", {'true' if check else 'false'}, {PARTIAL}, {-(-self.kt // PARTIAL) if self.kt <= UNROLL_KT else 1}"
 
 
 @dataclass(frozen=True)
