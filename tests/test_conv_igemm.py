@@ -208,11 +208,31 @@ def test_rule_keeps_small_and_grouped_convs(tmp_path):
     assert "under" in conv_igemm.eligible(dict(window, w_shape=(8, 1, 3, 3)))
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_host_packing_in_cpp_equals_numpy(tmp_path):
+    """File-loaded weights are packed in C++ at init (``<name>_device_upload``), embedded ones in
+    numpy when the file is generated: bit for bit the same (odd channels, 5x4 taps, padded K)."""
+    _, plan, conv = _conv(tmp_path, "dilated_5x4")
+    size = conv.shape.kt * conv.shape.nt * 128
+    decls = "\n".join(f"static const float w{i}[] = {{{', '.join(repr(float(v)) + 'f' for v in w.array)}}};"
+                      for i, w in enumerate(plan.weights))
+    src = tmp_path / "pack.cpp"
+    src.write_text(tf32.host_tf32() + "#include <stdio.h>\n#include <stdlib.h>\n" + decls +
+                   f"\nint main(void)\n{{\n    const float *host[] = {{{', '.join(f'w{i}' for i in range(len(plan.weights)))}}};\n"
+                   f"    float *b = (float *)calloc({size}, sizeof(float));\n{conv_igemm.host_packing(plan, 0, conv)}\n"
+                   f"    fwrite(b, sizeof(float), {size}, stdout);\n    return 0;\n}}\n")
+    subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(tmp_path / "pack")], check=True)
+    got = np.frombuffer(subprocess.run([str(tmp_path / "pack")], capture_output=True, check=True).stdout, np.float32)
+    want = conv_igemm.packed(plan, conv)
+    assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.fixture(scope="module")
 def kernel_file(tmp_path_factory):
+    """A file-loaded one-conv model's kernel file (the fragments packed in <name>_device_upload)."""
     d = tmp_path_factory.mktemp("igemm_cu")
     path = _model(str(d / "cv.onnx"), GEOMETRIES["strided_odd"])
-    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    _, plan = build_plan(path, Options(name="cv", infer_one=True, embed=False))
     from rosenna import emit
 
     (d / "rosenna_rt.h").write_text(emit.runtime_header())
@@ -225,6 +245,7 @@ def kernel_file(tmp_path_factory):
 def test_kernel_file_compiles_for_sm90(kernel_file):
     text = (kernel_file / "cv_kernel.cu").read_text()
     assert "cv_igemm0<<<" in text and "rosenna_igemm_tile<" in text
+    assert "cudaMemcpyToSymbol(cv_igemm0_b, b, " in text
     proc = subprocess.run(["nvcc", "-c", "-arch=sm_90", "-I", str(kernel_file), str(kernel_file / "cv_kernel.cu"),
                            "-o", str(kernel_file / "cv.o")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

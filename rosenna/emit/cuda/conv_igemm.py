@@ -13,13 +13,14 @@ The kernel (``rosenna/data/rosenna_igemm.cuh``): a warp per tile of output pixel
 parts of both operands, three MMAs), so the result stays at fp32 accuracy. K runs tap-major over
 the input channels padded to a multiple of 4 (:func:`k_order`): half a k8 tile is one tap, so the
 im2col index of every load is affine with compile-time tap offsets. The weights are split and put
-in fragment order when the file is generated (:func:`packed`, by
-:func:`rosenna.emit.cuda.tf32.pack_layer`); tiles whose taps all fall inside the input skip the
-bounds checks (:attr:`Shape.interior`).
+in fragment order once: embedded weights when the file is generated (:func:`packed`, by
+:func:`rosenna.emit.cuda.tf32.pack_layer`), file-loaded ones by the same packing in C++ in
+``<name>_device_upload`` (:func:`host_packing`; a test compares the two bit for bit); tiles whose
+taps all fall inside the input skip the bounds checks (:attr:`Shape.interior`).
 
 Not taken, the direct loops run instead: HIP (no ``mma.sync``; an MFMA form is not written),
-``-DROSENNA_NO_TENSOR_CORES``, file-loaded weights (their packing at upload is not written),
-double precision, grouped and depthwise convs, 1-D and 3-D convs.
+``-DROSENNA_NO_TENSOR_CORES``, devices before sm_80, double precision, grouped and depthwise
+convs, 1-D and 3-D convs.
 """
 
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from rosenna.emit import fixed
 from rosenna.emit.cuda import field_fuse, tf32
 from rosenna.emit.cuda.mlp import array
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer
+from rosenna.emit.render import Renderer, count
 from rosenna.emit.whole import sample_resolver
 from rosenna.loopir import Comment, Idx, Ref, Var, add
 
@@ -179,10 +180,9 @@ def _ops_of(plan):
 def choose(sched):
     """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM. A phase
     qualifies when its regions are exactly one Conv's loops, the Conv is :func:`eligible`, its
-    input and output are in device buffers (not computed in place), and the plan is float32 with
-    embedded weights."""
+    input and output are in device buffers (not computed in place), and the plan is float32."""
     plan = sched.plan
-    if plan.precision != "single" or not plan.embed:
+    if plan.precision != "single":
         return {}
     comment_of, out = _ops_of(plan), {}
     for k, launch in enumerate(sched.phases):
@@ -210,14 +210,17 @@ def k_order(shape):
     return out
 
 
+def _weight_index(plan, conv):
+    ident = plan.storage[conv.window["w"]][1]
+    return next(i for i, wt in enumerate(plan.weights) if wt.ident == ident)
+
+
 def packed(plan, conv):
     """The B fragments of the conv's weights (W [COUT][C][KH][KW]) in K's order, split into
     TF32 big and small parts: :func:`rosenna.emit.cuda.tf32.pack_layer`'s layout, KT x NT x 32
     lanes x 4 floats."""
     s = conv.shape
-    ident = plan.storage[conv.window["w"]][1]
-    w = next(wt.array for wt in plan.weights if wt.ident == ident).astype(np.float32)
-    w = w.reshape(s.cout, s.c, s.kh * s.kw)
+    w = plan.weights[_weight_index(plan, conv)].array.astype(np.float32).reshape(s.cout, s.c, s.kh * s.kw)
     w2d = np.zeros((s.cout, s.kt * 8), np.float32)
     for k, where in enumerate(k_order(s)):
         if where is not None:
@@ -255,15 +258,15 @@ def kernel(plan, k, conv):
     xa, xstride, xoff = _operand(plan, conv.window["x"])
     ya, ystride, yoff = _operand(plan, conv.window["y"])
     ty0, ty1, tx0, tx1 = s.interior
-    inside = [f"oy0 < {s.oh}"] if s.ty * s.wy > s.oh else []
-    inside += [f"ox0 < {s.ow}"] if s.tx * s.wx > s.ow else []
+    inside = [f"oy < {s.oh}"] if s.ty * s.wy > s.oh else []
+    inside += [f"ox < {s.ow}"] if s.tx * s.wx > s.ow else []
     inside += [f"co < {s.cout}"] if s.nt * 8 > s.cout else []
-    store = f"out[co * {s.oh * s.ow} + oy0 * {s.ow} + ox0] = {_epilogue(plan, conv)};"
+    store = f"out[co * {s.oh * s.ow} + oy * {s.ow} + ox] = {_epilogue(plan, conv)};"
     store = f"if ({' && '.join(inside)})\n                    {store}" if inside else store
     interior = (f"ty >= {ty0} && ty <= {ty1} && tx >= {tx0} && tx <= {tx1}" if ty1 >= ty0 else "false")
     return f"""/* {conv.note}: [{s.c}, {s.h}, {s.w}] -> [{s.cout}, {s.oh}, {s.ow}], {s.kh}x{s.kw} taps, stride {s.sh}x{s.sw}, pad {s.ph}x{s.pw},
    dilation {s.dh}x{s.dw}, as an implicit GEMM: {s.oh * s.ow} rows per sample in {s.tiles} tiles of {s.wy}x{s.wx} pixels
-   (one per warp), K = {s.kh * s.kw} taps x {s.cp} channels = {s.kt} k8 tiles, {s.nt} n8 tiles. */
+   (one per warp), K = {s.kh * s.kw} taps x {s.cp} channels = {count(s.kt, 'k8 tile')}, {count(s.nt, 'n8 tile')}. */
 __global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
 {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -272,8 +275,8 @@ __global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENN
         return;  /* the whole warp */
     const long s = tile / {s.tiles};
     const int t = (int)(tile - s * {s.tiles}), ty = t / {s.tx}, tx = t % {s.tx};
-    const float *in = {xa} + s * {xstride}l + {xoff};
-    float *out = {ya} + s * {ystride}l + {yoff};
+    const float *in = {xa} + s * {xstride}l{f" + {xoff}" if xoff else ""};
+    float *out = {ya} + s * {ystride}l{f" + {yoff}" if yoff else ""};
     const float4 *F = reinterpret_cast<const float4 *>({n}_igemm{k}_b);
     float acc[{s.mt}][{s.nt}][4];
     if ({interior})
@@ -286,10 +289,10 @@ __global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENN
         for (int nt = 0; nt < {s.nt}; ++nt)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {{
-                int oy0, ox0, co;
-                rosenna_igemm_where<{s.wx}>(mt, nt, r, oy0, ox0, co);
-                oy0 += ty * {s.wy};
-                ox0 += tx * {s.wx};
+                int oy, ox, co;
+                rosenna_igemm_where<{s.wx}>(mt, nt, r, oy, ox, co);
+                oy += ty * {s.wy};
+                ox += tx * {s.wx};
                 const float v = acc[mt][nt][r];
                 {store}
             }}
@@ -305,8 +308,8 @@ def source(plan, convs):
     if not convs:
         return ""
     n = plan.name
-    arrays = "\n".join(array("__device__ const", f"{n}_igemm{k}_b", packed(plan, conv), conv.shape.kt * conv.shape.nt * 128)
-                       for k, conv in convs.items())
+    arrays = "\n".join(array("__device__ const", f"{n}_igemm{k}_b", packed(plan, conv) if plan.embed else None,
+                             conv.shape.kt * conv.shape.nt * 128) for k, conv in convs.items())
     kernels = "\n\n".join(kernel(plan, k, conv) for k, conv in convs.items())
     first = min(convs)
     return f"""{tf32.GUARD}
@@ -344,3 +347,49 @@ def launch(plan, k, conv):
             f"    if (count >= {min_samples(conv)} && {n}_igemm_usable())\n"
             f"        {n}_igemm{k}<<<(unsigned)((count * {s.tiles}l + {WARPS - 1}) / {WARPS}), {32 * WARPS}, 0, s>>>(x, y, count);\n"
             f"    else\n#endif\n")
+
+
+def host_packing(plan, k, conv, dest="b"):
+    """C++ filling ``dest`` (KT x NT x 32 x 4 floats, zeroed) from ``host[i]``, the conv's W in the
+    weights file: the packing :func:`packed` does in numpy."""
+    s = conv.shape
+    return f"""    for (int kt = 0; kt < {s.kt}; ++kt)
+        for (int nt = 0; nt < {s.nt}; ++nt)
+            for (int lane = 0; lane < 32; ++lane) {{
+                const int c = nt * 8 + lane / 4;
+                float v[2];
+                for (int h = 0; h < 2; ++h) {{  /* b0 at k = kt * 8 + tig, b1 at k + 4; k = tap * {s.cp} + channel */
+                    const int k = kt * 8 + lane % 4 + 4 * h, tap = k / {s.cp}, ci = k % {s.cp};
+                    v[h] = c < {s.cout} && ci < {s.c} && tap < {s.kh * s.kw} ? host[{_weight_index(plan, conv)}][(c * {s.c} + ci) * {s.kh * s.kw} + tap] : 0.0f;
+                }}
+                float *f = {dest} + 4 * ((kt * {s.nt} + nt) * 32 + lane);
+                f[0] = rosenna_host_tf32(v[0]);
+                f[1] = rosenna_host_tf32(v[1]);
+                f[2] = rosenna_host_tf32(v[0] - f[0]);
+                f[3] = rosenna_host_tf32(v[1] - f[1]);
+            }}"""
+
+
+def upload(plan, helper):
+    """``(helper, lines)`` for ``<name>_device_upload`` of a file-loaded plan: the TF32 rounding on the
+    host (``helper``: when no other part of the file brings it) and the packing and copy of each
+    chosen conv's B fragments, under :data:`tf32.GUARD`. ``("", "")`` when there is none."""
+    if plan.embed or not plan.emits_infer_one:
+        return "", ""
+    convs = choose(field_fuse.schedule(plan))
+    if not convs:
+        return "", ""
+    lines = [tf32.GUARD]
+    for k, conv in convs.items():
+        size = conv.shape.kt * conv.shape.nt * 128
+        lines += [f"    {{  /* {conv.note}: B fragments of the implicit GEMM */",
+                  f"        float *b = (float *)calloc({size}, sizeof(float));",
+                  "        if (b == NULL)\n            return ROSENNA_STATUS_DEVICE;",
+                  host_packing(plan, k, conv),
+                  f"        const int failed = cudaMemcpyToSymbol({plan.name}_igemm{k}_b, b, sizeof(float) * {size}, 0, "
+                  "cudaMemcpyHostToDevice) != cudaSuccess;",
+                  "        free(b);",
+                  "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
+                  "    }"]
+    lines.append("#endif")
+    return (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if helper else ""), "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 """
 
 from rosenna.emit import c as cemit
-from rosenna.emit.cuda import kinds, routine, staged, whole_field
+from rosenna.emit.cuda import conv_igemm, kinds, routine, staged, whole_field
 from rosenna.emit.cuda.mlp import activation_fn, activation_library, array, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
@@ -181,8 +181,9 @@ def _upload(plan, choice):
     if choice.tensor:
         tc_helper = choice.tensor.upload_helper()
         tc_pack = choice.tensor.upload(plan, choice)
+    igemm_helper, igemm_pack = conv_igemm.upload(plan, helper=not choice.tensor)
     return f"""#include <stdlib.h>
-{tc_helper}
+{tc_helper}{igemm_helper}
 /* In <name>_device.o (lib{n}_device.a) when the program links it: a weak reference, so that a
    program that only calls {n}_infer_batch needs no device link. */
 extern "C" int {n}_routine_upload(const {t} *const *host) __attribute__((weak));
@@ -194,7 +195,7 @@ extern "C" int {n}_device_upload(const {t} *const *host)
 {{
     ready = 0;
 {copies}
-{pack}{tc_pack}    if ({n}_routine_upload != NULL && {n}_routine_upload(host) != ROSENNA_STATUS_OK)
+{pack}{tc_pack}{igemm_pack}    if ({n}_routine_upload != NULL && {n}_routine_upload(host) != ROSENNA_STATUS_OK)
         return ROSENNA_STATUS_DEVICE;
     ready = 1;
     return ROSENNA_STATUS_OK;
