@@ -31,6 +31,7 @@ GEOMETRIES = {
     "strided_odd": (6, 13, 11, 12, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
     "dilated_5x4": (5, 9, 10, 10, (5, 4), (1, 1), (4, 3, 4, 2), (2, 2), True),
     "pointwise_wide": (32, 6, 5, 20, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False),
+    "channel_groups": (12, 10, 9, 72, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),
     "small_field": (16, 4, 4, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),
 }
 
@@ -64,7 +65,7 @@ def _conv(tmp_path, name):
 
 
 def _mma(a, b, d):
-    """``mma.sync.m16n8k8`` per warp: lane fragments a [T, 32, 4] and b [32, 2] (what the tensor cores
+    """``mma.sync.m16n8k8`` per warp: lane fragments a [T, 32, 4] and b [T, 32, 2] (what the tensor cores
     read: TF32 values) into d [T, 32, 4], fp32 accumulation. Layouts as rosenna/emit/cuda/tf32.py
     lists them: A 16x8 a0 (gid, tig), a1 (gid+8, tig), a2 (gid, tig+4), a3 (gid+8, tig+4);
     B 8x8 b0 (tig, gid), b1 (tig+4, gid); C c0 (gid, 2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig), c3 (gid+8, 2tig+1)."""
@@ -72,8 +73,8 @@ def _mma(a, b, d):
     gid, tig = lane // 4, lane % 4
     A = np.zeros((a.shape[0], 16, 8))
     A[:, gid, tig], A[:, gid + 8, tig], A[:, gid, tig + 4], A[:, gid + 8, tig + 4] = (a[..., i] for i in range(4))
-    B = np.zeros((8, 8))
-    B[tig, gid], B[tig + 4, gid] = b[:, 0], b[:, 1]
+    B = np.zeros((a.shape[0], 8, 8))
+    B[:, tig, gid], B[:, tig + 4, gid] = b[..., 0], b[..., 1]
     D = A @ B
     c = np.stack([D[:, gid, 2 * tig], D[:, gid, 2 * tig + 1], D[:, gid + 8, 2 * tig], D[:, gid + 8, 2 * tig + 1]], -1)
     return (d + c).astype(np.float32)
@@ -87,12 +88,12 @@ def emulate(conv, fragments, bias, relu, x, products=3):
     pad = 1 << 16
     memory = np.full(x.size + 2 * pad, np.nan, np.float32)  # the input buffer, NaN around it
     memory[pad:pad + x.size] = x.reshape(-1)
-    F = fragments.reshape(s.kt, s.nt, 32, 4)
+    F = fragments.reshape(s.kt, s.ns, 32, 4)
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
     tiles = np.arange(samples * s.tiles)
     sample, t = tiles // s.tiles, tiles % s.tiles
-    ty, tx = t // s.tx, t % s.tx
+    group, ty, tx = t % s.ng, t // s.ng // s.tx, t // s.ng % s.tx
     ty0, ty1, tx0, tx1 = s.interior
     check = ~((ty >= ty0) & (ty <= ty1) & (tx >= tx0) & (tx <= tx1))[:, None]
     base = pad + sample[:, None] * (s.c * s.h * s.w) + tig[None, :] * (s.h * s.w)
@@ -125,12 +126,12 @@ def emulate(conv, fragments, bias, relu, x, products=3):
                         a[mt, :, :, 2 * half + h] = np.where(ok, memory[index], 0.0)
             big, small = tf32.split(a)
             for nt in range(s.nt):
-                b = F[kt, nt]
+                b = F[kt][group * s.nt + nt]  # [tiles, 32, 4]: each warp its group's fragments
                 for mt in range(s.mt):
                     if products == 3:
-                        part[mt, nt] = _mma(small[mt], b[:, 0:2], part[mt, nt])
-                        part[mt, nt] = _mma(big[mt], b[:, 2:4], part[mt, nt])
-                    part[mt, nt] = _mma(big[mt], b[:, 0:2], part[mt, nt])
+                        part[mt, nt] = _mma(small[mt], b[..., 0:2], part[mt, nt])
+                        part[mt, nt] = _mma(big[mt], b[..., 2:4], part[mt, nt])
+                    part[mt, nt] = _mma(big[mt], b[..., 0:2], part[mt, nt])
         acc = (acc + part).astype(np.float32)
     out = np.full((samples, s.cout, s.oh, s.ow), np.nan, np.float32)
     for mt in range(s.mt):
@@ -138,7 +139,7 @@ def emulate(conv, fragments, bias, relu, x, products=3):
             for r in range(4):
                 row = mt * 16 + gid + 8 * (r // 2)
                 oy, ox = ty[:, None] * s.wy + row // s.wx, tx[:, None] * s.wx + row % s.wx
-                co = np.broadcast_to(nt * 8 + 2 * tig + r % 2, oy.shape)
+                co = group[:, None] * 8 * s.nt + nt * 8 + 2 * tig + r % 2
                 keep = (oy < s.oh) & (ox < s.ow) & (co < s.cout)
                 v = acc[mt, nt, :, :, r] + bias[np.minimum(co, s.cout - 1)]
                 v = np.maximum(v, 0) if relu else v
@@ -184,14 +185,16 @@ def test_one_tf32_product_is_not_enough(tmp_path):
 
 
 def test_tiles_and_interior():
-    """The tiling of the U-Net's levels: 8x8 tiles of 64x64, 4x4 of 4x4; interior tiles are those
-    whose 3x3 taps stay inside."""
+    """The tiling of the U-Net's levels: 4x8 tiles of 64x64, 4x4 of 4x4; interior tiles are those
+    whose 3x3 taps stay inside; 64 and 72 output channels in groups of 4 n8 tiles."""
     s = conv_igemm.Shape(8, 64, 64, 8, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
-    assert (s.wx, s.wy, s.mt, s.tiles, s.kt, s.nt, s.interior) == (8, 8, 4, 64, 9, 1, (1, 6, 1, 6))
+    assert (s.wx, s.wy, s.mt, s.tiles, s.kt, s.nt, s.interior) == (8, 4, 2, 128, 9, 1, (1, 14, 1, 6))
     s = conv_igemm.Shape(8, 4, 4, 8, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.wx, s.wy, s.mt, s.tiles, s.interior) == (4, 4, 1, 1, (0, -1, 0, -1))
     s = conv_igemm.Shape(64, 64, 64, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
-    assert (s.nt, s.mt, s.kt) == (8, 1, 72)
+    assert (s.nt, s.ng, s.ns, s.mt, s.kt, s.tiles) == (4, 2, 8, 2, 72, 256)
+    s = conv_igemm.Shape(12, 10, 9, 72, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert (s.nt, s.ng, s.ns) == (4, 3, 12)  # 72 channels: 9 n8 tiles in 3 groups of 4, padded to 12
 
 
 def test_rule_keeps_small_and_grouped_convs(tmp_path):

@@ -1,7 +1,8 @@
 /* A 2-D convolution as an implicit GEMM on the tensor cores, 3xTF32 (rosenna/emit/cuda/conv_igemm.py
    says which convs take it and how the weights are packed; rosenna_tf32.cuh holds the split and
    the MMA). One warp computes a tile of WY x WX output pixels of one sample (WY * WX = 16 * MT,
-   the GEMM's rows) for every output channel (NT n8 tiles, the GEMM's columns); the GEMM's K is
+   the GEMM's rows) for NT n8 tiles of its output channels (the GEMM's columns: F starts at the
+   warp's first, NS n8 tiles in all per k8 tile); the GEMM's K is
    the taps x the input channels padded to CP (a multiple of 4), tap-major, so that each half of a
    k8 tile is one tap and four consecutive channels: which tap a load reads is known at compile
    time and only the channel varies across the lanes (tig).
@@ -12,10 +13,10 @@
    input (the caller knows it from the tile's position); CHECK true: a border tile, each load
    bounds-checked and a pixel past the output (a partial tile) reading zeros. B arrives split
    (F: per k8 tile and n8 tile, 32 lanes x {big b0, big b1, small b0, small b1}), so only A is
-   split here, once per fragment for all NT tiles. The products of S k8 tiles are summed by the
+   split here, once per fragment for the warp's NT tiles. The products of S k8 tiles are summed by the
    tensor cores from zero and added to the running sum in fp32 (rosenna_tc_layer says why). */
 template <int C, int CP, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW,
-          int OH, int OW, int KT, int NT, int MT, int WX, bool CHECK, int S, int U>
+          int OH, int OW, int KT, int NT, int NS, int MT, int WX, bool CHECK, int S, int U>
 __device__ __forceinline__ void rosenna_igemm_tile(const float *__restrict__ in, int oy0, int ox0,
                                                    const float4 *__restrict__ F, float (&acc)[MT][NT][4])
 {
@@ -75,7 +76,7 @@ __device__ __forceinline__ void rosenna_igemm_tile(const float *__restrict__ in,
                     rosenna_tf32_split(a[mt][i], big[mt][i], small[mt][i]);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const float4 b = __ldg(F + (kt * NT + nt) * 32 + lane);
+                const float4 b = __ldg(F + (kt * NS + nt) * 32 + lane);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     rosenna_mma(t[mt][nt], small[mt], b.x, b.y);

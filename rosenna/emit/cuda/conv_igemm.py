@@ -39,10 +39,15 @@ from rosenna.loopir import Comment, Idx, Ref, Var, add
 #: Warps per block of ``<name>_igemm<k>`` (one output tile each).
 WARPS = 4
 
-#: Accumulator fragments a lane holds (m16 tiles x n8 tiles of its warp's tile): the m16 tiles per
-#: warp are as many as fit, at most :data:`MAX_MT`.
+#: Accumulator fragments a lane holds (m16 tiles x n8 tiles of its warp's tile): a warp takes up to
+#: MAX_NT n8 tiles of the output channels (more channels: groups of warps on the same pixels), and
+#: as many m16 tiles as fit, at most MAX_MT. H200, round A of docs/benchmarks.md's study: MT 2
+#: against 4 on the U-Net (72 registers against 148) 331 against 385 µs at 256 samples; NT 8, MT 1
+#: on the 64-channel net (193 registers) 34 µs per sample where MT 2, NT 4 on 32 channels ran at
+#: 33 TFLOP/s.
 TILE_FRAGMENTS = 8
-MAX_MT = 4
+MAX_MT = 2
+MAX_NT = 4
 
 #: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
 PARTIAL = 2
@@ -56,7 +61,8 @@ UNROLL_KT = 16
 class Shape:
     """How one conv is tiled. The geometry (C input channels of H x W, COUT output channels of OH
     x OW, KH x KW taps, strides, begin pads, dilations), the padded channels CP and K (KT k8 tiles),
-    NT n8 tiles, a warp tile of WY x WX pixels (MT m16 tiles), TY x TX tiles per sample."""
+    the output channels in NG groups of NT n8 tiles (NS = NG x NT, padded), a warp tile of WY x WX
+    pixels (MT m16 tiles) and one group, TY x TX x NG tiles per sample."""
 
     c: int
     h: int
@@ -83,7 +89,15 @@ class Shape:
 
     @property
     def nt(self):
-        return -(-self.cout // 8)
+        return min(MAX_NT, -(-self.cout // 8))
+
+    @property
+    def ng(self):
+        return -(-self.cout // (8 * self.nt))
+
+    @property
+    def ns(self):
+        return self.ng * self.nt
 
     @property
     def wx(self):
@@ -111,7 +125,7 @@ class Shape:
 
     @property
     def tiles(self):
-        return self.tx * self.ty
+        return self.tx * self.ty * self.ng
 
     @property
     def interior(self):
@@ -131,7 +145,7 @@ class Shape:
         """The template arguments of ``rosenna_igemm_tile``."""
         return ", ".join(str(v) for v in (
             self.c, self.cp, self.h, self.w, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, self.dh, self.dw,
-            self.oh, self.ow, self.kt, self.nt, self.mt, self.wx)) + \
+            self.oh, self.ow, self.kt, self.nt, self.ns, self.mt, self.wx)) + \
             f", {'true' if check else 'false'}, {PARTIAL}, {-(-self.kt // PARTIAL) if self.kt <= UNROLL_KT else 1}"
 
 
@@ -217,7 +231,7 @@ def _weight_index(plan, conv):
 
 def packed(plan, conv):
     """The B fragments of the conv's weights (W [COUT][C][KH][KW]) in K's order, split into
-    TF32 big and small parts: :func:`rosenna.emit.cuda.tf32.pack_layer`'s layout, KT x NT x 32
+    TF32 big and small parts: :func:`rosenna.emit.cuda.tf32.pack_layer`'s layout, KT x NS x 32
     lanes x 4 floats."""
     s = conv.shape
     w = plan.weights[_weight_index(plan, conv)].array.astype(np.float32).reshape(s.cout, s.c, s.kh * s.kw)
@@ -225,7 +239,7 @@ def packed(plan, conv):
     for k, where in enumerate(k_order(s)):
         if where is not None:
             w2d[:, k] = w[:, where[0], where[1]]
-    return tf32.pack_layer(w2d, s.kt * 8, s.nt * 8, paired=False)
+    return tf32.pack_layer(w2d, s.kt * 8, s.ns * 8, paired=False)
 
 
 def _operand(plan, value):
@@ -253,20 +267,27 @@ def min_samples(conv):
 
 
 def kernel(plan, k, conv):
-    """``<name>_igemm<k>``: a warp per tile of output pixels of one sample, every output channel."""
+    """``<name>_igemm<k>``: a warp per tile of output pixels of one sample and group of output channels."""
     n, s = plan.name, conv.shape
     xa, xstride, xoff = _operand(plan, conv.window["x"])
     ya, ystride, yoff = _operand(plan, conv.window["y"])
     ty0, ty1, tx0, tx1 = s.interior
     inside = [f"oy < {s.oh}"] if s.ty * s.wy > s.oh else []
     inside += [f"ox < {s.ow}"] if s.tx * s.wx > s.ow else []
-    inside += [f"co < {s.cout}"] if s.nt * 8 > s.cout else []
+    inside += [f"co < {s.cout}"] if s.ns * 8 > s.cout else []
     store = f"out[co * {s.oh * s.ow} + oy * {s.ow} + ox] = {_epilogue(plan, conv)};"
     store = f"if ({' && '.join(inside)})\n                    {store}" if inside else store
     interior = (f"ty >= {ty0} && ty <= {ty1} && tx >= {tx0} && tx <= {tx1}" if ty1 >= ty0 else "false")
+    if s.ng == 1:
+        where = f"t = (int)(tile - s * {s.tiles}), ty = t / {s.tx}, tx = t % {s.tx}"
+        fragments, channel = f"{n}_igemm{k}_b", ""
+    else:  # the groups of one pixel tile in consecutive warps, which read the same inputs
+        where = (f"t = (int)(tile - s * {s.tiles}), group = t % {s.ng}, ty = t / {s.ng} / {s.tx}, "
+                 f"tx = t / {s.ng} % {s.tx}")
+        fragments, channel = f"{n}_igemm{k}_b + group * {s.nt * 128}", f"\n                co += group * {8 * s.nt};"
     return f"""/* {conv.note}: [{s.c}, {s.h}, {s.w}] -> [{s.cout}, {s.oh}, {s.ow}], {s.kh}x{s.kw} taps, stride {s.sh}x{s.sw}, pad {s.ph}x{s.pw},
    dilation {s.dh}x{s.dw}, as an implicit GEMM: {s.oh * s.ow} rows per sample in {s.tiles} tiles of {s.wy}x{s.wx} pixels
-   (one per warp), K = {s.kh * s.kw} taps x {s.cp} channels = {count(s.kt, 'k8 tile')}, {count(s.nt, 'n8 tile')}. */
+   x {count(s.ng, 'group')} of {count(8 * s.nt, 'channel')} (one per warp), K = {s.kh * s.kw} taps x {s.cp} channels = {count(s.kt, 'k8 tile')}. */
 __global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
 {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -274,10 +295,10 @@ __global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENN
     if (tile >= (long)count * {s.tiles})
         return;  /* the whole warp */
     const long s = tile / {s.tiles};
-    const int t = (int)(tile - s * {s.tiles}), ty = t / {s.tx}, tx = t % {s.tx};
+    const int {where};
     const float *in = {xa} + s * {xstride}l{f" + {xoff}" if xoff else ""};
     float *out = {ya} + s * {ystride}l{f" + {yoff}" if yoff else ""};
-    const float4 *F = reinterpret_cast<const float4 *>({n}_igemm{k}_b);
+    const float4 *F = reinterpret_cast<const float4 *>({fragments});
     float acc[{s.mt}][{s.nt}][4];
     if ({interior})
         rosenna_igemm_tile<{s.params(False)}>(in, ty * {s.wy}, tx * {s.wx}, F, acc);
@@ -292,7 +313,7 @@ __global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENN
                 int oy, ox, co;
                 rosenna_igemm_where<{s.wx}>(mt, nt, r, oy, ox, co);
                 oy += ty * {s.wy};
-                ox += tx * {s.wx};
+                ox += tx * {s.wx};{channel}
                 const float v = acc[mt][nt][r];
                 {store}
             }}
@@ -309,7 +330,7 @@ def source(plan, convs):
         return ""
     n = plan.name
     arrays = "\n".join(array("__device__ const", f"{n}_igemm{k}_b", packed(plan, conv) if plan.embed else None,
-                             conv.shape.kt * conv.shape.nt * 128) for k, conv in convs.items())
+                             conv.shape.kt * conv.shape.ns * 128) for k, conv in convs.items())
     kernels = "\n\n".join(kernel(plan, k, conv) for k, conv in convs.items())
     first = min(convs)
     return f"""{tf32.GUARD}
@@ -350,11 +371,11 @@ def launch(plan, k, conv):
 
 
 def host_packing(plan, k, conv, dest="b"):
-    """C++ filling ``dest`` (KT x NT x 32 x 4 floats, zeroed) from ``host[i]``, the conv's W in the
+    """C++ filling ``dest`` (KT x NS x 32 x 4 floats, zeroed) from ``host[i]``, the conv's W in the
     weights file: the packing :func:`packed` does in numpy."""
     s = conv.shape
     return f"""    for (int kt = 0; kt < {s.kt}; ++kt)
-        for (int nt = 0; nt < {s.nt}; ++nt)
+        for (int nt = 0; nt < {s.ns}; ++nt)
             for (int lane = 0; lane < 32; ++lane) {{
                 const int c = nt * 8 + lane / 4;
                 float v[2];
@@ -362,7 +383,7 @@ def host_packing(plan, k, conv, dest="b"):
                     const int k = kt * 8 + lane % 4 + 4 * h, tap = k / {s.cp}, ci = k % {s.cp};
                     v[h] = c < {s.cout} && ci < {s.c} && tap < {s.kh * s.kw} ? host[{_weight_index(plan, conv)}][(c * {s.c} + ci) * {s.kh * s.kw} + tap] : 0.0f;
                 }}
-                float *f = {dest} + 4 * ((kt * {s.nt} + nt) * 32 + lane);
+                float *f = {dest} + 4 * ((kt * {s.ns} + nt) * 32 + lane);
                 f[0] = rosenna_host_tf32(v[0]);
                 f[1] = rosenna_host_tf32(v[1]);
                 f[2] = rosenna_host_tf32(v[0] - f[0]);
@@ -381,7 +402,7 @@ def upload(plan, helper):
         return "", ""
     lines = [tf32.GUARD]
     for k, conv in convs.items():
-        size = conv.shape.kt * conv.shape.nt * 128
+        size = conv.shape.kt * conv.shape.ns * 128
         lines += [f"    {{  /* {conv.note}: B fragments of the implicit GEMM */",
                   f"        float *b = (float *)calloc({size}, sizeof(float));",
                   "        if (b == NULL)\n            return ROSENNA_STATUS_DEVICE;",
