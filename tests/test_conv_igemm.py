@@ -3,7 +3,7 @@
 No GPU here: :func:`emulate` runs the kernel's data flow in numpy lane by lane, as
 rosenna/data/rosenna_igemm.cuh and the generated ``<name>_igemm<k>`` write it (the warp tiles and
 which of them skip the bounds checks, each lane's im2col gather including strides, pads,
-dilations and padded channels, the packed B fragments of :func:`conv_igemm.packed`, the 3xTF32
+dilations and padded channels, the packed B fragments of :func:`igemm_pack.packed`, the 3xTF32
 split and the m16n8k8 fragment layouts, the partial sums, the epilogue's pixel and channel), and
 its outputs are compared with onnxruntime's Conv under verify's tolerance. Reads are of the flat
 input buffer, surrounded by NaN, without bounds checks where the kernel makes none: a wrong index
@@ -21,7 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rosenna import compare
-from rosenna.emit.cuda import conv_igemm, field_fuse, tf32
+from rosenna.emit.cuda import conv_igemm, field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.generate import Options, build_plan
 
@@ -166,7 +166,7 @@ def test_emulated_kernel_matches_onnxruntime(tmp_path, name):
     s = conv.shape
     x = np.random.default_rng(1).standard_normal((2, s.c, s.h, s.w)).astype(np.float32)
     want = _reference(path, x)
-    got = emulate(conv, conv_igemm.packed(plan, conv), _bias(plan, conv), GEOMETRIES[name][-1], x)
+    got = emulate(conv, igemm_pack.packed(plan, conv), _bias(plan, conv), GEOMETRIES[name][-1], x)
     tol = compare.tolerance_for(np.float32)
     bad = ~(np.abs(got - want) <= tol.at(want))
     where = np.argwhere(bad)
@@ -180,7 +180,7 @@ def test_one_tf32_product_is_not_enough(tmp_path):
     s = conv.shape
     x = np.random.default_rng(1).standard_normal((1, s.c, s.h, s.w)).astype(np.float32)
     want = _reference(path, x)
-    got = emulate(conv, conv_igemm.packed(plan, conv), _bias(plan, conv), False, x, products=1)
+    got = emulate(conv, igemm_pack.packed(plan, conv), _bias(plan, conv), False, x, products=1)
     assert (np.abs(got - want) > compare.tolerance_for(np.float32).at(want)).any()
 
 
@@ -222,11 +222,11 @@ def test_host_packing_in_cpp_equals_numpy(tmp_path):
     src = tmp_path / "pack.cpp"
     src.write_text(tf32.host_tf32() + "#include <stdio.h>\n#include <stdlib.h>\n" + decls +
                    f"\nint main(void)\n{{\n    const float *host[] = {{{', '.join(f'w{i}' for i in range(len(plan.weights)))}}};\n"
-                   f"    float *b = (float *)calloc({size}, sizeof(float));\n{conv_igemm.host_packing(plan, 0, conv)}\n"
+                   f"    float *b = (float *)calloc({size}, sizeof(float));\n{igemm_pack.host_packing(plan, conv)}\n"
                    f"    fwrite(b, sizeof(float), {size}, stdout);\n    return 0;\n}}\n")
     subprocess.run(["g++", "-O2", "-Wall", "-Werror", str(src), "-o", str(tmp_path / "pack")], check=True)
     got = np.frombuffer(subprocess.run([str(tmp_path / "pack")], capture_output=True, check=True).stdout, np.float32)
-    want = conv_igemm.packed(plan, conv)
+    want = igemm_pack.packed(plan, conv)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 

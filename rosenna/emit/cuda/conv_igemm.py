@@ -11,12 +11,11 @@ rows and the device runs sm_80 code. The persistent kernel (the small calls) kee
 The kernel (``rosenna/data/rosenna_igemm.cuh``): a warp per tile of output pixels of one sample,
 ``mma.sync.m16n8k8`` TF32 with the 3xTF32 split of :mod:`rosenna.emit.cuda.tf32` (big and small
 parts of both operands, three MMAs), so the result stays at fp32 accuracy. K runs tap-major over
-the input channels padded to a multiple of 4 (:func:`k_order`): half a k8 tile is one tap, so the
-im2col index of every load is affine with compile-time tap offsets. The weights are split and put
-in fragment order once: embedded weights when the file is generated (:func:`packed`, by
-:func:`rosenna.emit.cuda.tf32.pack_layer`), file-loaded ones by the same packing in C++ in
-``<name>_device_upload`` (:func:`host_packing`; a test compares the two bit for bit); tiles whose
-taps all fall inside the input skip the bounds checks (:attr:`Shape.interior`).
+the input channels padded to a multiple of 4 (:func:`rosenna.emit.cuda.igemm_pack.k_order`): half
+a k8 tile is one tap, so the im2col index of every load is affine with compile-time tap offsets.
+The weights are split and put in fragment order once (:mod:`rosenna.emit.cuda.igemm_pack`):
+embedded ones when the file is generated, file-loaded ones in ``<name>_device_upload``. Tiles
+whose taps all fall inside the input skip the bounds checks (:attr:`Shape.interior`).
 
 Not taken, the direct loops run instead: HIP (no ``mma.sync``; an MFMA form is not written),
 ``-DROSENNA_NO_TENSOR_CORES``, devices before sm_80, double precision, grouped and depthwise
@@ -25,11 +24,9 @@ convs, 1-D and 3-D convs.
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from rosenna import limits
 from rosenna.emit import fixed
-from rosenna.emit.cuda import field_fuse, tf32
+from rosenna.emit.cuda import field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.mlp import array
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count
@@ -214,34 +211,6 @@ def choose(sched):
     return out
 
 
-def k_order(shape):
-    """For each column k of the GEMM's K (padded to KT * 8): ``(channel, tap)``, or None for a
-    padding column. Tap-major, channels padded to CP: k = tap * CP + c."""
-    out = []
-    for k in range(shape.kt * 8):
-        tap, c = divmod(k, shape.cp)
-        out.append((c, tap) if c < shape.c and tap < shape.kh * shape.kw else None)
-    return out
-
-
-def _weight_index(plan, conv):
-    ident = plan.storage[conv.window["w"]][1]
-    return next(i for i, wt in enumerate(plan.weights) if wt.ident == ident)
-
-
-def packed(plan, conv):
-    """The B fragments of the conv's weights (W [COUT][C][KH][KW]) in K's order, split into
-    TF32 big and small parts: :func:`rosenna.emit.cuda.tf32.pack_layer`'s layout, KT x NS x 32
-    lanes x 4 floats."""
-    s = conv.shape
-    w = plan.weights[_weight_index(plan, conv)].array.astype(np.float32).reshape(s.cout, s.c, s.kh * s.kw)
-    w2d = np.zeros((s.cout, s.kt * 8), np.float32)
-    for k, where in enumerate(k_order(s)):
-        if where is not None:
-            w2d[:, k] = w[:, where[0], where[1]]
-    return tf32.pack_layer(w2d, s.kt * 8, s.ns * 8, paired=False)
-
-
 def _operand(plan, value):
     """``(array, floats per sample, offset)`` of a conv's input or output in the kernel file."""
     kind, ident, offset = plan.storage[value]
@@ -329,7 +298,7 @@ def source(plan, convs):
     if not convs:
         return ""
     n = plan.name
-    arrays = "\n".join(array("__device__ const", f"{n}_igemm{k}_b", packed(plan, conv) if plan.embed else None,
+    arrays = "\n".join(array("__device__ const", f"{n}_igemm{k}_b", igemm_pack.packed(plan, conv) if plan.embed else None,
                              conv.shape.kt * conv.shape.ns * 128) for k, conv in convs.items())
     kernels = "\n\n".join(kernel(plan, k, conv) for k, conv in convs.items())
     first = min(convs)
@@ -370,27 +339,6 @@ def launch(plan, k, conv):
             f"    else\n#endif\n")
 
 
-def host_packing(plan, k, conv, dest="b"):
-    """C++ filling ``dest`` (KT x NS x 32 x 4 floats, zeroed) from ``host[i]``, the conv's W in the
-    weights file: the packing :func:`packed` does in numpy."""
-    s = conv.shape
-    return f"""    for (int kt = 0; kt < {s.kt}; ++kt)
-        for (int nt = 0; nt < {s.ns}; ++nt)
-            for (int lane = 0; lane < 32; ++lane) {{
-                const int c = nt * 8 + lane / 4;
-                float v[2];
-                for (int h = 0; h < 2; ++h) {{  /* b0 at k = kt * 8 + tig, b1 at k + 4; k = tap * {s.cp} + channel */
-                    const int k = kt * 8 + lane % 4 + 4 * h, tap = k / {s.cp}, ci = k % {s.cp};
-                    v[h] = c < {s.cout} && ci < {s.c} && tap < {s.kh * s.kw} ? host[{_weight_index(plan, conv)}][(c * {s.c} + ci) * {s.kh * s.kw} + tap] : 0.0f;
-                }}
-                float *f = {dest} + 4 * ((kt * {s.ns} + nt) * 32 + lane);
-                f[0] = rosenna_host_tf32(v[0]);
-                f[1] = rosenna_host_tf32(v[1]);
-                f[2] = rosenna_host_tf32(v[0] - f[0]);
-                f[3] = rosenna_host_tf32(v[1] - f[1]);
-            }}"""
-
-
 def upload(plan, helper):
     """``(helper, lines)`` for ``<name>_device_upload`` of a file-loaded plan: the TF32 rounding on the
     host (``helper``: when no other part of the file brings it) and the packing and copy of each
@@ -406,7 +354,7 @@ def upload(plan, helper):
         lines += [f"    {{  /* {conv.note}: B fragments of the implicit GEMM */",
                   f"        float *b = (float *)calloc({size}, sizeof(float));",
                   "        if (b == NULL)\n            return ROSENNA_STATUS_DEVICE;",
-                  host_packing(plan, k, conv),
+                  igemm_pack.host_packing(plan, conv),
                   f"        const int failed = cudaMemcpyToSymbol({plan.name}_igemm{k}_b, b, sizeof(float) * {size}, 0, "
                   "cudaMemcpyHostToDevice) != cudaSuccess;",
                   "        free(b);",
