@@ -182,3 +182,28 @@ def test_warp_copy_host_packing_in_cpp_equals_numpy(generated, tmp_path, compact
     got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", layout.size)
     want = layout.packed()
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_warp_body_compiles_without_spilling_in_its_loops(generated):
+    """mlp128's warp body inlined into a kernel (what ptxas allocates for it, without the ABI's
+    callee-saved registers that the relocatable <name>_infer_warp saves once per call): at most a
+    few registers' worth of spills (2-144-ldg: 255 registers, 48 bytes; the 4-tile groups of
+    2-160-ldg spilled in the k loops and ran 18% slower, docs/benchmarks.md run 13 (pp17))."""
+    plan, _, _, out_dir = generated["mlp128"]
+    src = out_dir / "probe.cu"
+    src.write_text((out_dir / f"{plan.name}_kernel.cu").read_text() + f"""
+__global__ void warp_probe(const float *x, float *y)
+{{
+    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    {plan.name}_infer_warp_body(x + i * {plan.nx}, y + i * {plan.ny});
+}}
+""")
+    proc = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-DROSENNA_DEVICE_ROUTINE", "-Xptxas", "-v", "-c", str(src),
+                           "-o", str(out_dir / "probe.o")], capture_output=True, text=True, cwd=out_dir, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = re.search(r"Compiling entry function '\w*warp_probe\w*'.*?(\d+) bytes spill stores.*?Used (\d+) registers",
+                  proc.stderr, re.S)
+    assert m, proc.stderr[-3000:]
+    assert int(m.group(1)) <= 64 and int(m.group(2)) <= 255, m.group(0)
