@@ -32,7 +32,7 @@ routine.WARP_LDG, routine.WARP_COMPACT = frags != "plain", frags == "compact"
 generate(path, out, Options(lang="c", embed=False, name="mlp128"))
 EOF
         cp $d/mlp128.rwt $G/mlp128.rwt
-        make -s -f $d/mlp128.mk -C $d ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 -arch=sm_90" > /dev/null
+        make -s -C $d -f mlp128.mk ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 -arch=sm_90" > /dev/null 2>&1
         (cd $d && nvcc -O3 -arch=sm_90 ${cap:+-maxrregcount=$cap} -Xptxas -v -rdc=true -DROSENNA_DEVICE_ROUTINE \
             -c mlp128_kernel.cu -o mlp128_device.o 2> ptxas.txt && objcopy --weaken-symbol=mlp128_infer mlp128_device.o && rm -f libmlp128_device.a && ar rcs libmlp128_device.a mlp128_device.o)
         nvcc -O3 -arch=sm_90 -rdc=true -DNAME=mlp128 -DHDR='"mlp128.h"' -Dmlp128_NX_M=MLP128_NX -Dmlp128_NY_M=MLP128_NY \
