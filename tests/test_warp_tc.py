@@ -18,8 +18,8 @@ from rosenna.emit import cuda
 from rosenna.emit.cuda import routine, tc_chain, tf32
 from rosenna.generate import Options, build_plan, generate
 
-CALL = re.compile(r"rosenna_tc_layer(?:_parked)?<(\d+), (\d+), (?:(\d+), )?rt_act(\d+), (\d+), (?:true|false), (true|false)>"
-                  r"\(F \+ (\d+), bias \+ (\d+), h(\d+), h(\d+)\)")
+CALL = re.compile(r"rosenna_tc_layer(?:_parked|_local)?<(\d+), (\d+), (?:(\d+), )?rt_act(\d+), (\d+), (?:true|false), "
+                  r"(true|false)>\(F \+ (\d+), bias \+ (\d+), (\w+), (\w+)\)")
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +28,19 @@ def generated(tmp_path_factory):
     (file-loaded), and for mlp128 with the other fragment format (``mlp128-other``)."""
     tmp = tmp_path_factory.mktemp("warp_tc")
     out = {}
-    for name, compact in (("mlp128", routine.WARP_COMPACT), ("odd", routine.WARP_COMPACT),
-                          ("mlp128-other", not routine.WARP_COMPACT)):
+    for name, compact, local in (("mlp128", routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS),
+                                 ("odd", routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS),
+                                 ("mlp128-other", not routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS),
+                                 ("odd-other", routine.WARP_COMPACT, 0 if routine.WARP_LOCAL_SUMS else 64)):
         model = name.split("-")[0]
         path = zoo.save(model, str(tmp / f"{model}.onnx")) if model == "mlp128" else custom_model(tmp, model, *ODD)
         _, plan = build_plan(path, Options(lang="c", embed=False))
-        saved, routine.WARP_COMPACT = routine.WARP_COMPACT, compact
+        saved = routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS
+        routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS = compact, local
         try:
             generate(path, str(tmp / name), Options(lang="c", embed=False))
         finally:
-            routine.WARP_COMPACT = saved
+            routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS = saved
         src = (tmp / name / f"{plan.name}_kernel.cu").read_text()
         start = src.index(f"void {plan.name}_infer_warp_body")
         out[name] = (plan, cuda.mlp_layers(plan), src[start:src.index("#else", start)], tmp / name)
@@ -66,14 +69,18 @@ def emulate(body, layers, packed, x):
         mt = int(calls[0][4])
         rows = [16 * (p + mi) + gid for mi in range(mt)]
         kt0 = int(calls[0][0])
-        h = [[np.stack([np.where(kt * 8 + tig + 4 * (s // 2) < nx,
-                                 x[r + 8 * (s % 2), np.minimum(kt * 8 + tig + 4 * (s // 2), nx - 1)], 0.0)
-                        for s in range(4)], axis=1) for kt in range(kt0)] for r in rows]
+        # Each buffer by name: [row tile][k8 tile] -> [32 lanes, 4] A fragments (registers h<i>, or the
+        # local act0 / act1 that hold the same values as [k8 tile][row tile] float4s).
+        bufs = {"h0": [[np.stack([np.where(kt * 8 + tig + 4 * (s // 2) < nx,
+                                           x[r + 8 * (s % 2), np.minimum(kt * 8 + tig + 4 * (s // 2), nx - 1)], 0.0)
+                                  for s in range(4)], axis=1) for kt in range(kt0)] for r in rows]}
+        stored = dict((m.group(1), m.group(2)) for m in re.finditer(r"(act0)\[kt\]\[mi\] = make_float4\((h\d+)\[", body))
         for i, (kt_n, nt_n, ng, act_i, mt_i, comp, foff, boff, src, dst) in enumerate(calls):
+            h = bufs[src] if src in bufs else bufs[stored[src]]
             kt_n, nt_n, foff, boff = int(kt_n), int(nt_n), int(foff), int(boff)
             foff *= 2 if comp == "true" else 1  # float4 offsets; a compact tile's lane is half a float4
             ng = int(ng) if ng else nt_n
-            assert (int(act_i), int(src), int(dst), int(mt_i)) == (i, i, i + 1, mt) and nt_n % ng == 0
+            assert (int(act_i), int(mt_i)) == (i, mt) and nt_n % ng == 0 and len(h[0]) == kt_n
             act = act_of(layers[i])
             out = [[None] * nt_n for _ in range(mt)]
             for g in range(nt_n // ng):  # the groups, in order; parked or not, a group's outputs land at g*NG + nt
@@ -86,7 +93,10 @@ def emulate(body, layers, packed, x):
                                     for kt in range(k0, min(k0 + 2, kt_n)))
                             acc = acc + t
                         out[mi][nt] = np.stack([act(acc[:, 0]), act(acc[:, 2]), act(acc[:, 1]), act(acc[:, 3])], axis=1)
-            h = out
+            bufs[dst] = out
+        last = f"h{len(layers)}"
+        final = re.search(r"const float4 v = (act\d)\[nt\]\[mi\];", body)
+        h = bufs[final.group(1)] if final else bufs[last]
         for mi, r in enumerate(rows):
             for nt in range(len(h[mi])):
                 c = nt * 8 + 2 * tig
@@ -96,18 +106,20 @@ def emulate(body, layers, packed, x):
     return y
 
 
-@pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other"])
+@pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other", "odd-other"])
 def test_emulated_warp_body_matches_the_model(generated, name):
+    """Every form: inputs in registers with parked groups, or in local memory (odd-other is the
+    one routine.WARP_LOCAL_SUMS does not pick), 16-byte and compact fragments."""
     plan, layers, body, _ = generated[name]
     choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
-    assert routine._warp_kind(choice) == "parked" and "rosenna_tc_layer_parked<" in body
+    assert routine._warp_kind(choice) == "parked" and re.search(r"rosenna_tc_layer_(parked|local)<", body)
     packed = tc_chain.chain_packed(layers, compact=CALL.findall(body)[0][5] == "true")
     x = np.random.default_rng(5).uniform(-1, 1, size=(32, plan.nx))
     want = evaluate(layers, x)
     np.testing.assert_allclose(emulate(body, layers, packed, x), want, rtol=2e-6, atol=1e-6)
     # It can fail: layer 1's fragment offset one n8 tile off (what a wrong group offset would read).
-    shifted = re.sub(r"(rosenna_tc_layer_parked<[^>]*>\(F \+ )(\d+)", lambda m: m.group(1) + str(int(m.group(2)) + 32),
-                     body, count=1)
+    shifted = re.sub(r"(rosenna_tc_layer_(?:parked|local)<[^>]*>\(F \+ )(\d+)",
+                     lambda m: m.group(1) + str(int(m.group(2)) + 32), body, count=1)
     assert not np.allclose(emulate(shifted, layers, packed, x), want, atol=1e-3)
 
 
@@ -124,7 +136,12 @@ def test_parked_layer_puts_every_group_where_the_next_layer_reads_it(tmp_path, k
 #define __device__
 #define __forceinline__ inline
 struct float4 {{ float x, y, z, w; }};
+struct float2 {{ float x, y; }};
 static float4 make_float4(float a, float b, float c, float d) {{ return {{a, b, c, d}}; }}
+/* What the file's other templates name (not instantiated here). */
+template <class T> static T __ldg(const T *p) {{ return *p; }}
+static float4 rosenna_tcw_b(float2 w) {{ return {{w.x, w.y, 0.0f, 0.0f}}; }}
+static void rosenna_mma3(float (&)[4], const float (&)[4], const float4 &) {{}}
 static int asked[64], calls;
 template <int KT, int NT, int NG, int MT, bool LDG, bool COMPACT>
 void rosenna_tc_sums(const float4 *, const float *, const float (&)[MT][KT][4], int nt0, float (&acc)[MT][NG][4])

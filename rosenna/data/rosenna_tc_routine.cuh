@@ -50,3 +50,72 @@ __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const f
                 o[3] = v.w;
             }
 }
+
+/* The same layer with its input in local memory: in[KT][MT] and out[NT][MT] hold each lane's A
+   fragments, one float4 per k8 tile and 16-row tile (each lane's own: coalesced). The n8 tiles in
+   groups of NG (the sums in registers), the k loop over pairs of k8 tiles not unrolled: few
+   registers (mlp128, 128 wide, NG 8: 134 inlined), at the price of reading the input once per
+   group. Split accumulation as rosenna_tc_sums. */
+template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG, bool COMPACT>
+__device__ __forceinline__ void rosenna_tc_layer_local(const float4 *F, const float *bias, const float4 (*in)[MT],
+                                                       float4 (*out)[MT])
+{
+    static_assert(NT % NG == 0, "groups of NG n8 tiles");
+    unsigned lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    const int tig = lane % 4;
+    const float2 *F2 = reinterpret_cast<const float2 *>(F);
+#pragma unroll 1
+    for (int g = 0; g < NT / NG; ++g) {
+        float acc[MT][NG][4];
+#pragma unroll
+        for (int nt = 0; nt < NG; ++nt) {
+            const float2 b = *reinterpret_cast<const float2 *>(bias + (g * NG + nt) * 8 + 2 * tig);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                acc[mi][nt][0] = acc[mi][nt][2] = b.x;
+                acc[mi][nt][1] = acc[mi][nt][3] = b.y;
+            }
+        }
+#pragma unroll 1
+        for (int k0 = 0; k0 < KT; k0 += 2) {
+            float a[2][MT][4];
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    const float4 v = k0 + s < KT ? in[k0 + s][mi] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    a[s][mi][0] = v.x;
+                    a[s][mi][1] = v.y;
+                    a[s][mi][2] = v.z;
+                    a[s][mi][3] = v.w;
+                }
+#pragma unroll
+            for (int nt = 0; nt < NG; ++nt) {
+                float t[MT][4] = {};
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                    if (k0 + s >= KT)
+                        break;
+                    const int e = ((k0 + s) * NT + g * NG + nt) * 32 + lane;
+                    const float4 b = COMPACT ? rosenna_tcw_b(LDG ? __ldg(F2 + e) : F2[e]) : LDG ? __ldg(F + e) : F[e];
+#pragma unroll
+                    for (int mi = 0; mi < MT; ++mi)
+                        rosenna_mma3(t[mi], a[s][mi], b);
+                }
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        acc[mi][nt][r] += t[mi][r];
+            }
+        }
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < NG; ++nt) {
+                const float(&c)[4] = acc[mi][nt];
+                out[g * NG + nt][mi] = make_float4(ACT(c[0]), ACT(c[2]), ACT(c[1]), ACT(c[3]));
+            }
+    }
+}

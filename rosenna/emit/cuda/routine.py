@@ -71,6 +71,10 @@ WARP_LDG = True
 #: Whether the staged MLPs' tensor-core warp body reads compact fragments (8 bytes per lane and
 #: tile, each weight once as big + small: half the bytes through L1, two instructions a weight).
 WARP_COMPACT = False
+#: Sums (registers) a layer of the staged MLPs' tensor-core warp body may hold when its input is
+#: in local memory (``rosenna_tc_layer_local``); 0: the input stays in registers (the layers
+#: ``_groups`` parks).
+WARP_LOCAL_SUMS = 0
 
 
 def fast(plan, choice):
@@ -163,16 +167,38 @@ def _tc_warp(plan, choice):
             f"        h0[mi][kt][3] = k1 < {nx} ? x1[k1] : 0.0f;",
             "    }",
             "}"]
+    local = None  # the local buffer (act0 / act1) that holds the current layer's input, if any
+    width = max([kt0] + [tiles(layer.n) for layer in layers])
     for i, layer in enumerate(layers):
         kt, nt = tiles(layer.k), tiles(layer.n)
         ng = _groups(layer, mt, kt)
-        body.append(f"float h{i + 1}[{mt}][{nt}][4];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */")
+        what = f"layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'}"
+        if parked and WARP_LOCAL_SUMS and (local or ng < nt):
+            if local is None:
+                local = "act0"
+                body += [f"float4 act0[{width}][{mt}], act1[{width}][{mt}];  /* A fragments [k8 tile][row tile] in local memory */",
+                         "#pragma unroll", f"for (int kt = 0; kt < {kt}; ++kt)", "#pragma unroll",
+                         f"    for (int mi = 0; mi < {mt}; ++mi)",
+                         f"        act0[kt][mi] = make_float4(h{i}[mi][kt][0], h{i}[mi][kt][1], h{i}[mi][kt][2], h{i}[mi][kt][3]);"]
+            out = "act1" if local == "act0" else "act0"
+            ngl = max(g for g in range(1, nt + 1) if nt % g == 0 and (4 * mt * g <= WARP_LOCAL_SUMS or g == 1))
+            body.append(f"rosenna_tc_layer_local<{kt}, {nt}, {ngl}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
+                        f"{local}, {out});  /* {what}; {nt // ngl} groups of {ngl} n8 tiles */")
+            local = out
+            continue
+        body.append(f"float h{i + 1}[{mt}][{nt}][4];  /* {what} */")
         if ng == nt:
             body.append(f"rosenna_tc_layer<{kt}, {nt}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});")
         else:
             body.append(f"rosenna_tc_layer_parked<{kt}, {nt}, {ng}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
                         f"h{i}, h{i + 1});  /* {nt // ng} groups of {ng} n8 tiles */")
     last = len(layers)
+    if local:
+        nt = tiles(layers[-1].n)
+        body += [f"float h{last}[{mt}][{nt}][4];", "#pragma unroll", f"for (int mi = 0; mi < {mt}; ++mi)", "#pragma unroll",
+                 f"    for (int nt = 0; nt < {nt}; ++nt) {{", f"        const float4 v = {local}[nt][mi];",
+                 f"        h{last}[mi][nt][0] = v.x;", f"        h{last}[mi][nt][1] = v.y;",
+                 f"        h{last}[mi][nt][2] = v.z;", f"        h{last}[mi][nt][3] = v.w;", "    }"]
     body += ["/* Output columns 2tig and 2tig+1 of each n8 tile, rows gid and gid+8. */",
              "#pragma unroll",
              f"for (int mi = 0; mi < {mt}; ++mi) {{",
