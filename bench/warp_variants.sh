@@ -5,29 +5,34 @@
 # batch / _infer / _infer_warp at 2^20 and 2^24 points):
 #   bash bench/warp_variants.sh build   # HERE (nvcc; PYTHON: rosenna's python): build/warp_variants/<label>/
 #   bash bench/warp_variants.sh run     # THERE, from the repository root (carry build/warp_variants)
-# A label is tiles-registers-fragments[-cap]: WARP_TILES (16-row tiles at once: 2 = the warp's 32
-# points, 1 = two passes of 16), WARP_REGISTERS (a layer's input + one group's sums), fragments
-# ldg (16-byte, __ldg), plain (16-byte, plain loads) or compact (8-byte, __ldg), and cap: the
-# device archive compiled with -maxrregcount=cap. VARIANTS overrides the list. docs/benchmarks.md
-# (run 13, pp17) has the measurements.
+# A label is tiles-registers-fragments[-kCAP][-lSUMS]: WARP_TILES (16-row tiles at once: 2 = the
+# warp's 32 points, 1 = two passes of 16), WARP_REGISTERS (a layer's input + one group's sums),
+# fragments ldg (16-byte, __ldg), plain (16-byte, plain loads) or compact (8-byte, __ldg); kCAP: the
+# device archive compiled with -maxrregcount=CAP; lSUMS: WARP_LOCAL_SUMS (inputs of the wide layers
+# in local memory, SUMS registers of sums). VARIANTS overrides the list. docs/benchmarks.md (run 13,
+# pp17) has the measurements.
 set -eu
 G=build/warp_variants
-VARIANTS=${VARIANTS:-"2-144-ldg 2-160-ldg 2-160-plain 2-136-ldg 1-96-ldg 1-128-ldg 2-144-compact 2-144-ldg-168 1-96-ldg-128 1-80-ldg-128 1-96-ldg-168"}
+VARIANTS=${VARIANTS:-"2-144-ldg 2-160-ldg 2-160-plain 2-136-ldg 1-96-ldg 1-128-ldg 2-144-compact 2-144-ldg-k168 1-80-ldg-k128 2-144-ldg-l64 2-144-ldg-l32 2-144-ldg-k128-l64"}
 case "${1:-run}" in
 build)
     PYTHON=${PYTHON:-python3}
     mkdir -p $G
     $PYTHON -m rosenna zoo mlp128 -o $G/mlp128.onnx > /dev/null
     for v in $VARIANTS; do
-        IFS=- read -r tiles regs frags cap <<< "$v"
+        IFS=- read -r tiles regs frags more <<< "$v"
+        cap=; sums=0
+        for o in ${more//-/ }; do
+            case $o in k*) cap=${o#k} ;; l*) sums=${o#l} ;; esac
+        done
         d=$G/$v
         rm -rf $d && mkdir -p $d
-        $PYTHON - "$G/mlp128.onnx" "$d" "$tiles" "$regs" "$frags" <<'EOF'
+        $PYTHON - "$G/mlp128.onnx" "$d" "$tiles" "$regs" "$frags" "$sums" <<'EOF'
 import sys
 from rosenna.emit.cuda import routine
 from rosenna.generate import Options, generate
-path, out, tiles, regs, frags = sys.argv[1:]
-routine.WARP_TILES, routine.WARP_REGISTERS = int(tiles), int(regs)
+path, out, tiles, regs, frags, sums = sys.argv[1:]
+routine.WARP_TILES, routine.WARP_REGISTERS, routine.WARP_LOCAL_SUMS = int(tiles), int(regs), int(sums)
 routine.WARP_LDG, routine.WARP_COMPACT = frags != "plain", frags == "compact"
 generate(path, out, Options(lang="c", embed=False, name="mlp128"))
 EOF
