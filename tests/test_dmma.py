@@ -137,10 +137,27 @@ def test_device_tanh_within_a_few_ulp(dtanh):
     np.testing.assert_array_equal(got[5:], np.tanh(special[5:]))
 
 
-def emulate(layers, packed, x, tanh=np.tanh):
+def _dmma16(h, packed, at, lane, mi, kt, ks):
+    """sm_90's m16n8k(4 ks) for tiles mi, mi + 1 and k tiles kt..kt + ks - 1, gathered from the lanes
+    as the PTX ISA lays out the .f64 fragments (A a_(v + 2s): row gid + 8v, column tig + 4s; B b_s:
+    row tig + 4s, column gid; C c_(2v + h): row gid + 8v, column 2 tig + h): the two tiles' C
+    fragments (rosenna_dmma16 in rosenna_dmma.cuh passes tile mi's values as a_(2s), mi + 1's as
+    a_(2s + 1), k tile kt + s's B fragment as b_s)."""
+    gid, tig = lane // 4, lane % 4
+    a_mat, b_mat = np.zeros((16, 4 * ks)), np.zeros((4 * ks, 8))
+    for s in range(ks):
+        for v in range(2):
+            a_mat[gid + 8 * v, tig + 4 * s] = h[mi + v, kt + s]
+        b_mat[tig + 4 * s, gid] = packed[at(kt + s) + lane]
+    c = a_mat @ b_mat
+    return [np.stack([c[gid + 8 * v, 2 * tig], c[gid + 8 * v, 2 * tig + 1]]) for v in range(2)]
+
+
+def emulate(layers, packed, x, tanh=np.tanh, ks=0):
     """The kernel for one warp's M tiles of 8 points, lane by lane: the fragments gathered into
     matrices from the lanes that hold them, multiplied, scattered back; ``tanh`` for Tanh layers
-    (the kernel's rosenna_tanh where the test has it)."""
+    (the kernel's rosenna_tanh where the test has it); ``ks`` > 0: sm_90's path with
+    ROSENNA_DMMA_KS=ks (pairs of tiles, up to ks k tiles per instruction: :func:`_dmma16`)."""
     frags, biases, _ = dmma.offsets(layers)
     m = dmma.m_tiles(layers)
     points, nx = x.shape
@@ -158,16 +175,25 @@ def emulate(layers, packed, x, tanh=np.tanh):
         kt_n, nt_n = h.shape[1], (layer.n + 7) // 8
         out = np.zeros((m, 2 * nt_n, 32))
         act = tanh if layer.act in dmma.DEVICE_FORMS else act_of(layer)
+        step = 4 if ks >= 4 and kt_n % 4 == 0 else 2 if ks >= 2 and kt_n % 2 == 0 else 1  # the header's KS
         for nt in range(nt_n):
+            acc = [np.stack([packed[biases[i] + 8 * nt + 2 * tig], packed[biases[i] + 8 * nt + 2 * tig + 1]])
+                   for _ in range(m)]
+            if ks and m % 2 == 0:
+                for mi in range(0, m, 2):
+                    for kt in range(0, kt_n, step):
+                        c0, c1 = _dmma16(h, packed, lambda k: frags[i] + (k * nt_n + nt) * 32, lane, mi, kt, step)
+                        acc[mi], acc[mi + 1] = acc[mi] + c0, acc[mi + 1] + c1
+            else:
+                for mi in range(m):
+                    for kt in range(kt_n):
+                        a_mat, b_mat = np.zeros((8, 4)), np.zeros((4, 8))
+                        a_mat[gid, tig] = h[mi, kt]
+                        b_mat[tig, gid] = packed[frags[i] + (kt * nt_n + nt) * 32 + lane]
+                        c = a_mat @ b_mat
+                        acc[mi] = acc[mi] + np.stack([c[gid, 2 * tig], c[gid, 2 * tig + 1]])
             for mi in range(m):
-                acc = np.stack([packed[biases[i] + 8 * nt + 2 * tig], packed[biases[i] + 8 * nt + 2 * tig + 1]])
-                for kt in range(kt_n):
-                    a_mat, b_mat = np.zeros((8, 4)), np.zeros((4, 8))
-                    a_mat[gid, tig] = h[mi, kt]
-                    b_mat[tig, gid] = packed[frags[i] + (kt * nt_n + nt) * 32 + lane]
-                    c = a_mat @ b_mat
-                    acc = acc + np.stack([c[gid, 2 * tig], c[gid, 2 * tig + 1]])
-                out[mi, 2 * nt], out[mi, 2 * nt + 1] = act(acc[0]), act(acc[1])
+                out[mi, 2 * nt], out[mi, 2 * nt + 1] = act(acc[mi][0]), act(acc[mi][1])
         h = out
     ny = layers[-1].n
     y = np.full((points, ny), np.nan)
@@ -194,6 +220,9 @@ def test_emulated_dmma_chain_matches_the_model(tmp_path, name, dtanh):
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)  # far inside: a few ulp per tanh
     # A tanh off by more than the tolerance fails it.
     assert not compare.compare(emulate(layers, packed, x, lambda v: dtanh[0](v) + 1e-9), want, "float64").passed
+    # sm_90's DMMA.16x8x{4,8,16} over pairs of tiles, from the same fragments.
+    for ks in (1, 2, 4):
+        np.testing.assert_allclose(emulate(layers, packed, x, dtanh[0], ks), want, rtol=1e-13, atol=1e-14)
     # The emulation can fail: layer 1 packed in the natural row order (not what C fragments give).
     frags, _, _ = dmma.offsets(layers)
     broken = packed.copy()
