@@ -39,6 +39,7 @@ VARIANTS = {
     "d4-main": ("d4", dict(LIBDEVICE, **M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=0")),
     # round A's best: rosenna_tanh, 2 tiles, 2 blocks asked, m8n8k4 (ROSENNA_DMMA_KS=0: no pairs)
     "d4-t-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=0")),
+    "dmlp128": ("dmlp128", {}),  # float64 mlp128 (1 tile per warp: no pairs)
     # sm_90 DMMA.16x8x{4,8,16}: two tiles and KS k tiles per instruction
     "d4-p1-m4": ("d4", dict(**M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=1")),
     "d4-p2-m4": ("d4", dict(**M4_B1, NVFLAGS="-DROSENNA_DMMA_KS=2")),
@@ -48,6 +49,13 @@ VARIANTS = {
     "d4-p2-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=2")),
     "d4-p4-m2-b2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=4")),
     "d4-p4-m2": ("d4", dict(M_TILES=M2, MIN_BLOCKS=B1, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    # rosenna_tanh with its clamp and k in integer/FP32 instructions: 21 FP64 (tanh_int.cuh)
+    "d4-ti-p4-m2-b2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_int"}, EXTRA="tanh_int.cuh", M_TILES=M2,
+                                  MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-ti-p4-m4": ("d4", dict(**M4_B1, DEVICE_FORMS={"Tanh": "rosenna_tanh_int"}, EXTRA="tanh_int.cuh",
+                               NVFLAGS="-DROSENNA_DMMA_KS=4")),
+    "d4-ti-m2-b2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_int"}, EXTRA="tanh_int.cuh", M_TILES=M2,
+                               MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=0")),
     # tanh as 1 - 2 / (1 + exp(-2c)): 21 FP64 instructions (bench/study/f64/tanh_exp.cuh)
     "d4-texp-p4-m2-b2": ("d4", dict(DEVICE_FORMS={"Tanh": "rosenna_tanh_exp"}, EXTRA="tanh_exp.cuh", M_TILES=M2,
                                     MIN_BLOCKS=B2, NVFLAGS="-DROSENNA_DMMA_KS=4")),
@@ -56,7 +64,6 @@ VARIANTS = {
     # the products alone (identity for Tanh: outputs out of tolerance by design): the floor
     "d4-noact-p4-m4": ("d4", dict(**M4_B1, DEVICE_FORMS={"Tanh": ""}, NVFLAGS="-DROSENNA_DMMA_KS=4")),
     "d4-noact-p1-m4": ("d4", dict(**M4_B1, DEVICE_FORMS={"Tanh": ""}, NVFLAGS="-DROSENNA_DMMA_KS=1")),
-    "dmlp128": ("dmlp128", {}),
 }
 
 
