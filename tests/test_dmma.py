@@ -50,11 +50,16 @@ def test_too_wide_keeps_the_fma_kernel(tmp_path):
 #: rosenna_dtanh.cuh on the host: CUDA's word intrinsics by memcpy, rcp.approx.f64 as the high
 #: word of 1/d (what MUFU.RCP64H returns; 2^-20 relative at worst, the Newton step makes it 2^-60).
 DTANH_HOST = r"""#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #define __device__
 #define __forceinline__ static inline
 static inline int __double2loint(double t) { uint64_t b; memcpy(&b, &t, 8); return (int)(uint32_t)b; }
+static inline int __double2hiint(double t) { uint64_t b; memcpy(&b, &t, 8); return (int)(uint32_t)(b >> 32); }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline int max(int a, int b) { return a > b ? a : b; }
 static inline double __hiloint2double(int hi, int lo)
 {
     uint64_t b = ((uint64_t)(uint32_t)hi << 32) | (uint32_t)lo;
