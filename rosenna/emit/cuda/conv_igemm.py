@@ -46,6 +46,10 @@ TILE_FRAGMENTS = 8
 MAX_MT = 2
 MAX_NT = 4
 
+#: Whether ``<name>_run`` takes the launched form (not the persistent kernel) for every call in
+#: which an implicit-GEMM conv takes its phase (:func:`prefer`).
+PREFER_LAUNCHES = False
+
 #: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
 PARTIAL = 2
 
@@ -362,3 +366,14 @@ def upload(plan, helper):
                   "    }"]
     lines.append("#endif")
     return (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if helper else ""), "\n".join(lines) + "\n"
+
+
+def prefer(plan, convs):
+    """Lines of ``<name>_run`` before its choice of form: with :data:`PREFER_LAUNCHES`, a call in
+    which an implicit GEMM takes a phase runs the launched phases ("" otherwise)."""
+    if not convs or not PREFER_LAUNCHES:
+        return ""
+    first = min(min_samples(conv) for conv in convs.values())
+    return (f"{tf32.GUARD}\n"
+            f"    if (count >= {first} && {plan.name}_igemm_usable())  /* an implicit-GEMM conv takes the call */\n"
+            f"        return {plan.name}_phases(count, x, y, s);\n#endif\n")

@@ -199,7 +199,7 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
             resident = sms * per_sm;
         __atomic_store_n(&{n}_resident[device], resident, __ATOMIC_RELAXED);
     }}
-{_choice(n, widest)}
+{conv_igemm.prefer(plan, convs)}{_choice(n, widest)}
     void *args[] = {{(void *)&x, (void *)&y, (void *)&count}};
     if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3((unsigned)needed), dim3({PERSISTENT_THREADS}), args, 0, s) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
