@@ -20,7 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rosenna import compare
+from rosenna import compare, limits
 from rosenna.emit.cuda import conv_igemm, field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.generate import Options, build_plan
@@ -261,3 +261,20 @@ def test_kernel_file_compiles_for_gfx90a(kernel_file):
                            str(kernel_file / "cv_kernel.cu"), "-o", str(kernel_file / "cv_hip.o")],
                           capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("prefer", [False, True])
+def test_launched_form_for_implicit_gemm_calls(tmp_path, monkeypatch, prefer):
+    """conv_igemm.PREFER_LAUNCHES: <name>_run skips the persistent kernel from the first call size at
+    which an implicit GEMM takes a phase (limits.IGEMM_MIN_ROWS output pixels x samples)."""
+    monkeypatch.setattr(conv_igemm, "PREFER_LAUNCHES", prefer)
+    path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["channel_groups"])
+    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    text = kernel_source(plan, "test")
+    run = text[text.index("static int cv_run("):]
+    first = -(-limits.IGEMM_MIN_ROWS // (10 * 9))
+    line = f"    if (count >= {first} && cv_igemm_usable())"
+    assert (line in run) == prefer and "if (needed > resident)" in run
+    if prefer:
+        assert run.index(line) < run.index("if (needed > resident)")
+    assert f"if (count >= {first} && cv_igemm_usable())\n        cv_igemm0<<<" in text
