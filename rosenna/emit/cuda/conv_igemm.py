@@ -47,7 +47,9 @@ MAX_MT = 2
 MAX_NT = 4
 
 #: Whether ``<name>_run`` takes the launched form (not the persistent kernel) for every call in
-#: which an implicit-GEMM conv takes its phase (:func:`prefer`).
+#: which an implicit-GEMM conv takes its phase (:func:`prefer`). Off: on the H200 (docs/benchmarks.md,
+#: round B of the implicit-GEMM study) it cost the U-Net 11% at 4 samples and did not reach the
+#: 64-channel net at 1 sample (4,096 rows), which launched would take 119 µs instead of 404.
 PREFER_LAUNCHES = False
 
 #: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
