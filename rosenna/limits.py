@@ -46,7 +46,10 @@ CUDA_CLUSTER_SAMPLES = 0
 #: (rosenna/emit/cuda/conv_igemm.py): K = input channels x taps of at least IGEMM_MIN_K (under
 #: that a k8 tile is mostly padding), at least IGEMM_MIN_COUT output channels (an n8 tile), and,
 #: per call, at least IGEMM_MIN_ROWS output pixels x samples (fewer leave the GPU's SMs idle:
-#: a warp computes 16-64 pixels where the direct kernel gives each pixel and channel a thread).
+#: a warp computes 32 pixels where the direct kernel gives each pixel and 8 channels a thread).
+#: H200 (docs/benchmarks.md, "3xTF32 implicit-GEMM convs", round B): the U-Net with this rule
+#: 151.5 / 173.8 / 337.0 µs at 16 / 64 / 256 samples, with the implicit GEMM at every launched
+#: call 174.7 / 189.3 / 326.1; the 64x64 conv nets gain from 4 samples (16,384 rows) on.
 IGEMM_MIN_K = 32
 IGEMM_MIN_COUT = 8
 IGEMM_MIN_ROWS = 16384
