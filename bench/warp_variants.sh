@@ -9,7 +9,7 @@
 # warp's 32 points, 1 = two passes of 16), WARP_REGISTERS (a layer's input + one group's sums),
 # fragments ldg (16-byte, __ldg), plain (16-byte, plain loads) or compact (8-byte, __ldg); kCAP: the
 # device archive compiled with -maxrregcount=CAP; lSUMS: WARP_LOCAL_SUMS (inputs of the wide layers
-# in local memory, SUMS registers of sums). VARIANTS overrides the list. docs/benchmarks.md (run 13,
+# in local memory, SUMS registers of sums; without it 0: inputs in registers). VARIANTS overrides the list. docs/benchmarks.md (run 13,
 # pp17) has the measurements.
 set -eu
 G=build/warp_variants

@@ -179,9 +179,13 @@ def test_groups_fit_the_register_budget(generated):
     the layer's n8 tiles; a layer whose input and sums all fit is not parked."""
     for name in ("mlp128", "odd"):
         _, layers, body, _ = generated[name]
-        for kt, nt, ng, _, mt, *_ in CALL.findall(body):
+        for call in re.finditer(r"rosenna_tc_layer(_parked|_local)?<", body):
+            kt, nt, ng, _, mt, *_ = CALL.match(body, call.start()).groups()
             kt, nt, mt = int(kt), int(nt), int(mt)
             ng = int(ng) if ng else nt
+            if call.group(1) == "_local":
+                assert 4 * mt * ng <= routine.WARP_LOCAL_SUMS or ng == 1
+                continue
             assert 4 * mt * (kt + ng) <= routine.WARP_REGISTERS or ng == 1
             assert nt % ng == 0 and (ng < nt) == (4 * mt * (kt + nt) > routine.WARP_REGISTERS)
 
@@ -206,8 +210,9 @@ def test_warp_copy_host_packing_in_cpp_equals_numpy(generated, tmp_path, compact
 def test_warp_body_compiles_without_spilling_in_its_loops(generated):
     """mlp128's warp body inlined into a kernel (what ptxas allocates for it, without the ABI's
     callee-saved registers that the relocatable <name>_infer_warp saves once per call): at most a
-    few registers' worth of spills (2-144-ldg: 255 registers, 48 bytes; the 4-tile groups of
-    2-160-ldg spilled in the k loops and ran 18% slower, docs/benchmarks.md run 13 (pp17))."""
+    few registers' worth of spills (inputs in local memory, 32 sums: 106 registers, none; inputs in
+    registers, 2-144-ldg: 255, 48 bytes; the 4-tile groups of 2-160-ldg spilled in the k loops and
+    ran 18% slower, docs/benchmarks.md run 13 (pp17))."""
     plan, _, _, out_dir = generated["mlp128"]
     src = out_dir / "probe.cu"
     src.write_text((out_dir / f"{plan.name}_kernel.cu").read_text() + f"""

@@ -72,9 +72,11 @@ WARP_LDG = True
 #: tile, each weight once as big + small: half the bytes through L1, two instructions a weight).
 WARP_COMPACT = False
 #: Sums (registers) a layer of the staged MLPs' tensor-core warp body may hold when its input is
-#: in local memory (``rosenna_tc_layer_local``); 0: the input stays in registers (the layers
-#: ``_groups`` parks).
-WARP_LOCAL_SUMS = 0
+#: in local memory (``rosenna_tc_layer_local``, used for the layers ``_groups`` would park and
+#: those after them); 0: the input stays in registers and such layers are parked. H200, mlp128
+#: (docs/benchmarks.md, run 13 (pp17)): 32 -> 2.11 ns per point (106 registers, 4 warps per SM
+#: sub-partition), 64 -> 3.65 (136 registers), 0 -> 2.61 (255 registers).
+WARP_LOCAL_SUMS = 32
 
 
 def fast(plan, choice):
