@@ -30,6 +30,8 @@ ARCH = ["-gencode", "arch=compute_90,code=sm_90"]
 MODELS = {"d4": (4, 2), "dmlp128": (16, 8)}
 #: tag -> (model, switches of rosenna.emit.cuda.dmma for its generation)
 LIBDEVICE = {"DEVICE_FORMS": {}}
+#: The binary that also holds the device sweep of rosenna_tanh (run.sh: "<tag> tanh").
+SWEEP_TAG = "d4-p4-m2-b2"
 M2 = ((32, 2), (64, 2), (128, 1))
 M4 = ((32, 4), (64, 2), (128, 1))
 B1, B2 = ((128, 1),), ((128, 2),)
@@ -154,7 +156,7 @@ def build_one(out, tag, model, switches):
            "-I", os.path.join(ROOT, "rosenna", "data"),
            os.path.join(HERE, "driver.cu"), os.path.join(src, f"lib{name}.a"), os.path.join(ref, f"lib{model}ref.a"),
            "-o", os.path.join(out, tag)]
-    if tag == "d4-t-m4":
+    if tag == SWEEP_TAG:
         cmd.insert(1, "-DSWEEP")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:

@@ -14,6 +14,6 @@ while read -r tag rest; do
   line=$(timeout 20 "$D/$tag" "$tag" $N 7 2>&1 | tail -1)
   echo "$line  [${rest#* }]"
 done < "$D/variants.txt"
-timeout 20 "$D/d4-t-m4" tanh
+timeout 20 "$D/d4-p4-m2-b2" tanh
 [ $((SECONDS - START)) -lt 100 ] && timeout 20 python3 bench/torch_baseline.py --sizes $N --reps 7 2>&1 | grep -i "d4\|dmlp\|fp64\|float64" | head -4
 echo "($((SECONDS - START)) s)"
