@@ -5,7 +5,9 @@ with ``precision="double"``), every layer at most :data:`MAX_WIDTH` wide, takes 
 kernel beside the generic FP64-FMA point kernel (HIP, GPUs before sm_80 and
 ``-DROSENNA_NO_TENSOR_CORES`` keep that one). A warp carries ``M`` tiles of 8 points through all
 layers in registers, fp64 throughout (the DMMA unit multiplies and adds in IEEE double), so the
-result differs from the FMA loops only by the order of the additions.
+result differs from the FMA loops only by the order of the additions. Built for sm_90, pairs of
+tiles go through ``m16n8k16`` / ``m16n8k4`` from the same fragments (rosenna_dmma.cuh,
+``ROSENNA_DMMA_KS``); Tanh layers use rosenna_dtanh.cuh (:data:`DEVICE_FORMS`).
 
 Fragment layouts (PTX ISA, ``m8n8k4`` ``.f64``), ``gid = lane / 4``, ``tig = lane % 4``: A 8x4:
 (gid, tig); B 4x8: (tig, gid); C 8x8: c0 (gid, 2tig), c1 (gid, 2tig+1). The C fragment of n8 tile
