@@ -33,18 +33,14 @@ from rosenna.emit.render import Renderer, resolver
 
 #: Widest layer the register chain takes (M tiles x (KT + 2 NT) doubles stay within 255 registers).
 MAX_WIDTH = 128
-#: Tiles of 8 points a warp carries, by the widest layer (padded to 8): registers per thread
-#: are about 4 M (width / 4) for the input and output fragments of the widest layer. Two tiles
-#: of 8 at width 32 (not 4: H200, docs/benchmarks.md, f64 study): more warps hide the FP64
-#: latencies of the activations better than more independent tiles per warp.
+#: Tiles of 8 points a warp carries, by the widest layer (padded to 8; registers ~4 M width / 4):
+#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: benchmarks.md run 14).
 M_TILES = ((32, 2), (64, 2), (128, 1))
 #: Threads per block: 8 warps.
 THREADS = 256
-#: Blocks per SM asked of ptxas (``__launch_bounds__``' second argument), by the widest layer: two
-#: at width 32 (ptxas then keeps 2 tiles' 64 activations in flight within 128 registers).
+#: Blocks per SM asked of ptxas (``__launch_bounds__``' second argument), by the widest layer.
 MIN_BLOCKS = ((32, 2), (128, 1))
-#: Activations the chain computes with a function of ``rosenna/data/rosenna_dtanh.cuh`` instead of
-#: libdevice's (branch-free, no float conversions; its header says why and how accurate).
+#: Activations computed by ``rosenna/data/rosenna_dtanh.cuh`` instead of libdevice (its header says why).
 DEVICE_FORMS = {"Tanh": "rosenna_tanh"}
 #: Fragments and biases up to this many bytes are copied into (static) shared memory once per
 #: block; larger ones are read from global memory through L1.
@@ -136,24 +132,16 @@ def host_packing(layers, dest="tc"):
 
 
 def library(layers):
-    """``rosenna/data/rosenna_dmma.cuh``: the DMMA and one register layer, and
-    ``rosenna_dtanh.cuh`` where a layer's activation is in :data:`DEVICE_FORMS` (CUDA only: inline
-    PTX)."""
+    """``rosenna_dmma.cuh`` (DMMA, one register layer) and ``rosenna_dtanh.cuh`` if used (inline PTX)."""
     tanh = any(layer.act in DEVICE_FORMS for layer in layers)
     return fixed.load("rosenna_dmma.cuh") + (fixed.load("rosenna_dtanh.cuh") if tanh else "")
 
 
 def activations(prefix, layers, renderer):
-    """``__device__ double <prefix><i>(double v)`` per layer: the op's formula, or its function in
-    :data:`DEVICE_FORMS`."""
-    out = []
-    for i, layer in enumerate(layers):
-        name = f"{prefix}{i}"
-        if layer.act in DEVICE_FORMS:
-            out.append(f"__device__ __forceinline__ double {name}(double v)\n{{\n    return {DEVICE_FORMS[layer.act]}(v);\n}}")
-        else:
-            out.append(activation_fn(name, layer, renderer, "double"))
-    return out
+    """``__device__ double <prefix><i>(double v)`` per layer: the op's formula or its :data:`DEVICE_FORMS` function."""
+    return [f"__device__ __forceinline__ double {prefix}{i}(double v)\n{{\n    return {DEVICE_FORMS[layer.act]}(v);\n}}"
+            if layer.act in DEVICE_FORMS else activation_fn(f"{prefix}{i}", layer, renderer, "double")
+            for i, layer in enumerate(layers)]
 
 
 def shared(layers):
