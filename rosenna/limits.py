@@ -22,6 +22,11 @@ WHOLE_THRESHOLD = 32 * 1024
 #: from 9.6 KB, where the per-SM constant cache no longer holds them.
 CONSTANT_LIMIT = 6144
 
+#: The same for a whole-field plan's kernel file, whose threads of a warp read the same weight at
+#: once: the U-Net's 19 KB in __constant__ took 157 / 413 µs at 16 / 256 samples on the H200 against
+#: 167 / 475 in global memory (docs/benchmarks.md, run 13 (field18), round B).
+CUDA_WHOLE_CONSTANT_LIMIT = 60 * 1024
+
 #: Embedded weights above this many bytes use ROSENNA_CONST_LARGE in the C file: GCC's nvptx
 #: offload puts const data in the 64 KiB constant bank, so larger models keep their (never
 #: written) weights in global memory.
@@ -40,8 +45,10 @@ WHOLE_BATCH_BYTES = 64 * 1024 * 1024
 #: 128 (docs/benchmarks.md, run 11).
 CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
 #: The CUDA whole-field batch (rosenna/emit/cuda/field_cluster.py) runs calls of up to this many
-#: samples as one launch of thread-block clusters, a cluster per sample, on sm_90 and later (0: never).
-CUDA_CLUSTER_SAMPLES = 0
+#: samples as one launch of thread-block clusters, a cluster per sample, on sm_90 and later (0:
+#: never). Measured on the H200 (docs/benchmarks.md, run 13): the U-Net 75.5 / 139.6 / 1290 µs at
+#: 1 / 16 / 256 samples against 82.6 / 164.4 / 471 for the persistent kernel or the launches.
+CUDA_CLUSTER_SAMPLES = 16
 #: Which 2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs on the tensor cores
 #: (rosenna/emit/cuda/conv_igemm.py): K = input channels x taps of at least IGEMM_MIN_K (under
 #: that a k8 tile is mostly padding), at least IGEMM_MIN_COUT output channels (an n8 tile), and,

@@ -173,10 +173,13 @@ def test_whole_field_plan_gets_one_launch_per_call(tmp_path):
     assert len(regions) == 27  # each padded 3x3 conv: interior, 4 edges, 4 corners
     # One phase per conv (the activations are fused into their conv; the Identity output is the
     # last conv's storage in y, no copy), each holding its conv's 9 regions, twice: in one
-    # persistent kernel (a grid barrier between phases, launched cooperatively) and as one kernel
-    # per phase with the convolutions jammed; no per-point kernel. conv1 (8 -> 8 channels) also as
-    # an implicit GEMM (rosenna/emit/cuda/conv_igemm.py), launched instead where the call has the rows.
-    assert text.count("__global__") == 5 and text.count("__global__ void __launch_bounds__(128) convnet_igemm1(") == 1
+    # persistent kernel (a grid barrier between phases, launched cooperatively), as one kernel
+    # per phase with the convolutions jammed, and in the clustered kernel (field18: a cluster
+    # barrier between phases); no per-point kernel. conv1 (8 -> 8 channels) also as an implicit
+    # GEMM (rosenna/emit/cuda/conv_igemm.py), launched instead where the call has the rows.
+    assert text.count("__global__") == 6 and text.count("__global__ void __launch_bounds__(128) convnet_igemm1(") == 1
+    clustered = text[text.index("convnet_cluster(const float"):text.index("static int convnet_clustered(")]
+    assert clustered.count("ROSENNA_CLUSTER_BARRIER();") == 2 and "<<<" not in clustered
     kernel = text[text.index("convnet_field(const float"):text.index("/* The phases as separate launches")]
     assert kernel.count("grid.sync();") == 2 and "<<<" not in kernel
     # the persistent kernel: grid-stride over count samples, a thread per output element
@@ -187,7 +190,7 @@ def test_whole_field_plan_gets_one_launch_per_call(tmp_path):
     # interior + 4 x 62 edges + 4 x 8 corners, whose chain is the channel alone: 4124 threads per
     # sample instead of 8x64x64), and 4 rows of the one-channel conv2 (its 62 interior rows: 15
     # jammed + a remainder of 2; 1306 instead of 64x64)
-    phases = text[text.index("/* The phases as separate launches"):text.index("static int convnet_resident")]
+    phases = text[text.index("/* The phases as separate launches"):text.index("#ifndef ROSENNA_CLUSTER_BARRIER")]
     assert [line.split("count * ")[1].split("l)")[0] for line in phases.splitlines() if "if (g >= (long)count * " in line] == \
         ["4124", "4124", "1306"]
     # 8 sums in the interior and edges of conv0 and conv1 (5 regions each), 4 in conv2's interior

@@ -303,3 +303,15 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
             "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")
     assert choice in run and fill in run
     assert run.index(choice) < run.index("convnet_resident[device]")
+
+
+def test_whole_field_weights_in_constant_memory():
+    """A whole-field plan's embedded weights go to __constant__ up to limits.CUDA_WHOLE_CONSTANT_LIMIT
+    (the poisson_guess U-Net's 19,300 bytes, over the per-point kinds' 6,144)."""
+    from rosenna import limits
+    from rosenna.emit import cuda
+
+    _, plan = gen.build_plan(os.path.join(os.path.dirname(__file__), "..", "examples", "surrogates", "poisson_guess",
+                                          "pguess.onnx"), gen.Options(lang="c", embed=True))
+    assert plan.path == "whole" and limits.CONSTANT_LIMIT < plan.parameters * 4 <= limits.CUDA_WHOLE_CONSTANT_LIMIT
+    assert cuda.choose(plan, limits.CONSTANT_LIMIT).constant

@@ -24,10 +24,11 @@ from rosenna.emit.render import count
 #: The most blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
 BLOCKS = 16
 
-#: Threads per block of ``<name>_cluster``.
-THREADS = 1024
+#: Threads per block of ``<name>_cluster`` (256: docs/benchmarks.md, run 13).
+THREADS = 256
 
-#: Whether the phases' convolutions are unrolled-and-jammed over output channels.
+#: Whether the phases' convolutions are unrolled-and-jammed over output channels (slower on the
+#: H200 at 1 sample: 91.9 against 75.5 µs for the U-Net, run 13).
 JAM = False
 
 
@@ -83,8 +84,8 @@ def launcher(n, t):
     without cluster launch, no cluster of :data:`BLOCKS` blocks resident)."""
     blocks, threads = BLOCKS, THREADS
     portable = "" if blocks <= 8 else (
-        f"    if (cudaFuncSetAttribute({n}_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)\n"
-        "        return 0;\n")
+        f"    if (cudaFuncSetAttribute({n}_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {{\n"
+        "        (void)cudaGetLastError();\n        return 0;\n    }\n")
     return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
 static int {n}_clustered(int count, const {t} *x, {t} *y, cudaStream_t s, unsigned blocks)
 {{
@@ -109,8 +110,10 @@ static int {n}_cluster_blocks(int device)
     if (cudaFuncGetAttributes(&attributes, {n}_cluster) != cudaSuccess || attributes.binaryVersion < 90 ||
         cudaDeviceGetAttribute(&launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !launch ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_cluster, {threads}, 0) != cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_cluster, {threads}, 0) != cudaSuccess) {{
+        (void)cudaGetLastError();  /* not this call's error: {n}_phases reads it */
         return 0;
+    }}
 {portable}    cudaLaunchConfig_t config = {{}};
     cudaLaunchAttribute cluster[1];
     cluster[0].id = cudaLaunchAttributeClusterDimension;
@@ -121,8 +124,10 @@ static int {n}_cluster_blocks(int device)
     config.blockDim = dim3({threads});
     config.attrs = cluster;
     config.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&clusters, {n}_cluster, &config) != cudaSuccess || clusters == 0)
+    if (cudaOccupancyMaxActiveClusters(&clusters, {n}_cluster, &config) != cudaSuccess || clusters == 0) {{
+        (void)cudaGetLastError();
         return 0;
+    }}
     return sms * per_sm;
 }}
 #endif"""

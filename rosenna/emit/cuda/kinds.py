@@ -17,6 +17,7 @@ asked.
 
 from rosenna.emit.cuda import dmma, narrow, point, staged, tc_chain, tc_wide, tiled, whole_field
 from rosenna.emit.cuda.base import Kind  # noqa: F401 (the interface, documented here)
+from rosenna import limits
 from rosenna.emit.cuda.mlp import mlp_layers
 
 
@@ -27,6 +28,8 @@ class Choice:
         self.plan = plan
         self.layers = mlp_layers(plan)
         self.weight_bytes = plan.parameters * plan.itemsize
+        if plan.path == "whole":  # a warp reads one weight at a time: __constant__ pays further
+            constant_limit = max(constant_limit, limits.CUDA_WHOLE_CONSTANT_LIMIT)
         self.constant_limit = constant_limit
         self.constant = plan.embed and self.weight_bytes <= constant_limit
         self.base = next(kind for kind in BATCH_KINDS if kind.fits(self))
