@@ -49,11 +49,11 @@ VARIANTS = {"main": {},
             **{f"c{b}x{t}{'' if jam else 'p'}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": b,
                                                "field_cluster.THREADS": t, "field_cluster.JAM": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
-# the clustered kernel, its blocks per cluster chosen per call (up to 16), 1024 or 512 threads per block
+# the clustered kernel, its blocks per cluster chosen per call (up to 16), 256, 512 or 1024 threads per block
 VARIANTS.update({f"auto{t}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
-                              "field_cluster.JAM": False} for t in (512, 1024)})
+                              "field_cluster.JAM": False} for t in (256, 512, 1024)})
 # every weight in __constant__ memory (the U-Net's 31 KB; limits.CONSTANT_LIMIT is 6 KB)
-VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v in ("main", "auto1024")})
+VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v in ("main", "auto1024", "auto256", "c16x256p")})
 # the clustered kernel with phases computed where they are read
 VARIANTS.update({f"{c}-{fused}": dict(VARIANTS[c], **VARIANTS[fused]) for c in ("c16x256", "c16x1024p", "auto1024")
                  for fused in ("fuse2", "fuse4", "exact2", "exact4")})
