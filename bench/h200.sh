@@ -16,11 +16,14 @@
 #                                       #   MODELS/CLANG_MODELS/POINTS as below
 #   bash bench/h200.sh table-prepare    # HERE: build/table: a slim copy of the frontier build (binaries,
 #                                       #   weights, manifest with the kernel kinds; ~27 MB) and the probe models
-#   bash bench/h200.sh table            # THERE: the frontier, the gate on gemm_small/gemm_big/mlp128
-#                                       #   (GCC 12 + clang-16), the conv net and the LSTM cell, then one
-#                                       #   table of every kernel kind and harness (bench/h200_table.py) in
-#                                       #   $RESULTS/table.md (carry .gpu build/whl build/table build/probe;
-#                                       #   ~8 minutes; PYTHONPATH=$PWD/build/whl)
+#   bash bench/h200.sh table            # THERE: the frontier, the gate (embedded weights) on gemm_small/
+#                                       #   gemm_big/mlp128 (GCC 12 + clang-16), the conv net and the LSTM cell,
+#                                       #   and one table of every kernel kind and harness (bench/h200_table.py)
+#                                       #   in $RESULTS/table.md, rewritten after each stage; all within
+#                                       #   TABLE_BUDGET seconds (default 525: the frontier gets a third, at
+#                                       #   most 180 s; each gate run what is left; a run is cut at the budget,
+#                                       #   and skipped with under GATE_MIN=30 s left). Carry .gpu build/whl
+#                                       #   build/table build/probe; PYTHONPATH=$PWD/build/whl
 #   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry .gpu, build/probe)
 #   bash bench/h200.sh fortran-field    # THERE: the Fortran module's whole-field batch, OpenACC and OpenMP (GCC 12
 #                                       #   nvptx): the omp-backend gate (rows batch-fortran-acc, batch-fortran-omp)
@@ -34,7 +37,12 @@
 #                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
 #
 # Gate variables: MODELS (GCC 12 nvptx gate; built-in names or .onnx paths, default gemm_big mlp128
-# gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000).
+# gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000),
+# FIELD_GATES (whole-field, table: MODEL:POINTS ..., default the conv net at 64 and the LSTM cell at
+# 100000), GATE_WEIGHTS (both, embedded or file-loaded; table: embedded). Each run builds in
+# $GATE_WORK/<run> (default build/h200-gate) and its report is copied into $RESULTS/gate-reports.json
+# and gate-reports.md (one file each: the device call brings back 8 files, 2 folders deep at most);
+# $RESULTS/stages.txt has each stage's seconds.
 # The machine's python3 lacks archspec/jsonschema (toolchain profiles), so the gate is run through its
 # module with PYTHONPATH=. rather than `python3 -m rosenna`, and every flag a profile would give is
 # named (--cflags, --fflags, --devcc, --devflags: the gcc profile's optimize flags minus {archspec}).
@@ -48,31 +56,61 @@ machine() {
     cat "$RESULTS/machine.txt"
 }
 
-gate() {  # gate [args of rosenna gpu-gate]
-    PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -c 'import argparse, sys
+#: `rosenna gpu-gate` through its module (the machine's python3 lacks the profiles' packages).
+GATE_PY='import argparse, sys
 from rosenna.commands import gpu_gate
 p = argparse.ArgumentParser(); s = p.add_subparsers(dest="command"); gpu_gate.register(s)
-a = p.parse_args(["gpu-gate"] + sys.argv[1:]); sys.exit(a.func(a))' "$@"
+a = p.parse_args(["gpu-gate"] + sys.argv[1:]); sys.exit(a.func(a))'
+GATE_WORK=${GATE_WORK:-build/h200-gate}  # the gate's builds (large); each report is copied into $RESULTS
+DEADLINE=${DEADLINE:-}                   # epoch seconds by which every gate run has ended (`table` sets it)
+RESERVE=8                                # seconds kept after the last gate run for the table
+
+gate_run() {  # gate_run RUN MODEL POINTS [gpu-gate args]: one gate into $GATE_WORK/RUN, cut at DEADLINE;
+              # its report goes into $RESULTS/gate-reports.json (.md), a line into $RESULTS/stages.txt
+    local run=$1 model=$2 points=$3 t0 limit=0 rc; shift 3
+    t0=$(date +%s)
+    if [ -n "$DEADLINE" ]; then
+        limit=$((DEADLINE - RESERVE - t0))
+        if [ $limit -lt "${GATE_MIN:-30}" ]; then
+            echo "== gate $run: skipped, $limit s of the time budget left"
+            echo "gate $run: skipped ($limit s left)" >> "$RESULTS/stages.txt"
+            return 1
+        fi
+    fi
+    rm -rf "${GATE_WORK:?}/$run"
+    timeout -k 5 $limit env ${GATE_ENV:-} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 -c "$GATE_PY" \
+        --model "$model" --points "$points" --weights "${GATE_WEIGHTS:-both}" --out "$GATE_WORK/$run" "$@"
+    rc=$?
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "== gate $run: stopped by the time budget after $(($(date +%s) - t0)) s"
+    [ -f "$GATE_WORK/$run/gate-report.json" ] || echo "== gate $run: no report, exit status $rc (gate.txt says why)"
+    python3 bench/h200_table.py "$RESULTS" --collect "$GATE_WORK/$run"
+    echo "gate $run: $(($(date +%s) - t0)) s (limit $limit s; 0: none), exit $rc" >> "$RESULTS/stages.txt"
+    [ -z "${TABLE_OUT:-}" ] || write_table
+    return $rc
 }
 
-run_gate() {  # the GCC 12 nvptx and clang-16 gates over MODELS / CLANG_MODELS; reports in $RESULTS/gate/
+gate_gcc() {  # gate_gcc MODEL POINTS: GCC 12 nvptx (C, Fortran; OpenMP, OpenACC) + nvcc 13
+    gate_run cuda-gcc12nvptx-"$(basename "$1" .onnx)" "$1" "$2" --cc "$ROSENNA_GCC" --fc "$ROSENNA_GFORTRAN" \
+        --flags="-fopenmp $GCC_OFFLOAD_FLAGS" --acc-flags="-fopenacc $GCC_OFFLOAD_FLAGS" \
+        --backend cuda --devcc nvcc --devflags="-O3 -arch=sm_90" --cflags=-O3 --fflags=-O3 --label "GCC 12 nvptx + nvcc 13"
+}
+
+gate_clang() {  # gate_clang MODEL POINTS: clang-16 OpenMP offload (C) + nvcc 13
+    GATE_ENV="LD_LIBRARY_PATH=$CLANG_OMP_LIB" gate_run cuda-clang16-"$(basename "$1" .onnx)" "$1" "$2" \
+        --cc "$ROSENNA_CLANG" --fc none --flags="-fopenmp $CLANG_OFFLOAD_FLAGS" --backend cuda --devcc nvcc \
+        --devflags="-O3 -arch=sm_90" --cflags=-O3 --fflags=-O3 --label "clang-16 OpenMP offload + nvcc 13"
+}
+
+run_gate() {  # the GCC 12 nvptx and clang-16 gates over MODELS / CLANG_MODELS
     source .gpu/setup.sh >/dev/null
-    local status=0 m r
-    for m in ${MODELS-gemm_big mlp128 gemm_small}; do
-        r=cuda-gcc12nvptx-$(basename "$m" .onnx)
-        gate --model "$m" --points "${POINTS:-1000000}" --cc $ROSENNA_GCC --fc $ROSENNA_GFORTRAN \
-             --flags="-fopenmp $GCC_OFFLOAD_FLAGS" --acc-flags="-fopenacc $GCC_OFFLOAD_FLAGS" \
-             --backend cuda --devcc nvcc --devflags="-O3 -arch=sm_90" --cflags=-O3 --fflags=-O3 \
-             --out "$RESULTS/gate/$r" --label "GCC 12 nvptx + nvcc 13" || status=1
-    done
-    for m in ${CLANG_MODELS-gemm_big}; do
-        r=cuda-clang16-$(basename "$m" .onnx)
-        LD_LIBRARY_PATH=$CLANG_OMP_LIB gate --model "$m" --points "${POINTS:-1000000}" --cc $ROSENNA_CLANG --fc none \
-             --flags="-fopenmp $CLANG_OFFLOAD_FLAGS" --backend cuda --devcc nvcc --devflags="-O3 -arch=sm_90" \
-             --cflags=-O3 --fflags=-O3 \
-             --out "$RESULTS/gate/$r" --label "clang-16 OpenMP offload + nvcc 13" || status=1
-    done
+    local status=0 m
+    for m in ${MODELS-gemm_big mlp128 gemm_small}; do gate_gcc "$m" "${POINTS:-1000000}" || status=1; done
+    for m in ${CLANG_MODELS-gemm_big}; do gate_clang "$m" "${POINTS:-1000000}" || status=1; done
     return $status
+}
+
+write_table() {  # $RESULTS/table.md from what is there so far (replaced whole)
+    python3 bench/h200_table.py "$RESULTS" --build build/table/frontier --out "$RESULTS/table.md"
 }
 
 kernels() {
@@ -80,19 +118,25 @@ kernels() {
     python3 bench/torch_baseline.py --csv "$RESULTS/pytorch-eager.csv" 2>&1 | tee "$RESULTS/pytorch-eager.txt"
 }
 
-whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepare` wrote
-    MODELS=build/probe/convnet.onnx CLANG_MODELS=build/probe/convnet.onnx POINTS=64 run_gate
-    MODELS=build/probe/lstm_cell.onnx CLANG_MODELS=build/probe/lstm_cell.onnx POINTS=100000 run_gate
+whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepare` wrote; FIELD_GATES: MODEL:POINTS
+    source .gpu/setup.sh >/dev/null
+    local status=0 g
+    for g in ${FIELD_GATES-build/probe/convnet.onnx:64 build/probe/lstm_cell.onnx:100000}; do
+        gate_gcc "${g%:*}" "${g##*:}" || status=1
+        gate_clang "${g%:*}" "${g##*:}" || status=1
+    done
+    return $status
 }
 
 fortran_field() {  # the Fortran whole-field batch rows at 256 samples, then 1 and 16 (us per sample)
     source .gpu/setup.sh >/dev/null
     local status=0 m r exe n
     for m in build/probe/convnet.onnx examples/surrogates/poisson_guess/pguess.onnx; do
-        r=$RESULTS/gate/fortran-field-$(basename "$m" .onnx)
-        gate --model "$m" --points 256 --cc $ROSENNA_GCC --fc $ROSENNA_GFORTRAN --backend omp \
+        r=fortran-field-$(basename "$m" .onnx)
+        gate_run "$r" "$m" 256 --cc "$ROSENNA_GCC" --fc "$ROSENNA_GFORTRAN" --backend omp \
              --flags="-fopenmp $GCC_OFFLOAD_FLAGS" --acc-flags="-fopenacc $GCC_OFFLOAD_FLAGS" --cflags=-O3 --fflags=-O3 \
-             --out "$r" --label "GCC 12 nvptx, Fortran whole-field batch" || status=1
+             --label "GCC 12 nvptx, Fortran whole-field batch" || status=1
+        r=$GATE_WORK/$r
         for exe in "$r"/embedded/h3c_batch_fortran_omp "$r"/embedded/h3d_batch_fortran_acc; do
             [ -x "$exe" ] || continue
             for n in 1 16 256; do
@@ -140,15 +184,22 @@ table-prepare)
 op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
     du -sh build/table; echo "carry: .gpu build/whl build/table build/probe"
     ;;
-table)
-    export RESULTS; mkdir -p "$RESULTS"; machine
-    FRONTIER_OUT=build/table/frontier timeout 240 python3 bench/frontier.py run --budget 150 --field-reps 41 \
-        > "$RESULTS/frontier.txt" 2>&1
+table)  # every stage cut within TABLE_BUDGET seconds; table.md rewritten after each
+    export RESULTS; mkdir -p "$RESULTS"; rm -f "$RESULTS"/{stages.txt,gate.txt,gate-reports.json,gate-reports.md}
+    start=$(date +%s); DEADLINE=$((start + ${TABLE_BUDGET:-525})); TABLE_OUT=1; GATE_WEIGHTS=${GATE_WEIGHTS-embedded}
+    machine
+    limit=$(((DEADLINE - start) / 3)); [ $limit -lt 180 ] || limit=180  # run 15: 50 s
+    FRONTIER_OUT=build/table/frontier timeout -k 5 $limit python3 bench/frontier.py run --budget $((limit * 2 / 3)) \
+        --field-reps 41 > "$RESULTS/frontier.txt" 2>&1
+    rc=$?; echo "frontier: $(($(date +%s) - start)) s (limit $limit s), exit $rc" >> "$RESULTS/stages.txt"
     tail -n 20 "$RESULTS/frontier.txt"
+    write_table
     { MODELS="${MODELS-gemm_small gemm_big mlp128}" CLANG_MODELS="${CLANG_MODELS-gemm_big mlp128}" run_gate
       whole_field_gates; } > "$RESULTS/gate.txt" 2>&1
-    grep -h -E "PASS:|FAIL:" "$RESULTS/gate.txt"
-    python3 bench/h200_table.py "$RESULTS" --build build/table/frontier | tee "$RESULTS/table.md"
+    grep -h -E "PASS:|FAIL:|^== gate" "$RESULTS/gate.txt"
+    write_table
+    cat "$RESULTS/stages.txt" "$RESULTS/table.md"
+    echo "($(($(date +%s) - start)) s of ${TABLE_BUDGET:-525})"
     ;;
 omp-point)
     mkdir -p "$RESULTS"; bash bench/omp_point.sh run 2>&1 | tee "$RESULTS/omp-point.txt"

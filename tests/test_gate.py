@@ -65,6 +65,24 @@ def test_a_float64_model_gates_and_the_report_is_rewritten_after_each_row(tmp_pa
     assert "float64 model" in (out / "gate-report.md").read_text()
 
 
+def test_weights_embedded_builds_and_runs_that_build_alone(tmp_path):
+    out = tmp_path / "gate"
+    assert main(["gpu-gate", "--host-fallback", "--toolchain", "gcc", "--model", "gemm_small", "--points", "40",
+                 "--fc", "none", "--acc-flags=", "--weights", "embedded", "--out", str(out)]) == 0
+    report = json.loads((out / "gate-report.json").read_text())
+    assert report["pass"] and report["complete"]
+    assert {r["weights"] for r in report["rows"]} == {"embedded"} and {r["harness"] for r in report["rows"]} >= {"batch"}
+    assert (out / "embedded").is_dir() and not (out / "file-loaded").exists()
+
+
+def test_weights_must_name_a_build(tmp_path):
+    from rosenna import gate
+    from rosenna.errors import UsageError
+
+    with pytest.raises(UsageError, match="--weights 'none': choose one of both, embedded, file-loaded"):
+        gate.run(gate.Config(host_fallback=True, weights="none", out=str(tmp_path)))
+
+
 def test_no_visible_device_says_so_first_and_stops(tmp_path, capsys, monkeypatch):
     from rosenna.gate import config
     from rosenna.toolchain import detection

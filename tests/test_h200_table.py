@@ -15,6 +15,8 @@ FRONTIER = """torch 2.11.0+cu130, NVIDIA H200, TF32 off
 | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |
 | mlp128 | 16777216 | ns/pt | 1.191 | 2.769 | 2.995 | 2.32x | 0 of 32768 | 2.8e-07 |
 | unet | 1 | us/call | 80.96 | 607.5 | 204.2 | 7.50x | 3 of 4096 | 2.9e-07 |
+
+(50 s)
 """
 
 
@@ -74,3 +76,114 @@ def test_readme_block_rewritten_in_place(tmp_path):
     done = _table(tmp_path, "--readme", str(readme))
     assert done.returncode == 2 and "markers" in done.stderr and "Traceback" not in done.stderr
     assert readme.read_text() == "no markers\n"
+
+
+LOG = """building embedded (float) in /root/out/r/gate/cuda-gcc12nvptx-gemm_big/embedded
+c-omp             embedded     running 1000000 points
+c-omp             embedded     PASS 34.9884 ns/point  4 launch-argument block(s) of 24 B
+batch             embedded     PASS 0.1812 ns/point
+cuda-user         embedded     FAIL -  exit status 1: boom
+building file-loaded (float) in /root/out/r/gate/cuda-gcc12nvptx-gemm_big/file-loaded
+batch             file-loaded  PASS 9.9 ns/point
+PASS: /root/out/r/gate/cuda-gcc12nvptx-gemm_big/gate-report.md
+building embedded (float) in build/h200-gate/cuda-clang16-lstm_cell/embedded
+c-omp             embedded     PASS 0.93 ns/point
+== gate cuda-clang16-lstm_cell: stopped by the time budget after 61 s
+== gate cuda-clang16-convnet: skipped, 12 s of the time budget left
+"""
+
+
+def _cells(done):
+    lines = done.stdout.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {r.split("|")[1].strip(): dict(zip(head, [c.strip() for c in r.strip("|").split("|")]))
+            for r in lines[2:] if r.startswith("|")}
+    return rows, [line for line in lines if line.startswith("Not complete:")]
+
+
+def test_table_from_the_gate_log_when_no_report_came_back(tmp_path):
+    (tmp_path / "frontier.txt").write_text(FRONTIER)
+    (tmp_path / "gate.txt").write_text(LOG)
+    done = _table(tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows, notes = _cells(done)
+    assert rows["gemm_big"]["`_infer_batch` (gate, 1M)"] == "0.181"   # embedded, not the file-loaded 9.9
+    assert rows["gemm_big"]["C `omp target`, GCC 12"] == "35"
+    assert rows["gemm_big"]["user kernel + `_infer`"] == "FAIL"
+    assert rows["lstm_cell"]["C `omp target`, clang-16"] == "0.93"   # the rows of a cut run still count
+    assert notes == ["Not complete: gate run cuda-clang16-lstm_cell stopped before its end (1 harness row(s) done).",
+                     "Not complete: gate run cuda-clang16-convnet: skipped, 12 s of the time budget left."]
+
+
+def test_a_bench_cut_short_keeps_its_live_rows_and_says_so(tmp_path):
+    (tmp_path / "frontier.txt").write_text(FRONTIER.split("\n\n")[0] + "\n")
+    rows, notes = _cells(_table(tmp_path))
+    assert rows["mlp128"]["`_infer_batch` (bench, 16M)"] == "9.99"
+    assert notes == ["Not complete: the bench (bench/frontier.py run) stopped before its end: its rows so far."]
+    (tmp_path / "empty").mkdir()
+    assert _cells(_table(tmp_path / "empty")) == ({}, ["Not complete: no frontier.txt: the bench did not run."])
+
+
+def _run_dir(root, run, model, cc, ns, complete=True):
+    d = root / "work" / run
+    d.mkdir(parents=True)
+    (d / "gate-report.json").write_text(json.dumps({"model": model, "config": {"cc": cc}, "complete": complete, "rows": [
+        {"harness": "batch", "weights": "embedded", "status": "PASS", "ns_per_point": ns, "note": ""}]}))
+    (d / "gate-report.md").write_text(f"# rosenna gpu-gate: {model}\n")
+    return d
+
+
+def test_collected_reports_come_back_flat_and_win_over_the_log(tmp_path):
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "frontier.txt").write_text(FRONTIER)
+    (results / "gate.txt").write_text(LOG)
+    first = _run_dir(tmp_path, "cuda-gcc12nvptx-gemm_big", "gemm_big", "/x/gcc-12", 0.5)
+    for d in (first, _run_dir(tmp_path, "cuda-gcc12nvptx-lstm_cell", "build/probe/lstm_cell.onnx", "/x/gcc-12", 0.2,
+                              complete=False), first):  # collected again: replaced, not doubled
+        assert _table(results, "--collect", str(d)).returncode == 0
+    assert sorted(os.listdir(results)) == ["frontier.txt", "gate-reports.json", "gate-reports.md", "gate.txt"]
+    md = (results / "gate-reports.md").read_text()
+    assert md.count("# gate run cuda-gcc12nvptx-gemm_big\n") == 1 and "lstm_cell" in md
+    out = results / "table.md"
+    assert _table(results, "--out", str(out)).returncode == 0
+    rows, notes = _cells(subprocess.CompletedProcess([], 0, out.read_text(), ""))
+    assert rows["gemm_big"]["`_infer_batch` (gate, 1M)"] == "0.5"    # the report, not the log's 0.181
+    assert rows["lstm_cell"]["`_infer_batch` (gate, 1M)"] == "0.2"
+    assert notes[0] == "Not complete: gate run cuda-gcc12nvptx-lstm_cell stopped before its end (1 harness row(s) done)."
+
+
+#: A stand-in for `rosenna gpu-gate`: writes a first row's report, then runs past any limit.
+SLOW_GATE = """import json, os, sys, time
+out = sys.argv[sys.argv.index("--out") + 1]
+os.makedirs(out)
+rows = [{"harness": "batch", "weights": sys.argv[sys.argv.index("--weights") + 1], "status": "PASS", "ns_per_point": 1.5}]
+json.dump({"model": sys.argv[sys.argv.index("--model") + 1], "config": {"cc": "gcc"}, "complete": False, "rows": rows},
+          open(os.path.join(out, "gate-report.json"), "w"))
+print("building embedded (float) in " + out + "/embedded", flush=True)
+time.sleep(60)
+"""
+
+
+def test_h200_sh_cuts_a_gate_at_the_deadline_and_keeps_its_report(tmp_path):
+    """bench/h200.sh's gate_run: the stand-in gate is stopped at DEADLINE - RESERVE, its report is
+    copied into the results folder, and a run with no time left is skipped, all said in gate.txt."""
+    results = tmp_path / "r"
+    results.mkdir()
+    script = ('source bench/h200.sh help >/dev/null; GATE_PY="$SLOW_GATE"; GATE_MIN=1; '
+              'DEADLINE=$(($(date +%s) + RESERVE + 2)); gate_run cuda-gcc12nvptx-mlp128 mlp128 10; '
+              'gate_run cuda-gcc12nvptx-late late 10; exit 0')
+    env = dict(os.environ, RESULTS=str(results), GATE_WORK=str(tmp_path / "work"), SLOW_GATE=SLOW_GATE,
+               GATE_WEIGHTS="embedded", PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert "== gate cuda-gcc12nvptx-mlp128: stopped by the time budget after" in done.stdout, done.stdout + done.stderr
+    assert "== gate cuda-gcc12nvptx-late: skipped" in done.stdout
+    (results / "gate.txt").write_text(done.stdout)
+    reports = json.loads((results / "gate-reports.json").read_text())
+    assert list(reports) == ["cuda-gcc12nvptx-mlp128"] and reports["cuda-gcc12nvptx-mlp128"]["rows"][0]["weights"] == "embedded"
+    stages = (results / "stages.txt").read_text().splitlines()
+    assert stages[0].startswith("gate cuda-gcc12nvptx-mlp128: ") and stages[0].endswith("exit 124")
+    rows, notes = _cells(_table(results))
+    assert rows["mlp128"]["`_infer_batch` (gate, 1M)"] == "1.5"
+    assert notes[1] == "Not complete: gate run cuda-gcc12nvptx-mlp128 stopped before its end (1 harness row(s) done)."
+    assert notes[2].startswith("Not complete: gate run cuda-gcc12nvptx-late: skipped, ") and len(notes) == 3

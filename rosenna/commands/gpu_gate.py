@@ -35,6 +35,8 @@ def register(subparsers):
                                               f"{POINTS_HOST} with --host-fallback, about a minute on 2 cores)")
     p.add_argument("--out", default="gpu-gate", metavar="DIR", help="where builds and reports go (default gpu-gate)")
     p.add_argument("--label", default="", help="names the compiler set in the report")
+    p.add_argument("--weights", choices=tuple(gate.WEIGHTS), default="both",
+                   help="which builds run: embedded and file-loaded weights (default both), or one of them")
     p.add_argument("--print-job", choices=("slurm", "pbs"),
                    help="print a batch job that runs the gate on a GPU node, and exit")
     p.add_argument("--partition", metavar="P", help="with --print-job: the partition (PBS: queue) to submit to")
@@ -61,7 +63,7 @@ def run(args):
     if args.partition or args.account:
         print("rosenna gpu-gate: note: --partition and --account only matter with --print-job", file=sys.stderr)
     config = gate.Config(model=args.model, points=args.points, out=args.out, host_fallback=args.host_fallback,
-                         label=args.label)
+                         label=args.label, weights=args.weights)
     if profile is not None:  # without one, gate.Config takes the gcc profile's flags
         if args.flags is None:
             check_offload(profile, args.host_fallback)

@@ -1,7 +1,7 @@
 """``rosenna gpu-gate`` as a library: prove a generated model runs on the GPU, right and fast.
 
-The gate generates the model twice (embedded and file-loaded weights), builds it, and runs the
-harnesses of :mod:`rosenna.gate.harness`:
+The gate generates the model twice (embedded and file-loaded weights; ``weights`` in the
+:class:`Config`: one of them), builds it, and runs the harnesses of :mod:`rosenna.gate.harness`:
 
 1. ``c-omp``: ``<name>_infer`` per point inside a C ``omp target teams distribute parallel for``
    (and ``c-acc``: inside an OpenACC ``parallel loop gang vector``, when OpenACC flags are given);
@@ -33,7 +33,7 @@ The modules, in the order a run goes through them:
 - :mod:`.jobs`: the Slurm and PBS job scripts that run the gate on a GPU node.
 """
 
-from rosenna.gate.config import BACKENDS, Config, NoDevice
+from rosenna.gate.config import BACKENDS, WEIGHTS, Config, NoDevice
 from rosenna.gate.runner import run
 
-__all__ = ["BACKENDS", "Config", "NoDevice", "run"]
+__all__ = ["BACKENDS", "WEIGHTS", "Config", "NoDevice", "run"]

@@ -8,6 +8,9 @@ from dataclasses import asdict, dataclass
 from rosenna.errors import UsageError
 
 BACKENDS = ("cuda", "hip", "omp")
+#: --weights: which builds of the model the gate runs ("embedded" alone: bench/h200.sh table).
+WEIGHTS = {"both": (("embedded", True), ("file-loaded", False)), "embedded": (("embedded", True),),
+           "file-loaded": (("file-loaded", False),)}
 #: Points timed per harness on a device; on the host fallback (no device: CI, a login node) the
 #: default is small enough that the gate ends in about a minute on 2 cores.
 POINTS_DEVICE = 1_000_000
@@ -37,6 +40,7 @@ class Config:
     gpu_arch: str = None  # the GPU they are for (None: the profile's, else detected)
     host_cc: str = "gcc"  # compiles <name>.c of the native-kernel archive
     reps: int = 11
+    weights: str = "both"  # a key of WEIGHTS
     label: str = ""  # names the compiler set in the report
     profile: dict = None  # the toolchain profile used: {"name", "file", "reason"}, or None
 
@@ -61,6 +65,8 @@ def resolved(config):
     else:
         c.backend = c.backend or ("cuda" if shutil.which("nvcc") else "hip" if shutil.which("hipcc") else "omp")
         c.flags = c.flags if c.flags is not None else "-fopenmp -foffload=nvptx-none"
+    if c.weights not in WEIGHTS:
+        raise UsageError(f"--weights {c.weights!r}: choose one of {', '.join(WEIGHTS)}")
     if c.backend not in BACKENDS:
         raise UsageError(f"--backend {c.backend!r}: choose one of {', '.join(BACKENDS)}")
     if None in (c.cflags, c.fflags) or (c.backend != "omp" and None in (c.devcc, c.devflags)):

@@ -14,7 +14,7 @@ from rosenna import zoo
 from rosenna.compare import compare
 from rosenna.errors import UsageError
 from rosenna.gate import build, report
-from rosenna.gate.config import check_device, resolved
+from rosenna.gate.config import WEIGHTS, check_device, resolved
 from rosenna.gate.report import Row
 
 #: Points compared with onnxruntime.
@@ -256,7 +256,7 @@ def run(config, progress=None):
         return result
 
     write()
-    for label, embed in (("embedded", True), ("file-loaded", False)):
+    for label, embed in WEIGHTS[c.weights]:
         vdir = os.path.join(out, label)
         say(f"building {label} ({real}) in {vdir}")
         builds, env = _builds(shell, c, plan, model_path, values, vdir, embed)
