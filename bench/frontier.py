@@ -23,7 +23,8 @@ prints one table:
 
 Every rosenna result is checked against PyTorch in float64 on the first points (samples) it
 computed: the column "outside tol" counts outputs outside verify's tolerance for the model's type
-(float32: |got - want| <= 1e-6 + 1e-5 |want|; float64: 1e-12 + 1e-9 |want|). ``--budget`` bounds the seconds spent before torch.compile
+(rosenna/compare.py's rule and TOLERANCE: |got - want| <= atol + rtol |want|). The driver bench/frontier.cu
+times as every bench driver does (bench/rosenna_bench.cuh). ``--budget`` bounds the seconds spent before torch.compile
 measurements are skipped (they compile first: ~10-30 s each).
 """
 
@@ -369,10 +370,12 @@ class _CpuEvent:
 
 def _outside(got, want, f64=False):
     """Outputs outside verify's tolerance (float32's, or float64's with ``f64``), and the relative L2 error."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # rosenna (numpy only here)
+    from rosenna.compare import compare
+
     want = want.double()
-    atol, rtol = (1e-12, 1e-9) if f64 else (1e-6, 1e-5)
-    bad = ~((got.double() - want).abs() <= atol + rtol * want.abs())
-    return int(bad.sum()), float(((got.double() - want).norm() / want.norm().clamp_min(1e-300)).item())
+    bad = compare(got.double().numpy(), want.numpy(), "float64" if f64 else "float32").mismatches
+    return int(bad), float(((got.double() - want).norm() / want.norm().clamp_min(1e-300)).item())
 
 
 def _stand_in(name, info, sizes, model):

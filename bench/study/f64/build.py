@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import onnx
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import bench_header  # noqa: E402 (bench/bench_header.py)
 from rosenna import zoo
 from rosenna.emit.cuda import dmma
 from rosenna.generate import Options, generate
@@ -153,7 +155,7 @@ def build_one(out, tag, model, switches):
     ref = os.path.join(out, "src", model + "ref")
     cmd = ["nvcc", "-O3", *ARCH, "-cudart", "shared", f"-DV={name}", f"-DR={model}ref", f'-DVH="{name}.h"',
            f'-DRH="{model}ref.h"', f"-DNX={nx}", f"-DNY={ny}", "-I", src, "-I", ref,
-           "-I", os.path.join(ROOT, "rosenna", "data"),
+           "-I", os.path.join(ROOT, "rosenna", "data"), "-I", os.path.join(out, "src"),  # rosenna_bench.cuh
            os.path.join(HERE, "driver.cu"), os.path.join(src, f"lib{name}.a"), os.path.join(ref, f"lib{model}ref.a"),
            "-o", os.path.join(out, tag)]
     if tag == SWEEP_TAG:
@@ -172,6 +174,7 @@ def main(argv):
     out = argv[0] if argv else os.path.join("build", "dev-f64")
     only = argv[1:]
     os.makedirs(os.path.join(out, "src"), exist_ok=True)
+    bench_header.install(os.path.join(out, "src"))
     paths = models(out)
     for model in MODELS:  # the reference: the generic FP64 kernel of the same model
         src = os.path.join(out, "src", model + "ref")

@@ -1,20 +1,15 @@
 // f64 study (issue #17 item 4): times one variant's <V>_infer_batch (the FP64 tensor-core chain as
 // generated with the variant's switches) on n points and checks EVERY output against <R>_infer_batch,
 // the same model's generic FP64 FMA kernel (-DROSENNA_NO_TENSOR_CORES: one point per thread,
-// libdevice tanh), with verify's float64 rule |got - want| <= 1e-12 + 1e-9 |want|.
+// libdevice tanh), with verify's float64 rule (rosenna_bench.cuh, from rosenna/compare.py), timed as
+// every bench driver times (rosenna_bench.cuh: median of REPS CUDA-event timings after the warm-ups).
 //   nvcc -O3 -arch=sm_90 -DV=d4v -DR=d4ref -DVH='"d4v.h"' -DRH='"d4ref.h"' -DNX=4 -DNY=2 driver.cu libd4v.a libd4ref.a
 // Prints: <tag> <ns/point> ns/pt <outside> outside <worst err/tol> worst
 // With argv[1] == "tanh": the device sweep of rosenna_tanh against libdevice's tanh (ulp).
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
+#include "rosenna_bench.cuh"
 #include VH
 #include RH
 
@@ -23,24 +18,7 @@
 #define VBATCH CAT(V, _infer_batch)
 #define RBATCH CAT(R, _infer_batch)
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-/* The inputs of bench/gen_bench.cu: uniform in [-1, 1) from a hash of the index. */
-__global__ void fill(long count, double *x)
-{
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ 777u;
-        h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
-        x[i] = (double)((float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
-    }
-}
+using namespace rosenna_bench;
 
 __device__ unsigned long long bad_count;
 __device__ unsigned long long worst_bits; /* the largest err/tol as double bits (non-negative: ordered) */
@@ -48,13 +26,10 @@ __device__ unsigned long long worst_bits; /* the largest err/tol as double bits 
 __global__ void compare(long count, const double *got, const double *want)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
-        const double g = got[i], w = want[i];
-        const bool same_nan = g != g && w != w;
-        const double ratio = same_nan ? 0.0 : fabs(g - w) / (1e-12 + 1e-9 * fabs(w));
-        if (!(ratio <= 1.0) && !(isinf(w) && g == w))
+        const double r = ratio(got[i], want[i]);
+        if (!(r <= 1.0))
             atomicAdd(&bad_count, 1ull);
-        const double r = ratio == ratio ? ratio : 1e300;
-        atomicMax(&worst_bits, (unsigned long long)__double_as_longlong(r));
+        atomicMax(&worst_bits, (unsigned long long)__double_as_longlong(r < 1e300 ? r : 1e300));
     }
 }
 
@@ -109,7 +84,7 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&x, n * NX * sizeof(double)));
     CK(cudaMalloc(&y, n * NY * sizeof(double)));
     CK(cudaMalloc(&r, n * NY * sizeof(double)));
-    fill<<<1024, 256>>>(n * NX, x);
+    fill_inputs(n * NX, x);
     CK(cudaMemset(y, 0xff, n * NY * sizeof(double))); /* NaN: an unwritten output is a mismatch */
     if (VBATCH((int)n, x, y, 0) != 0 || RBATCH((int)n, x, r, 0) != 0) {
         fprintf(stderr, "%s: infer_batch failed\n", tag);
@@ -123,24 +98,12 @@ int main(int argc, char **argv)
     CK(cudaMemcpyFromSymbol(&worst, worst_bits, sizeof worst));
     double worst_ratio;
     memcpy(&worst_ratio, &worst, sizeof worst_ratio);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < WARMUPS; i++)
         VBATCH((int)n, x, y, 0);
-    std::vector<float> ms;
-    for (int i = 0; i < reps; i++) {
-        cudaEventRecord(a);
-        VBATCH((int)n, x, y, 0);
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float t;
-        cudaEventElapsedTime(&t, a, b);
-        ms.push_back(t);
-    }
-    CK(cudaGetLastError());
-    std::sort(ms.begin(), ms.end());
-    printf("%s %.4f ns/pt %llu outside %.2e worst (of %ld outputs)\n", tag, ms[ms.size() / 2] * 1e6 / n, bad,
+    Timing t;
+    if (time_calls(reps, [&] { VBATCH((int)n, x, y, 0); }, &t))
+        return 1;
+    printf("%s %.4f ns/pt %llu outside %.2e worst (of %ld outputs)\n", tag, t.median * 1e6 / n, bad,
            worst_ratio, n * NY);
     return bad != 0;
 }
