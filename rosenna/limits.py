@@ -60,5 +60,9 @@ CUDA_CLUSTER_SAMPLES = 16
 IGEMM_MIN_K = 32
 IGEMM_MIN_COUT = 8
 IGEMM_MIN_ROWS = 16384
+#: Which 2-D convs of the CUDA/HIP whole-field path run as shared-memory tiled direct convolutions
+#: (rosenna/emit/cuda/conv_smem.py; eligible ones: more than one tap, group 1 or depthwise), where
+#: the implicit GEMM does not take the call: "" none, "depthwise" the depthwise ones, "all" every one.
+SMEM_CONV = ""
 HOST_BLOCK = {"single": 32, "double": 16}
 HOST_BLOCK_BYTES = 64 * 1024

@@ -194,30 +194,37 @@ def _ops_of(plan):
     return out
 
 
-def choose(sched):
-    """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM. A phase
-    qualifies when its regions are exactly one Conv's loops, the Conv is :func:`eligible`, its
-    input and output are in device buffers (not computed in place), and the plan is float32."""
+def conv_phases(sched):
+    """``{phase index: (window, note)}``: the phases of ``sched`` whose regions are exactly one
+    Conv's loops, its input and output in device buffers (not computed in place), in a float32
+    plan: those a conv kernel of its own may compute (this module's, :mod:`conv_smem`'s)."""
     plan = sched.plan
     if plan.precision != "single":
         return {}
     comment_of, out = _ops_of(plan), {}
     for k, launch in enumerate(sched.phases):
-        comments = {id(comment_of.get(id(m.chain[0] if m.chain else m.body[0]))) for m in launch.members}
-        comment = comment_of.get(id(launch.members[0].chain[0])) if launch.members[0].chain else None
-        if len(comments) != 1 or comment is None or comment.op is None or comment.op.op != "Conv":
+        # the top-level statements of its regions: a parallel region's outer loop, a serial one's body
+        tops = {id(stmt) for m in launch.members for stmt in ([m.chain[0]] if m.chain else m.body)}
+        comment = comment_of.get(next(iter(tops)))
+        if comment is None or comment.op is None or comment.op.op != "Conv":
+            continue
+        if tops != {id(stmt) for stmt in plan.body if comment_of.get(id(stmt)) is comment}:
             continue
         window = comment.op.window
-        regions = sum(1 for stmt in plan.body if comment_of.get(id(stmt)) is comment)
-        if eligible(window) or regions != len(launch.members):
-            continue
         if any(plan.storage[window[v]][0] not in ("x", "y", "t") for v in ("x", "y")):
             continue
-        out[k] = Conv(window, shape_of(window), comment.text)
+        out[k] = window, comment.text
     return out
 
 
-def _operand(plan, value):
+def choose(sched):
+    """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM: the
+    :func:`conv_phases` whose Conv is :func:`eligible`."""
+    return {k: Conv(window, shape_of(window), note) for k, (window, note) in conv_phases(sched).items()
+            if not eligible(window)}
+
+
+def operand(plan, value):
     """``(array, floats per sample, offset)`` of a conv's input or output in the kernel file."""
     kind, ident, offset = plan.storage[value]
     if kind == "t":
@@ -226,7 +233,7 @@ def _operand(plan, value):
     return kind, plan.nx if kind == "x" else plan.ny, offset
 
 
-def _epilogue(plan, conv):
+def epilogue(plan, conv):
     """The stored value of accumulator ``v`` for output channel ``co``: bias, fused activation."""
     from rosenna.ops import activation_expr
 
@@ -244,13 +251,13 @@ def min_samples(conv):
 def kernel(plan, k, conv):
     """``<name>_igemm<k>``: a warp per tile of output pixels of one sample and group of output channels."""
     n, s = plan.name, conv.shape
-    xa, xstride, xoff = _operand(plan, conv.window["x"])
-    ya, ystride, yoff = _operand(plan, conv.window["y"])
+    xa, xstride, xoff = operand(plan, conv.window["x"])
+    ya, ystride, yoff = operand(plan, conv.window["y"])
     ty0, ty1, tx0, tx1 = s.interior
     inside = [f"oy < {s.oh}"] if s.ty * s.wy > s.oh else []
     inside += [f"ox < {s.ow}"] if s.tx * s.wx > s.ow else []
     inside += [f"co < {s.cout}"] if s.ns * 8 > s.cout else []
-    store = f"out[co * {s.oh * s.ow} + oy * {s.ow} + ox] = {_epilogue(plan, conv)};"
+    store = f"out[co * {s.oh * s.ow} + oy * {s.ow} + ox] = {epilogue(plan, conv)};"
     store = f"if ({' && '.join(inside)})\n                    {store}" if inside else store
     interior = (f"ty >= {ty0} && ty <= {ty1} && tx >= {tx0} && tx <= {tx1}" if ty1 >= ty0 else "false")
     if s.ng == 1:

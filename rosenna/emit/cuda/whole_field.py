@@ -13,7 +13,7 @@ locals are too large for a thread (``plan.path == "whole"``) the batched entry p
 ``<name>_infer_one`` per sample (:data:`KIND`).
 """
 
-from rosenna.emit.cuda import conv_igemm, field_cluster, field_fuse
+from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
@@ -152,7 +152,8 @@ def infer_one(plan):
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
     convs = conv_igemm.choose(sched)  # the phases run as implicit GEMMs where the call and device allow
-    persistent, launched = _persistent(sched, groups), _launched(sched, jammed, samples, convs)
+    tiles = conv_smem.choose(sched)  # and in shared-memory tiles
+    persistent, launched = _persistent(sched, groups, tiles), _launched(sched, jammed, samples, convs, tiles)
     cluster = field_cluster.kernel(sched, cluster_phases(sched)) if limits.CUDA_CLUSTER_SAMPLES else ""
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
@@ -172,6 +173,7 @@ def infer_one(plan):
 {buffers}
 {values}
 {conv_igemm.source(sched.plan, convs)}
+{conv_smem.source(sched.plan, tiles)}
 {persistent}
 
 {launched}
@@ -243,9 +245,10 @@ def phase_note(k, launch):
     return f"phase {k}: {notes} ({count(len(launch.members), 'region')}, {count(launch.threads, 'thread')} per sample)"
 
 
-def _launched(sched, groups, samples, convs):
+def _launched(sched, groups, samples, convs, tiles):
     """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order (the
-    phases in ``convs`` as implicit GEMMs where the call allows, :mod:`conv_igemm`)."""
+    phases in ``convs`` as implicit GEMMs where the call allows, :mod:`conv_igemm`; those in
+    ``tiles`` otherwise in shared-memory tiles, :mod:`conv_smem`)."""
     n, t = sched.plan.name, sched.plan.ctype
     kernels, calls = [], []
     for k, launch in enumerate(groups):
@@ -260,9 +263,11 @@ def _launched(sched, groups, samples, convs):
              f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
              f"    if (g >= (long)count * {total}l)",
              "        return;"] + code + unused + ["}"]))
-        calls.append((conv_igemm.launch(sched.plan, k, convs[k]) if k in convs else "") +
-                     f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
-                     f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
+        direct = (conv_smem.launch(sched.plan, k, tiles[k]) if k in tiles else
+                  f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
+                  f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
+        igemm = k in convs and (conv_smem.IGEMM_FIRST or k not in tiles)
+        calls.append((conv_igemm.launch(sched.plan, k, convs[k]) if igemm else "") + direct)
     return ("/* The phases as separate launches, each convolution unrolled-and-jammed over output channels. */\n"
             + "\n\n".join(kernels) + "\n\n"
             f"/* {count(len(groups), 'launch', 'launches')} in stream order (stream order is the barrier). */\n"
@@ -271,14 +276,20 @@ def _launched(sched, groups, samples, convs):
             "\n    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;\n}")
 
 
-def _persistent(sched, groups):
-    """``<name>_field``: every phase a grid-stride loop, a grid-wide barrier between them."""
+def _persistent(sched, groups, tiles):
+    """``<name>_field``: every phase a grid-stride loop (a block-stride loop over its tiles where
+    ``tiles`` computes it, :mod:`conv_smem`), a grid-wide barrier between them."""
     n, t = sched.plan.name, sched.plan.ctype
     phases = []
     for k, launch in enumerate(groups):
         lines = ([f"    grid.sync();  /* phase {k - 1}'s stores are visible to every thread */"] if k else [])
-        lines += [f"    /* {phase_note(k, launch)} */",
-                  f"    for (long g = first; g < count * {launch.threads}l; g += step) {{"]
+        lines.append(f"    /* {phase_note(k, launch)} */")
+        if k in tiles:
+            assert tiles[k].tiling.used <= PERSISTENT_THREADS
+            lines += conv_smem.persistent(sched.plan, k, tiles[k], PERSISTENT_THREADS)
+            phases.append("\n".join(lines))
+            continue
+        lines.append(f"    for (long g = first; g < count * {launch.threads}l; g += step) {{")
         lines += batch_body(sched, launch, depth=2)
         lines.append("    }")
         phases.append("\n".join(lines))
@@ -290,7 +301,7 @@ __global__ void __launch_bounds__({PERSISTENT_THREADS}) {n}_field(const {t} *ROS
 {{
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     const long first = (long)blockIdx.x * {PERSISTENT_THREADS} + threadIdx.x, step = (long)gridDim.x * {PERSISTENT_THREADS};
-{unused}{code}
+{conv_smem.shared(sched.plan, tiles)}{unused}{code}
 }}"""
 
 

@@ -1,0 +1,381 @@
+"""Convolutions of the CUDA/HIP whole-field path as shared-memory tiled direct convolutions.
+
+A block computes a tile of TH x TW output pixels of one sample for a group of COB output channels
+(:class:`Tiling`). For each chunk of CC input channels it stages the input tile and its halo (CC x
+IH x IW floats) in shared memory with coalesced loads, zero-filling what lies outside the image
+(the padding), so the sums that follow have no bounds tests: the interior/border split is made
+once per tile, by the loads. After a ``__syncthreads`` each thread sums PY output rows of one column
+for COT output channels from shared memory (register blocking: an input value feeds COT FMAs, a
+weight PY), reading the weights from where the kernel file keeps them (``__constant__`` when they
+fit: a block's threads read one weight at a time, a broadcast). Bias and the fused activation in
+the epilogue, as the loops have them; the sum of each output keeps the loops' order (channels, then
+rows, then columns of taps; a padded tap adds w x 0), so the results equal the direct kernels'.
+
+The same tile function runs in the launched form (``<name>_smem<k>``, a block per tile) and in the
+persistent kernel ``<name>_field`` (each block loops over the phase's tiles: the block-level
+barriers are uniform there). Taken where :func:`eligible` and the rule of :mod:`rosenna.limits`
+(``SMEM_CONV``) allow: 2-D convs with more than one tap, ``group == 1`` or depthwise (one input
+channel per group, one output channel per input channel); others keep the direct loops. The
+implicit GEMM (:mod:`conv_igemm`) takes precedence on the calls it takes.
+
+The tile's code is three functions (load a chunk, sum a chunk, store), plain C but for the
+qualifiers, so a host harness runs them thread by thread (tests/test_conv_smem.py).
+"""
+
+from dataclasses import dataclass
+
+from rosenna import limits
+from rosenna.emit.cuda import conv_igemm
+from rosenna.emit.lang import C
+from rosenna.emit.render import count
+
+#: Threads per block (the persistent kernel's block size; the launched form may take fewer).
+THREADS = 256
+
+#: Output channels per thread (the largest divisor of the conv's output channels up to this).
+CHANNELS = 4
+
+#: Output rows per thread (consecutive rows: a stride-1 conv reads PY + KH - 1 rows for PY x KH taps).
+ROWS = 2
+
+#: Shared memory per block for a chunk of the input tile, in bytes.
+SMEM_BYTES = 16 * 1024
+
+#: Whether a conv whose implicit GEMM would take the call keeps it (True) or always runs tiled.
+IGEMM_FIRST = True
+
+
+def _divisor(n, most):
+    """The largest divisor of n up to ``most`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(n, most)) + 1) if n % d == 0)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One conv's geometry (C input channels of H x W, COUT output channels of OH x OW, KH x KW
+    taps, strides, begin pads, dilations, depthwise or not) and its tiling: TW x TH output pixels
+    (RT rows of TW threads, PY rows each) x COB output channels (CGS groups of COT, one per thread)
+    per block, NG channel groups, TX x TY tiles per sample; the input tile IH x IW in chunks of CC
+    of the CS channels a block reads."""
+
+    c: int
+    h: int
+    w: int
+    cout: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    depthwise: bool
+    threads: int
+    channels: int
+    rows: int
+    smem_bytes: int
+
+    @property
+    def tw(self):
+        tw = 1
+        while tw < min(32, self.ow):
+            tw *= 2
+        return tw
+
+    @property
+    def cot(self):
+        return 1 if self.depthwise else _divisor(self.cout, self.channels)
+
+    @property
+    def py(self):
+        return max(1, min(self.rows, self.oh))
+
+    @property
+    def cgs(self):
+        """Channel groups of COT in a block: all the conv's channels while two rows of threads fit."""
+        return _divisor(self.cout // self.cot, max(1, self.threads // (2 * self.tw)))
+
+    @property
+    def rt(self):
+        return max(1, min(-(-self.oh // self.py), self.threads // (self.tw * self.cgs)))
+
+    @property
+    def used(self):
+        """Threads of a block that compute (a multiple of TW; the rest only help to load)."""
+        return self.tw * self.rt * self.cgs
+
+    @property
+    def block(self):
+        """Threads of the launched form's block: the used ones, in whole warps."""
+        return -(-self.used // 32) * 32
+
+    @property
+    def th(self):
+        return self.rt * self.py
+
+    @property
+    def cob(self):
+        return self.cgs * self.cot
+
+    @property
+    def ng(self):
+        return self.cout // self.cob
+
+    @property
+    def tx(self):
+        return -(-self.ow // self.tw)
+
+    @property
+    def ty(self):
+        return -(-self.oh // self.th)
+
+    @property
+    def tiles(self):
+        return self.tx * self.ty * self.ng
+
+    @property
+    def ih(self):
+        return (self.th - 1) * self.sh + (self.kh - 1) * self.dh + 1
+
+    @property
+    def iw(self):
+        return (self.tw - 1) * self.sw + (self.kw - 1) * self.dw + 1
+
+    @property
+    def cs(self):
+        """Input channels a block reads: all of them, or (depthwise) its own COB."""
+        return self.cob if self.depthwise else self.c
+
+    @property
+    def cc(self):
+        return _divisor(self.cs, max(1, self.smem_bytes // (4 * self.ih * self.iw)))
+
+    @property
+    def floats(self):
+        """Shared-memory floats of a block."""
+        return self.cc * self.ih * self.iw
+
+
+@dataclass(frozen=True)
+class Conv:
+    """One phase computed in shared-memory tiles: the plan's Conv (its ``window``) and its tiling."""
+
+    window: dict
+    tiling: Tiling
+    note: str
+
+
+def eligible(window):
+    """Why a Conv keeps the direct loops ("" when the tiled kernel may take it)."""
+    if len(window["x_shape"]) != 4:
+        return "not 2-D"
+    if window["x_shape"][0] != 1:
+        return "a batch axis over 1"
+    cout, cpg, kh, kw = window["w_shape"]
+    group, c = window["group"], window["x_shape"][1]
+    if group != 1 and not (cpg == 1 and group == c and cout == c):
+        return "grouped (neither group 1 nor depthwise)"
+    if kh * kw < 2:
+        return "one tap (nothing to share between neighbouring outputs)"
+    return ""
+
+
+def tiling_of(window):
+    """The conv's :class:`Tiling` under this module's settings."""
+    x, w, y = window["x_shape"], window["w_shape"], window["y_shape"]
+    return Tiling(x[1], x[2], x[3], w[0], y[2], y[3], w[2], w[3], *window["strides"], *window["pads"],
+                  *window["dilations"], window["group"] != 1, THREADS, CHANNELS, ROWS, SMEM_BYTES)
+
+
+def choose(sched):
+    """``{phase index: Conv}``: the phases of ``sched`` that are one :func:`eligible` Conv
+    (:func:`conv_igemm.conv_phases`) and pass ``limits.SMEM_CONV`` (see there)."""
+    if not limits.SMEM_CONV:
+        return {}
+    out = {}
+    for k, (window, note) in conv_igemm.conv_phases(sched).items():
+        if eligible(window):
+            continue
+        tiling = tiling_of(window)
+        if limits.SMEM_CONV == "depthwise" and not tiling.depthwise:
+            continue
+        out[k] = Conv(window, tiling, note)
+    return out
+
+
+def _weight(plan, window):
+    """The weights' symbol in the kernel file and their offset in it."""
+    kind, ident, offset = plan.storage[window["w"]]
+    return C.symbol(plan.name, ident), offset
+
+
+def functions(plan, k, conv):
+    """The tile's three functions ``<name>_smem<k>_load``, ``_sum`` and ``_store``, each what one
+    thread of a block does, plain C but for the qualifiers (:func:`tile` calls them)."""
+    s, f = conv.tiling, f"{plan.name}_smem{k}"
+    xa, xstride, xoff = conv_igemm.operand(plan, conv.window["x"])
+    ya, ystride, yoff = conv_igemm.operand(plan, conv.window["y"])
+    wsym, woff = _weight(plan, conv.window)
+    taps = s.kh * s.kw
+
+    def where(*names):  # the tile's indices a function uses: sample s, channel group, tile row and column
+        lines = [f"    const long s = tile / {s.tiles};"] if "s" in names else []
+        t = "(int)(tile - s * " + str(s.tiles) + ")" if "s" in names else f"(int)(tile % {s.tiles})"
+        parts = {"group": f"group = t % {s.ng}", "tx": f"tx = t / {s.ng} % {s.tx}", "ty": f"ty = t / {s.ng} / {s.tx}"}
+        lines.append(f"    const int t = {t}, " + ", ".join(parts[v] for v in ("group", "tx", "ty") if v in names) + ";")
+        return "\n".join(lines) + "\n"
+
+    thread = (f"    const int col = thread % {s.tw}, row = thread / {s.tw} % {s.rt}, cg = thread / {s.tw * s.rt};\n")
+    first = "group * " + str(s.cob) if s.depthwise else ""
+    channel = f"{first} + c0 + c" if first else "c0 + c"
+    # the sums: per input channel of the chunk, tap rows, tap columns, the thread's rows and channels
+    if s.depthwise:
+        w_index = f"(co0 + j) * {taps} + {{ky}} * {s.kw} + {{kx}}"
+        sm_channel = "(cg - c0)"
+    else:
+        w_index = f"((co0 + j) * {s.c} + c0 + c) * {taps} + {{ky}} * {s.kw} + {{kx}}"
+        sm_channel = "c"
+    woffset = f"{woff} + " if woff else ""
+    sum_body = [
+        f"    const int co0 = group * {s.cob} + cg * {s.cot}, r0 = row * {s.py * s.sh}, q0 = col * {s.sw};"]
+    if s.depthwise:  # a thread's channel is its own input channel: the chunk is the block's channels
+        sum_body += [
+            f"    if (cg < c0 || cg >= c0 + {s.cc})  /* the thread's input channel is in another chunk */",
+            "        return;",
+            "    const int j = 0;",
+            "#pragma unroll",
+            f"    for (int ky = 0; ky < {s.kh}; ++ky)",
+            "#pragma unroll",
+            f"        for (int kx = 0; kx < {s.kw}; ++kx) {{",
+            f"            const float w = {wsym}[{woffset}{w_index.format(ky='ky', kx='kx')}];",
+            "#pragma unroll",
+            f"            for (int p = 0; p < {s.py}; ++p)",
+            f"                acc[0][p] += w * sm[({sm_channel} * {s.ih} + r0 + p * {s.sh} + ky * {s.dh}) * {s.iw} + q0 + kx * {s.dw}];",
+            "        }"]
+    else:
+        sum_body += [
+            "#pragma unroll",
+            f"    for (int c = 0; c < {s.cc}; ++c)",
+            "#pragma unroll",
+            f"        for (int ky = 0; ky < {s.kh}; ++ky)",
+            "#pragma unroll",
+            f"            for (int kx = 0; kx < {s.kw}; ++kx) {{",
+            f"                float v[{s.py}];",
+            "#pragma unroll",
+            f"                for (int p = 0; p < {s.py}; ++p)",
+            f"                    v[p] = sm[(c * {s.ih} + r0 + p * {s.sh} + ky * {s.dh}) * {s.iw} + q0 + kx * {s.dw}];",
+            "#pragma unroll",
+            f"                for (int j = 0; j < {s.cot}; ++j) {{",
+            f"                    const float w = {wsym}[{woffset}{w_index.format(ky='ky', kx='kx')}];",
+            "#pragma unroll",
+            f"                    for (int p = 0; p < {s.py}; ++p)",
+            "                        acc[j][p] += w * v[p];",
+            "                }",
+            "            }"]
+    guard = f"    if (thread >= {s.used})  /* the block's other threads only load */\n        return;\n"
+    inside = [f"oy < {s.oh}"] if s.ty * s.th > s.oh else []
+    inside += [f"ox < {s.ow}"] if s.tx * s.tw > s.ow else []
+    store = f"out[co * {s.oh * s.ow} + oy * {s.ow} + ox] = {conv_igemm.epilogue(plan, conv)};"
+    store = f"if ({' && '.join(inside)})\n                {store}" if inside else store
+    xp = f"{xa} + s * {xstride}l{f' + {xoff}' if xoff else ''}"
+    yp = f"{ya} + s * {ystride}l{f' + {yoff}' if yoff else ''}"
+    return f"""/* {conv.note}: [{s.c}, {s.h}, {s.w}] -> [{s.cout}, {s.oh}, {s.ow}], {s.kh}x{s.kw} taps, stride {s.sh}x{s.sw}, pad {s.ph}x{s.pw},
+   dilation {s.dh}x{s.dw}{', depthwise' if s.depthwise else ''}, in shared-memory tiles: {count(s.tiles, 'tile')} per sample of {s.th}x{s.tw} pixels x
+   {count(s.cob, 'channel')} ({count(s.ng, 'group')}), {s.used} threads each {count(s.py, 'row')} x {count(s.cot, 'channel')}; the input tile
+   {s.ih}x{s.iw} in chunks of {count(s.cc, 'channel')} ({s.floats * 4} bytes). */
+static __device__ __forceinline__ void {f}_load(const float *ROSENNA_RESTRICT x, long tile, int c0, float *sm, int thread,
+                                                 int threads)
+{{
+{where("s", "tx", "ty", *(("group",) if s.depthwise else ()))}    const float *in = {xp};
+    const int y0 = ty * {s.th * s.sh} - {s.ph}, x0 = tx * {s.tw * s.sw} - {s.pw};
+    (void)x;
+    for (int i = thread; i < {s.floats}; i += threads) {{
+        const int c = i / {s.ih * s.iw}, gy = y0 + i / {s.iw} % {s.ih}, gx = x0 + i % {s.iw};
+        sm[i] = gy >= 0 && gy < {s.h} && gx >= 0 && gx < {s.w} ? in[({channel}) * {s.h * s.w} + gy * {s.w} + gx] : 0.0f;
+    }}
+}}
+
+static __device__ __forceinline__ void {f}_sum(const float *sm, long tile, int c0, float acc[{s.cot}][{s.py}], int thread)
+{{
+{guard}{where("group")}{thread}""" + "\n".join(sum_body) + f"""
+}}
+
+static __device__ __forceinline__ void {f}_store(float *ROSENNA_RESTRICT y, long tile, float acc[{s.cot}][{s.py}], int thread)
+{{
+{guard}{where("s", "group", "tx", "ty")}{thread}    float *out = {yp};
+    (void)y;
+    const int ox = tx * {s.tw} + col;
+#pragma unroll
+    for (int j = 0; j < {s.cot}; ++j)
+#pragma unroll
+        for (int p = 0; p < {s.py}; ++p) {{
+            const int co = group * {s.cob} + cg * {s.cot} + j, oy = ty * {s.th} + row * {s.py} + p;
+            const float v = acc[j][p];
+            {store}
+        }}
+}}"""
+
+
+def tile(plan, k, conv):
+    """``<name>_smem<k>``: a tile of the conv by a block, its chunks between block barriers."""
+    s, f = conv.tiling, f"{plan.name}_smem{k}"
+    return f"""/* Tile `tile` (sample, channel group, tile row and column) of the conv by a block of `threads` threads. */
+static __device__ __forceinline__ void {f}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, long tile, float *sm,
+                                          int threads)
+{{
+    float acc[{s.cot}][{s.py}];
+#pragma unroll
+    for (int j = 0; j < {s.cot}; ++j)
+#pragma unroll
+        for (int p = 0; p < {s.py}; ++p)
+            acc[j][p] = 0.0f;
+    for (int c0 = 0; c0 < {s.cs}; c0 += {s.cc}) {{
+        __syncthreads();  /* the block's threads are done with the last chunk or tile */
+        {f}_load(x, tile, c0, sm, threadIdx.x, threads);
+        __syncthreads();
+        {f}_sum(sm, tile, c0, acc, threadIdx.x);
+    }}
+    {f}_store(y, tile, acc, threadIdx.x);
+}}"""
+
+
+def source(plan, convs):
+    """The kernel file's part for the tiled convs: each conv's functions and its launched kernel."""
+    if not convs:
+        return ""
+    n, parts = plan.name, []
+    for k, conv in convs.items():
+        s = conv.tiling
+        parts.append(functions(plan, k, conv) + "\n\n" + tile(plan, k, conv) + f"""
+
+__global__ void __launch_bounds__({s.block}) {n}_smem{k}_kernel(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
+{{
+    __shared__ float sm[{s.floats}];
+    if (blockIdx.x < (unsigned)count * {s.tiles}u)
+        {n}_smem{k}(x, y, blockIdx.x, sm, {s.block});
+}}""")
+    return ("/* The convolutions computed in shared-memory tiles (rosenna/emit/cuda/conv_smem.py). */\n"
+            + "\n\n".join(parts) + "\n")
+
+
+def launch(plan, k, conv):
+    """The statement of ``<name>_phases`` that launches phase k's tiles."""
+    s = conv.tiling
+    return (f"    {plan.name}_smem{k}_kernel<<<(unsigned)(count * {s.tiles}), {s.block}, 0, s>>>(x, y, count);")
+
+
+def persistent(plan, k, conv, threads):
+    """The lines of ``<name>_field``'s phase k (blocks of ``threads``): each block loops over the tiles."""
+    s = conv.tiling
+    return [f"    for (long tile = blockIdx.x; tile < count * {s.tiles}l; tile += gridDim.x)",
+            f"        {plan.name}_smem{k}(x, y, tile, {plan.name}_sm, {threads});"]
+
+
+def shared(plan, convs):
+    """The persistent kernel's shared array: the largest tile's floats (none without tiled convs)."""
+    if not convs:
+        return ""
+    return f"    __shared__ float {plan.name}_sm[{max(c.tiling.floats for c in convs.values())}];\n"
