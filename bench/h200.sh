@@ -23,7 +23,7 @@
 #                                       #   TABLE_BUDGET seconds (default 525: the frontier gets a third, at
 #                                       #   most 180 s; each gate run what is left; a run is cut at the budget,
 #                                       #   and skipped with under GATE_MIN=30 s left). Carry .gpu build/whl
-#                                       #   build/table build/probe; PYTHONPATH=$PWD/build/whl
+#                                       #   build/table (TABLE_BUILD) build/probe; PYTHONPATH=$PWD/build/whl
 #   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry .gpu, build/probe)
 #   bash bench/h200.sh fortran-field    # THERE: the Fortran module's whole-field batch, OpenACC and OpenMP (GCC 12
 #                                       #   nvptx): the omp-backend gate (rows batch-fortran-acc, batch-fortran-omp)
@@ -110,7 +110,7 @@ run_gate() {  # the GCC 12 nvptx and clang-16 gates over MODELS / CLANG_MODELS
 }
 
 write_table() {  # $RESULTS/table.md from what is there so far (replaced whole)
-    python3 bench/h200_table.py "$RESULTS" --build build/table/frontier --out "$RESULTS/table.md"
+    python3 bench/h200_table.py "$RESULTS" --build "${TABLE_BUILD:-build/table}/frontier" --out "$RESULTS/table.md"
 }
 
 kernels() {
@@ -189,7 +189,7 @@ table)  # every stage cut within TABLE_BUDGET seconds; table.md rewritten after 
     start=$(date +%s); DEADLINE=$((start + ${TABLE_BUDGET:-525})); TABLE_OUT=1; GATE_WEIGHTS=${GATE_WEIGHTS-embedded}
     machine
     limit=$(((DEADLINE - start) / 3)); [ $limit -lt 180 ] || limit=180  # run 15: 50 s
-    FRONTIER_OUT=build/table/frontier timeout -k 5 $limit python3 bench/frontier.py run --budget $((limit * 2 / 3)) \
+    FRONTIER_OUT=${TABLE_BUILD:-build/table}/frontier timeout -k 5 $limit python3 bench/frontier.py run --budget $((limit * 2 / 3)) \
         --field-reps 41 > "$RESULTS/frontier.txt" 2>&1
     rc=$?; echo "frontier: $(($(date +%s) - start)) s (limit $limit s), exit $rc" >> "$RESULTS/stages.txt"
     tail -n 20 "$RESULTS/frontier.txt"
