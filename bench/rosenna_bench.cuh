@@ -1,6 +1,7 @@
 // rosenna_bench.cuh: what every H200 bench driver shares (bench/frontier.cu, bench/gen_bench.cu,
-// bench/study/f64/driver.cu, and the drivers bench/field_variants.py and bench/igemm_study.py
-// write). The Python scripts copy it beside the sources they build (bench/bench_header.py).
+// bench/study/f64/driver.cu, bench/study/tc17/driver.cu, and the drivers bench/field_variants.py and
+// bench/igemm_study.py write). The Python scripts copy it beside the sources they build
+// (bench/bench_header.py).
 //
 // One measurement method everywhere: WARMUPS calls first (the driver makes them, and checks what
 // they wrote), then time_calls(): REPS calls, each alone between its own pair of CUDA events on
@@ -74,17 +75,19 @@ template <class T> ROSENNA_BENCH_HD inline double allowed(double want)
                           : ROSENNA_BENCH_F32_ATOL + ROSENNA_BENCH_F32_RTOL * fabs(want);
 }
 
-// |got - want| over the allowed difference (0 for a matching NaN or infinity, +inf for any other
-// non-finite pair): within() is ratio() <= 1.
-template <class T> ROSENNA_BENCH_HD inline double ratio(T got, T want)
+// |got - want| over the allowed difference for element type T (0 for a matching NaN or infinity,
+// +inf for any other non-finite pair): within() is ratio() <= 1. ratio_of<T> takes the values in
+// double (a float32 output against a float64 reference).
+template <class T> ROSENNA_BENCH_HD inline double ratio_of(double g, double w)
 {
-    const double g = got, w = want;
     if (g != g || w != w)
         return g != g && w != w ? 0.0 : INFINITY;
     if (w - w != 0.0 || g - g != 0.0)  // an infinity
         return g == w ? 0.0 : INFINITY;
     return fabs(g - w) / allowed<T>(w);
 }
+
+template <class T> ROSENNA_BENCH_HD inline double ratio(T got, T want) { return ratio_of<T>(got, want); }
 
 template <class T> ROSENNA_BENCH_HD inline bool within(T got, T want) { return ratio(got, want) <= 1.0; }
 

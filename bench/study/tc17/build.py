@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 sys.path.insert(0, "bench")
+import bench_header  # noqa: E402
 import frontier  # noqa: E402
 
 from rosenna import zoo  # noqa: E402
@@ -131,6 +132,7 @@ def _source(out, gen, name, switch):
     of nvcc's time; the study times the tensor-core kernel), and the reference weights."""
     d = os.path.join(gen, f"{name}{'-' + switch if switch else ''}")
     os.makedirs(d, exist_ok=True)
+    bench_header.install(d)
     undo = _switch(switch)
     try:
         plan, _ = generate(_model(name, gen), d, Options(name=name, lang="c", embed=False))
@@ -155,7 +157,7 @@ def _compile(out, d, name, tag, text, flags):
     exe = os.path.join(out, tag)
     cmd = ["nvcc", "-O3", "-gencode", "arch=compute_90,code=sm_90", "-cudart", "shared", "-Xptxas", "-v",
            *flags.split(), "-DUPLOAD", f"-DNAME={name}", f'-DHDR="{name}.h"', f'-DVARIANT="{tag}"',
-           f"-I{d}", os.path.join(HERE, "driver.cu"), cu, "-o", exe]
+           f"-I{d}", os.path.join(HERE, "driver.cu"), cu, "-o", exe]  # d holds rosenna_bench.cuh (_source)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"{tag}: nvcc failed\n{p.stderr[-3000:]}")

@@ -1,12 +1,10 @@
-// tc17 study driver: times <NAME>_infer_batch (CUDA events, median) and checks EVERY output
-// against an FP64 (and an FP32 fmaf) reference computed on the GPU from ref.bin.
+// tc17 study driver: times <NAME>_infer_batch (rosenna_bench.cuh: median of REPS CUDA-event timings
+// after the warm-ups) and checks EVERY output against an FP64 (and an FP32 fmaf) reference computed
+// on the GPU from ref.bin, with verify's float32 rule (rosenna_bench.cuh).
 // ref.bin: int32 nlayers, then per layer int32 k, n, act; float32 W[n][k], b[n].
-#include <cuda_runtime.h>
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <vector>
+
+#include "rosenna_bench.cuh"
 #include HDR
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
@@ -14,16 +12,9 @@
 #ifdef UPLOAD
 extern "C" int CAT(NAME, _device_upload)(const float *const *host);
 #endif
-#define CK(c) do { cudaError_t e_ = (c); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
 
-__global__ void fill(long count, float *x)
-{
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ 777u;
-        h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
-        x[i] = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
-    }
-}
+using namespace rosenna_bench;
+
 struct L { int k, n, act; const float *w, *b; };
 template <class T> __device__ T actf(int a, T v)
 {
@@ -73,15 +64,11 @@ __global__ void ref(long n, int nl, const L *ls, int nx, int ny, const float *x,
 __global__ void count(long m, const float *got, const double *want, const float *want32, unsigned long long *c, double *worst)
 {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < m; i += (long)gridDim.x * blockDim.x) {
-        double g = got[i], w = want[i], w32 = want32[i];
-        double tol = 1e-6 + 1e-5 * fabs(w);
-        bool bad = !(fabs(g - w) <= tol);
-        bool bad32 = !(fabs(g - w32) <= 1e-6 + 1e-5 * fabs(w32));
-        bool badref = !(fabs(w32 - w) <= tol);
-        if (bad) atomicAdd(c, 1ull);
-        if (bad32) atomicAdd(c + 1, 1ull);
-        if (badref) atomicAdd(c + 2, 1ull);
-        double r = fabs(g - w) / tol;  // fraction of the tolerance used
+        const double g = got[i], w = want[i], w32 = want32[i];
+        const double r = ratio_of<float>(g, w);  // fraction of the tolerance used
+        if (!(r <= 1.0)) atomicAdd(c, 1ull);
+        if (!(ratio_of<float>(g, w32) <= 1.0)) atomicAdd(c + 1, 1ull);
+        if (!(ratio_of<float>(w32, w) <= 1.0)) atomicAdd(c + 2, 1ull);
         unsigned long long *wp = (unsigned long long *)worst;
         unsigned long long old = *wp;
         while (r > __longlong_as_double(old)) {
@@ -125,19 +112,13 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(dl, hl.data(), nl * sizeof(L), cudaMemcpyHostToDevice));
     float *x, *y;
     CK(cudaMalloc(&x, n * nx * 4)); CK(cudaMalloc(&y, n * ny * 4));
-    fill<<<1024, 256>>>(n * nx, x);
+    fill_inputs(n * nx, x);
     CK(cudaMemset(y, 0xFF, n * ny * 4));
-    for (int i = 0; i < 3; ++i) if (BATCH((int)n, x, y, 0)) { fprintf(stderr, "batch failed\n"); return 1; }
+    for (int i = 0; i < WARMUPS; ++i) if (BATCH((int)n, x, y, 0)) { fprintf(stderr, "batch failed\n"); return 1; }
     CK(cudaDeviceSynchronize());
-    cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int r = 0; r < reps; ++r) {
-        cudaEventRecord(a); BATCH((int)n, x, y, 0); cudaEventRecord(b); cudaEventSynchronize(b);
-        float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms);
-    }
-    CK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    double ns = t[t.size() / 2] * 1e6 / n;
+    Timing t;
+    if (time_calls(reps, [&] { BATCH((int)n, x, y, 0); }, &t)) return 1;
+    double ns = t.median * 1e6 / n;
     // reference on `check` points in chunks
     const long chunk = 1 << 20;
     double *w64; float *w32; unsigned long long *c; double *worst;
@@ -155,6 +136,6 @@ int main(int argc, char **argv)
     unsigned long long hc[3]; double hworst;
     CK(cudaMemcpy(hc, c, 24, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(&hworst, worst, 8, cudaMemcpyDeviceToHost));
     printf("%-28s ns/pt %.4f (min %.4f)  outside-tol vs fp64 %llu / %ld  vs fp32ref %llu  (fp32ref vs fp64 %llu)  worst %.3f of tol\n",
-           VARIANT, ns, t.front() * 1e6 / n, hc[0], check * ny, hc[1], hc[2], hworst);
+           VARIANT, ns, t.min * 1e6 / n, hc[0], check * ny, hc[1], hc[2], hworst);
     return 0;
 }
