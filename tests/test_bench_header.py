@@ -101,7 +101,7 @@ def test_every_driver_compiles_with_the_header(tmp_path):
 
     def nvcc(job):
         obj = tmp_path / f"{len(job)}-{os.path.basename(job[-1])}.o"
-        return subprocess.run(["nvcc", "-O0", "-gencode=arch=compute_90,code=sm_90", "-c", *job, "-o", str(obj)],
+        return subprocess.run(["nvcc", "-O0", "-gencode=arch=compute_90,code=compute_90", "-c", *job, "-o", str(obj)],
                               capture_output=True, text=True)
 
     with ThreadPoolExecutor(2) as pool:
