@@ -35,7 +35,8 @@ MB = 1 << 20
 #: the launched phases).
 BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_field.CUDA_THREADS": 256,
         "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
-        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256,
+        "limits.CUDA_WHOLE_CONSTANT_LIMIT": limits.CUDA_WHOLE_CONSTANT_LIMIT,
+        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False,
         "field_cluster.JAM": True, "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
 VARIANTS = {"main": {},
             "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
@@ -50,9 +51,12 @@ VARIANTS = {"main": {},
             **{f"c{b}x{t}{'' if jam else 'p'}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": b,
                                                "field_cluster.THREADS": t, "field_cluster.JAM": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
-# the clustered kernel, its blocks per cluster chosen per call (up to 16), 256, 512 or 1024 threads per block
+# the clustered kernel, its blocks per cluster chosen per call (up to 16) and read at run time (main's
+# default from f28daa8 to run 16), 256, 512 or 1024 threads per block
 VARIANTS.update({f"auto{t}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
-                              "field_cluster.JAM": False} for t in (256, 512, 1024)})
+                              "field_cluster.JAM": False, "field_cluster.PER_CALL": True} for t in (256, 512, 1024)})
+# the weights in __device__ memory, not __constant__ (limits.CUDA_WHOLE_CONSTANT_LIMIT 0)
+VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"limits.CUDA_WHOLE_CONSTANT_LIMIT": 0}) for v in ("main", "auto256", "c16x256p")})
 # every weight in __constant__ memory (the U-Net's 31 KB; limits.CONSTANT_LIMIT is 6 KB)
 VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v in ("main", "auto1024", "auto256", "c16x256p")})
 # the clustered kernel with phases computed where they are read

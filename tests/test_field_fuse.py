@@ -223,9 +223,9 @@ def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
     barriers = [k for k, line in enumerate(body.splitlines()) if "ROSENNA_CLUSTER_BARRIER();" in line]
     assert len(phases) == 14 and len(barriers) == 13
     lines = body.splitlines()
-    t = field_cluster.THREADS  # cluster s is sample s; its threads from first by step
-    assert (f"    const long s = id;\n    const long first = (long)rank * {t} + threadIdx.x, step = (long)blocks * {t};\n"
-            in body)
+    t, b = field_cluster.THREADS, field_cluster.BLOCKS  # cluster s is sample s; its threads from first by step
+    assert (f"    const long s = id;  /* {b} blocks per cluster: a constant step */\n"
+            f"    const long first = (long)rank * {t} + threadIdx.x, step = {b * t}l;\n" in body)
     assert ("cluster[0].val.clusterDim.x = blocks;" in kernel and "config.gridDim = dim3((unsigned)count * blocks);" in kernel
             and f"config.blockDim = dim3({t});" in kernel)
     for k in barriers:  # each barrier ends a phase loop and precedes the next phase
@@ -287,7 +287,7 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
     runs (asked once per device), before the persistent kernel and the launches, in CUDA code only;
     with the limit 0 the kernel file has no cluster code."""
     from rosenna import limits
-    from rosenna.emit.cuda import whole_field
+    from rosenna.emit.cuda import field_cluster, whole_field
 
     _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2),
                              gen.Options(lang="c", infer_one=True))
@@ -299,10 +299,15 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
     choice = ("#if defined(__CUDACC__) && !defined(__HIPCC__)\n    if (count <= 16 && device < 64) {\n"
               "        int resident = __atomic_load_n(&convnet_clusters[device], __ATOMIC_RELAXED);\n"
               "        if (resident == 0) {\n            resident = convnet_cluster_blocks(device);\n")
-    fill = ("            unsigned blocks = 16;\n            while (blocks > 2 && (long)count * blocks > resident)\n"
-            "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")
+    fill = ("        if ((long)count * 16 <= resident)  /* every cluster resident at once */\n"
+            "            return convnet_clustered(count, x, y, s, 16);\n    }\n#endif\n")
     assert choice in run and fill in run
     assert run.index(choice) < run.index("convnet_resident[device]")
+    monkeypatch.setattr(field_cluster, "PER_CALL", True)  # blocks per cluster chosen per call, read at run time
+    run = whole_field.infer_one(plan)
+    fill = ("            unsigned blocks = 16;\n            while (blocks > 2 && (long)count * blocks > resident)\n"
+            "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")
+    assert fill in run and "step = (long)blocks * 256;" in run and "%%cluster_nctarank" in run
 
 
 def test_whole_field_weights_in_constant_memory():

@@ -7,8 +7,10 @@ over each phase's elements; a cluster barrier (``barrier.cluster.arrive.release`
 ``barrier.cluster.wait.acquire``: every store of the cluster before it is visible to every load of
 the cluster after it, global memory included) separates consecutive phases instead of a launch or
 a grid-wide barrier. Samples never wait for each other, and a sample's intermediates stay in L2
-between its phases. The blocks per cluster are chosen per call (:func:`launcher`): the most, up to
-:data:`BLOCKS`, with which every cluster of the call is resident at once.
+between its phases. A cluster has :data:`BLOCKS` blocks, a number the kernel is compiled with, so
+that each phase's stride loop has a constant step and trip count; with :data:`PER_CALL` the
+blocks per cluster are chosen per call instead (:func:`choice`: the most, up to :data:`BLOCKS`,
+with which every cluster of the call is resident at once) and read at run time.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
 output channels) when :data:`JAM`, else the plain ones (a thread per element). Compiled for an
@@ -26,6 +28,11 @@ BLOCKS = 16
 
 #: Threads per block of ``<name>_cluster`` (256: docs/benchmarks.md, run 13).
 THREADS = 256
+
+#: Whether the blocks per cluster are chosen per call and read at run time (``%cluster_nctarank``)
+#: instead of compiled in. The run-time step made the U-Net's kernel slower on the H200: 96.3
+#: against 75.5 µs at 1 sample (docs/benchmarks.md, runs 13 and 16).
+PER_CALL = False
 
 #: Whether the phases' convolutions are unrolled-and-jammed over output channels (slower on the
 #: H200 at 1 sample: 91.9 against 75.5 µs for the U-Net, run 13).
@@ -62,19 +69,24 @@ def kernel(sched, phases):
 __global__ void __launch_bounds__({threads}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
 #if __CUDA_ARCH__ >= 900
-    unsigned id, rank, blocks;
-    asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));
-    const long s = id;
-    const long first = (long)rank * {threads} + threadIdx.x, step = (long)blocks * {threads};
-    (void)count;
+{_indices(threads)}    (void)count;
 {unused}{code}
 #else
     (void)x, (void)y, (void)count;
 #endif
 }}
 #endif"""
+
+
+def _indices(threads):
+    """The kernel's sample ``s`` (its cluster) and its thread's first element and step."""
+    head = ('    unsigned id, rank;\n    asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));\n'
+            '    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));\n')
+    if PER_CALL:
+        return (head.replace("rank;", "rank, blocks;") + '    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));\n'
+                f"    const long s = id;\n    const long first = (long)rank * {threads} + threadIdx.x, step = (long)blocks * {threads};\n")
+    return (head + f"    const long s = id;  /* {BLOCKS} blocks per cluster: a constant step */\n"
+            f"    const long first = (long)rank * {threads} + threadIdx.x, step = {BLOCKS * threads}l;\n")
 
 
 def launcher(n, t):
@@ -143,8 +155,9 @@ def note(n):
 
 def choice(n):
     """``<name>_run``'s first choice: the clustered kernel for up to ``limits.CUDA_CLUSTER_SAMPLES``
-    samples where it runs (CUDA only), as many blocks per cluster (up to :data:`BLOCKS`, at least
-    2) as keep every cluster of the call resident at once."""
+    samples where it runs (CUDA only) and every cluster of the call is resident at once: of
+    :data:`BLOCKS` blocks, or with :data:`PER_CALL` as many (up to :data:`BLOCKS`, at least 2) as
+    keep them resident."""
     if not limits.CUDA_CLUSTER_SAMPLES:
         return ""
     return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
@@ -155,12 +168,20 @@ def choice(n):
             resident = resident > 0 ? resident : -1;
             __atomic_store_n(&{n}_clusters[device], resident, __ATOMIC_RELAXED);
         }}
-        if (resident > 0) {{
+{_blocks(n)}
+    }}
+#endif
+"""
+
+
+def _blocks(n):
+    """``<name>_run``'s launch of the clustered kernel once the resident blocks are known."""
+    if PER_CALL:
+        return f"""        if (resident > 0) {{
             unsigned blocks = {BLOCKS};
             while (blocks > 2 && (long)count * blocks > resident)
                 blocks /= 2;
             return {n}_clustered(count, x, y, s, blocks);
-        }}
-    }}
-#endif
-"""
+        }}"""
+    return f"""        if ((long)count * {BLOCKS} <= resident)  /* every cluster resident at once */
+            return {n}_clustered(count, x, y, s, {BLOCKS});"""

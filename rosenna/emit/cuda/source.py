@@ -55,7 +55,7 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     storage = CONSTANT_MEMORY if choice.constant else GLOBAL_MEMORY
     if plan.embed:
         why = (f"{choice.weight_bytes} bytes of weights, {'at or under' if choice.constant else 'over'} the "
-               f"{constant_limit}-byte __constant__ limit")
+               f"{choice.constant_limit}-byte __constant__ limit")
         const_note = f"ROSENNA_CONST is {storage} here: {why}."
     else:
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
