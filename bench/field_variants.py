@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bench_header  # noqa: E402 (bench/, this script's folder)
 from rosenna import limits  # noqa: E402
-from rosenna.emit.cuda import field_cluster, field_fuse, whole_field  # noqa: E402
+from rosenna.emit.cuda import field_cluster, field_epilogue, field_fuse, whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
@@ -37,7 +37,7 @@ BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_fie
         "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
         "limits.CUDA_WHOLE_CONSTANT_LIMIT": limits.CUDA_WHOLE_CONSTANT_LIMIT,
         "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False,
-        "field_cluster.JAM": True, "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
+        "field_cluster.JAM": True, "field_epilogue.FUSE": False, "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
 VARIANTS = {"main": {},
             "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
             "fuse2": {"field_fuse.MAX_INLINE_LOADS": 2, "field_fuse.DECODE": True},
@@ -59,6 +59,9 @@ VARIANTS.update({f"auto{t}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster
 VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"limits.CUDA_WHOLE_CONSTANT_LIMIT": 0}) for v in ("main", "auto256", "c16x256p")})
 # every weight in __constant__ memory (the U-Net's 31 KB; limits.CONSTANT_LIMIT is 6 KB)
 VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v in ("main", "auto1024", "auto256", "c16x256p")})
+# the producer-side epilogues (field_epilogue.py: conv + pool, conv + upsampling + Add)
+VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"field_epilogue.FUSE": True})
+                 for v in ("main", "launch", "persist", "auto256", "c16x256p", "c16x256p-dev")})
 # the clustered kernel with phases computed where they are read
 VARIANTS.update({f"{c}-{fused}": dict(VARIANTS[c], **VARIANTS[fused]) for c in ("c16x256", "c16x1024p", "auto1024")
                  for fused in ("fuse2", "fuse4", "exact2", "exact4")})
@@ -74,7 +77,7 @@ if os.environ.get("VARIANTS"):
 CHOICE = "    if (needed > resident)\n        return {n}_phases(count, x, y, s);\n"
 FORMS = {"persist": "    if (resident < 0)\n        return {n}_phases(count, x, y, s);\n    if (needed > resident)\n        needed = resident;\n",
          "launch": "    return {n}_phases(count, x, y, s);\n"}
-MODULES = {"field_fuse": field_fuse, "whole_field": whole_field, "field_cluster": field_cluster, "limits": limits}
+MODULES = {"field_fuse": field_fuse, "field_epilogue": field_epilogue, "whole_field": whole_field, "field_cluster": field_cluster, "limits": limits}
 
 
 def configure(variant):

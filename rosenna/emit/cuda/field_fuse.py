@@ -29,9 +29,10 @@ import re
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, used_scalars
 from rosenna.emit.whole import sample_pointers, sample_resolver
-from rosenna.loopir import Assign, Idx, Loop, Ref, walk, walk_expr
-from rosenna.emit.cuda.field_index import digits, radix
-from rosenna.parallel import Launch, Member, launch_groups
+from rosenna.loopir import Assign, Loop, Ref, walk, walk_expr
+from rosenna.emit.cuda import field_epilogue
+from rosenna.emit.cuda.field_index import digits, merged, radix
+from rosenna.parallel import launch_groups
 
 #: A phase is computed where it is read when one of its elements loads at most this many values
 #: of run-time data (a 2x2 average pool 4, an Add 2, a Concat's copy 1), loads of values computed
@@ -104,13 +105,21 @@ def pointers(plan, text):
     return sample_pointers(plan, text, buffer=buffer_symbol)
 
 
-def schedule(plan, max_loads=None, decode=None):
-    """The plan's phases with every phase that qualifies computed in place (see the module);
-    ``max_loads`` and ``decode`` default to :data:`MAX_INLINE_LOADS` and :data:`DECODE`."""
+def schedule(plan, max_loads=None, decode=None, epilogues=None):
+    """The plan's phases with the producer-side epilogues made (:mod:`field_epilogue`, with
+    ``epilogues``, by default ``field_epilogue.FUSE``) and every phase that qualifies computed in
+    place (see the module); ``max_loads`` and ``decode`` default to :data:`MAX_INLINE_LOADS` and
+    :data:`DECODE`."""
     max_loads = MAX_INLINE_LOADS if max_loads is None else max_loads
     decode = DECODE if decode is None else decode
     groups = launch_groups(plan)
     version = _versions(plan, groups)
+    epilogues = field_epilogue.FUSE if epilogues is None else epilogues
+    fewer = groups
+    if version is not None and epilogues:
+        fewer = field_epilogue.fuse(plan, groups, version, lambda launch: _value_of(plan, launch, version))
+    if len(fewer) < len(groups):
+        plan, groups = _storage(plan, fewer, version, {}), fewer
     if version is None or not max_loads:
         return Schedule(plan, groups, [])
     stored_by = {}
@@ -217,33 +226,6 @@ def _decode(m, fn, last):
         return [f"    {line}" for line in lines] + [f"    {call}"]
     checks = [f"{r} == " + " + ".join(done)] + [f"{v} >= 0 && {v} < {extents[v]}" for v, _ in terms]
     return ["    {"] + [f"        {line}" for line in lines] + [f"        if ({' && '.join(checks)})", f"            {call}", "    }"]
-
-
-def merged(launch):
-    """``launch`` as one region when its regions differ only in their store's constant (a
-    Concat of one value with itself, as exported nearest upsampling is): the constants ``c + d j``
-    for ``j < len(regions)`` become one more loop index ``j`` of coefficient ``d`` (when the index
-    still decodes uniquely), so a reader decodes an element without choosing a region (no
-    branch). Else ``launch`` itself."""
-    first = launch.members[0]
-    if len(launch.members) < 2:
-        return launch
-    store = first.body[-1].target
-    consts = [m.body[-1].target.idx.const for m in launch.members]
-    step = consts[1] - consts[0]
-    same = all(m.body[:-1] == first.body[:-1] and m.body[-1].expr == first.body[-1].expr and [(lp.var, lp.extent) for lp in m.chain] == [(lp.var, lp.extent) for lp in first.chain]
-               and m.body[-1].target.idx.terms == store.idx.terms and m.body[-1].target.buf == store.buf
-               for m in launch.members)
-    if not same or step <= 0 or consts != [consts[0] + step * j for j in range(len(consts))]:
-        return launch
-    var = f"i{len(first.chain) + sum(isinstance(s, Loop) for s in walk(first.body))}"
-    idx = store.idx + Idx(((var, step),), 0)
-    if not radix(list(first.chain) + [Loop(var, len(consts), [])], idx):
-        return launch
-    body = first.body[:-1] + [Assign(Ref(store.buf, idx), first.body[-1].expr)]
-    member = Member("parallel", list(first.chain) + [Loop(var, len(consts), [])], body, launch.notes, first.op,
-                    first.reads, first.writes)
-    return Launch([member])
 
 
 def _exact(later, launch, target, version):

@@ -1,8 +1,9 @@
 """The index algebra of the fused whole-field phases (:mod:`rosenna.emit.cuda.field_fuse`): when a
 region's store index decodes uniquely, and when a reader's index gives a region's loop indices
-as affine indices of its own."""
+as affine indices of its own; and a Concat of one value with itself as one region (:func:`merged`)."""
 
-from rosenna.loopir import Idx
+from rosenna.loopir import Assign, Idx, Loop, Ref, walk
+from rosenna.parallel import Launch, Member
 
 
 def digits(idx, extents, store, chain):
@@ -51,3 +52,30 @@ def radix(chain, idx):
             return False
         reach += coef * (extents[var] - 1)
     return True
+
+
+def merged(launch):
+    """``launch`` as one region when its regions differ only in their store's constant (a
+    Concat of one value with itself, as exported nearest upsampling is): the constants ``c + d j``
+    for ``j < len(regions)`` become one more loop index ``j`` of coefficient ``d`` (when the index
+    still decodes uniquely), so a reader decodes an element without choosing a region (no
+    branch). Else ``launch`` itself."""
+    first = launch.members[0]
+    if len(launch.members) < 2:
+        return launch
+    store = first.body[-1].target
+    consts = [m.body[-1].target.idx.const for m in launch.members]
+    step = consts[1] - consts[0]
+    same = all(m.body[:-1] == first.body[:-1] and m.body[-1].expr == first.body[-1].expr and [(lp.var, lp.extent) for lp in m.chain] == [(lp.var, lp.extent) for lp in first.chain]
+               and m.body[-1].target.idx.terms == store.idx.terms and m.body[-1].target.buf == store.buf
+               for m in launch.members)
+    if not same or step <= 0 or consts != [consts[0] + step * j for j in range(len(consts))]:
+        return launch
+    var = f"i{len(first.chain) + sum(isinstance(s, Loop) for s in walk(first.body))}"
+    idx = store.idx + Idx(((var, step),), 0)
+    if not radix(list(first.chain) + [Loop(var, len(consts), [])], idx):
+        return launch
+    body = first.body[:-1] + [Assign(Ref(store.buf, idx), first.body[-1].expr)]
+    member = Member("parallel", list(first.chain) + [Loop(var, len(consts), [])], body, launch.notes, first.op,
+                    first.reads, first.writes)
+    return Launch([member])

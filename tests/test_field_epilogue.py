@@ -1,0 +1,197 @@
+"""Producer-side epilogues of the CUDA/HIP whole-field phases (rosenna/emit/cuda/field_epilogue.py):
+a conv's threads mapped to pool windows, a conv's thread writing its upsampled-and-added elements.
+The fused phases as the kernel file holds them run on the host (tests/test_infer_one.py
+emulate_launches, tests/test_field_fuse.py emulate_clusters) against onnxruntime, on the small U-Net
+and on a net unlike it (MaxPools, 3 channels, a conv output read by an epilogue and a later op, an
+odd extent a pool does not divide)."""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import op_models
+from rosenna import generate as gen
+from rosenna.emit.cuda import field_epilogue, field_fuse
+from rosenna.loopir import Assign, Idx, Loop, Ref, Var
+from rosenna.parallel import launch_groups
+from test_field_fuse import emulate_clusters
+from test_infer_one import assert_close, emulate_launches, reference
+
+
+@pytest.fixture(scope="module")
+def unet_path(tmp_path_factory):
+    return op_models.unet(tmp_path_factory.mktemp("unet") / "unet.onnx")
+
+
+def odd_net(path, size=8, channels=3, odd=False):
+    """field[1, 1, S, S] -> a = Conv (channels); p = MaxPool 2x2/2 of a; b = Conv of p; the Reshape/
+    Concat nearest upsampling of b plus a; c = Conv of that; q = MaxPool of c; t = q + b (b's second
+    reader); out = Conv of t to one channel. With ``odd`` the field is S + 1 wide and tall and the
+    net stops after b: the pool leaves a's last row and column unread."""
+    rng = np.random.default_rng(5)
+    nodes, inits = [], []
+    n = size + 1 if odd else size
+
+    def conv(name, src, cin, cout):
+        w = (rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(cin * 9)).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}.w"),
+                      numpy_helper.from_array((0.1 * rng.standard_normal(cout)).astype(np.float32), f"{name}.b")])
+        nodes.append(helper.make_node("Conv", [src, f"{name}.w", f"{name}.b"], [name], pads=[1, 1, 1, 1]))
+        return name
+
+    def pool(name, src):
+        nodes.append(helper.make_node("MaxPool", [src], [name], kernel_shape=[2, 2], strides=[2, 2]))
+        return name
+
+    c, h = channels, size // 2
+    b = conv("b", pool("p", conv("a", "field", 1, c)), c, c)
+    if odd:
+        out, shape = conv("out", b, c, 1), [1, 1, h, h]
+    else:
+        prev = b
+        for j, dims in enumerate([[1, c, h * h, 1], [1, c, h, 2 * h], [1, c, 2 * h, 2 * h]]):
+            inits.append(numpy_helper.from_array(np.array(dims, np.int64), f"r{j}.shape"))
+            nodes.append(helper.make_node("Reshape", [prev, f"r{j}.shape"], [f"r{j}"]))
+            prev = f"r{j}"
+            if j < 2:
+                nodes.append(helper.make_node("Concat", [prev, prev], [f"u{j}"], axis=3))
+                prev = f"u{j}"
+        nodes.append(helper.make_node("Add", [prev, "a"], ["s"]))
+        nodes.append(helper.make_node("Add", [pool("q", conv("c", "s", c, c)), b], ["t"]))
+        out, shape = conv("out", "t", c, 1), [1, 1, h, h]
+    graph = helper.make_graph(nodes, "oddnet", [helper.make_tensor_value_info("field", TensorProto.FLOAT, [1, 1, n, n])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    import onnx
+
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.fixture
+def epilogues(monkeypatch):
+    monkeypatch.setattr(field_epilogue, "FUSE", True)
+
+
+def _ops(sched):
+    return [[note.split(":")[0] for note in launch.notes] for launch in sched.phases]
+
+
+def test_phases(tmp_path, unet_path):
+    """The small U-Net's 14 phases become 6 (each down conv with its pool, the bottom and up1 convs
+    with their upsampling and skip Add); poisson_guess's 26 become 10; the odd net's 10 become 5
+    (the MaxPools of a and c pulled, b pushed through the Concats into the Add, its output stored
+    for t), and with a pool that does not divide its conv's 9 x 9 nothing is fused."""
+    _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
+    assert len(field_fuse.schedule(plan, epilogues=False).phases) == 14
+    assert _ops(field_fuse.schedule(plan, epilogues=True)) == [
+        ["Conv", "AveragePool"], ["Conv", "AveragePool"], ["Conv", "Concat", "Concat", "Add"],
+        ["Conv+Relu", "Concat", "Concat", "Add"], ["Conv"], ["Conv"]]
+    _, plan = gen.build_plan("examples/surrogates/poisson_guess/pguess.onnx", gen.Options(lang="c"))
+    assert (len(launch_groups(plan)), len(field_fuse.schedule(plan, epilogues=True).phases)) == (26, 10)
+    _, plan = gen.build_plan(odd_net(tmp_path / "odd.onnx"), gen.Options(lang="c"))
+    sched = field_fuse.schedule(plan, epilogues=True)
+    assert _ops(sched) == [["Conv", "MaxPool"], ["Conv", "Concat", "Concat", "Add"], ["Conv", "MaxPool"], ["Add"],
+                           ["Conv"]]
+    stored = [{s.target.buf for m in launch.members for s in _walk(m.body) if isinstance(s, Assign)
+               and isinstance(s.target, Ref)} for launch in sched.phases]
+    assert stored[0] == {"a", "p"} and stored[1] == {"b", "s"} and stored[2] == {"q"}  # c read by its pool alone
+    _, plan = gen.build_plan(odd_net(tmp_path / "odd9.onnx", odd=True), gen.Options(lang="c"))
+    assert len(field_fuse.schedule(plan, epilogues=True).phases) == len(launch_groups(plan))
+
+
+def _walk(stmts):
+    for s in stmts:
+        yield s
+        if isinstance(s, Loop):
+            yield from _walk(s.body)
+
+
+@pytest.mark.parametrize("form", ["launches", "persistent", "clusters"])
+def test_unet_epilogues_emulated(tmp_path, unet_path, epilogues, form, monkeypatch):
+    """The kernel file's fused phases (jammed launches, the persistent kernel's, the clustered
+    kernel's), threads in order and in reverse, against onnxruntime."""
+    if form == "clusters":
+        from rosenna import limits
+
+        monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
+        plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen")
+    else:
+        plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=form == "persistent")
+    kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
+    assert "window element 3: Conv: down1 */" in kernel and ", the 2 elements that read it */" in kernel
+    want = reference(unet_path, plan, x)
+    assert_close(forwards, want, what="threads in order")
+    assert_close(backwards, want, what="threads in reverse")
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_odd_net_emulated(tmp_path, epilogues, odd):
+    """The odd net (MaxPools, 3 channels, b stored for its second reader; or the 9 x 9 conv whose
+    pool leaves a remainder, not fused) in the persistent kernel's phases, against onnxruntime."""
+    path = odd_net(tmp_path / "odd.onnx", odd=odd)
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
+    want = reference(path, plan, x)
+    assert_close(forwards, want, what="threads in order")
+    assert_close(backwards, want, what="threads in reverse")
+
+
+def _broken(how):
+    """field_fuse.schedule with the epilogues and one stored element of a fused phase broken:
+    the first store of the skip connection dropped, or moved one element on."""
+    def schedule(plan):
+        sched = field_fuse.schedule(plan, epilogues=True)
+        for launch in sched.phases:
+            for m in launch.members:
+                for k, s in enumerate(m.body):
+                    if isinstance(s, Assign) and isinstance(s.target, Ref) and isinstance(s.expr, Var):
+                        if how == "dropped":
+                            del m.body[k]
+                        else:
+                            m.body[k] = Assign(Ref(s.target.buf, s.target.idx + Idx((), 1)), s.expr)
+                        return sched
+        raise AssertionError("no fused store")
+    return schedule
+
+
+@pytest.mark.parametrize("how", ["dropped", "moved"])
+def test_a_broken_fused_store_shows(tmp_path, unet_path, how):
+    """The emulation catches a fused phase's store of the skip connection dropped or misplaced
+    (so the tests above would)."""
+    plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=_broken(how))
+    with pytest.raises(AssertionError):
+        assert_close(forwards, reference(unet_path, plan, x), what="broken")
+
+
+def test_checked_refuses_a_wrong_fusion(unet_path):
+    """field_epilogue's element check: a pushed phase whose stores miss an element is refused."""
+    _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
+    groups = launch_groups(plan)
+    version = field_fuse._versions(plan, groups)
+    k = next(k for k, g in enumerate(groups) if g.notes[0].startswith("Concat"))
+    value = field_fuse._value_of(plan, groups[k - 1], version)
+    fused = field_epilogue.push(plan, groups[k - 1], groups[k], value, version, {value})
+    assert fused is not None and field_epilogue._checked(fused, groups[k - 1], groups[k], version) is fused
+    fused.members[0].body.pop()  # the last region's copies
+    assert field_epilogue._checked(fused, groups[k - 1], groups[k], version) is None
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_cluster_ptx_barriers(tmp_path, unet_path, epilogues, monkeypatch):
+    """The small U-Net's clustered kernel (sm_90 PTX): 6 phases, 5 cluster barriers (14 and 13
+    unfused); its persistent kernel 5 grid barriers."""
+    from rosenna import limits
+
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
+    plan, _ = gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    kernel = tmp_path / f"{plan.name}_kernel.cu"
+    assert kernel.read_text().count("grid.sync();") == 5
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(kernel), "-o", str(tmp_path / "k.ptx")], check=True,
+                   capture_output=True)
+    ptx = (tmp_path / "k.ptx").read_text()
+    entry = ptx[ptx.index(f".entry _Z{len(plan.name) + 8}{plan.name}_cluster"):]
+    assert entry[:entry.index("\n}\n")].count("barrier.cluster.arrive.release;") == 5
