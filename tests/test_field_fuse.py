@@ -307,7 +307,9 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
     run = whole_field.infer_one(plan)
     fill = ("            unsigned blocks = 16;\n            while (blocks > 2 && (long)count * blocks > resident)\n"
             "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")
-    assert fill in run and "step = (long)blocks * 256;" in run and "%%cluster_nctarank" in run
+    assert fill in run and "step = (long)blocks * 256;" in run and ("    unsigned id, rank, blocks;\n"
+        "    asm(\"mov.u32 %0, %%clusterid.x;\" : \"=r\"(id));\n    asm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(rank));\n"
+        "    asm(\"mov.u32 %0, %%cluster_nctarank;\" : \"=r\"(blocks));\n") in run
 
 
 def test_whole_field_weights_in_constant_memory():

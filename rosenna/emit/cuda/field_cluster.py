@@ -83,7 +83,7 @@ def _indices(threads):
     head = ('    unsigned id, rank;\n    asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));\n'
             '    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));\n')
     if PER_CALL:
-        return (head.replace("rank;", "rank, blocks;") + '    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));\n'
+        return (head.replace("id, rank;", "id, rank, blocks;", 1) + '    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));\n'
                 f"    const long s = id;\n    const long first = (long)rank * {threads} + threadIdx.x, step = (long)blocks * {threads};\n")
     return (head + f"    const long s = id;  /* {BLOCKS} blocks per cluster: a constant step */\n"
             f"    const long first = (long)rank * {threads} + threadIdx.x, step = {BLOCKS * threads}l;\n")
