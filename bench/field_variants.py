@@ -37,7 +37,7 @@ BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_fie
         "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
         "limits.CUDA_WHOLE_CONSTANT_LIMIT": limits.CUDA_WHOLE_CONSTANT_LIMIT,
         "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False,
-        "field_cluster.JAM": True, "field_epilogue.FUSE": False, "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
+        "field_cluster.JAM": True, "field_epilogue.FORMS": frozenset(), "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
 VARIANTS = {"main": {},
             "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
             "fuse2": {"field_fuse.MAX_INLINE_LOADS": 2, "field_fuse.DECODE": True},
@@ -60,7 +60,7 @@ VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"limits.CUDA_WHOLE_CONSTANT_LI
 # every weight in __constant__ memory (the U-Net's 31 KB; limits.CONSTANT_LIMIT is 6 KB)
 VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v in ("main", "auto1024", "auto256", "c16x256p")})
 # the producer-side epilogues (field_epilogue.py: conv + pool, conv + upsampling + Add)
-VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"field_epilogue.FUSE": True})
+VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
                  for v in ("main", "launch", "persist", "auto256", "c16x256p", "c16x256p-dev")})
 # the clustered kernel with phases computed where they are read
 VARIANTS.update({f"{c}-{fused}": dict(VARIANTS[c], **VARIANTS[fused]) for c in ("c16x256", "c16x1024p", "auto1024")

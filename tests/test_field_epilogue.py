@@ -74,7 +74,8 @@ def odd_net(path, size=8, channels=3, odd=False):
 
 @pytest.fixture
 def epilogues(monkeypatch):
-    monkeypatch.setattr(field_epilogue, "FUSE", True)
+    """Every form of <name>_run with the epilogues."""
+    monkeypatch.setattr(field_epilogue, "FORMS", frozenset(("launches", "persistent", "cluster")))
 
 
 def _ops(sched):
@@ -111,11 +112,17 @@ def _walk(stmts):
             yield from _walk(s.body)
 
 
-@pytest.mark.parametrize("form", ["launches", "persistent", "clusters"])
-def test_unet_epilogues_emulated(tmp_path, unet_path, epilogues, form, monkeypatch):
+@pytest.mark.parametrize("form", ["launches", "persistent", "cluster"])
+def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     """The kernel file's fused phases (jammed launches, the persistent kernel's, the clustered
-    kernel's), threads in order and in reverse, against onnxruntime."""
-    if form == "clusters":
+    kernel's; that form alone fused), threads in order and in reverse, against onnxruntime."""
+    from rosenna.emit.cuda import whole_field
+
+    monkeypatch.setattr(field_epilogue, "FORMS", frozenset([form]))
+    _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
+    phases = [len(s.phases) for s in whole_field.schedules(plan)]
+    assert phases == [6 if f == form else 14 for f in ("launches", "persistent", "cluster")]
+    if form == "cluster":
         from rosenna import limits
 
         monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)

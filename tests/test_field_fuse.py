@@ -175,7 +175,7 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
     kernel = (out / f"{n}_kernel.cu").read_text()
-    sched = field_fuse.schedule(plan)
+    sched = whole_field.schedules(plan)[2]
     funcs, calls, width = [], [], blocks * threads
     for k, phase in enumerate(whole_field.cluster_phases(sched)):
         lines = "\n".join(phase)

@@ -258,7 +258,7 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     if launches is not None:
         sched = field_fuse.Schedule(plan, launches, [])
     else:
-        sched = schedule(plan) if schedule else field_fuse.schedule(plan)
+        sched = schedule(plan) if schedule else whole_field.schedules(plan)[1 if persistent else 0]
         launches = sched.phases if persistent else whole_field.launches(sched)
     code = kernel_file or "\n".join("\n".join(whole_field.batch_body(sched, launch)) for launch in launches)
     funcs, calls = [field_fuse.value_functions(sched, code, "static inline")], []

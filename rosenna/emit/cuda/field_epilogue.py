@@ -32,8 +32,10 @@ from rosenna.emit.cuda.field_index import digits, merged
 from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Ref, Select, Var, walk, walk_expr
 from rosenna.parallel import Launch, Member
 
-#: Whether :func:`rosenna.emit.cuda.field_fuse.schedule` makes the epilogues.
-FUSE = False
+#: The forms of ``<name>_run`` whose phases have the epilogues (:func:`whole_field.schedules`):
+#: any of "launches" (the default schedule of :func:`rosenna.emit.cuda.field_fuse.schedule`),
+#: "persistent" and "cluster".
+FORMS = frozenset()
 
 #: The most producer elements one window of a reduction may read (a 4x4 pool: 16).
 MAX_WINDOW = 16

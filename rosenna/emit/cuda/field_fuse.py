@@ -107,14 +107,14 @@ def pointers(plan, text):
 
 def schedule(plan, max_loads=None, decode=None, epilogues=None):
     """The plan's phases with the producer-side epilogues made (:mod:`field_epilogue`, with
-    ``epilogues``, by default ``field_epilogue.FUSE``) and every phase that qualifies computed in
+    ``epilogues``, by default where ``field_epilogue.FORMS`` has the launched phases) and every phase that qualifies computed in
     place (see the module); ``max_loads`` and ``decode`` default to :data:`MAX_INLINE_LOADS` and
     :data:`DECODE`."""
     max_loads = MAX_INLINE_LOADS if max_loads is None else max_loads
     decode = DECODE if decode is None else decode
     groups = launch_groups(plan)
     version = _versions(plan, groups)
-    epilogues = field_epilogue.FUSE if epilogues is None else epilogues
+    epilogues = "launches" in field_epilogue.FORMS if epilogues is None else epilogues
     fewer = groups
     if version is not None and epilogues:
         fewer = field_epilogue.fuse(plan, groups, version, lambda launch: _value_of(plan, launch, version))

@@ -13,7 +13,9 @@ locals are too large for a thread (``plan.path == "whole"``) the batched entry p
 ``<name>_infer_one`` per sample (:data:`KIND`).
 """
 
-from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_fuse
+import dataclasses
+
+from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_epilogue, field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
@@ -144,17 +146,18 @@ def infer_one(plan):
     if not plan.emits_infer_one:
         return ""
     n, t = plan.name, plan.ctype
-    sched = field_fuse.schedule(plan)
-    samples = batch_samples(sched.plan)
+    sched, held, clustered = schedules(plan)
+    samples = batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(sched, i)}[{samples} * {size}];"
-                         for i, size in enumerate(sched.plan.scratch))
-    groups = sched.phases
+                         for i, size in enumerate(scratch(plan)))
+    groups = held.phases
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
     convs = conv_igemm.choose(sched)  # the phases run as implicit GEMMs where the call and device allow
     tiles = conv_smem.choose(sched)  # and in shared-memory tiles
-    persistent, launched = _persistent(sched, groups, tiles), _launched(sched, jammed, samples, convs, tiles)
-    cluster = field_cluster.kernel(sched, cluster_phases(sched)) if limits.CUDA_CLUSTER_SAMPLES else ""
+    persistent = _persistent(held, groups, tiles if held is sched else conv_smem.choose(held))
+    launched = _launched(sched, jammed, samples, convs, tiles)
+    cluster = field_cluster.kernel(clustered, cluster_phases(clustered)) if limits.CUDA_CLUSTER_SAMPLES else ""
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t)}\n" if cluster else ""
@@ -216,6 +219,28 @@ extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {ready}    return {n}_run(1, x, y, (rosennaStream_t)stream);
 }}
 """
+
+
+def schedules(plan):
+    """The phases of each form of ``<name>_run``: ``(launched, persistent, clustered)``, each
+    :func:`field_fuse.schedule`'s with the producer-side epilogues where ``field_epilogue.FORMS``
+    names the form (the launched phases' is the default schedule, which :mod:`conv_igemm` packs
+    weights for). With phases computed where read (``field_fuse.MAX_INLINE_LOADS``) all three
+    are the default one."""
+    if field_fuse.MAX_INLINE_LOADS:
+        return (field_fuse.schedule(plan),) * 3
+    made = {}
+    forms = [form in field_epilogue.FORMS for form in ("launches", "persistent", "cluster")]
+    for fused in forms:
+        made.setdefault(fused, field_fuse.schedule(plan, epilogues=fused))
+    return tuple(made[fused] for fused in forms)
+
+
+def scratch(plan):
+    """Floats per sample of each of the kernel file's intermediate buffers: the most any form's
+    schedule puts there (a call runs one form, and calls never overlap, so the forms share them)."""
+    lists = [s.plan.scratch for s in schedules(plan)]
+    return [max(sizes[i] if i < len(sizes) else 0 for sizes in lists) for i in range(max(map(len, lists)))]
 
 
 def cluster_phases(sched):
@@ -313,7 +338,7 @@ class WholeField(Kind):
         return choice.plan.path == "whole"
 
     def launch(self, plan, choice):
-        n, samples = plan.name, batch_samples(field_fuse.schedule(plan).plan)  # as infer_one's buffers
+        n, samples = plan.name, batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))  # as infer_one's buffers
         return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* {samples} samples per {n}_run */\n"
                     f"        const int status = {n}_run(n - start < {samples} ? n - start : {samples}, "
                     f"x + (long)start * {plan.nx}, y + (long)start * {plan.ny}, (rosennaStream_t)stream);\n"
