@@ -36,7 +36,7 @@ MB = 1 << 20
 BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_field.CUDA_THREADS": 256,
         "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
         "limits.CUDA_WHOLE_CONSTANT_LIMIT": limits.CUDA_WHOLE_CONSTANT_LIMIT,
-        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False,
+        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False, "field_cluster.MIN_BLOCKS": None,
         "field_cluster.JAM": True, "field_epilogue.FORMS": frozenset(), "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
 VARIANTS = {"main": {},
             "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},

@@ -34,6 +34,10 @@ THREADS = 256
 #: against 75.5 µs at 1 sample (docs/benchmarks.md, runs 13 and 16).
 PER_CALL = False
 
+#: The blocks of ``<name>_cluster`` ptxas keeps resident per SM (``__launch_bounds__``' second
+#: argument, a register cap), or None.
+MIN_BLOCKS = None
+
 #: Whether the phases' convolutions are unrolled-and-jammed over output channels (slower on the
 #: H200 at 1 sample: 91.9 against 75.5 µs for the U-Net, run 13).
 JAM = False
@@ -66,7 +70,7 @@ def kernel(sched, phases):
 
 /* The phases in one launch of count clusters ({n}_clustered gives them): cluster s computes sample
    s, {count(len(phases), 'phase')}, a cluster barrier between consecutive phases. */
-__global__ void __launch_bounds__({threads}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+__global__ void __launch_bounds__({threads}{f", {MIN_BLOCKS}" if MIN_BLOCKS else ""}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
 #if __CUDA_ARCH__ >= 900
 {_indices(threads)}    (void)count;

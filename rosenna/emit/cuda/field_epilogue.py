@@ -130,6 +130,32 @@ def stored_elements(members, want):
     return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
+def reach(phases, version):
+    """Value (its plan name) -> one past the last element the phases store of it: the floats its
+    buffer needs, where the plan's buffer that held it may have been larger (shared)."""
+    out = {}
+    for phase in phases:
+        for m in phase.members:
+            loops = [(lp.var, lp.extent) for lp in m.chain]
+            for s in walk(m.body):
+                if isinstance(s, Assign) and isinstance(s.target, Ref) and s.target.buf in version:
+                    top = max(int(v.max()) for v in _store_values([s], loops + _around(m.body, s), lambda b: True))
+                    out[version[s.target.buf]] = max(out.get(version[s.target.buf], 0), top + 1)
+    return out
+
+
+def _around(body, target, loops=()):
+    """The loops (var, extent) around statement ``target`` inside ``body``, outermost first."""
+    for s in body:
+        if s is target:
+            return list(loops)
+        if isinstance(s, Loop):
+            found = _around(s.body, target, loops + ((s.var, s.extent),))
+            if found is not None:
+                return found
+    return None
+
+
 def _namer(used):
     """A function handing out loop variable names ``i<k>`` not in ``used``."""
     used = set(used)

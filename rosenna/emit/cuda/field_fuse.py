@@ -339,6 +339,7 @@ def _storage(plan, kept, version, inline):
                 if name in version:
                     first.setdefault(version[name], q)
                     last[version[name]] = max(last.get(version[name], q), q)
+    reach = field_epilogue.reach(kept, version)
     scratch, free, holder, where = [], [], {}, {}
     for q in range(len(kept)):
         for v, pick in list(holder.items()):
@@ -346,7 +347,8 @@ def _storage(plan, kept, version, inline):
                 free.append(pick)
                 del holder[v]
         for v in [v for v, f in first.items() if f == q]:
-            size[v] = plan.scratch[int(plan.storage[v][1][1:])]
+            held = plan.scratch[int(plan.storage[v][1][1:])]  # the plan's buffer, maybe shared with a larger value
+            size[v] = min(held, reach.get(v, held))
             pick = min(free, key=lambda b: (scratch[b] < size[v], abs(scratch[b] - size[v])), default=None)
             if pick is None:
                 pick = len(scratch)
