@@ -2,8 +2,8 @@
 a conv's threads mapped to pool windows, a conv's thread writing its upsampled-and-added elements.
 The fused phases as the kernel file holds them run on the host (tests/test_infer_one.py
 emulate_launches, tests/test_field_fuse.py emulate_clusters) against onnxruntime, on the small U-Net
-and on a net unlike it (MaxPools, 3 channels, a conv output read by an epilogue and a later op, an
-odd extent a pool does not divide)."""
+and on nets unlike it (MaxPools, 3 channels, a conv output read by an epilogue and a later op, an
+odd extent a pool does not divide, a Resize upsampling)."""
 
 import shutil
 import subprocess
@@ -64,6 +64,31 @@ def odd_net(path, size=8, channels=3, odd=False):
         out, shape = conv("out", "t", c, 1), [1, 1, h, h]
     graph = helper.make_graph(nodes, "oddnet", [helper.make_tensor_value_info("field", TensorProto.FLOAT, [1, 1, n, n])],
                               [helper.make_tensor_value_info(out, TensorProto.FLOAT, shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    import onnx
+
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def resize_net(path, size=8, channels=3):
+    """field -> a = Conv; p = AveragePool 2x2/2; b = Conv; Resize nearest x2 of b (its 4 loop nests);
+    + a; Conv to one channel."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype(np.float32), name) for name, shape in
+             (("a.w", (channels, 1, 3, 3)), ("a.b", (channels,)), ("b.w", (channels, channels, 3, 3)),
+              ("b.b", (channels,)), ("o.w", (1, channels, 3, 3)), ("o.b", (1,)))]
+    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+    nodes = [helper.make_node("Conv", ["field", "a.w", "a.b"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["a"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "b.w", "b.b"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["b", "", "scales"], ["u"], mode="nearest"),
+             helper.make_node("Add", ["u", "a"], ["s"]),
+             helper.make_node("Conv", ["s", "o.w", "o.b"], ["out"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "resizenet",
+                              [helper.make_tensor_value_info("field", TensorProto.FLOAT, [1, 1, size, size])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 1, size, size])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     import onnx
@@ -139,11 +164,16 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     assert_close(backwards, want, what="threads in reverse")
 
 
-@pytest.mark.parametrize("odd", [False, True])
-def test_odd_net_emulated(tmp_path, epilogues, odd):
-    """The odd net (MaxPools, 3 channels, b stored for its second reader; or the 9 x 9 conv whose
-    pool leaves a remainder, not fused) in the persistent kernel's phases, against onnxruntime."""
-    path = odd_net(tmp_path / "odd.onnx", odd=odd)
+@pytest.mark.parametrize("net", ["odd", "odd9", "resize"])
+def test_odd_nets_emulated(tmp_path, epilogues, net):
+    """The odd net (MaxPools, 3 channels, b stored for its second reader), the 9 x 9 conv whose
+    pool leaves a remainder (not fused), the Resize net (its conv, Resize and Add in one phase) in
+    the persistent kernel's phases, against onnxruntime."""
+    path = resize_net(tmp_path / "rz.onnx") if net == "resize" else odd_net(tmp_path / "odd.onnx", odd=net == "odd9")
+    if net == "resize":
+        _, plan = gen.build_plan(path, gen.Options(lang="c"))
+        assert _ops(field_fuse.schedule(plan, epilogues=True)) == [["Conv", "AveragePool"], ["Conv", "Resize", "Add"],
+                                                                   ["Conv"]]
     plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
     want = reference(path, plan, x)
     assert_close(forwards, want, what="threads in order")
