@@ -37,7 +37,8 @@ BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_fie
         "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
         "limits.CUDA_WHOLE_CONSTANT_LIMIT": limits.CUDA_WHOLE_CONSTANT_LIMIT,
         "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False, "field_cluster.MIN_BLOCKS": None,
-        "field_cluster.JAM": True, "field_epilogue.FORMS": frozenset(), "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
+        "field_cluster.JAM": True, "field_epilogue.FORMS": frozenset(), "field_epilogue.PULL": True,
+        "field_epilogue.PUSH": True, "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
 VARIANTS = {"main": {},
             "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
             "fuse2": {"field_fuse.MAX_INLINE_LOADS": 2, "field_fuse.DECODE": True},
@@ -62,6 +63,16 @@ VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v
 # the producer-side epilogues (field_epilogue.py: conv + pool, conv + upsampling + Add)
 VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
                  for v in ("main", "launch", "persist", "auto256", "c16x256p", "c16x256p-dev")})
+VARIANTS.update({f"c16x{t}p-epi": dict(VARIANTS[f"c16x{t}p"], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
+                 for t in (512, 1024)})
+# the clustered kernel with a register cap of 2 blocks per SM (``__launch_bounds__(256, 2)``)
+VARIANTS.update({f"{v}-mb2": dict(VARIANTS[v], **{"field_cluster.MIN_BLOCKS": 2}) for v in ("c16x256p", "c16x256p-epi")})
+# the epilogues in the clustered kernel alone: all, with a register cap, pulled pools or pushed upsamplings only
+CLUSTER_EPI = {"field_epilogue.FORMS": frozenset(("cluster",))}
+VARIANTS.update({"c16x256p-epic": dict(VARIANTS["c16x256p"], **CLUSTER_EPI),
+                 "c16x256p-epic-mb2": dict(VARIANTS["c16x256p-mb2"], **CLUSTER_EPI),
+                 "c16x256p-pullc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"field_epilogue.PUSH": False}),
+                 "c16x256p-pushc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"field_epilogue.PULL": False})})
 # the clustered kernel with phases computed where they are read
 VARIANTS.update({f"{c}-{fused}": dict(VARIANTS[c], **VARIANTS[fused]) for c in ("c16x256", "c16x1024p", "auto1024")
                  for fused in ("fuse2", "fuse4", "exact2", "exact4")})
@@ -123,7 +134,7 @@ int main()
         const bool first = strcmp(base, v.model) != 0;
         if (first)
             base = v.model;
-        printf("%%s %%s (%%d phases): us per call, median of %%d\n", v.model, v.name, v.phases, reps);
+        printf("%%s %%s (%%s phases): us per call, median of %%d\n", v.model, v.name, v.phases, reps);
         for (int k = 0; k < 3; ++k) {
             const int n = sizes[k];
             CK(cudaMemset(y, 0xFF, 256 * ny * sizeof(float)));
@@ -188,7 +199,7 @@ def build(out):
                 open(os.path.join(d, f"lib{name}.a"), "wb").write(kept[1])  # the same source: its library
                 open(os.path.join(d, "ptxas.txt"), "w").write(kept[2])
             libs.append((name, d))
-            phases = len(field_fuse.schedule(plan).phases)
+            phases = "/".join(str(len(s.phases)) for s in whole_field.schedules(plan))  # launches/persistent/cluster
             table.append((name, model, variant, phases, plan.nx, plan.ny))
             print(f"{model} {variant}: {phases} phases", flush=True)
 
@@ -208,7 +219,7 @@ def build(out):
         libs = list(pool.map(make, libs))
     decls = "\n".join(f'extern "C" int {name}_infer_batch(int n, const float *x, float *y, void *stream);'
                       for name, *_ in table)
-    rows = "\n".join(f'    {{"{model}", "{variant}", {phases}, {nx}, {ny}, {name}_infer_batch}},'
+    rows = "\n".join(f'    {{"{model}", "{variant}", "{phases}", {nx}, {ny}, {name}_infer_batch}},'
                      for name, model, variant, phases, nx, ny in table)
     driver = os.path.join(out, "src", "driver.cu")
     open(driver, "w").write(DRIVER % {"decls": decls, "table": rows})

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import op_models
 from rosenna import generate as gen
-from rosenna.emit.cuda import field_epilogue, field_fuse
+from rosenna.emit.cuda import conv_igemm, field_epilogue, field_fuse
 from rosenna.loopir import Assign, Idx, Loop, Ref, Var
 from rosenna.parallel import launch_groups
 from test_field_fuse import emulate_clusters
@@ -120,6 +120,8 @@ def test_phases(tmp_path, unet_path):
     _, plan = gen.build_plan("examples/surrogates/poisson_guess/pguess.onnx", gen.Options(lang="c"))
     fused = field_fuse.schedule(plan, epilogues=True)
     assert (len(launch_groups(plan)), len(fused.phases)) == (26, 10)
+    # a fused phase is no conv's alone: no implicit GEMM or shared-memory tile takes it (the last two convs)
+    assert sorted(conv_igemm.conv_phases(fused)) == [8, 9]
     # buffers shared anew by each value's own size: 306 KB per sample against the plan's 436
     assert (sum(fused.plan.scratch), sum(plan.scratch)) == (76416, 109056)
     _, plan = gen.build_plan(odd_net(tmp_path / "odd.onnx"), gen.Options(lang="c"))

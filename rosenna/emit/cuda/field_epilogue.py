@@ -37,6 +37,10 @@ from rosenna.parallel import Launch, Member
 #: "persistent" and "cluster".
 FORMS = frozenset()
 
+#: Which epilogues :func:`fuse` makes: window reductions pulled into their producer's phase,
+#: element maps pushed into it.
+PULL, PUSH = True, True
+
 #: The most producer elements one window of a reduction may read (a 4x4 pool: 16).
 MAX_WINDOW = 16
 
@@ -310,7 +314,10 @@ def push(plan, prod, cons, value, version, stored_by_prod):
                 new.append(_Tail(var, version.get(store.target.buf, store.target.buf), subst(store.target.idx, mapping),
                                  extents, path))
         op = f"{p.op}, then {maps[0][0].op}"
-        fused = Member("parallel", p.chain, body, p.notes + (cons.notes if not members else []), op, set(), {})
+        # new loop objects: the phase is no longer its conv's alone (conv_igemm.conv_phases, which
+        # gives a conv a kernel of its own, knows a conv's phase by the loops of its regions)
+        chain = [Loop(lp.var, lp.extent, []) for lp in p.chain]
+        fused = Member("parallel", chain, body, p.notes + (cons.notes if not members else []), op, set(), {})
         fused.tails, fused.count = new, count
         members.append(fused)
     return _checked(Launch(members), prod, cons, version)
@@ -361,10 +368,10 @@ def fuse(plan, groups, version, value_of):
         value = value_of(phase)
         if value is not None and k < len(groups):
             stored = {value}
-            fused = pull(plan, phase, groups[k], value, version, stored)
+            fused = pull(plan, phase, groups[k], value, version, stored) if PULL else None
             if fused is not None:
                 phase, k = fused, k + 1
-            while fused is None and k < len(groups):
+            while PUSH and fused is None and k < len(groups):
                 pushed = push(plan, phase, groups[k], value, version, stored)
                 if pushed is None:
                     break
