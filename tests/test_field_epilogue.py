@@ -164,6 +164,10 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     want = reference(unet_path, plan, x)
     assert_close(forwards, want, what="threads in order")
     assert_close(backwards, want, what="threads in reverse")
+    if form == "persistent":  # the same terms in the same order: the unfused phases' outputs bit for bit
+        monkeypatch.setattr(field_epilogue, "FORMS", frozenset())
+        _, _, unfused, _ = emulate_launches(unet_path, tmp_path / "unfused", persistent=True)
+        assert np.array_equal(forwards, unfused)
 
 
 @pytest.mark.parametrize("net", ["odd", "odd9", "resize"])
