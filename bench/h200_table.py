@@ -55,7 +55,7 @@ SHORT = re.compile(r"([\w-]+)(?:.*?\(on CUDA (sm_\d+\+): the ([^;)]*))?")
 #: Every gate run's gate-report.json, under its run name, in one file (bench/h200.sh copies each
 #: there as it ends: a report deeper in the results folder may not come back from the machine).
 REPORTS = "gate-reports.json"
-#: The gate's log (`rosenna gpu-gate`'s progress lines, and bench/h200.sh's skip line).
+#: The gate's log: `rosenna gpu-gate`'s progress lines, and bench/h200.sh's "== gate RUN: ..." lines.
 LOG_BUILD = re.compile(r"^building (embedded|file-loaded) \(\w+\) in (?P<dir>\S+)$")
 LOG_ROW = re.compile(r"^(?P<harness>[\w-]+)\s+(?P<weights>embedded|file-loaded)\s+(?P<status>PASS|FAIL|SKIP)\s+"
                      r"(?P<ns>[\d.e+-]+|-)")
