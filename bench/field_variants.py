@@ -128,12 +128,16 @@ int main()
     CK(cudaMalloc(&x, 256 * nx * sizeof(float)));
     CK(cudaMalloc(&y, 256 * ny * sizeof(float)));
     fill_inputs(256 * nx, x);
-    const char *base = "";
+    const char *base = "", *only = getenv("ONLY");  // ONLY=model/variant: that variant alone (a profiler's run)
     std::vector<float> want[3], got;
     for (const Variant &v : variants) {
         const bool first = strcmp(base, v.model) != 0;
         if (first)
             base = v.model;
+        char name[256];
+        snprintf(name, sizeof name, "%%s/%%s", v.model, v.name);
+        if (only && strcmp(only, name) != 0)
+            continue;
         printf("%%s %%s (%%s phases): us per call, median of %%d\n", v.model, v.name, v.phases, reps);
         for (int k = 0; k < 3; ++k) {
             const int n = sizes[k];
