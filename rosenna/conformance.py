@@ -207,9 +207,9 @@ def _frozen(model, inputs):
     return frozen
 
 
-def _prepare(case, index, work):
-    """Generate the case's code into ``work``; return (Outcome or None, job) where a job is what
-    the drivers need: name, plan, x values, expected outputs."""
+def _prepare(case, index, work, profile):
+    """Generate the case's code into ``work`` with the toolchain ``profile``; return (Outcome or
+    None, job) where a job is what the drivers need: name, plan, x values, expected outputs."""
     import onnx
 
     from rosenna import generate as gen
@@ -227,7 +227,8 @@ def _prepare(case, index, work):
         path = os.path.join(work, f"{name}.onnx")
         onnx.save(proto, path)
         try:
-            plan, _ = gen.generate(path, work, gen.Options(lang="both", name=name, embed=True))
+            options = gen.Options(lang="both", name=name, embed=True, toolchain=profile)
+            plan, _ = gen.generate(path, work, options)
         except ModelError as exc:
             lines = str(exc).splitlines()
             reasons.append("; ".join(line.strip() for line in lines[1:-1]) if len(lines) > 2 else lines[0])
@@ -425,9 +426,12 @@ def run(cases, work, langs=("c", "fortran"), rtol=RTOL, atol=ATOL, optimize=OPTI
     """Run ``cases`` (a list of :class:`Case`) in the directory ``work``; return their Outcomes.
     ``optimize``: the compilers' -O flag for the cases and the drivers."""
     os.makedirs(work, exist_ok=True)
+    from rosenna.generate import Options
+
     outcomes, jobs = [], []
+    profile = Options().profile()  # the default one, resolved once for all the cases
     for index, case in enumerate(cases):
-        outcome, job = _prepare(case, index, work)
+        outcome, job = _prepare(case, index, work, profile)
         if job is not None:
             try:
                 _write_x(job, work)

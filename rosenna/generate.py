@@ -139,8 +139,8 @@ def write_set(out_dir, name, data):
     with another set there. Returns the paths written."""
     try:
         with outdir.Lock(out_dir):
-            outdir.recover(out_dir)
-            for other in outdir.other_sets(out_dir, name):
+            entries = outdir.recover(out_dir)
+            for other in outdir.other_sets(out_dir, name, entries):
                 why = outdir.conflict(name, other)
                 if why:
                     raise UsageError(f"--out {out_dir}: {why}; choose another --name or another --out")

@@ -35,6 +35,7 @@ suite sets it). :func:`_sync_dir` tolerates file systems that refuse to sync a d
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -72,6 +73,13 @@ def reserved(name):
     return names.reserved(name)
 
 
+@functools.lru_cache(maxsize=4096)
+def _folded_files(name):
+    """:func:`set_files` of ``name`` in lower case, kept per name: a generate compares its name with
+    every other set in the folder."""
+    return frozenset(f.lower() for f in set_files(name))
+
+
 def conflict(name, other):
     """Why models ``name`` and ``other`` cannot share an output directory (a sentence), or None."""
     if name == other:
@@ -83,22 +91,32 @@ def conflict(name, other):
         short, long = (other, name) if a.startswith(b + "_") else (name, other)
         return (f"'{long}' starts with '{short}_', and the files and symbols '{short}_*' of model '{short}' "
                 f"(e.g. {short}_model.o, {short}_fortran.mk) are also '{long}'s")
-    shared = {f.lower() for f in set_files(name)} & {f.lower() for f in set_files(other)}
+    shared = _folded_files(name) & _folded_files(other)
     if shared:
         return f"models '{name}' and '{other}' would both own {sorted(shared)[0]}"
     return None
 
 
-def other_sets(out_dir, name):
+def other_sets(out_dir, name, entries=None):
     """Names of the other models whose sets are in ``out_dir``, from their manifests' file names
-    (``.rosenna-<name>.json``; names are identifiers, so the file name is exact)."""
+    (``.rosenna-<name>.json``; names are identifiers, so the file name is exact). ``entries``: what
+    :func:`recover` returned, a scan of ``out_dir`` made since it last changed."""
     names = []
-    for entry in sorted(os.listdir(out_dir)):
-        if entry.startswith(STAGING_PREFIX) and entry.endswith(".json") and entry != manifest_name(name):
-            other = entry[len(STAGING_PREFIX):-len(".json")]
-            if other.isidentifier() and os.path.isfile(os.path.join(out_dir, entry)):
+    own = manifest_name(name)
+    for entry in _entries(out_dir) if entries is None else entries:
+        if entry.name.endswith(".json") and entry.name != own:
+            other = entry.name[len(STAGING_PREFIX):-len(".json")]
+            if other.isidentifier() and entry.is_file():
                 names.append(other)
     return names
+
+
+def _entries(out_dir):
+    """The ``.rosenna-*`` entries of ``out_dir``, sorted by name, from one scan that stats none of
+    them (the entry's type comes with it): a folder holding hundreds of sets has thousands of files,
+    and each generate into it reads the folder for its debris and for the other sets' names."""
+    with os.scandir(out_dir) as scan:
+        return sorted((e for e in scan if e.name.startswith(STAGING_PREFIX)), key=lambda e: e.name)
 
 
 def _crash_point():
@@ -163,11 +181,11 @@ def _roll_forward(out_dir, stage):
 
 def recover(out_dir):
     """Finish or undo what an interrupted run left in ``out_dir``: roll committed journals forward,
-    remove other ``.rosenna-*`` folders. Call with the directory's lock held."""
-    for entry in sorted(os.listdir(out_dir)):
-        path = os.path.join(out_dir, entry)
-        if not entry.startswith(STAGING_PREFIX) or not os.path.isdir(path) or os.path.islink(path):
-            continue
+    remove other ``.rosenna-*`` folders. Call with the directory's lock held. Returns the
+    ``.rosenna-*`` entries left (for :func:`other_sets`)."""
+    entries = _entries(out_dir)
+    folders = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    for path in folders:
         if os.path.isfile(os.path.join(path, JOURNAL)):
             try:
                 _roll_forward(out_dir, path)
@@ -175,6 +193,7 @@ def recover(out_dir):
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # a journal that cannot be read was never committed (it is renamed in whole)
         shutil.rmtree(path, ignore_errors=True)
+    return _entries(out_dir) if folders else entries
 
 
 class Lock:

@@ -156,3 +156,28 @@ def _schedule(items):
     # Within a class a group goes first: its fixture makes it the longer unit.
     items.sort(key=lambda item: (group_class[_group_of(item)], 0) if _group_of(item) in group_class
                else (_cost_class(item), 1))
+
+
+# -- where the suite's CPU goes ------------------------------------------------------------------
+# ROSENNA_TEST_CPU=FILE: each test appends one line to FILE, "cpu wall nodeid" in seconds, with the
+# CPU of the test process (all its threads) and of the compilers and programs it waited for, from
+# its first fixture's set-up to its last teardown. A module fixture's cost lands on the test that
+# made it. Sum per file: `awk '{split($3, p, "::"); c[p[1]] += $1} END {for (f in c) print c[f], f}'
+# FILE | sort -n`. Works with and without -n (each worker appends its own lines).
+_CPU_LOG = os.environ.get("ROSENNA_TEST_CPU")
+
+
+if _CPU_LOG:
+    import resource  # noqa: E402
+    import time  # noqa: E402
+
+    def _cpu_now():
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        cpu, wall = _cpu_now(), time.monotonic()
+        yield
+        with open(_CPU_LOG, "a", encoding="utf-8") as log:
+            log.write(f"{_cpu_now() - cpu:.2f} {time.monotonic() - wall:.2f} {item.nodeid}\n")

@@ -62,8 +62,8 @@ def test_a_compile_error_is_reported_for_its_own_case(tmp_path, monkeypatch):
     cases = [case for op in ("Neg", "Sqrt", "Tanh") for case in all_cases()[op]]
     prepare = conformance._prepare
 
-    def broken_second(case, index, work):
-        outcome, job = prepare(case, index, work)
+    def broken_second(case, index, *rest):
+        outcome, job = prepare(case, index, *rest)
         if index == 1:
             for source, line in ((f"{job['name']}.c", "int broken_on_purpose = ;\n"),
                                  (f"{job['name']}_model.F90", "broken on purpose\n")):

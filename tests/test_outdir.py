@@ -139,6 +139,30 @@ def test_next_run_removes_old_debris(model, tmp_path):
     assert not _debris(str(out))
 
 
+
+def test_a_set_recovered_by_the_next_run_is_checked_for_clashes(tmp_path):
+    """Set ``x`` killed just after its journal's commit (no file moved yet, so its manifest is not
+    in --out): the next generate rolls it forward and must then see ``x`` among the other sets, so
+    ``X`` is refused (it read the directory once, before the recovery, and missed ``x``)."""
+    out = str(tmp_path / "o")
+    for step in range(60):
+        shutil.rmtree(out, ignore_errors=True)
+        pid = os.fork()
+        if pid == 0:
+            os.environ["ROSENNA_TEST_CRASH_AT"] = str(step)
+            try:
+                os.makedirs(out)
+                gen.write_set(out, "x", {"x.c": b"int x;\n", "x.h": b"extern int x;\n"})
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        if _committed(out):
+            break
+    assert _committed(out) and not os.path.exists(os.path.join(out, outdir.manifest_name("x")))
+    with pytest.raises(gen.UsageError, match="differ only in case"):
+        gen.write_set(out, "X", {"X.c": b"int X;\n"})
+    assert os.path.isfile(os.path.join(out, "x.c")) and not os.path.exists(os.path.join(out, "X.c"))
+
 def _forked_write(out, data, ready):
     """Fork a child that writes the set ``data`` into ``out`` as generate does (its write_set) and
     writes a byte to ``ready`` just before (so the parent can time its kill within the writing).
