@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import op_models
 from rosenna import generate as gen
-from rosenna.emit.cuda import conv_igemm, field_epilogue, field_fuse
+from rosenna.emit.cuda import conv_igemm, field_epilogue, field_fuse, field_rewrite
 from rosenna.loopir import Assign, Idx, Loop, Ref, Var
 from rosenna.parallel import launch_groups
 from test_field_fuse import emulate_clusters
@@ -242,3 +242,41 @@ def test_cluster_ptx_barriers(tmp_path, unet_path, epilogues, monkeypatch):
     ptx = (tmp_path / "k.ptx").read_text()
     entry = ptx[ptx.index(f".entry _Z{len(plan.name) + 8}{plan.name}_cluster"):]
     assert entry[:entry.index("\n}\n")].count("barrier.cluster.arrive.release;") == 5
+
+
+def test_store_hook_emulated(tmp_path, unet_path):
+    """field_epilogue.store_hook, the epilogue a conv kernel of its own (a shared-memory tile) would
+    run per output element: each up-path conv's upsampling and skip Add as statements over the
+    conv output's (co, oy, ox), run as a phase of their own after the unfused conv (reading its
+    element into e0), the Concat and Add phases gone, against onnxruntime."""
+    from rosenna.parallel import Launch, Member
+
+    def schedule(plan):
+        groups = launch_groups(plan)
+        version = field_fuse._versions(plan, groups)
+        out, k, hooked = [], 0, 0
+        while k < len(groups):
+            out.append(groups[k])
+            value = field_fuse._value_of(plan, groups[k], version)
+            dims = None
+            if value is not None and groups[k].notes[0].startswith("Conv"):
+                extent = 1 + max(int(field_rewrite.stored_elements([m], lambda b: b == value).max())
+                                 for m in groups[k].members)
+                c = 4 if extent % 4 == 0 else 1
+                side = int(round((extent // c) ** 0.5))
+                dims = [("co", c), ("oy", side), ("ox", side)]
+            hook = field_epilogue.store_hook(plan, groups, k, value, version, dims) if dims else None
+            if hook is not None:
+                done, stmts = hook
+                index = Idx((("co", side * side), ("ox", 1), ("oy", side)), 0)
+                body = [Assign(Var("e0"), Ref(value, index))] + stmts
+                out.append(Launch([Member("parallel", [Loop(v, e, []) for v, e in dims], body, [], "hook", set(), {})]))
+                k, hooked = k + done, hooked + 1
+            k += 1
+        assert hooked == 2 and len(out) == 14 - 2 * 3 + 2
+        return field_fuse.Schedule(field_fuse._storage(plan, out, version, {}), out, [])
+
+    plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=schedule)
+    want = reference(unet_path, plan, x)
+    assert_close(forwards, want, what="threads in order")
+    assert_close(backwards, want, what="threads in reverse")

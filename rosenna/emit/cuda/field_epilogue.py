@@ -24,12 +24,13 @@ else reads is dropped (:func:`finish`), the scratch buffers are shared anew over
 """
 
 import copy
-import itertools
 
 import numpy as np
 
 from rosenna.emit.cuda.field_index import digits, merged
-from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Ref, Select, Var, walk, walk_expr
+from rosenna.emit.cuda.field_rewrite import (boxes, index_values, namer, rewrite, rewrite_expr, stored_elements, subst,
+                                             unroll)
+from rosenna.loopir import Assign, Comment, Idx, Loop, Ref, Var, walk, walk_expr
 from rosenna.parallel import Launch, Member
 
 #: The forms of ``<name>_run`` whose phases have the epilogues (:func:`whole_field.schedules`):
@@ -57,122 +58,6 @@ class _Tail:
         self.var, self.value, self.index, self.extents, self.path = var, value, index, extents, path
 
 
-def subst(idx, mapping):
-    """``idx`` with each variable in ``mapping`` replaced by its affine index, all at once."""
-    out = Idx((), idx.const)
-    for var, coef in idx.terms:
-        out = out + (mapping[var] * coef if var in mapping else Idx(((var, coef),), 0))
-    return out
-
-
-def _expr(e, mapping, replace):
-    if isinstance(e, Ref):
-        found = replace(e)
-        return found if found is not None else Ref(e.buf, subst(e.idx, mapping))
-    if isinstance(e, Bin):
-        return Bin(e.op, _expr(e.a, mapping, replace), _expr(e.b, mapping, replace))
-    if isinstance(e, Fn):
-        return Fn(e.name, tuple(_expr(a, mapping, replace) for a in e.args))
-    if isinstance(e, Select):
-        return Select(*(_expr(p, mapping, replace) for p in (e.lhs, e.rhs, e.a, e.b)), e.cmp)
-    return e
-
-
-def _stmts(stmts, mapping, replace=lambda ref: None, fresh=None):
-    """Statements with indices substituted, loads replaced where ``replace`` says, and (with
-    ``fresh``) every loop variable renamed to a fresh name."""
-    out = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            var = fresh() if fresh else s.var
-            inner = dict(mapping, **{s.var: Idx.of(var)})
-            out.append(Loop(var, s.extent, _stmts(s.body, inner, replace, fresh)))
-        elif isinstance(s, Assign):
-            target = Ref(s.target.buf, subst(s.target.idx, mapping)) if isinstance(s.target, Ref) else s.target
-            out.append(Assign(target, _expr(s.expr, mapping, replace), s.accumulate))
-        else:
-            out.append(s)
-    return out
-
-
-def _unroll(stmts, reads):
-    """``stmts`` with every loop around a load ``reads`` accepts unrolled."""
-    out = []
-    for s in stmts:
-        if isinstance(s, Loop) and any(isinstance(e, Ref) and reads(e) for t in walk(s.body) if isinstance(t, Assign)
-                                       for e in walk_expr(t.expr)):
-            for k in range(s.extent):
-                out += _unroll(_stmts(s.body, {s.var: Idx((), k)}), reads)
-        else:
-            out.append(s)
-    return out
-
-
-def _values(idx, loops):
-    """Every value of ``idx`` over ``loops`` ((var, extent) pairs, row-major), as an int64 array."""
-    values = np.full((1,), idx.const, np.int64)
-    coefs = dict(idx.terms)
-    for var, extent in loops:
-        values = (values[:, None] + coefs.get(var, 0) * np.arange(extent, dtype=np.int64)[None, :]).ravel()
-    return values
-
-
-def _store_values(stmts, loops, want):
-    """The element indices that the stores ``want`` accepts reach, over ``loops`` and the loops inside."""
-    out = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            out += _store_values(s.body, loops + [(s.var, s.extent)], want)
-        elif isinstance(s, Assign) and isinstance(s.target, Ref) and want(s.target.buf):
-            out.append(_values(s.target.idx, loops))
-    return out
-
-
-def stored_elements(members, want):
-    """The sorted element indices the members' stores accepted by ``want`` reach, repeats kept."""
-    parts = [v for m in members for v in _store_values(m.body, [(lp.var, lp.extent) for lp in m.chain], want)]
-    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-
-
-def reach(phases, version):
-    """Value (its plan name) -> one past the last element the phases store of it: the floats its
-    buffer needs, where the plan's buffer that held it may have been larger (shared)."""
-    out = {}
-    for phase in phases:
-        for m in phase.members:
-            loops = [(lp.var, lp.extent) for lp in m.chain]
-            for s in walk(m.body):
-                if isinstance(s, Assign) and isinstance(s.target, Ref) and s.target.buf in version:
-                    top = max(int(v.max()) for v in _store_values([s], loops + _around(m.body, s), lambda b: True))
-                    out[version[s.target.buf]] = max(out.get(version[s.target.buf], 0), top + 1)
-    return out
-
-
-def _around(body, target, loops=()):
-    """The loops (var, extent) around statement ``target`` inside ``body``, outermost first."""
-    for s in body:
-        if s is target:
-            return list(loops)
-        if isinstance(s, Loop):
-            found = _around(s.body, target, loops + ((s.var, s.extent),))
-            if found is not None:
-                return found
-    return None
-
-
-def _namer(used):
-    """A function handing out loop variable names ``i<k>`` not in ``used``."""
-    used = set(used)
-
-    def fresh():
-        k = 0
-        while f"i{k}" in used:
-            k += 1
-        used.add(f"i{k}")
-        return f"i{k}"
-    return fresh
-
-
 def _loop_vars(member):
     return [lp.var for lp in member.chain] + [s.var for s in walk(member.body) if isinstance(s, Loop)]
 
@@ -186,19 +71,6 @@ def _store_of(member):
     return last
 
 
-def _boxes(sig, extents):
-    """The boxes (a ``(lo, hi)`` pair per loop) within which ``sig`` (an array of the loops'
-    shape plus one axis) is constant: each loop cut wherever the next index changes it anywhere."""
-    cuts = []
-    for axis, extent in enumerate(extents):
-        a = np.take(sig, range(1, extent), axis=axis)
-        b = np.take(sig, range(extent - 1), axis=axis)
-        change = np.flatnonzero((a != b).reshape(a.shape[:axis + 1] + (-1,)).swapaxes(0, axis).reshape(extent - 1, -1).any(1))
-        bounds = [0] + [int(t) + 1 for t in change] + [extent]
-        cuts.append(list(zip(bounds, bounds[1:])))
-    return [[(lo, hi - 1) for lo, hi in box] for box in itertools.product(*cuts)]
-
-
 def pull(plan, prod, cons, value, version, stored_by_prod):
     """The phase ``cons`` (a reduction over windows of ``value``, which phase ``prod`` stores)
     with ``prod``'s elements computed by its threads (see the module), or None where it does not
@@ -210,7 +82,7 @@ def pull(plan, prod, cons, value, version, stored_by_prod):
     reads = lambda ref: version.get(ref.buf) == value  # noqa: E731
     if store is None or any(reads(r) for r in [store.target]):
         return None
-    body = _unroll(m.body, reads)
+    body = unroll(m.body, reads)
     refs = [e for s in walk(body) if isinstance(s, Assign) for e in walk_expr(s.expr) if isinstance(e, Ref)]
     window = list(dict.fromkeys(e.idx for e in refs if reads(e)))
     if not window or len(window) > MAX_WINDOW or any(isinstance(s, Loop) and any(
@@ -227,24 +99,24 @@ def pull(plan, prod, cons, value, version, stored_by_prod):
     if any(s is None for s in stores):
         return None
     size = 1 + max(int(v.max()) for p, s in zip(prod.members, stores)
-                   for v in [_values(s.target.idx, [(lp.var, lp.extent) for lp in p.chain])])
+                   for v in [index_values(s.target.idx, [(lp.var, lp.extent) for lp in p.chain])])
     owner = np.full(size, -1, np.int64)
     for k, (p, s) in enumerate(zip(prod.members, stores)):
-        owner[_values(s.target.idx, [(lp.var, lp.extent) for lp in p.chain])] = k
-    where = np.stack([_values(idx, loops) for idx in window], axis=1)
+        owner[index_values(s.target.idx, [(lp.var, lp.extent) for lp in p.chain])] = k
+    where = np.stack([index_values(idx, loops) for idx in window], axis=1)
     read = where.ravel()
     if read.min() < 0 or read.max() >= size or (owner[read] < 0).any() or np.unique(read).size != read.size:
         return None  # a window element outside the producer's stores, or one read by two windows
     sig = owner[where].reshape([e for _, e in loops] + [len(window)])
     members = []
-    for box in _boxes(sig, [e for _, e in loops]):
+    for box in boxes(sig, [e for _, e in loops]):
         # a loop of one iteration in the box is a constant; the others start at the box's corner
         chain = [Loop(var, hi - lo + 1, []) for (var, _), (lo, hi) in zip(loops, box) if hi > lo]
         if not chain:
             return None
         offset = {var: Idx.of(var) + lo if hi > lo else Idx((), lo) for (var, _), (lo, hi) in zip(loops, box)}
         extents = {lp.var: lp.extent for lp in chain}
-        fresh = _namer(extents)
+        fresh = namer(extents)
         names, lines = {}, []
         for r, idx in enumerate(window):
             k = int(sig[tuple(lo for lo, _ in box) + (r,)])
@@ -254,12 +126,12 @@ def pull(plan, prod, cons, value, version, stored_by_prod):
                 return None
             mapping = dict(zip((lp.var for lp in p.chain), found))
             names[idx] = Var(f"e{r}")
-            copy = _stmts(p.body[:-1], mapping, fresh=fresh)
+            copy = rewrite(p.body[:-1], mapping, fresh=fresh)
             lines += [Comment(f"window element {r}: {p.op}")] + copy + [
-                Assign(names[idx], _expr(s.expr, mapping, lambda ref: None)),
+                Assign(names[idx], rewrite_expr(s.expr, mapping, lambda ref: None)),
                 Assign(Ref(s.target.buf, subst(s.target.idx, mapping)), names[idx])]
         lines.append(Comment(f"{m.op} of the {len(window)} window elements"))
-        lines += _stmts(body, offset, lambda ref: names[ref.idx] if reads(ref) else None)
+        lines += rewrite(body, offset, lambda ref: names[ref.idx] if reads(ref) else None)
         notes = prod.notes + m.notes if not members else []
         members.append(Member("parallel", chain, lines, notes, f"{prod.members[0].op}, then {m.op}", set(), {}))
     return _checked(Launch(members), prod, cons, version)
@@ -289,7 +161,7 @@ def push(plan, prod, cons, value, version, stored_by_prod):
         body, tails, count = _open(p)
         if body is None:
             return None
-        fresh, new = _namer(_loop_vars(p) + [v for tail in tails for v in tail.extents]), []
+        fresh, new = namer(_loop_vars(p) + [v for tail in tails for v in tail.extents]), []
         for tail in tails:
             for m, store, load, matched, copies in maps:
                 found = digits(tail.index, tail.extents, load, matched)
@@ -297,7 +169,7 @@ def push(plan, prod, cons, value, version, stored_by_prod):
                     return None
                 names = [fresh() for _ in copies]
                 mapping = dict(zip((lp.var for lp in matched), found), **{lp.var: Idx.of(n) for lp, n in zip(copies, names)})
-                expr = _expr(store.expr, mapping, lambda ref: Var(tail.var) if version.get(ref.buf) == value else None)
+                expr = rewrite_expr(store.expr, mapping, lambda ref: Var(tail.var) if version.get(ref.buf) == value else None)
                 var, lines = tail.var, []
                 if expr != Var(tail.var):
                     var, count = f"e{count}", count + 1
@@ -321,6 +193,30 @@ def push(plan, prod, cons, value, version, stored_by_prod):
         fused.tails, fused.count = new, count
         members.append(fused)
     return _checked(Launch(members), prod, cons, version)
+
+
+def store_hook(plan, groups, k, value, version, dims):
+    """The element maps right after phase ``k`` (which stores ``value``) as statements a kernel of
+    its own for that phase (a shared-memory conv tile) runs after computing one element: ``(phases
+    consumed, statements)``, the element held in scalar ``e0`` and indexed by ``dims`` ((var,
+    extent) pairs, the value's layout row-major, those names its indices), or None. The statements
+    store the element itself where another phase reads it, and every element that reads it."""
+    chain = [Loop(var, extent, []) for var, extent in dims]
+    index = Idx(tuple((var, int(np.prod([e for _, e in dims[d + 1:]], dtype=np.int64))) for d, (var, _) in
+                      enumerate(dims)), 0)
+    buf = next(name for name, v in version.items() if v == value and name == value)
+    phase = Launch([Member("parallel", chain, [Assign(Ref(buf, index), Var("e0"))], [], "", set(), {})])
+    done, stored = 0, {value}
+    while k + 1 + done < len(groups):
+        pushed = push(plan, phase, groups[k + 1 + done], value, version, stored)
+        if pushed is None:
+            break
+        phase, done, value = pushed, done + 1, pushed.members[0].tails[0].value
+        stored.add(value)
+    if not done:
+        return None
+    read = _read([g for q, g in enumerate(groups) if not k <= q <= k + done], version)
+    return done, _kept(plan, phase.members[0].body[1:], version, read)
 
 
 def _at(body, path):
@@ -386,6 +282,16 @@ def finish(plan, phases, version, changed):
     and used in one thread; the model's output y is always stored)."""
     if not changed:
         return phases
+    read = _read(phases, version)
+    for phase in phases:
+        if any(m.op and ", then " in m.op for m in phase.members):
+            for m in phase.members:
+                m.body = _kept(plan, m.body, version, read)
+    return phases
+
+
+def _read(phases, version):
+    """The values (plan names) the phases load."""
     read = set()
     for phase in phases:
         for m in phase.members:
@@ -394,26 +300,24 @@ def finish(plan, phases, version, changed):
                     read |= {version.get(e.buf, e.buf) for e in walk_expr(s.expr) if isinstance(e, Ref)}
                     if s.accumulate and isinstance(s.target, Ref):
                         read.add(version.get(s.target.buf, s.target.buf))
+    return read
 
-    def keep(stmts):
-        out = []
-        for s in stmts:
-            if isinstance(s, Loop):
-                s = Loop(s.var, s.extent, keep(s.body))
-                if not s.body:
-                    continue
-            elif isinstance(s, Assign) and isinstance(s.target, Ref) and isinstance(s.expr, Var):
-                if plan.storage[s.target.buf][0] == "t" and version.get(s.target.buf, s.target.buf) not in read:
-                    continue
-                out.append(Comment("stored: a later phase reads it too")
-                           if plan.storage[s.target.buf][0] == "t" else Comment("the model's output"))
-            out.append(s)
-        while out and isinstance(out[-1], Comment):
-            out.pop()
-        return out
 
-    for phase in phases:
-        if any(m.op and ", then " in m.op for m in phase.members):
-            for m in phase.members:
-                m.body = keep(m.body)
-    return phases
+def _kept(plan, stmts, version, read):
+    """``stmts`` without the stores of a held scalar into scratch values not in ``read``, each kept
+    one under a comment saying why it is stored."""
+    out = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            s = Loop(s.var, s.extent, _kept(plan, s.body, version, read))
+            if not s.body:
+                continue
+        elif isinstance(s, Assign) and isinstance(s.target, Ref) and isinstance(s.expr, Var):
+            if plan.storage[s.target.buf][0] == "t" and version.get(s.target.buf, s.target.buf) not in read:
+                continue
+            out.append(Comment("stored: a later phase reads it too")
+                       if plan.storage[s.target.buf][0] == "t" else Comment("the model's output"))
+        out.append(s)
+    while out and isinstance(out[-1], Comment):
+        out.pop()
+    return out

@@ -30,7 +30,7 @@ from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, used_scalars
 from rosenna.emit.whole import sample_pointers, sample_resolver
 from rosenna.loopir import Assign, Loop, Ref, walk, walk_expr
-from rosenna.emit.cuda import field_epilogue
+from rosenna.emit.cuda import field_epilogue, field_rewrite
 from rosenna.emit.cuda.field_index import digits, merged, radix
 from rosenna.parallel import launch_groups
 
@@ -339,7 +339,7 @@ def _storage(plan, kept, version, inline):
                 if name in version:
                     first.setdefault(version[name], q)
                     last[version[name]] = max(last.get(version[name], q), q)
-    reach = field_epilogue.reach(kept, version)
+    reach = field_rewrite.reach(kept, version)
     scratch, free, holder, where = [], [], {}, {}
     for q in range(len(kept)):
         for v, pick in list(holder.items()):
