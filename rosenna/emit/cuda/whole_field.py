@@ -2,8 +2,9 @@
 
 The regions of a whole-field plan and which of them may share a launch come from the loop
 analysis (:func:`rosenna.parallel.launch_groups`); those whose elements are cheap (pools, Concats,
-Adds) are computed where they are read (:mod:`rosenna.emit.cuda.field_fuse`); the rest become
-the phases of the CUDA/HIP path: on sm_90 and later, for a few samples, one launch of thread-block
+Adds) may be computed where they are read (:mod:`rosenna.emit.cuda.field_fuse`) or by their
+producer's threads (:mod:`rosenna.emit.cuda.field_epilogue`, per form: :func:`schedules`); the
+rest become the phases of the CUDA/HIP path: on sm_90 and later, for a few samples, one launch of thread-block
 clusters, a cluster per sample, cluster barriers between the phases
 (:mod:`rosenna.emit.cuda.field_cluster`); else one
 persistent kernel with grid-wide barriers, a thread per element of each region's collapsed loops,
