@@ -178,8 +178,13 @@ def test_odd_nets_emulated(tmp_path, epilogues, net):
     path = resize_net(tmp_path / "rz.onnx") if net == "resize" else odd_net(tmp_path / "odd.onnx", odd=net == "odd9")
     if net == "resize":
         _, plan = gen.build_plan(path, gen.Options(lang="c"))
-        assert _ops(field_fuse.schedule(plan, epilogues=True)) == [["Conv", "AveragePool"], ["Conv", "Resize", "Add"],
-                                                                   ["Conv"]]
+        sched = field_fuse.schedule(plan, epilogues=True)
+        assert _ops(sched) == [["Conv", "AveragePool"], ["Conv", "Resize", "Add"], ["Conv"]]
+        from rosenna.emit.cuda import whole_field
+
+        lines = [line.strip() for launch in sched.phases for line in whole_field.batch_body(sched, launch)]
+        assert not [a for a, b in zip(lines, lines[1:]) if a.startswith("/*") and b.startswith("/*")], \
+            "a comment of a section whose statements were all dropped (the Resize's unread stores)"
     plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
     want = reference(path, plan, x)
     assert_close(forwards, want, what="threads in order")

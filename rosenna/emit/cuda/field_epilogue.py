@@ -306,18 +306,23 @@ def _read(phases, version):
 def _kept(plan, stmts, version, read):
     """``stmts`` without the stores of a held scalar into scratch values not in ``read``, each kept
     one under a comment saying why it is stored."""
-    out = []
+    out, pending = [], None  # a section's comment, written once a statement of its section is kept
     for s in stmts:
+        if isinstance(s, Comment):
+            pending = s
+            continue
         if isinstance(s, Loop):
             s = Loop(s.var, s.extent, _kept(plan, s.body, version, read))
             if not s.body:
                 continue
-        elif isinstance(s, Assign) and isinstance(s.target, Ref) and isinstance(s.expr, Var):
-            if plan.storage[s.target.buf][0] == "t" and version.get(s.target.buf, s.target.buf) not in read:
-                continue
+        held = isinstance(s, Assign) and isinstance(s.target, Ref) and isinstance(s.expr, Var)
+        if held and plan.storage[s.target.buf][0] == "t" and version.get(s.target.buf, s.target.buf) not in read:
+            continue
+        if pending is not None:
+            out.append(pending)
+            pending = None
+        if held:
             out.append(Comment("stored: a later phase reads it too")
                        if plan.storage[s.target.buf][0] == "t" else Comment("the model's output"))
         out.append(s)
-    while out and isinstance(out[-1], Comment):
-        out.pop()
     return out
