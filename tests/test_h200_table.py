@@ -170,7 +170,7 @@ def test_h200_sh_cuts_a_gate_at_the_deadline_and_keeps_its_report(tmp_path):
     copied into the results folder, and a run with no time left is skipped, all said in gate.txt."""
     results = tmp_path / "r"
     results.mkdir()
-    script = ('source bench/h200.sh help >/dev/null; GATE_PY="$SLOW_GATE"; GATE_MIN=1; '
+    script = ('source bench/h200.sh help >/dev/null 2>&1; GATE_PY="$SLOW_GATE"; GATE_MIN=1; '
               'DEADLINE=$(($(date +%s) + RESERVE + 2)); gate_run cuda-gcc12nvptx-mlp128 mlp128 10; '
               'gate_run cuda-gcc12nvptx-late late 10; exit 0')
     env = dict(os.environ, RESULTS=str(results), GATE_WORK=str(tmp_path / "work"), SLOW_GATE=SLOW_GATE,
