@@ -182,7 +182,7 @@ def _accesses(plan, chain, body):
             if elements is None or writes.get(ident, ()) is None:
                 writes[ident] = None
             else:
-                writes[ident] = np.union1d(writes.get(ident, np.zeros(0, np.int64)), elements)
+                writes[ident] = _unique(np.concatenate([writes.get(ident, np.zeros(0, np.int64)), elements]))
 
     visit(body, {loop.var: loop.extent for loop in chain})
     return reads, writes
@@ -198,4 +198,15 @@ def _elements(idx, offset, extents):
     values = np.array([idx.const + offset], np.int64)
     for var, coef in idx.terms:
         values = (values[:, None] + coef * np.arange(extents[var], dtype=np.int64)[None, :]).ravel()
-    return np.unique(values)
+    return _unique(values)
+
+
+def _unique(values):
+    """``np.unique(values)`` by sorting: numpy 2.4's np.unique hashes integers, and on these
+    evenly spaced offsets it took 1.5 s for a million of them (sorting: 25 ms); the 32^3 U-Net's
+    generate spent 28 of its 34 s there."""
+    values = np.sort(values)
+    keep = np.empty(values.size, bool)
+    keep[:1] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]

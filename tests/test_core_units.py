@@ -102,3 +102,15 @@ def test_per_point_scratch_is_thread_private_for_clang_device_passes(model):
     assert f"{guard}\n{pragma}\n#endif" in point
     assert point.index("float t1[40];") < point.index(pragma) < point.index("/* Gemm")
     assert src.count(pragma) == 1
+
+
+def test_store_offsets_are_sorted_and_unique():
+    """parallel's element sets (which stores of a launch meet) are np.unique's, computed by sorting:
+    evenly spaced runs with repeats, random values, one value, none."""
+    from rosenna import parallel
+
+    rng = np.random.default_rng(3)
+    runs = (np.arange(64)[:, None] * 40 + np.arange(48)[None, :]).ravel()
+    for values in (runs, rng.integers(-50, 50, 1000), np.array([7]), np.zeros(0, np.int64)):
+        got = parallel._unique(values.astype(np.int64))
+        assert np.array_equal(got, np.unique(values)) and got.dtype == np.int64, values[:8]
