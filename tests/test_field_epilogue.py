@@ -152,6 +152,10 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
     phases = [len(s.phases) for s in whole_field.schedules(plan)]
     assert phases == [6 if f == form else 14 for f in ("launches", "persistent", "cluster")]
+    # the clustered kernel's intermediates its own where its phases differ: the others' step unchanged
+    assert (whole_field.cluster_buffer(plan) is field_fuse.buffer_symbol) == (form != "cluster")
+    if form == "cluster":
+        assert whole_field.scratch(plan) == whole_field.schedules(plan)[0].plan.scratch
     if form == "cluster":
         from rosenna import limits
 
@@ -232,16 +236,20 @@ def test_checked_refuses_a_wrong_fusion(unet_path):
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
-def test_cluster_ptx_barriers(tmp_path, unet_path, epilogues, monkeypatch):
-    """The small U-Net's clustered kernel (sm_90 PTX): 6 phases, 5 cluster barriers (14 and 13
-    unfused); its persistent kernel 5 grid barriers. (cicc -O0: the barriers are asm, the optimiser
+def test_cluster_ptx_barriers(tmp_path, unet_path, monkeypatch):
+    """The small U-Net with the epilogues in its clustered kernel alone (sm_90 PTX): 6 phases, 5
+    cluster barriers (14 and 13 unfused), over arrays of its own for 16 samples; the persistent
+    kernel's 13 grid barriers and the batch's 256 samples per step unchanged. (cicc -O0: the barriers are asm, the optimiser
     adds nothing to check and takes 10x the time.)"""
     from rosenna import limits
 
     monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
+    monkeypatch.setattr(field_epilogue, "FORMS", frozenset(["cluster"]))
     plan, _ = gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
     kernel = tmp_path / f"{plan.name}_kernel.cu"
-    assert kernel.read_text().count("grid.sync();") == 5
+    text = kernel.read_text()
+    assert text.count("grid.sync();") == 13 and "static __device__ float unet_wsc0[16 * " in text
+    assert "static __device__ float unet_wsf0[256 * " in text
     subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "-Xcicc", "-O0", str(kernel), "-o", str(tmp_path / "k.ptx")], check=True,
                    capture_output=True)
     ptx = (tmp_path / "k.ptx").read_text()

@@ -175,18 +175,18 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
     n, t = plan.name, plan.ctype
     kernel = (out / f"{n}_kernel.cu").read_text()
-    sched = whole_field.schedules(plan)[2]
+    sched, buffer = whole_field.schedules(plan)[2], whole_field.cluster_buffer(plan)
     funcs, calls, width = [], [], blocks * threads
-    for k, phase in enumerate(whole_field.cluster_phases(sched)):
+    for k, phase in enumerate(whole_field.cluster_phases(sched, buffer)):
         lines = "\n".join(phase)
         assert lines in kernel, f"phase {k} differs from {n}_cluster's"
         funcs.append(f"static void phase{k}(const {t} *x, {t} *y, long s, long first)\n{{\n"
                      f"    const long step = {width}l;\n{lines}\n    (void)x;\n    (void)y;\n}}")
         calls.append(f"    for (long s = 0; s < count; ++s)\n        for (long j = 0; j < {width}l; ++j)\n"
                      f"            phase{k}(x, y, s, reverse ? {width - 1}l - j : j);")
-    buffers = "\n".join(f"static {t} {whole_field.buffer_symbol(sched, i)}[{samples} * {size}];"
+    buffers = "\n".join(f"static {t} {buffer(sched.plan, i)}[{samples} * {size}];"
                         for i, size in enumerate(sched.plan.scratch))
-    clears = "\n".join(f"    memset({whole_field.buffer_symbol(sched, i)}, 0xff, sizeof {whole_field.buffer_symbol(sched, i)});"
+    clears = "\n".join(f"    memset({buffer(sched.plan, i)}, 0xff, sizeof {buffer(sched.plan, i)});"
                        for i in range(len(sched.plan.scratch)))
     text = (out / f"{n}.c").read_text() + EMULATE_MAIN.format(
         n=n, t=t, NX=plan.nx, NY=plan.ny, buffers=buffers, launches="\n\n".join(funcs), calls="\n".join(calls),

@@ -43,12 +43,13 @@ MIN_BLOCKS = None
 JAM = False
 
 
-def phase_lines(sched, note, threads, body):
+def phase_lines(sched, note, threads, body, buffer=None):
     """One phase of the clustered kernel: the cluster's threads, from ``first`` by ``step``, stride
     over the phase's ``threads`` elements of sample ``s``, each running ``body``
-    (:func:`whole_field.launch_body`'s lines; plain C: tests/test_field_fuse.py runs them on the host)."""
+    (:func:`whole_field.launch_body`'s lines; plain C: tests/test_field_fuse.py runs them on the
+    host); ``buffer``: the intermediates' arrays (:func:`field_fuse.pointers`)."""
     lines = [f"    /* {note} */", f"    for (long tid = first; tid < {threads}l; tid += step) {{"]
-    lines += ["        " + decl for decl in field_fuse.pointers(sched.plan, "\n".join(body))]
+    lines += ["        " + decl for decl in field_fuse.pointers(sched.plan, "\n".join(body), buffer)]
     return lines + body + ["    }"]
 
 

@@ -100,9 +100,10 @@ def buffer_symbol(plan, i):
     return C.symbol(plan.name, f"wsf{i}")
 
 
-def pointers(plan, text):
-    """Declarations of sample ``s``'s pointers into x, y and the fused phases' buffers that ``text`` uses."""
-    return sample_pointers(plan, text, buffer=buffer_symbol)
+def pointers(plan, text, buffer=None):
+    """Declarations of sample ``s``'s pointers into x, y and the fused phases' buffers that ``text``
+    uses (``buffer(plan, i)``: buffer i's array, by default :func:`buffer_symbol`)."""
+    return sample_pointers(plan, text, buffer=buffer or buffer_symbol)
 
 
 def schedule(plan, max_loads=None, decode=None, epilogues=None):

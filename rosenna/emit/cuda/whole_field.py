@@ -151,6 +151,11 @@ def infer_one(plan):
     samples = batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(sched, i)}[{samples} * {size}];"
                          for i, size in enumerate(scratch(plan)))
+    if limits.CUDA_CLUSTER_SAMPLES and cluster_buffer(plan) is not field_fuse.buffer_symbol:
+        few = min(samples, limits.CUDA_CLUSTER_SAMPLES)
+        buffers += f"\n/* The clustered kernel's own (its phases differ), for up to {few} samples: */\n" + "\n".join(
+            f"static __device__ {t} {cluster_buffer(plan)(clustered.plan, i)}[{few} * {size}];"
+            for i, size in enumerate(clustered.plan.scratch))
     groups = held.phases
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
@@ -158,7 +163,8 @@ def infer_one(plan):
     tiles = conv_smem.choose(sched)  # and in shared-memory tiles
     persistent = _persistent(held, groups, tiles if held is sched else conv_smem.choose(held))
     launched = _launched(sched, jammed, samples, convs, tiles)
-    cluster = field_cluster.kernel(clustered, cluster_phases(clustered)) if limits.CUDA_CLUSTER_SAMPLES else ""
+    cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(plan)))
+               if limits.CUDA_CLUSTER_SAMPLES else "")
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t)}\n" if cluster else ""
@@ -238,18 +244,31 @@ def schedules(plan):
 
 
 def scratch(plan):
-    """Floats per sample of each of the kernel file's intermediate buffers: the most any form's
-    schedule puts there (a call runs one form, and calls never overlap, so the forms share them)."""
-    lists = [s.plan.scratch for s in schedules(plan)]
+    """Floats per sample of each of the kernel file's intermediate buffers: the most the launched
+    phases' and the persistent kernel's schedules put there (a call runs one form, and calls never
+    overlap, so they share them; the clustered kernel's, when its phases differ, are its own:
+    :func:`cluster_buffer`)."""
+    lists = [s.plan.scratch for s in schedules(plan)[:2]]
     return [max(sizes[i] if i < len(sizes) else 0 for sizes in lists) for i in range(max(map(len, lists)))]
 
 
-def cluster_phases(sched):
+def cluster_buffer(plan):
+    """The arrays of the clustered kernel's intermediates: the other forms' (``<name>_wsf<i>``)
+    where its schedule is one of theirs, else its own, ``<name>_wsc<i>``, sized for the samples it
+    runs (so its phases cannot change the step of the other forms' batch)."""
+    sched, held, clustered = schedules(plan)
+    if clustered is sched or clustered is held:
+        return field_fuse.buffer_symbol
+    return lambda p, i: C.symbol(p.name, f"wsc{i}")
+
+
+def cluster_phases(sched, buffer=None):
     """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`): :func:`launches`'
-    jammed ones when ``field_cluster.JAM``, else the schedule's."""
+    jammed ones when ``field_cluster.JAM``, else the schedule's; ``buffer``: its intermediates'
+    arrays (:func:`cluster_buffer`)."""
     groups = launches(sched) if field_cluster.JAM else sched.phases
     return [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
-                                      launch_body(sched.plan, launch, sched.renderer(), depth=2))
+                                      launch_body(sched.plan, launch, sched.renderer(), depth=2), buffer)
             for k, launch in enumerate(groups)]
 
 
