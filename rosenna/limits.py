@@ -47,7 +47,8 @@ CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
 #: The CUDA whole-field batch (rosenna/emit/cuda/field_cluster.py) runs calls of up to this many
 #: samples as one launch of thread-block clusters, a cluster per sample, on sm_90 and later (0:
 #: never). Measured on the H200 (docs/benchmarks.md, run 13): the U-Net 75.5 / 139.6 / 1290 µs at
-#: 1 / 16 / 256 samples against 82.6 / 164.4 / 471 for the persistent kernel or the launches.
+#: 1 / 16 / 256 samples against 82.6 / 164.4 / 471 for the persistent kernel or the launches; run 16
+#: (epi18): 75.6 / 140.9 against 81.1 / 140.3 with the blocks per cluster compiled in.
 CUDA_CLUSTER_SAMPLES = 16
 #: Which 2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs on the tensor cores
 #: (rosenna/emit/cuda/conv_igemm.py): K = input channels x taps of at least IGEMM_MIN_K (under
