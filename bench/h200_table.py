@@ -35,7 +35,7 @@ import sys
 
 #: The gate's harnesses as columns: (harness name in the report, compiler family, column title).
 GATE_COLUMNS = [
-    ("batch", "gcc", "`_infer_batch` (gate, 1M)"),
+    ("batch", "gcc", "`_infer_batch` (gate)"),
     ("cuda-user", "gcc", "user kernel + `_infer`"),
     ("cuda-warp", "gcc", "user kernel + `_infer_warp`"),
     ("c-omp", "clang", "C `omp target`, clang-16"),

@@ -53,7 +53,7 @@ def test_table_joins_bench_and_gate(tmp_path):
     mlp = dict(zip(head, rows["mlp128"]))
     assert mlp["kernel kind"] == "mlp-wide"
     assert mlp["`_infer_batch` (bench, 16M)"] == "1.191"  # the final table, not the live line above it
-    assert mlp["`_infer_batch` (gate, 1M)"] == "1.23"      # embedded, not file-loaded; GCC's, not clang's
+    assert mlp["`_infer_batch` (gate)"] == "1.23"      # embedded, not file-loaded; GCC's, not clang's
     assert mlp["C `acc parallel`, GCC 12"] == "FAIL"        # a failed row never shows a number
     assert mlp["C `omp target`, clang-16"] == "15.1"
     assert "user kernel + `_infer`" not in head             # a skipped harness makes no column
@@ -107,7 +107,7 @@ def test_table_from_the_gate_log_when_no_report_came_back(tmp_path):
     done = _table(tmp_path)
     assert done.returncode == 0, done.stderr
     rows, notes = _cells(done)
-    assert rows["gemm_big"]["`_infer_batch` (gate, 1M)"] == "0.181"   # embedded, not the file-loaded 9.9
+    assert rows["gemm_big"]["`_infer_batch` (gate)"] == "0.181"   # embedded, not the file-loaded 9.9
     assert rows["gemm_big"]["C `omp target`, GCC 12"] == "35"
     assert rows["gemm_big"]["user kernel + `_infer`"] == "FAIL"
     assert rows["lstm_cell"]["C `omp target`, clang-16"] == "0.93"   # the rows of a cut run still count
@@ -148,8 +148,8 @@ def test_collected_reports_come_back_flat_and_win_over_the_log(tmp_path):
     out = results / "table.md"
     assert _table(results, "--out", str(out)).returncode == 0
     rows, notes = _cells(subprocess.CompletedProcess([], 0, out.read_text(), ""))
-    assert rows["gemm_big"]["`_infer_batch` (gate, 1M)"] == "0.5"    # the report, not the log's 0.181
-    assert rows["lstm_cell"]["`_infer_batch` (gate, 1M)"] == "0.2"
+    assert rows["gemm_big"]["`_infer_batch` (gate)"] == "0.5"    # the report, not the log's 0.181
+    assert rows["lstm_cell"]["`_infer_batch` (gate)"] == "0.2"
     assert notes[0] == "Not complete: gate run cuda-gcc12nvptx-lstm_cell stopped before its end (1 harness row(s) done)."
 
 
@@ -184,6 +184,6 @@ def test_h200_sh_cuts_a_gate_at_the_deadline_and_keeps_its_report(tmp_path):
     stages = (results / "stages.txt").read_text().splitlines()
     assert stages[0].startswith("gate cuda-gcc12nvptx-mlp128: ") and stages[0].endswith("exit 124")
     rows, notes = _cells(_table(results))
-    assert rows["mlp128"]["`_infer_batch` (gate, 1M)"] == "1.5"
+    assert rows["mlp128"]["`_infer_batch` (gate)"] == "1.5"
     assert notes[1] == "Not complete: gate run cuda-gcc12nvptx-mlp128 stopped before its end (1 harness row(s) done)."
     assert notes[2].startswith("Not complete: gate run cuda-gcc12nvptx-late: skipped, ") and len(notes) == 3
