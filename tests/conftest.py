@@ -159,10 +159,10 @@ def _schedule(items):
 
 
 # -- where the suite's CPU goes ------------------------------------------------------------------
-# ROSENNA_TEST_CPU=FILE: each test appends one line to FILE, "cpu wall nodeid" in seconds, with the
-# CPU of the test process (all its threads) and of the compilers and programs it waited for, from
-# its first fixture's set-up to its last teardown. A module fixture's cost lands on the test that
-# made it. Sum per file: `awk '{split($3, p, "::"); c[p[1]] += $1} END {for (f in c) print c[f], f}'
+# ROSENNA_TEST_CPU=FILE: each test appends one line to FILE, "cpu wall nodeid worker" (seconds; the
+# xdist worker, "-" without -n), with the CPU of the test process (all its threads) and of the
+# compilers and programs it waited for, from its first fixture's set-up to its last teardown. A
+# module fixture's cost lands on the test that made it. Sum per file: `awk '{split($3, p, "::"); c[p[1]] += $1} END {for (f in c) print c[f], f}'
 # FILE | sort -n`. Works with and without -n (each worker appends its own lines).
 _CPU_LOG = os.environ.get("ROSENNA_TEST_CPU")
 
@@ -180,4 +180,5 @@ if _CPU_LOG:
         cpu, wall = _cpu_now(), time.monotonic()
         yield
         with open(_CPU_LOG, "a", encoding="utf-8") as log:
-            log.write(f"{_cpu_now() - cpu:.2f} {time.monotonic() - wall:.2f} {item.nodeid}\n")
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+            log.write(f"{_cpu_now() - cpu:.2f} {time.monotonic() - wall:.2f} {item.nodeid} {worker}\n")
