@@ -64,6 +64,10 @@ IGEMM_MIN_ROWS = 16384
 #: Which 2-D convs of the CUDA/HIP whole-field path run as shared-memory tiled direct convolutions
 #: (rosenna/emit/cuda/conv_smem.py; eligible ones: more than one tap, group 1 or depthwise), where
 #: the implicit GEMM does not take the call: "" none, "depthwise" the depthwise ones, "all" every one.
-SMEM_CONV = ""
+#: H200 (docs/benchmarks.md, "Shared-memory conv tiles", round A), µs per call at 1 / 16 / 256
+#: samples, tiled against direct: U-Net 50.9 / 126.4 / 317.1 against 81.1 / 137.7 / 337.4, depthwise
+#: net 18.1 / 22.0 / 47.2 against 18.0 / 22.5 / 66.7, the gate's conv net 14.7 / 22.7 / 117.5
+#: against 23.6 / 24.2 / 119.7 (each with conv_smem.TILES' tiling for its form).
+SMEM_CONV = "all"
 HOST_BLOCK = {"single": 32, "double": 16}
 HOST_BLOCK_BYTES = 64 * 1024

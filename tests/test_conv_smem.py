@@ -113,7 +113,7 @@ def emulate(tmp_path, plan, k, conv, x, threads=None):
     weights = "\n".join(f"static const float {C.symbol(plan.name, w.ident)}[] = "
                         f"{{{', '.join(repr(float(v)) + 'f' for v in w.array.reshape(-1))}}};" for w in plan.weights)
     values = dict(samples=x.shape[0], threads=threads, nx=plan.nx, ny=plan.ny, floats=s.floats, cot=s.cot, py=s.py,
-                  tiles=s.tiles, cs=s.cs, cc=s.cc, f=f"{plan.name}_smem{k}")
+                  tiles=s.tiles, cs=s.cs, cc=s.cc, f=conv_smem.name(plan, k, conv))
     src = tmp_path / f"{plan.name}_harness.c"
     src.write_text("#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
                    "#define __device__\n#define __forceinline__ inline\n#define ROSENNA_RESTRICT\n"
@@ -205,7 +205,8 @@ def test_rule_refuses_cleanly(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def kernel_file(tmp_path_factory):
-    """The kernel file of a two-conv model (an intermediate buffer between them) with both tiled."""
+    """The kernel file of a two-conv model (an intermediate buffer between them) with both tiled in
+    every form."""
     d = tmp_path_factory.mktemp("smem_cu")
     c, h, w = 12, 37, 45
     rng = np.random.default_rng(3)
@@ -219,13 +220,13 @@ def kernel_file(tmp_path_factory):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(d / "cv.onnx"))
     from rosenna import emit
 
-    saved = limits.SMEM_CONV
-    limits.SMEM_CONV = "all"
+    saved = limits.SMEM_CONV, conv_smem.FORMS
+    limits.SMEM_CONV, conv_smem.FORMS = "all", ("launched", "persistent", "cluster")
     try:
         _, plan = build_plan(str(d / "cv.onnx"), Options(name="cv", infer_one=True))
         text = kernel_source(plan, "test")
     finally:
-        limits.SMEM_CONV = saved
+        limits.SMEM_CONV, conv_smem.FORMS = saved
     (d / "rosenna_rt.h").write_text(emit.runtime_header())
     (d / "cv_kernel.cu").write_text(text)
     return d
@@ -235,13 +236,15 @@ def kernel_file(tmp_path_factory):
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
 def test_kernel_file_compiles_for_sm80_sm90_without_spills(kernel_file):
     text = (kernel_file / "cv_kernel.cu").read_text()
-    assert text.count("_kernel<<<") == 2 and "cv_smem0(x, y, tile, cv_sm, 256);" in text
+    assert text.count("_kernel<<<") == 2 and "cv_smem0_c1r1(x, y, tile, cv_sm, 256);" in text
+    assert "tile < (s + 1) * " in text and "tile += blocks)" in text  # the clustered kernel too
     proc = subprocess.run(["nvcc", "-c", "-O3", *devflags.NVCC_SM80_SM90.split(), "-Xptxas", "-v", "-I",
                            str(kernel_file), str(kernel_file / "cv_kernel.cu"), "-o", str(kernel_file / "cv.o")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'variable "first"' not in proc.stderr and 'variable "step"' not in proc.stderr  # every phase tiled
     report = proc.stderr
-    assert "_smem0_kernel" in report and "cv_field" in report
+    assert "_smem0_c4r2_kernel" in report and "cv_field" in report
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill", report)]
     assert spills and not any(spills), [line for line in report.splitlines() if "spill" in line]
 
@@ -253,3 +256,20 @@ def test_kernel_file_compiles_for_gfx90a(kernel_file):
                            "-x", "hip", str(kernel_file / "cv_kernel.cu"), "-o", str(kernel_file / "cv_hip.o")],
                           capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("forms", [("launched",), ("persistent", "cluster"), ()])
+def test_forms_take_the_tiles_where_listed(tmp_path, monkeypatch, forms):
+    """conv_smem.FORMS: the launched phases, the persistent kernel and the clustered kernel each run
+    the tiled conv only where listed (else their direct loops), and the tile functions are emitted
+    only when some form calls them."""
+    monkeypatch.setattr(limits, "SMEM_CONV", "all")
+    monkeypatch.setattr(conv_smem, "FORMS", forms)
+    path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["odd_extents"])
+    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    text = kernel_source(plan, "test")
+    assert ("cv_smem0_c1r2_kernel<<<" in text) == ("launched" in forms)  # 5 channels: 1 per thread
+    assert ("tile += gridDim.x)" in text) == ("persistent" in forms)
+    assert ("tile += blocks)" in text) == ("cluster" in forms)
+    assert ("static __device__ __forceinline__ void cv_smem0_c1r2_sum(" in text) == ("launched" in forms)
+    assert ("static __device__ __forceinline__ void cv_smem0_c1r1_sum(" in text) == bool(set(forms) - {"launched"})

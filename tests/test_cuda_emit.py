@@ -162,9 +162,11 @@ def _beyond_mlp(tmp_path):
             "lstm_cell": op_models.lstm_cell(tmp_path / "lstm_cell.onnx")}
 
 
-def test_whole_field_plan_gets_one_launch_per_call(tmp_path):
-    from rosenna import parallel
+def test_whole_field_plan_gets_one_launch_per_call(tmp_path, monkeypatch):
+    from rosenna import limits, parallel
 
+    # the direct loops of every form (the convs in shared-memory tiles: tests/test_conv_smem.py)
+    monkeypatch.setattr(limits, "SMEM_CONV", "")
     path = _beyond_mlp(tmp_path)["convnet"]
     plan = build_plan(str(path), Options(lang="c"))[1]
     assert plan.path == "whole"  # 64x64, 8 channels: far too much scratch for one thread

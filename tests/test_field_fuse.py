@@ -203,10 +203,14 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
 
 @pytest.fixture
 def clusters(monkeypatch):
-    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES)."""
+    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES),
+    its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
+    tests/test_conv_smem.py runs their tiles thread by thread)."""
     from rosenna import limits
+    from rosenna.emit.cuda import conv_smem
 
     monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
+    monkeypatch.setattr(conv_smem, "FORMS", tuple(f for f in conv_smem.FORMS if f != "cluster"))
 
 
 def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):

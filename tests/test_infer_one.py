@@ -12,7 +12,7 @@ import pytest
 from rosenna import generate as gen
 from rosenna.commands.info import describe
 from rosenna import parallel
-from rosenna.emit.cuda import field_fuse, whole_field
+from rosenna.emit.cuda import conv_smem, field_fuse, whole_field
 from rosenna.plan import WHOLE_THRESHOLD
 
 C_MAIN = """#include <stdio.h>
@@ -264,9 +264,14 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     funcs, calls = [field_fuse.value_functions(sched, code, "static inline")], []
     if kernel_file is not None:  # the kernel's value functions, as the emulation's are
         assert field_fuse.value_functions(sched, kernel_file) in kernel_file
+    # phases of the kernel file's form computed in shared-memory tiles (tests/test_conv_smem.py
+    # checks those): emulated here through the direct loops they replace
+    tiled = conv_smem.choose(sched, "persistent" if persistent else "launched") if kernel_file is not None else {}
     for k, launch in enumerate(launches):
         body = "\n".join(whole_field.batch_body(sched, launch))
-        if kernel_file is not None and persistent:  # the very lines of the kernel's phase k, in its grid-stride loop
+        if k in tiled:
+            assert conv_smem.name(plan, k, tiled[k]) in kernel_file
+        elif kernel_file is not None and persistent:  # the very lines of the kernel's phase k, in its grid-stride loop
             phase = "\n".join(whole_field.batch_body(sched, launch, depth=2))
             assert f"g < count * {launch.threads}l; g += step) {{\n{phase}\n    }}" in kernel_file, \
                 f"phase {k} differs from {n}_field's"

@@ -11,38 +11,46 @@ fit: a block's threads read one weight at a time, a broadcast). Bias and the fus
 the epilogue, as the loops have them; the sum of each output keeps the loops' order (channels, then
 rows, then columns of taps; a padded tap adds w x 0), so the results equal the direct kernels'.
 
-The same tile function runs in the launched form (``<name>_smem<k>``, a block per tile) and in the
-persistent kernel ``<name>_field`` (each block loops over the phase's tiles: the block-level
-barriers are uniform there). Taken where :func:`eligible` and the rule of :mod:`rosenna.limits`
+The same tile function runs in the launched form (``<name>_smem<k>_kernel``, a block per tile), the
+persistent kernel (each block loops over the phase's tiles) and the clustered one (a cluster's
+blocks over its sample's): the block barriers stay uniform (:data:`FORMS`). Taken where :func:`eligible` and the rule of :mod:`rosenna.limits`
 (``SMEM_CONV``) allow: 2-D convs with more than one tap, ``group == 1`` or depthwise (one input
 channel per group, one output channel per input channel); others keep the direct loops. The
 implicit GEMM (:mod:`conv_igemm`) takes precedence on the calls it takes.
 
 The tile's code is three functions (load a chunk, sum a chunk, store), plain C but for the
-qualifiers, so a host harness runs them thread by thread (tests/test_conv_smem.py).
+qualifiers: a host harness runs them thread by thread (tests/test_conv_smem.py).
 """
 
 from dataclasses import dataclass
 
 from rosenna import limits
-from rosenna.emit.cuda import conv_igemm
+from rosenna.emit.cuda import conv_igemm, field_cluster
 from rosenna.emit.lang import C
 from rosenna.emit.render import count
 
 #: Threads per block (the persistent kernel's block size; the launched form may take fewer).
 THREADS = 256
 
-#: Output channels per thread (the largest divisor of the conv's output channels up to this).
-CHANNELS = 4
-
-#: Output rows per thread (consecutive rows: a stride-1 conv reads PY + KH - 1 rows for PY x KH taps).
-ROWS = 2
+#: Per form of ``<name>_run``: output channels per thread (the largest divisor of the conv's up to
+#: this), output rows per thread (consecutive: a stride-1 conv reads PY + KH - 1 rows for PY x KH
+#: taps) and rows per thread of a depthwise conv (one channel per thread). The persistent and
+#: clustered kernels run the small calls: the finest tiles (most blocks); the launched phases
+#: the large ones: more outputs per thread. H200 (docs/benchmarks.md, "Shared-memory conv tiles",
+#: round A): the U-Net at 1 sample 50.9 µs with (1, 1) in the persistent kernel, 69.3 with (4, 2),
+#: 95.2 with (8, 2), 81.1 direct; at 256 samples 317.1 with (4, 2) launched, 352.7 with (1, 1),
+#: 337.4 direct; the depthwise net at 256 samples 47.2 with depthwise rows 4, 50.3 with 2, 66.7 direct.
+TILES = {"launched": (4, 2, 4), "persistent": (1, 1, 1), "cluster": (1, 1, 1)}
 
 #: Shared memory per block for a chunk of the input tile, in bytes.
 SMEM_BYTES = 16 * 1024
 
 #: Whether a conv whose implicit GEMM would take the call keeps it (True) or always runs tiled.
 IGEMM_FIRST = True
+
+#: The forms of ``<name>_run`` whose phases take the tiled convs: "launched" (``<name>_phases``),
+#: "persistent" (``<name>_field``), "cluster" (``<name>_cluster``).
+FORMS = ("launched", "persistent")
 
 
 def _divisor(n, most):
@@ -58,25 +66,9 @@ class Tiling:
     per block, NG channel groups, TX x TY tiles per sample; the input tile IH x IW in chunks of CC
     of the CS channels a block reads."""
 
-    c: int
-    h: int
-    w: int
-    cout: int
-    oh: int
-    ow: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    ph: int
-    pw: int
-    dh: int
-    dw: int
-    depthwise: bool
-    threads: int
-    channels: int
-    rows: int
-    smem_bytes: int
+    c: int; h: int; w: int; cout: int; oh: int; ow: int; kh: int; kw: int  # noqa: E702
+    sh: int; sw: int; ph: int; pw: int; dh: int; dw: int; depthwise: bool  # noqa: E702
+    threads: int; channels: int; rows: int; smem_bytes: int  # noqa: E702
 
     @property
     def tw(self):
@@ -166,6 +158,7 @@ class Conv:
     window: dict
     tiling: Tiling
     note: str
+    tag: str = ""  # in the functions' names: a form whose phases are another schedule's
 
 
 def eligible(window):
@@ -183,42 +176,45 @@ def eligible(window):
     return ""
 
 
-def tiling_of(window):
-    """The conv's :class:`Tiling` under this module's settings."""
+def tiling_of(window, form="launched"):
+    """The conv's :class:`Tiling` in ``form`` (:data:`TILES`)."""
+    channels, rows, depthwise_rows = TILES[form]
     x, w, y = window["x_shape"], window["w_shape"], window["y_shape"]
     return Tiling(x[1], x[2], x[3], w[0], y[2], y[3], w[2], w[3], *window["strides"], *window["pads"],
-                  *window["dilations"], window["group"] != 1, THREADS, CHANNELS, ROWS, SMEM_BYTES)
+                  *window["dilations"], window["group"] != 1, THREADS, channels,
+                  depthwise_rows if window["group"] != 1 else rows, SMEM_BYTES)
 
 
-def choose(sched):
+def choose(sched, form="launched", tag=""):
     """``{phase index: Conv}``: the phases of ``sched`` that are one :func:`eligible` Conv
-    (:func:`conv_igemm.conv_phases`) and pass ``limits.SMEM_CONV`` (see there)."""
-    if not limits.SMEM_CONV:
+    (:func:`conv_igemm.conv_phases`) and pass ``limits.SMEM_CONV`` (see there), in ``form``
+    (one of :data:`FORMS`; none in a form not listed there)."""
+    if not limits.SMEM_CONV or form not in FORMS:
         return {}
     out = {}
     for k, (window, note) in conv_igemm.conv_phases(sched).items():
         if eligible(window):
             continue
-        tiling = tiling_of(window)
+        tiling = tiling_of(window, form)
         if limits.SMEM_CONV == "depthwise" and not tiling.depthwise:
             continue
-        out[k] = Conv(window, tiling, note)
+        out[k] = Conv(window, tiling, note, tag)
     return out
 
 
-def _weight(plan, window):
-    """The weights' symbol in the kernel file and their offset in it."""
-    kind, ident, offset = plan.storage[window["w"]]
-    return C.symbol(plan.name, ident), offset
+def name(plan, k, conv):
+    """The tile functions' prefix: the phase and the tiling (a conv may have one per form)."""
+    return f"{plan.name}_smem{k}{conv.tag}_c{conv.tiling.cot}r{conv.tiling.py}"
 
 
 def functions(plan, k, conv):
     """The tile's three functions ``<name>_smem<k>_load``, ``_sum`` and ``_store``, each what one
     thread of a block does, plain C but for the qualifiers (:func:`tile` calls them)."""
-    s, f = conv.tiling, f"{plan.name}_smem{k}"
+    s, f = conv.tiling, name(plan, k, conv)
     xa, xstride, xoff = conv_igemm.operand(plan, conv.window["x"])
     ya, ystride, yoff = conv_igemm.operand(plan, conv.window["y"])
-    wsym, woff = _weight(plan, conv.window)
+    _, ident, woff = plan.storage[conv.window["w"]]
+    wsym = C.symbol(plan.name, ident)
     taps = s.kh * s.kw
 
     def where(*names):  # the tile's indices a function uses: sample s, channel group, tile row and column
@@ -228,22 +224,27 @@ def functions(plan, k, conv):
         lines.append(f"    const int t = {t}, " + ", ".join(parts[v] for v in ("group", "tx", "ty") if v in names) + ";")
         return "\n".join(lines) + "\n"
 
-    thread = (f"    const int col = thread % {s.tw}, row = thread / {s.tw} % {s.rt}, cg = thread / {s.tw * s.rt};\n")
-    first = "group * " + str(s.cob) if s.depthwise else ""
-    channel = f"{first} + c0 + c" if first else "c0 + c"
+    thread = f"    const int col = thread % {s.tw}, row = thread / {s.tw} % {s.rt}" + \
+        (f", cg = thread / {s.tw * s.rt};\n" if s.cgs > 1 else ";\n")
+    cg = "cg" if s.cgs > 1 else "0"  # the thread's channel group in the block
+    # the block's first output channel and the thread's: literals where there is one group (the
+    # weights' addresses are then compile-time constants, operands of the FMAs in __constant__)
+    block = f"group * {s.cob} + " if s.ng > 1 else ""
+    co0 = block + (f"cg * {s.cot}" if s.cgs > 1 else "0")
+    channel = f"{block}c0 + c" if s.depthwise else "c0 + c"
     # the sums: per input channel of the chunk, tap rows, tap columns, the thread's rows and channels
     if s.depthwise:
         w_index = f"(co0 + j) * {taps} + {{ky}} * {s.kw} + {{kx}}"
-        sm_channel = "(cg - c0)"
+        sm_channel = f"({cg} - c0)"
     else:
         w_index = f"((co0 + j) * {s.c} + c0 + c) * {taps} + {{ky}} * {s.kw} + {{kx}}"
         sm_channel = "c"
     woffset = f"{woff} + " if woff else ""
     sum_body = [
-        f"    const int co0 = group * {s.cob} + cg * {s.cot}, r0 = row * {s.py * s.sh}, q0 = col * {s.sw};"]
+        f"    const int co0 = {co0}, r0 = row * {s.py * s.sh}, q0 = col * {s.sw};"]
     if s.depthwise:  # a thread's channel is its own input channel: the chunk is the block's channels
         sum_body += [
-            f"    if (cg < c0 || cg >= c0 + {s.cc})  /* the thread's input channel is in another chunk */",
+            f"    if ({cg} < c0 || {cg} >= c0 + {s.cc})  /* the thread's input channel is in another chunk */",
             "        return;",
             "    const int j = 0;",
             "#pragma unroll",
@@ -289,7 +290,7 @@ def functions(plan, k, conv):
 static __device__ __forceinline__ void {f}_load(const float *ROSENNA_RESTRICT x, long tile, int c0, float *sm, int thread,
                                                  int threads)
 {{
-{where("s", "tx", "ty", *(("group",) if s.depthwise else ()))}    const float *in = {xp};
+{where("s", "tx", "ty", *(("group",) if s.depthwise and s.ng > 1 else ()))}    const float *in = {xp};
     const int y0 = ty * {s.th * s.sh} - {s.ph}, x0 = tx * {s.tw * s.sw} - {s.pw};
     (void)x;
     for (int i = thread; i < {s.floats}; i += threads) {{
@@ -300,19 +301,19 @@ static __device__ __forceinline__ void {f}_load(const float *ROSENNA_RESTRICT x,
 
 static __device__ __forceinline__ void {f}_sum(const float *sm, long tile, int c0, float acc[{s.cot}][{s.py}], int thread)
 {{
-{guard}{where("group")}{thread}""" + "\n".join(sum_body) + f"""
+{guard}{where("group") if s.ng > 1 else ""}{thread}""" + "\n".join(sum_body) + f"""
 }}
 
 static __device__ __forceinline__ void {f}_store(float *ROSENNA_RESTRICT y, long tile, float acc[{s.cot}][{s.py}], int thread)
 {{
-{guard}{where("s", "group", "tx", "ty")}{thread}    float *out = {yp};
+{guard}{where("s", *(("group",) if s.ng > 1 else ()), "tx", "ty")}{thread}    float *out = {yp};
     (void)y;
     const int ox = tx * {s.tw} + col;
 #pragma unroll
     for (int j = 0; j < {s.cot}; ++j)
 #pragma unroll
         for (int p = 0; p < {s.py}; ++p) {{
-            const int co = group * {s.cob} + cg * {s.cot} + j, oy = ty * {s.th} + row * {s.py} + p;
+            const int co = {co0} + j, oy = ty * {s.th} + row * {s.py} + p;
             const float v = acc[j][p];
             {store}
         }}
@@ -321,7 +322,7 @@ static __device__ __forceinline__ void {f}_store(float *ROSENNA_RESTRICT y, long
 
 def tile(plan, k, conv):
     """``<name>_smem<k>``: a tile of the conv by a block, its chunks between block barriers."""
-    s, f = conv.tiling, f"{plan.name}_smem{k}"
+    s, f = conv.tiling, name(plan, k, conv)
     return f"""/* Tile `tile` (sample, channel group, tile row and column) of the conv by a block of `threads` threads. */
 static __device__ __forceinline__ void {f}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, long tile, float *sm,
                                           int threads)
@@ -342,21 +343,26 @@ static __device__ __forceinline__ void {f}(const float *ROSENNA_RESTRICT x, floa
 }}"""
 
 
-def source(plan, convs):
-    """The kernel file's part for the tiled convs: each conv's functions and its launched kernel."""
+def source(tiles):
+    """The kernel file's part for the tiled convs (``tiles``: form -> (its schedule's plan,
+    :func:`choose`'s)): each conv's functions per tiling, and the kernels of those the launched
+    form takes."""
+    convs = {name(plan, k, conv): (plan, k, conv) for plan, chosen in tiles.values() for k, conv in chosen.items()}
     if not convs:
         return ""
-    n, parts = plan.name, []
-    for k, conv in convs.items():
+    plan, chosen = tiles["launched"]
+    launched = {name(plan, k, conv) for k, conv in chosen.items()}
+    parts = []
+    for f, (plan, k, conv) in sorted(convs.items(), key=lambda item: (item[1][1], item[0])):
         s = conv.tiling
-        parts.append(functions(plan, k, conv) + "\n\n" + tile(plan, k, conv) + f"""
+        parts.append(functions(plan, k, conv) + "\n\n" + tile(plan, k, conv) + ("" if f not in launched else f"""
 
-__global__ void __launch_bounds__({s.block}) {n}_smem{k}_kernel(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
+__global__ void __launch_bounds__({s.block}) {f}_kernel(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
 {{
     __shared__ float sm[{s.floats}];
     if (blockIdx.x < (unsigned)count * {s.tiles}u)
-        {n}_smem{k}(x, y, blockIdx.x, sm, {s.block});
-}}""")
+        {f}(x, y, blockIdx.x, sm, {s.block});
+}}"""))
     return ("/* The convolutions computed in shared-memory tiles (rosenna/emit/cuda/conv_smem.py). */\n"
             + "\n\n".join(parts) + "\n")
 
@@ -364,14 +370,23 @@ __global__ void __launch_bounds__({s.block}) {n}_smem{k}_kernel(const float *ROS
 def launch(plan, k, conv):
     """The statement of ``<name>_phases`` that launches phase k's tiles."""
     s = conv.tiling
-    return (f"    {plan.name}_smem{k}_kernel<<<(unsigned)(count * {s.tiles}), {s.block}, 0, s>>>(x, y, count);")
+    return f"    {name(plan, k, conv)}_kernel<<<(unsigned)(count * {s.tiles}), {s.block}, 0, s>>>(x, y, count);"
 
 
 def persistent(plan, k, conv, threads):
     """The lines of ``<name>_field``'s phase k (blocks of ``threads``): each block loops over the tiles."""
     s = conv.tiling
     return [f"    for (long tile = blockIdx.x; tile < count * {s.tiles}l; tile += gridDim.x)",
-            f"        {plan.name}_smem{k}(x, y, tile, {plan.name}_sm, {threads});"]
+            f"        {name(plan, k, conv)}(x, y, tile, {plan.name}_sm, {threads});"]
+
+
+def clustered(plan, k, conv):
+    """The lines of ``<name>_cluster``'s phase k: the blocks of sample ``s``'s cluster (``rank`` of
+    ``blocks``) loop over its tiles."""
+    s = conv.tiling
+    assert s.used <= field_cluster.THREADS
+    return [f"    for (long tile = s * {s.tiles}l + rank; tile < (s + 1) * {s.tiles}l; tile += blocks)",
+            f"        {name(plan, k, conv)}(x, y, tile, {plan.name}_sm, {field_cluster.THREADS});"]
 
 
 def shared(plan, convs):

@@ -160,10 +160,13 @@ def infer_one(plan):
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
     convs = conv_igemm.choose(sched)  # the phases run as implicit GEMMs where the call and device allow
-    tiles = conv_smem.choose(sched)  # and in shared-memory tiles
-    persistent = _persistent(held, groups, tiles if held is sched else conv_smem.choose(held))
-    launched = _launched(sched, jammed, samples, convs, tiles)
-    cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(plan)))
+    forms = dict(launched=sched, persistent=held, **({"cluster": clustered} if limits.CUDA_CLUSTER_SAMPLES else {}))
+    tiles = {form: conv_smem.choose(f, form, "" if f is sched else form[0]) for form, f in forms.items()}  # in shared memory
+    if "cluster" in tiles and cluster_buffer(plan) is not field_fuse.buffer_symbol:
+        tiles["cluster"] = {}  # (the tile functions use the other forms' arrays)
+    persistent = _persistent(held, groups, tiles["persistent"])
+    launched = _launched(sched, jammed, samples, convs, tiles["launched"])
+    cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(plan), tiles.get("cluster")))
                if limits.CUDA_CLUSTER_SAMPLES else "")
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
@@ -183,7 +186,7 @@ def infer_one(plan):
 {buffers}
 {values}
 {conv_igemm.source(sched.plan, convs)}
-{conv_smem.source(sched.plan, tiles)}
+{conv_smem.source({form: (forms[form].plan, chosen) for form, chosen in tiles.items()})}
 {persistent}
 
 {launched}
@@ -262,14 +265,21 @@ def cluster_buffer(plan):
     return lambda p, i: C.symbol(p.name, f"wsc{i}")
 
 
-def cluster_phases(sched, buffer=None):
+def cluster_phases(sched, buffer=None, tiles=None):
     """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`): :func:`launches`'
     jammed ones when ``field_cluster.JAM``, else the schedule's; ``buffer``: its intermediates'
-    arrays (:func:`cluster_buffer`)."""
+    arrays (:func:`cluster_buffer`); the tiled convs' (:mod:`conv_smem`) as the cluster's blocks
+    looping over their sample's tiles (``tiles``: :func:`conv_smem.choose`'s)."""
     groups = launches(sched) if field_cluster.JAM else sched.phases
-    return [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
-                                      launch_body(sched.plan, launch, sched.renderer(), depth=2), buffer)
-            for k, launch in enumerate(groups)]
+    tiles = conv_smem.choose(sched, "cluster") if tiles is None else tiles
+    out = [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
+                                     launch_body(sched.plan, launch, sched.renderer(), depth=2), buffer)
+           if k not in tiles else [f"    /* {phase_note(k, launch)} */"] + conv_smem.clustered(sched.plan, k, tiles[k])
+           for k, launch in enumerate(groups)]
+    if tiles:  # the shared memory of the tiled convs, declared before the first phase
+        out[0] = [conv_smem.shared(sched.plan, tiles).rstrip("\n")] + \
+            (["    (void)first;", "    (void)step;"] if len(tiles) == len(groups) else []) + out[0]
+    return out
 
 
 def _choice(n, widest):
@@ -300,14 +310,15 @@ def _launched(sched, groups, samples, convs, tiles):
         total = launch.threads
         code = batch_body(sched, launch)
         unused = [f"    (void){p};" for p in ("x", "y") if not any(f"{p}s = " in line for line in code)]
-        kernels.append("\n".join(
-            [f"/* {phase_note(k, launch)} */",
-             f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_phase{k}(const {t} *ROSENNA_RESTRICT x, "
-             f"{t} *ROSENNA_RESTRICT y, int count)",
-             "{",
-             f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
-             f"    if (g >= (long)count * {total}l)",
-             "        return;"] + code + unused + ["}"]))
+        if k not in tiles:  # (a tiled phase's direct kernel would never run)
+            kernels.append("\n".join(
+                [f"/* {phase_note(k, launch)} */",
+                 f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_phase{k}(const {t} *ROSENNA_RESTRICT x, "
+                 f"{t} *ROSENNA_RESTRICT y, int count)",
+                 "{",
+                 f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
+                 f"    if (g >= (long)count * {total}l)",
+                 "        return;"] + code + unused + ["}"]))
         direct = (conv_smem.launch(sched.plan, k, tiles[k]) if k in tiles else
                   f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
                   f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
@@ -340,6 +351,7 @@ def _persistent(sched, groups, tiles):
         phases.append("\n".join(lines))
     code = "\n".join(phases)
     unused = "".join(f"    (void){p};\n" for p in ("x", "y") if f"{p}s = " not in code)
+    unused += "    (void)first;\n    (void)step;\n" if len(tiles) == len(groups) else ""  # every phase tiled
     return f"""/* The phases in one cooperative kernel: {count(len(groups), 'phase')}, each a grid-stride loop over count x its
    threads per sample, a grid-wide barrier between consecutive phases. */
 __global__ void __launch_bounds__({PERSISTENT_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
