@@ -237,7 +237,7 @@ def kernel_file(tmp_path_factory):
 def test_kernel_file_compiles_for_sm80_sm90_without_spills(kernel_file):
     text = (kernel_file / "cv_kernel.cu").read_text()
     assert text.count("_kernel<<<") == 2 and "cv_smem0_c1r1(x, y, tile, cv_sm, 256);" in text
-    assert "tile < (s + 1) * " in text and "tile += blocks)" in text  # the clustered kernel too
+    assert "tile < (s + 1) * " in text and "tile += step / 256)" in text  # the clustered kernel too
     proc = subprocess.run(["nvcc", "-c", "-O3", *devflags.NVCC_SM80_SM90.split(), "-Xptxas", "-v", "-I",
                            str(kernel_file), str(kernel_file / "cv_kernel.cu"), "-o", str(kernel_file / "cv.o")],
                           capture_output=True, text=True)
@@ -270,6 +270,6 @@ def test_forms_take_the_tiles_where_listed(tmp_path, monkeypatch, forms):
     text = kernel_source(plan, "test")
     assert ("cv_smem0_c1r2_kernel<<<" in text) == ("launched" in forms)  # 5 channels: 1 per thread
     assert ("tile += gridDim.x)" in text) == ("persistent" in forms)
-    assert ("tile += blocks)" in text) == ("cluster" in forms)
+    assert ("tile += step / " in text) == ("cluster" in forms)
     assert ("static __device__ __forceinline__ void cv_smem0_c1r2_sum(" in text) == ("launched" in forms)
     assert ("static __device__ __forceinline__ void cv_smem0_c1r1_sum(" in text) == bool(set(forms) - {"launched"})

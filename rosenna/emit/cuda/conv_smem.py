@@ -382,10 +382,10 @@ def persistent(plan, k, conv, threads):
 
 def clustered(plan, k, conv):
     """The lines of ``<name>_cluster``'s phase k: the blocks of sample ``s``'s cluster (``rank`` of
-    ``blocks``) loop over its tiles."""
+    ``step`` / its threads per block) loop over its tiles."""
     s = conv.tiling
     assert s.used <= field_cluster.THREADS
-    return [f"    for (long tile = s * {s.tiles}l + rank; tile < (s + 1) * {s.tiles}l; tile += blocks)",
+    return [f"    for (long tile = s * {s.tiles}l + rank; tile < (s + 1) * {s.tiles}l; tile += step / {field_cluster.THREADS})",
             f"        {name(plan, k, conv)}(x, y, tile, {plan.name}_sm, {field_cluster.THREADS});"]
 
 
