@@ -50,6 +50,13 @@ CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
 #: 1 / 16 / 256 samples against 82.6 / 164.4 / 471 for the persistent kernel or the launches; run 16
 #: (epi18): 75.6 / 140.9 against 81.1 / 140.3 with the blocks per cluster compiled in.
 CUDA_CLUSTER_SAMPLES = 16
+#: ... and only for plans of at least this many phases: a cluster per sample gives a sample 16 SMs
+#: and cheap barriers, which pays where barriers are many and each phase small; with few phases the
+#: persistent kernel's whole GPU wins. H200 (docs/benchmarks.md, "Shared-memory conv tiles", round
+#: B), µs per call at 1 / 16 samples, clustered against not: the gate's conv net (3 phases) 23.4 /
+#: 28.2 against 14.5 / 22.4, the 32-channel net (4) 511 / 730 against 55.8 / 109.6; the depthwise
+#: net (6) 15.6 / 19.4 against 18.0 / 21.3, the U-Net (26) 50.6 / 63.6 against 50.9 / 109.1.
+CUDA_CLUSTER_MIN_PHASES = 6
 #: Which 2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs on the tensor cores
 #: (rosenna/emit/cuda/conv_igemm.py): K = input channels x taps of at least IGEMM_MIN_K (under
 #: that a k8 tile is mostly padding), at least IGEMM_MIN_COUT output channels (an n8 tile), and,

@@ -220,13 +220,13 @@ def kernel_file(tmp_path_factory):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(d / "cv.onnx"))
     from rosenna import emit
 
-    saved = limits.SMEM_CONV, conv_smem.FORMS
-    limits.SMEM_CONV, conv_smem.FORMS = "all", ("launched", "persistent", "cluster")
+    saved = limits.SMEM_CONV, conv_smem.FORMS, limits.CUDA_CLUSTER_MIN_PHASES
+    limits.SMEM_CONV, conv_smem.FORMS, limits.CUDA_CLUSTER_MIN_PHASES = "all", ("launched", "persistent", "cluster"), 0
     try:
         _, plan = build_plan(str(d / "cv.onnx"), Options(name="cv", infer_one=True))
         text = kernel_source(plan, "test")
     finally:
-        limits.SMEM_CONV, conv_smem.FORMS = saved
+        limits.SMEM_CONV, conv_smem.FORMS, limits.CUDA_CLUSTER_MIN_PHASES = saved
     (d / "rosenna_rt.h").write_text(emit.runtime_header())
     (d / "cv_kernel.cu").write_text(text)
     return d
@@ -265,6 +265,7 @@ def test_forms_take_the_tiles_where_listed(tmp_path, monkeypatch, forms):
     only when some form calls them."""
     monkeypatch.setattr(limits, "SMEM_CONV", "all")
     monkeypatch.setattr(conv_smem, "FORMS", forms)
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
     path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["odd_extents"])
     _, plan = build_plan(path, Options(name="cv", infer_one=True))
     text = kernel_source(plan, "test")

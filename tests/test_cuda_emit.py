@@ -167,6 +167,7 @@ def test_whole_field_plan_gets_one_launch_per_call(tmp_path, monkeypatch):
 
     # the direct loops of every form (the convs in shared-memory tiles: tests/test_conv_smem.py)
     monkeypatch.setattr(limits, "SMEM_CONV", "")
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
     path = _beyond_mlp(tmp_path)["convnet"]
     plan = build_plan(str(path), Options(lang="c"))[1]
     assert plan.path == "whole"  # 64x64, 8 channels: far too much scratch for one thread

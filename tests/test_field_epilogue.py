@@ -159,7 +159,10 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     if form == "cluster":
         from rosenna import limits
 
+        from rosenna.emit.cuda import conv_smem
+
         monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
+        monkeypatch.setattr(conv_smem, "FORMS", ("launched", "persistent"))  # direct loops: the host runs them
         plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen")
     else:
         plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=form == "persistent")

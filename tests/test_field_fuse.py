@@ -203,13 +203,14 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
 
 @pytest.fixture
 def clusters(monkeypatch):
-    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES),
-    its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
+    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES)
+    whatever the plan's phase count (limits.CUDA_CLUSTER_MIN_PHASES), its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
     tests/test_conv_smem.py runs their tiles thread by thread)."""
     from rosenna import limits
     from rosenna.emit.cuda import conv_smem
 
     monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)
     monkeypatch.setattr(conv_smem, "FORMS", tuple(f for f in conv_smem.FORMS if f != "cluster"))
 
 
@@ -296,6 +297,7 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
     _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2),
                              gen.Options(lang="c", infer_one=True))
     monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 0)
+    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
     assert "cluster" not in whole_field.infer_one(plan)
     monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
     run = whole_field.infer_one(plan)
@@ -326,3 +328,23 @@ def test_whole_field_weights_in_constant_memory():
                                           "pguess.onnx"), gen.Options(lang="c", embed=True))
     assert plan.path == "whole" and limits.CONSTANT_LIMIT < plan.parameters * 4 <= limits.CUDA_WHOLE_CONSTANT_LIMIT
     assert cuda.choose(plan, limits.CONSTANT_LIMIT).constant
+
+
+def test_few_phase_plans_have_no_clustered_kernel(tmp_path, unet_path):
+    """limits.CUDA_CLUSTER_MIN_PHASES: a conv net of 3 phases gets no <name>_cluster (the persistent
+    kernel's whole GPU wins there on the H200), a U-Net of 14 one, for up to
+    limits.CUDA_CLUSTER_SAMPLES samples, its convs in shared-memory tiles (conv_smem.FORMS)."""
+    from rosenna import limits
+    from rosenna.emit.cuda import field_cluster
+    from rosenna.emit.cuda.source import kernel_source
+
+    assert 3 < limits.CUDA_CLUSTER_MIN_PHASES <= 14 and limits.CUDA_CLUSTER_SAMPLES
+    path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
+    gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    text = (tmp_path / "convnet_kernel.cu").read_text()
+    assert "convnet_cluster" not in text and "cluster_ctarank" not in text
+    _, plan = gen.build_plan(unet_path, gen.Options(name="unet", infer_one=True))
+    assert field_cluster.samples(field_fuse.schedule(plan)) == limits.CUDA_CLUSTER_SAMPLES
+    unet = kernel_source(plan, "test")
+    assert f"if (count <= {limits.CUDA_CLUSTER_SAMPLES} && device < 64)" in unet
+    assert "tile += step / 256)" in unet  # a tiled conv phase inside unet_cluster

@@ -40,7 +40,10 @@ THREADS = 256
 #: round A): the U-Net at 1 sample 50.9 µs with (1, 1) in the persistent kernel, 69.3 with (4, 2),
 #: 95.2 with (8, 2), 81.1 direct; at 256 samples 317.1 with (4, 2) launched, 352.7 with (1, 1),
 #: 337.4 direct; the depthwise net at 256 samples 47.2 with depthwise rows 4, 50.3 with 2, 66.7 direct.
-TILES = {"launched": (4, 2, 4), "persistent": (1, 1, 1), "cluster": (1, 1, 1)}
+#: Round B, in the clustered kernel: the U-Net at 1 / 16 samples 49.3 / 62.9 with (2, 1), 58.1 /
+#: 73.3 with (4, 1), 72.7 / 83.9 with (8, 1), 95.3 / 153.9 direct (those builds' clustered kernel read
+#: its blocks per cluster at run time); the depthwise net 15.6 / 19.4 with (4, 2), 17.3 / 21.2 with (4, 1).
+TILES = {"launched": (4, 2, 4), "persistent": (1, 1, 1), "cluster": (2, 1, 2)}
 
 #: Shared memory per block for a chunk of the input tile, in bytes.
 SMEM_BYTES = 16 * 1024
@@ -49,8 +52,9 @@ SMEM_BYTES = 16 * 1024
 IGEMM_FIRST = True
 
 #: The forms of ``<name>_run`` whose phases take the tiled convs: "launched" (``<name>_phases``),
-#: "persistent" (``<name>_field``), "cluster" (``<name>_cluster``).
-FORMS = ("launched", "persistent")
+#: "persistent" (``<name>_field``), "cluster" (``<name>_cluster``; only plans of many phases have one:
+#: ``limits.CUDA_CLUSTER_MIN_PHASES``).
+FORMS = ("launched", "persistent", "cluster")
 
 
 def _divisor(n, most):

@@ -150,23 +150,30 @@ static int {n}_cluster_blocks(int device)
 #endif"""
 
 
-def note(n):
-    """The sentence of ``<name>_run``'s comment on the clustered kernel."""
-    if not limits.CUDA_CLUSTER_SAMPLES:
+def samples(sched):
+    """The most samples a call may have for ``<name>_run`` to take the clustered kernel for the
+    phases of ``sched``: ``limits.CUDA_CLUSTER_SAMPLES`` for a plan of at least
+    ``limits.CUDA_CLUSTER_MIN_PHASES`` phases, else 0 (no clustered kernel is emitted)."""
+    return limits.CUDA_CLUSTER_SAMPLES if len(sched.phases) >= limits.CUDA_CLUSTER_MIN_PHASES else 0
+
+
+def note(n, few):
+    """The sentence of ``<name>_run``'s comment on the clustered kernel (for up to ``few`` samples)."""
+    if not few:
         return ""
-    return (f"\n   Up to {limits.CUDA_CLUSTER_SAMPLES} samples where {n}_cluster runs (CUDA, sm_90): one launch of it, a"
+    return (f"\n   Up to {few} samples where {n}_cluster runs (CUDA, sm_90): one launch of it, a"
             "\n   cluster per sample. Else:")
 
 
-def choice(n):
-    """``<name>_run``'s first choice: the clustered kernel for up to ``limits.CUDA_CLUSTER_SAMPLES``
+def choice(n, few):
+    """``<name>_run``'s first choice: the clustered kernel for up to ``few`` (:func:`samples`)
     samples where it runs (CUDA only) and every cluster of the call is resident at once: of
     :data:`BLOCKS` blocks, or with :data:`PER_CALL` as many (up to :data:`BLOCKS`, at least 2) as
     keep them resident."""
-    if not limits.CUDA_CLUSTER_SAMPLES:
+    if not few:
         return ""
     return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
-    if (count <= {limits.CUDA_CLUSTER_SAMPLES} && device < 64) {{
+    if (count <= {few} && device < 64) {{
         int resident = __atomic_load_n(&{n}_clusters[device], __ATOMIC_RELAXED);
         if (resident == 0) {{
             resident = {n}_cluster_blocks(device);

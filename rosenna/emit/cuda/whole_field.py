@@ -126,7 +126,8 @@ def infer_one(plan):
     per op) but those computed where they are read (:func:`field_fuse.schedule`) are the phases, each over every element of its member regions' collapsed loops for up to
     :func:`batch_samples` samples (a serial region is one thread per sample). ``<name>_run`` runs
     them as one launch of ``<name>_cluster`` (:mod:`field_cluster`) for up to
-    ``limits.CUDA_CLUSTER_SAMPLES`` samples where the binary and the GPU have clusters (sm_90), else
+    ``limits.CUDA_CLUSTER_SAMPLES`` samples where the binary and the GPU have clusters (sm_90) and the
+    plan has at least ``limits.CUDA_CLUSTER_MIN_PHASES`` phases, else
     one of two ways, chosen per call by how much work the widest phase has:
 
     - when the GPU holds a thread for every element of every phase at once, one cooperative
@@ -151,23 +152,23 @@ def infer_one(plan):
     samples = batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(sched, i)}[{samples} * {size}];"
                          for i, size in enumerate(scratch(plan)))
-    if limits.CUDA_CLUSTER_SAMPLES and cluster_buffer(plan) is not field_fuse.buffer_symbol:
-        few = min(samples, limits.CUDA_CLUSTER_SAMPLES)
-        buffers += f"\n/* The clustered kernel's own (its phases differ), for up to {few} samples: */\n" + "\n".join(
-            f"static __device__ {t} {cluster_buffer(plan)(clustered.plan, i)}[{few} * {size}];"
+    few = field_cluster.samples(clustered)
+    if few and cluster_buffer(plan) is not field_fuse.buffer_symbol:
+        buffers += f"\n/* The clustered kernel's own (its phases differ), for up to {min(samples, few)} samples: */\n" + "\n".join(
+            f"static __device__ {t} {cluster_buffer(plan)(clustered.plan, i)}[{min(samples, few)} * {size}];"
             for i, size in enumerate(clustered.plan.scratch))
     groups = held.phases
     widest = max(launch.threads for launch in groups)
     jammed = launches(sched)
     convs = conv_igemm.choose(sched)  # the phases run as implicit GEMMs where the call and device allow
-    forms = dict(launched=sched, persistent=held, **({"cluster": clustered} if limits.CUDA_CLUSTER_SAMPLES else {}))
+    forms = dict(launched=sched, persistent=held, **({"cluster": clustered} if few else {}))
     tiles = {form: conv_smem.choose(f, form, "" if f is sched else form[0]) for form, f in forms.items()}  # in shared memory
     if "cluster" in tiles and cluster_buffer(plan) is not field_fuse.buffer_symbol:
         tiles["cluster"] = {}  # (the tile functions use the other forms' arrays)
     persistent = _persistent(held, groups, tiles["persistent"])
     launched = _launched(sched, jammed, samples, convs, tiles["launched"])
     cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(plan), tiles.get("cluster")))
-               if limits.CUDA_CLUSTER_SAMPLES else "")
+               if few else "")
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t)}\n" if cluster else ""
@@ -194,7 +195,7 @@ def infer_one(plan):
 /* Blocks of {n}_field resident at once on each device (0: not yet asked; -1: no cooperative launch). */
 static int {n}_resident[64];
 {clusters}
-/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s.{field_cluster.note(n)} When
+/* count <= {samples} samples x[count][{plan.nx}] -> y[count][{plan.ny}], device pointers, on stream s.{field_cluster.note(n, few)} When
    the resident blocks hold a thread for every element of the widest phase ({count(widest, 'thread')} per
    sample), one cooperative launch of {n}_field with no more blocks than that; otherwise (or where
    cooperative launches are not available) {n}_phases. */
@@ -203,7 +204,7 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
     int device = 0;
     if (rosennaGetDevice(&device) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
-{field_cluster.choice(n)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
+{field_cluster.choice(n, few)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
     if (resident == 0) {{
         int sms = 0, per_sm = 0, cooperative = 0;
         if (rosennaDeviceGetAttribute(&cooperative, rosennaDevAttrCooperativeLaunch, device) != rosennaSuccess ||
