@@ -14,6 +14,23 @@ def _save(nodes, inputs, outputs, inits, path, opset=17, name="m"):
     return str(path)
 
 
+def conv(path, c, h, w, cout, k=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1), dil=(1, 1), group=1, act=None, seed=0):
+    """One Conv (bias, ``group`` groups) of a c x h x w field into cout channels, then the activation
+    ``act`` (an ONNX op name) if given: the geometry tests of the CUDA conv kernels."""
+    rng = np.random.default_rng(seed)
+    weight = (rng.standard_normal((cout, c // group) + tuple(k)) / np.sqrt(c // group * k[0] * k[1])).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32) * 0.1
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c" if act else "y"], name="conv", kernel_shape=list(k),
+                              strides=list(strides), pads=list(pads), dilations=list(dil), group=group)]
+    if act:
+        nodes.append(helper.make_node(act, ["c"], ["y"], name="act"))
+    out_hw = [(n + p0 + p1 - (kk - 1) * d - 1) // s + 1 for n, p0, p1, kk, d, s in
+              zip((h, w), pads[:2], pads[2:], k, dil, strides)]
+    return _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout] + out_hw)],
+                 [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B")], path, name="conv")
+
+
 def convnet(path, height=64, width=64, channels=8, seed=0):
     """field[N, 2, H, W] -> 3x3 Conv(8)+ReLU -> 3x3 Conv(8)+Tanh -> 3x3 Conv(1): a whole-field CNN."""
     rng = np.random.default_rng(seed)

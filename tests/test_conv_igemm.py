@@ -16,14 +16,13 @@ import shutil
 import subprocess
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from rosenna import compare, limits
 from rosenna.emit.cuda import conv_igemm, field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.generate import Options, build_plan
+from tests import op_models
 
 #: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, Relu after)
 GEOMETRIES = {
@@ -38,20 +37,7 @@ GEOMETRIES = {
 
 def _model(path, geometry, seed=0):
     c, h, w, cout, k, strides, pads, dil, relu = geometry
-    rng = np.random.default_rng(seed)
-    weight = (rng.standard_normal((cout, c) + k) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
-    bias = rng.standard_normal(cout).astype(np.float32) * 0.1
-    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c" if relu else "y"], name="conv", kernel_shape=list(k),
-                              strides=list(strides), pads=list(pads), dilations=list(dil))]
-    if relu:
-        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
-    out_hw = [(n + p0 + p1 - (kk - 1) * d - 1) // s + 1 for n, p0, p1, kk, d, s in
-              zip((h, w), pads[:2], pads[2:], k, dil, strides)]
-    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout] + out_hw)],
-                              [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return op_models.conv(path, c, h, w, cout, k, strides, pads, dil, act="Relu" if relu else None, seed=seed)
 
 
 def _conv(tmp_path, name):

@@ -24,7 +24,7 @@ from rosenna.emit.cuda import conv_smem, field_fuse
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.emit.lang import C
 from rosenna.generate import Options, build_plan
-from tests import devflags
+from tests import devflags, op_models
 
 #: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, group, activation)
 GEOMETRIES = {
@@ -42,20 +42,7 @@ GEOMETRIES = {
 
 def _model(path, geometry, seed=0):
     c, h, w, cout, k, strides, pads, dil, group, act = geometry
-    rng = np.random.default_rng(seed)
-    weight = (rng.standard_normal((cout, c // group) + k) / np.sqrt(c // group * k[0] * k[1])).astype(np.float32)
-    bias = rng.standard_normal(cout).astype(np.float32) * 0.1
-    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c" if act else "y"], name="conv", kernel_shape=list(k),
-                              strides=list(strides), pads=list(pads), dilations=list(dil), group=group)]
-    if act:
-        nodes.append(helper.make_node(act, ["c"], ["y"], name="act"))
-    out_hw = [(n + p0 + p1 - (kk - 1) * d - 1) // s + 1 for n, p0, p1, kk, d, s in
-              zip((h, w), pads[:2], pads[2:], k, dil, strides)]
-    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout] + out_hw)],
-                              [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return op_models.conv(path, c, h, w, cout, k, strides, pads, dil, group, act, seed)
 
 
 def _conv(tmp_path, name, monkeypatch):
