@@ -13,10 +13,12 @@ blocks per cluster are chosen per call instead (:func:`choice`: the most, up to 
 with which every cluster of the call is resident at once) and read at run time.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
-output channels) when :data:`JAM`, else the plain ones (a thread per element). Compiled for an
+output channels) when :data:`JAM`, else the plain ones (a thread per element); the convs that
+:mod:`conv_smem` takes run as its shared-memory tiles instead (the default, H200 run 17). A plan of
+fewer than ``limits.CUDA_CLUSTER_MIN_PHASES`` phases gets no clustered kernel. Compiled for an
 older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
 (it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
-``__HIPCC__``. Measured on the H200: docs/benchmarks.md, run 13.
+``__HIPCC__``. Measured on the H200: docs/benchmarks.md, runs 13, 16 and 17.
 """
 
 from rosenna import limits

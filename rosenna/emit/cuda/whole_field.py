@@ -137,6 +137,9 @@ def infer_one(plan):
       unrolled-and-jammed over 8 output channels (:func:`launches`): fewer threads doing 8 FMAs per
       load, which pays only when there are more elements than resident threads.
 
+    In every form a conv that :mod:`conv_smem` takes runs as shared-memory tiles, and in the
+    launched phases one that :mod:`conv_igemm` takes as a 3xTF32 implicit GEMM.
+
     H200 measurements that chose this rule are in docs/benchmarks.md ("whole-field launches"). The
     intermediates of those samples live in static ``__device__`` buffers. ``<name>_infer_one`` is
     this for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan
