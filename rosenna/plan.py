@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rosenna import abi, limits, ops
-from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
+from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, runtime_indexed, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 
@@ -126,8 +126,9 @@ class Plan:
     @property
     def has_infer_one(self):
         """Whether the plan can run one sample over the whole field (``<name>_infer_one``): not
-        with an LSTM or GRU, whose time loop is sequential."""
-        return not any(op.op in SEQUENTIAL_OPS for op in self.ops)
+        with an LSTM or GRU, whose time loop is sequential, nor with loads or stores at run-time
+        offsets (gathers, scatters, tree traversals), which the whole-field loop analyses do not model."""
+        return not any(op.op in SEQUENTIAL_OPS for op in self.ops) and not runtime_indexed(self.body)
 
     @property
     def emits_infer_one(self):

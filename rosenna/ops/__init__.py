@@ -5,6 +5,7 @@ Adding an op is one module (or one class in its family's module) and one line in
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
                          pad, pool, recurrent, reduce, resize, softmax)
+from rosenna.ops import ml_linear, ml_trees
 
 _OPS = (
     gemm.Gemm,
@@ -95,6 +96,17 @@ _OPS = (
     indexing.Concat,
     indexing.Slice,
     indexing.Tile,
+    ml_linear.Scaler,
+    ml_linear.Normalizer,
+    ml_linear.Imputer,
+    ml_linear.FeatureVectorizer,
+    ml_linear.ArrayFeatureExtractor,
+    ml_linear.LinearRegressor,
+    ml_linear.LinearClassifier,
+    ml_linear.SVMRegressor,
+    ml_trees.TreeEnsembleRegressor,
+    ml_trees.TreeEnsembleClassifier,
+    ml_trees.TreeEnsemble,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}
@@ -103,6 +115,17 @@ REGISTRY = {cls.name: cls() for cls in _OPS}
 def get(op_type):
     """The :class:`~rosenna.ops.base.Op` for ``op_type``, or ``None``."""
     return REGISTRY.get(op_type)
+
+
+#: The ONNX domains whose ops rosenna lowers ("" and "ai.onnx" are the standard one).
+DOMAINS = ("", "ai.onnx", ml_linear.ML_DOMAIN)
+
+
+def find(node):
+    """The :class:`~rosenna.ops.base.Op` for a graph node, by its domain and type, or ``None``."""
+    op = REGISTRY.get(node.op)
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return op if op is not None and op.domain == domain else None
 
 
 def lowered_ops():

@@ -18,7 +18,7 @@ from rosenna.errors import ModelError
 def fold_constants(graph):
     kept = []
     for node in graph.nodes:
-        op = ops.get(node.op) if node.domain in ("", "ai.onnx") else None
+        op = ops.find(node)
         outputs = _try_fold(graph, node, op)
         if outputs is not None:
             for name, array in zip(node.outputs, outputs):
@@ -83,7 +83,7 @@ def _settle_shapes(graph, node, op):
         # not know (its outputs have no shape, so nothing after it can be checked).
         raise support.unsupported([
             f"node {n.name!r} ({n.domain + '.' if n.domain else ''}{n.op}): {support.unknown_op_reason(n)}"
-            for n in graph.nodes if (ops.get(n.op) if n.domain in ("", "ai.onnx") else None) is None
+            for n in graph.nodes if ops.find(n) is None
             and not all(out in graph.weights for out in n.outputs if out)])
     known = all(graph.shape_of(n) is not None for n in node.inputs if n and (n in graph.values or graph.is_const(n)))
     if known:

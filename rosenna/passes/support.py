@@ -9,9 +9,14 @@ WHERE_LISTED = "supported ops: README.md, section Operators, or `rosenna info --
 
 def unknown_op_reason(node):
     """Why a node has no op module: a foreign domain, or a standard op rosenna does not know."""
+    if node.domain == "ai.onnx.ml":
+        if node.op == "ZipMap":
+            return ("ZipMap turns a classifier's scores into a list of maps, which generated code cannot return; "
+                    "convert the classifier without it (skl2onnx: options={id(model): {'zipmap': False}})")
+        return "not an ai.onnx.ml op rosenna supports (README.md lists those it lowers)"
     if node.domain not in ("", "ai.onnx"):
         return (f"an op of domain {node.domain!r}, which rosenna does not know (it lowers ops of the standard "
-                "ONNX domain only)")
+                "ONNX domain and ai.onnx.ml only)")
     return "not an op rosenna supports"
 
 
@@ -27,7 +32,7 @@ def check_supported(graph):
     problems = []
     for node in graph.nodes:
         label = f"node {node.name!r} ({node.domain + '.' if node.domain else ''}{node.op})"
-        op = ops.get(node.op) if node.domain in ("", "ai.onnx") else None
+        op = ops.find(node)
         if op is None:
             problems.append(f"{label}: {unknown_op_reason(node)}")
             continue
@@ -48,4 +53,4 @@ def check_supported(graph):
 
 def canonicalize(graph):
     for node in graph.nodes:
-        ops.get(node.op).canonicalize(node, graph)
+        ops.find(node).canonicalize(node, graph)
