@@ -198,7 +198,19 @@ def infer_shapes(model, path):
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ModelError(f"{path}: ONNX shape inference rejects the model: {reason}") from None
+        raise ModelError(f"{path}: ONNX shape inference rejects the model{_inference_node(reason)}: {reason}; "
+                         "the model breaks a rule of its own opsets, so onnxruntime refuses it too: re-export it "
+                         "with another opset (torch.onnx.export's opset_version, skl2onnx's target_opset, e.g. "
+                         "{'': 17, 'ai.onnx.ml': 3}) or with the converter's options for that node's estimator "
+                         "or layer") from None
+
+
+def _inference_node(reason):
+    """`` at node 'NAME' (OP)`` from onnx's shape-inference message, or "" when it names none."""
+    import re
+
+    found = re.search(r"op_type:([A-Za-z0-9_.]+), node name: ([^)]*)\)", reason)
+    return f" at node {found.group(2)!r} ({found.group(1)})" if found else ""
 
 
 def _attribute_value(attr):

@@ -505,7 +505,7 @@ class SVMRegressor(MlOp):
             return Ref(x, flat_index([r, c], (rows, features)))
 
         def row(r):
-            b.assign(acc, Num(rho))
+            b.assign(acc, Num(0.0))
             if not supports:
                 b.loop(features, lambda c: b.assign(acc, Bin("*", feature(r, c), Ref(coef, Idx.of(c))), accumulate=True))
             else:
@@ -533,6 +533,7 @@ class SVMRegressor(MlOp):
                     b.assign(acc, Bin("*", Ref(coef, Idx.of(i)), k), accumulate=True)
 
                 b.loop(supports, vector)
+            b.assign(acc, Num(rho), accumulate=True)
             out = Ref(y, flat_index([r], (rows,)))
             if int(self.attr(node, "one_class")):
                 b.assign(out, Select(acc, Num(0.0), Num(1.0), Num(-1.0)))

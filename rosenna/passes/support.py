@@ -14,6 +14,11 @@ def unknown_op_reason(node):
             return ("ZipMap turns a classifier's scores into a list of maps, which generated code cannot return; "
                     "convert the classifier without it (skl2onnx: options={id(model): {'zipmap': False}})")
         return "not an ai.onnx.ml op rosenna supports (README.md lists those it lowers)"
+    if node.op == "Scan" and node.domain in ("", "ai.onnx"):
+        return ("Scan (a loop whose body is a graph) is not supported; skl2onnx writes it for pairwise distances "
+                "(GaussianProcessRegressor, KNeighborsRegressor, KernelRidge): export the fitted estimator's "
+                "prediction as matrix products instead (for a GaussianProcessRegressor with an RBF kernel: "
+                "exp(-|x - X_train|^2 / (2 l^2)) @ alpha_ + y mean, written e.g. as a PyTorch module)")
     if node.domain not in ("", "ai.onnx"):
         return (f"an op of domain {node.domain!r}, which rosenna does not know (it lowers ops of the standard "
                 "ONNX domain and ai.onnx.ml only)")
