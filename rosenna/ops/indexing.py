@@ -1,7 +1,10 @@
 """Gather, Concat, Slice, Split and Tile: copies that pick, join or repeat parts of values.
 
-Gather:  Y[pre, q, post] = X[pre, I[q], post] with I a constant (negative entries count from the
-         end); an arithmetic I is one loop nest, any other one nest per index.
+Gather:  Y[pre, q, post] = X[pre, I[q], post] (negative entries count from the end); a constant
+         arithmetic I is one loop nest, any other constant one nest per index; an I computed at run
+         time (an input, an ArgMax, ...) is read per element: an index outside [-d, d) gives NaN in
+         the elements it would have filled (nothing outside X is read).
+GatherElements, GatherND, ScatterElements, ScatterND: see their classes (indices constant or run time).
 Concat:  Y = the inputs joined along ``axis``; run-time values and constants mix freely.
 Slice:   Y[.., i, ..] = X[.., start + i*step, ..] with constant starts/ends/axes/steps (inputs from
          opset 10, attributes before), clamped as numpy clamps a slice.
@@ -12,14 +15,54 @@ Tile:    Y[.., r*d + q, ..] = X[.., q, ..] for every repeat r of an axis of exte
          ``repeats``): the loops run over (r, q) pairs, so each store is one affine copy.
 
 All of them also fold the constant shape arithmetic that exporters emit (Shape->Gather->Concat ...).
-Limits, refused with a reason: an index, start, end, step, axis or split size computed at run
-time; an index out of range.
+Limits, refused with a reason: a start, end, step, axis or split size computed at run time; a
+constant Gather index out of range.
 """
 
 import numpy as np
 
-from rosenna.loopir import Idx, Ref, flat_index
+from rosenna.loopir import Bin, Idx, Num, Ref, Select, Var, flat_index, strides
 from rosenna.ops.base import Op, const_input, onnx_ints
+
+NAN = Num(float("nan"))
+
+
+def checked_index(b, value, extent, name, negative=True):
+    """Read the index ``value`` (an expression) for an axis of ``extent``: assign ``<name>`` the
+    index as an offset in [0, extent) (negative ones counted from the end when ``negative``; 0 when
+    out of range or NaN) and ``<name>_ok`` 1 when it was in range, else 0. Returns both Vars."""
+    index, ok = Var(name), Var(name + "_ok")
+    b.assign(index, value)
+    if negative:
+        b.assign(index, Select(index, Num(0.0), Bin("+", index, Num(float(extent))), index, "<"))
+    b.assign(ok, Select(index, Num(-0.5), Select(index, Num(extent - 0.5), Num(1.0), Num(0.0), "<"), Num(0.0)))
+    b.assign(index, Select(ok, Num(0.5), index, Num(0.0)))
+    return index, ok
+
+
+def scaled(index, stride):
+    return index if stride == 1 else Bin("*", index, Num(float(stride)))
+
+
+def guarded(ok, value):
+    """``value`` where ``ok`` is 1, NaN where it is 0."""
+    return Select(ok, Num(0.5), value, NAN)
+
+
+REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def reduced(kind, old, new):
+    """ScatterElements/ScatterND's combination of the current element and an update."""
+    if kind == "add":
+        return Bin("+", old, new)
+    if kind == "mul":
+        return Bin("*", old, new)
+    if kind == "max":
+        return Select(new, old, new, old)
+    if kind == "min":
+        return Select(new, old, new, old, "<")
+    return new
 
 
 class Gather(Op):
@@ -37,7 +80,7 @@ class Gather(Op):
     def check(self, node, graph):
         indices = const_input(graph, node, 1)
         if indices is None:
-            return ["the indices are computed at run time; rosenna needs them constant"]
+            return []
         data = graph.shape_of(node.inputs[0])
         extent = data[self.attr(node, "axis") % len(data)]
         if indices.size and (indices.min() < -extent or indices.max() >= extent):
@@ -45,6 +88,9 @@ class Gather(Op):
         return []
 
     def lower(self, node, graph, b):
+        if const_input(graph, node, 1) is None:
+            self.lower_runtime(node, graph, b)
+            return
         data = graph.shape_of(node.inputs[0])
         axis = self.attr(node, "axis") % len(data)
         picks = [int(v) % data[axis] for v in np.asarray(graph.weights[node.inputs[1]]).reshape(-1)]
@@ -67,6 +113,217 @@ class Gather(Op):
                 b.assign(Ref(dst, flat_index(out_idx, out_shape)), Ref(src, flat_index(in_idx, data)))
 
             b.nest(pre + post, one)
+
+
+    def lower_runtime(self, node, graph, b):
+        data = graph.shape_of(node.inputs[0])
+        axis = self.attr(node, "axis") % len(data)
+        index_shape = tuple(graph.shape_of(node.inputs[1]))
+        pre, post = tuple(data[:axis]), tuple(data[axis + 1:])
+        out_shape = pre + index_shape + post
+        inner = int(np.prod(post, dtype=np.int64))
+
+        def outer(idx):
+            q = idx[len(pre):]
+            where = flat_index(q, index_shape) if index_shape else Idx()
+            index, ok = checked_index(b, Ref(node.inputs[1], where), data[axis], "ix")
+
+            def copy(rest):
+                src = flat_index(list(idx[:len(pre)]) + [0] + list(rest), data)
+                b.assign(Ref(node.outputs[0], flat_index(list(idx) + list(rest), out_shape)),
+                         guarded(ok, Ref(node.inputs[0], src, at=scaled(index, inner))))
+
+            b.nest(post, copy)
+
+        b.nest(pre + index_shape, outer)
+
+
+class GatherElements(Op):
+    """Y[i] = X[i with axis a replaced by I[i]] for every index i of I (Y has I's shape); an index
+    outside [-d, d) gives NaN in that element."""
+    name = "GatherElements"
+    attributes = {"axis": 0}
+
+    def shape(self, node, graph):
+        return [tuple(graph.shape_of(node.inputs[1]))]
+
+    def evaluate(self, node, inputs):
+        return [np.take_along_axis(inputs[0], np.where(inputs[1] < 0, inputs[1] + inputs[0].shape[
+            self.attr(node, "axis")], inputs[1]), axis=self.attr(node, "axis"))]
+
+    def shape_errors(self, node, graph):
+        data, index = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        if len(data) != len(index):
+            return [f"indices of rank {len(index)} for data of rank {len(data)}"]
+        return []
+
+    def lower(self, node, graph, b):
+        data = graph.shape_of(node.inputs[0])
+        index_shape = tuple(graph.shape_of(node.inputs[1]))
+        axis = self.attr(node, "axis") % len(data)
+
+        def body(idx):
+            index, ok = checked_index(b, Ref(node.inputs[1], flat_index(idx, index_shape)), data[axis], "ix")
+            src = list(idx)
+            src[axis] = 0
+            b.assign(Ref(node.outputs[0], flat_index(idx, index_shape)),
+                     guarded(ok, Ref(node.inputs[0], flat_index(src, data), at=scaled(index, strides(data)[axis]))))
+
+        b.nest(index_shape, body)
+
+
+def _nd_offset(b, node, graph, data, batch, prefix_idx, index_shape, q_idx):
+    """GatherND/ScatterND: the run-time offset into ``data`` of the index tuple at ``q_idx`` of the
+    indices (their last axis holds the tuple) and its ok flag (the product of the parts' flags)."""
+    k = index_shape[-1]
+    offset, ok = None, None
+    for j in range(k):
+        where = flat_index(list(q_idx) + [j], index_shape)
+        index, part_ok = checked_index(b, Ref(node.inputs[1], where), data[batch + j], f"ix{j}")
+        term = scaled(index, strides(data)[batch + j])
+        offset = term if offset is None else Bin("+", offset, term)
+        ok = part_ok if ok is None else Bin("*", ok, part_ok)
+    if ok is not None and k > 1:
+        flag = Var("ix_ok")
+        b.assign(flag, ok)
+        ok = flag
+    return offset, ok
+
+
+class GatherND(Op):
+    """Y[b, q, r] = X[b, I[b, q, 0], ..., I[b, q, k-1], r] (``batch_dims`` leading axes b shared);
+    an index tuple with a part outside its axis gives NaN in the elements it would have filled."""
+    name = "GatherND"
+    attributes = {"batch_dims": 0}
+
+    def shape(self, node, graph):
+        data, index = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        batch = int(self.attr(node, "batch_dims"))
+        return [tuple(index[:-1]) + tuple(data[batch + index[-1]:])]
+
+    def shape_errors(self, node, graph):
+        data, index = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        batch = int(self.attr(node, "batch_dims"))
+        if not index or index[-1] + batch > len(data) or tuple(index[:batch]) != tuple(data[:batch]):
+            return [f"indices of shape {tuple(index)} do not index data of shape {tuple(data)} with "
+                    f"batch_dims {batch}"]
+        return []
+
+    def lower(self, node, graph, b):
+        data = tuple(graph.shape_of(node.inputs[0]))
+        index_shape = tuple(graph.shape_of(node.inputs[1]))
+        batch = int(self.attr(node, "batch_dims"))
+        k = index_shape[-1]
+        rest = data[batch + k:]
+        out_shape = self.shape(node, graph)[0]
+
+        def outer(q):
+            offset, ok = _nd_offset(b, node, graph, data, batch, q[:batch], index_shape, q)
+
+            def copy(r):
+                src = flat_index(list(q[:batch]) + [0] * k + list(r), data)
+                value = Ref(node.inputs[0], src, at=offset) if offset is not None else Ref(node.inputs[0], src)
+                b.assign(Ref(node.outputs[0], flat_index(list(q) + list(r), out_shape)),
+                         guarded(ok, value) if ok is not None else value)
+
+            b.nest(rest, copy)
+
+        b.nest(index_shape[:-1], outer)
+
+
+def _invalidate(b, out, size, bad):
+    """Every element of ``out`` NaN when ``bad`` counts an out-of-range index."""
+    b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Select(bad, Num(0.5), NAN, Ref(out, Idx.of(i)))))
+
+
+class ScatterElements(Op):
+    """Y = X, then for every index i of I in order: Y[i with axis a replaced by I[i]] = U[i]
+    (``reduction`` none) or combined with it (add, mul, max, min). The updates run one after the
+    other in index order, so repeated targets combine deterministically (the last one wins for
+    none). An index outside [-d, d) writes nothing and makes every element of Y NaN."""
+    name = "ScatterElements"
+    attributes = {"axis": 0, "reduction": "none"}
+
+    def check(self, node, graph):
+        if self.attr(node, "reduction") not in REDUCTIONS:
+            return [f"reduction {self.attr(node, 'reduction')!r} is not one of {', '.join(REDUCTIONS)}"]
+        return []
+
+    def shape_errors(self, node, graph):
+        data, index, updates = (graph.shape_of(n) for n in node.inputs[:3])
+        if len(index) != len(data) or tuple(index) != tuple(updates):
+            return [f"indices {tuple(index)} and updates {tuple(updates)} must have one shape of data's rank"]
+        return []
+
+    def lower(self, node, graph, b):
+        data = tuple(graph.shape_of(node.inputs[0]))
+        index_shape = tuple(graph.shape_of(node.inputs[1]))
+        axis = self.attr(node, "axis") % len(data)
+        kind = self.attr(node, "reduction")
+        out = node.outputs[0]
+        size = int(np.prod(data, dtype=np.int64))
+        bad = Var("bad")
+        b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Ref(node.inputs[0], Idx.of(i))))
+        b.assign(bad, Num(0.0))
+
+        def body(idx):
+            index, ok = checked_index(b, Ref(node.inputs[1], flat_index(idx, index_shape)), data[axis], "ix")
+            dst = list(idx)
+            dst[axis] = 0
+            target = Ref(out, flat_index(dst, data), at=scaled(index, strides(data)[axis]))
+            update = Ref(node.inputs[2], flat_index(idx, index_shape))
+            b.assign(target, Select(ok, Num(0.5), reduced(kind, target, update), target))
+            b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
+
+        b.nest(index_shape, body)
+        _invalidate(b, out, size, bad)
+
+
+class ScatterND(Op):
+    """Y = X, then for every index tuple I[q] (the last axis of I) in order: the slice
+    Y[I[q], :] = U[q, :] or combined with it (add, mul, max, min), deterministically in index
+    order. An index tuple with a part outside its axis writes nothing and makes every element of Y
+    NaN."""
+    name = "ScatterND"
+    attributes = {"reduction": "none"}
+
+    def check(self, node, graph):
+        if self.attr(node, "reduction") not in REDUCTIONS:
+            return [f"reduction {self.attr(node, 'reduction')!r} is not one of {', '.join(REDUCTIONS)}"]
+        return []
+
+    def shape_errors(self, node, graph):
+        data, index, updates = (tuple(graph.shape_of(n)) for n in node.inputs[:3])
+        if not index or index[-1] > len(data) or updates != index[:-1] + data[index[-1]:]:
+            return [f"updates {updates} must have shape indices[:-1] + data[k:] for indices {index}, data {data}"]
+        return []
+
+    def lower(self, node, graph, b):
+        data = tuple(graph.shape_of(node.inputs[0]))
+        index_shape = tuple(graph.shape_of(node.inputs[1]))
+        updates = tuple(graph.shape_of(node.inputs[2]))
+        k = index_shape[-1]
+        rest = data[k:]
+        kind = self.attr(node, "reduction")
+        out = node.outputs[0]
+        size = int(np.prod(data, dtype=np.int64))
+        bad = Var("bad")
+        b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Ref(node.inputs[0], Idx.of(i))))
+        b.assign(bad, Num(0.0))
+
+        def outer(q):
+            offset, ok = _nd_offset(b, node, graph, data, 0, [], index_shape, q)
+
+            def write(r):
+                target = Ref(out, flat_index([0] * k + list(r), data), at=offset)
+                update = Ref(node.inputs[2], flat_index(list(q) + list(r), updates))
+                b.assign(target, Select(ok, Num(0.5), reduced(kind, target, update), target))
+
+            b.nest(rest, write)
+            b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
+
+        b.nest(index_shape[:-1], outer)
+        _invalidate(b, out, size, bad)
 
 
 class Concat(Op):
