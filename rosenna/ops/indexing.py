@@ -139,7 +139,9 @@ class Gather(Op):
 
 
 class GatherElements(Op):
-    """Y[i] = X[i with axis a replaced by I[i]] for every index i of I (Y has I's shape); an index
+    """Elements picked along one axis by run-time or constant indices.
+
+    Y[i] = X[i with axis a replaced by I[i]] for every index i of I (Y has I's shape); an index
     outside [-d, d) gives NaN in that element."""
     name = "GatherElements"
     attributes = {"axis": 0}
@@ -191,7 +193,9 @@ def _nd_offset(b, node, graph, data, batch, prefix_idx, index_shape, q_idx):
 
 
 class GatherND(Op):
-    """Y[b, q, r] = X[b, I[b, q, 0], ..., I[b, q, k-1], r] (``batch_dims`` leading axes b shared);
+    """Slices picked by run-time or constant index tuples.
+
+    Y[b, q, r] = X[b, I[b, q, 0], ..., I[b, q, k-1], r] (``batch_dims`` leading axes b shared);
     an index tuple with a part outside its axis gives NaN in the elements it would have filled."""
     name = "GatherND"
     attributes = {"batch_dims": 0}
@@ -237,7 +241,9 @@ def _invalidate(b, out, size, bad):
 
 
 class ScatterElements(Op):
-    """Y = X, then for every index i of I in order: Y[i with axis a replaced by I[i]] = U[i]
+    """Updates written or reduced (add, mul, max, min) along one axis, in index order.
+
+    Y = X, then for every index i of I in order: Y[i with axis a replaced by I[i]] = U[i]
     (``reduction`` none) or combined with it (add, mul, max, min). The updates run one after the
     other in index order, so repeated targets combine deterministically (the last one wins for
     none). An index outside [-d, d) writes nothing and makes every element of Y NaN."""
@@ -280,7 +286,9 @@ class ScatterElements(Op):
 
 
 class ScatterND(Op):
-    """Y = X, then for every index tuple I[q] (the last axis of I) in order: the slice
+    """Slices written or reduced (add, mul, max, min) at index tuples, in index order.
+
+    Y = X, then for every index tuple I[q] (the last axis of I) in order: the slice
     Y[I[q], :] = U[q, :] or combined with it (add, mul, max, min), deterministically in index
     order. An index tuple with a part outside its axis writes nothing and makes every element of Y
     NaN."""

@@ -1,5 +1,6 @@
-"""The ai.onnx.ml operators of scikit-learn's preprocessing and linear models, as skl2onnx and
-onnxmltools emit them. X is ``[N, C]`` (or ``[C]``: one row); every row is computed alike.
+"""ai.onnx.ml preprocessing and linear models (skl2onnx, onnxmltools).
+
+X is ``[N, C]`` (or ``[C]``: one row); every row is computed alike.
 
 Scaler:              Y[n, c] = (X[n, c] - offset[c]) * scale[c]   (one offset or scale: every c)
 Normalizer:          Y[n, :] = X[n, :] / m, m = max X[n, :] (MAX), sum |X[n, :]| (L1) or

@@ -1,6 +1,8 @@
-"""Tree ensembles of the ai.onnx.ml domain: TreeEnsembleRegressor, TreeEnsembleClassifier (opsets 1
-and 3) and TreeEnsemble (opset 5), as skl2onnx, onnxmltools (XGBoost, LightGBM) and hummingbird
-emit them for random forests and gradient boosting.
+"""ai.onnx.ml tree ensembles: a node table walked a constant number of steps.
+
+TreeEnsembleRegressor, TreeEnsembleClassifier (opsets 1 and 3) and TreeEnsemble (opset 5), as
+skl2onnx, onnxmltools (XGBoost, LightGBM) and hummingbird emit them for random forests and gradient
+boosting.
 
     score[n, k] = aggregate over trees t of leaf_t(X[n])[k]  (+ base_values[k])
 
