@@ -1,0 +1,96 @@
+"""Tree ensembles per point on the host: rosenna's generated C (``<name>_infer_batch``, SIMD blocks,
+and a plain loop of ``<name>_infer``) against onnxruntime's session.run over the same points in
+one batch, one thread each.
+
+    python bench/trees_per_point.py [--trees 500] [--depth 12] [--points 100000] [--repeats 5]
+                                    [--kind forest|boosting] [--cflags "-O3 -march=native"]
+
+The ensemble is a scikit-learn random forest (or gradient boosting) on 8 synthetic features,
+converted by skl2onnx (ai.onnx.ml TreeEnsembleRegressor). Prints the ensemble's size and ns per
+point (median of the repeats) for each path; writes nothing else.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+from host_batch import C_DRIVER  # noqa: E402  the same driver: batch and per-point loop
+
+from rosenna.generate import Options, generate  # noqa: E402
+
+
+def ensemble(kind, trees, depth, features=8, samples=20000, seed=0):
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+    from skl2onnx import to_onnx
+
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (samples, features)).astype(np.float32)
+    y = np.sin(3 * x[:, 0]) + x[:, 1] * x[:, 2] + 0.1 * rng.normal(size=samples)
+    model = (RandomForestRegressor(n_estimators=trees, max_depth=depth, n_jobs=-1, random_state=0) if kind == "forest"
+             else GradientBoostingRegressor(n_estimators=trees, max_depth=depth, random_state=0)).fit(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = to_onnx(model, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    nodes = sum(len(t.tree_.feature) for t in (model.estimators_ if kind == "forest" else model.estimators_.ravel()))
+    return proto, nodes, features
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trees", type=int, default=500)
+    parser.add_argument("--depth", type=int, default=12)
+    parser.add_argument("--points", type=int, default=100000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--kind", choices=("forest", "boosting"), default="forest")
+    parser.add_argument("--cflags", default="-O3 -march=native")
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+
+    proto, nodes, features = ensemble(args.kind, args.trees, args.depth)
+    with tempfile.TemporaryDirectory() as work:
+        path = os.path.join(work, "trees.onnx")
+        with open(path, "wb") as handle:
+            handle.write(proto.SerializeToString())
+        generate(path, work, Options(lang="c", name="mdl", embed=False))
+        driver = C_DRIVER.replace("int n = atoi(argv[1]), reps = atoi(argv[2]);",
+                                  "int n = atoi(argv[1]), reps = atoi(argv[2]);\n    if (mdl_init(\"mdl.rwt\")) return 3;")
+        with open(os.path.join(work, "driver.c"), "w") as handle:
+            handle.write(driver)
+        start = time.perf_counter()
+        subprocess.run(f"gcc {args.cflags} -fopenmp -I{work} {work}/driver.c {work}/mdl.c -lm -o {work}/bench",
+                       shell=True, check=True, cwd=work)
+        compile_s = time.perf_counter() - start
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        out = subprocess.run([f"{work}/bench", str(args.points), str(args.repeats)], capture_output=True, text=True,
+                             env=env, cwd=work, check=True).stdout.split()
+        batch_ns, point_ns = float(out[0]), float(out[1])
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        sess = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        i = np.arange(args.points * features, dtype=np.int64)
+        x = (((i * 2654435761) % 2000) / 1000.0 - 1.0).astype(np.float32).reshape(args.points, features)
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            sess.run(None, {sess.get_inputs()[0].name: x})
+            times.append(time.perf_counter() - start)
+        ort_ns = sorted(times)[len(times) // 2] * 1e9 / args.points
+    print(f"{args.kind}: {args.trees} trees, depth {args.depth}, {nodes} nodes, {features} features; "
+          f"{args.points} points, 1 thread, gcc {args.cflags} (compile {compile_s:.1f} s)")
+    print(f"  rosenna infer_batch   {batch_ns:10.1f} ns/point  ({batch_ns / ort_ns:.2f}x onnxruntime)")
+    print(f"  rosenna infer loop    {point_ns:10.1f} ns/point  ({point_ns / ort_ns:.2f}x onnxruntime)")
+    print(f"  onnxruntime run       {ort_ns:10.1f} ns/point")
+
+
+if __name__ == "__main__":
+    main()
