@@ -248,6 +248,17 @@ def walk_expr(expr):
             yield from walk_expr(part)
 
 
+#: The scalar that counts a point's out-of-range indices (ops add to it, the plan sets it to 0
+#: first); the host batch returns the INDEX status (rosenna.abi) when any point's is positive.
+FAULT = "index_fault"
+
+
+def counts_faults(stmts):
+    """Whether the statements count out-of-range indices (use the :data:`FAULT` scalar)."""
+    return any(isinstance(sub, Var) and sub.name == FAULT for stmt in walk(stmts) if isinstance(stmt, Assign)
+               for expr in (stmt.target, stmt.expr) for sub in walk_expr(expr))
+
+
 def runtime_indexed(stmts):
     """Whether any statement loads or stores at a run-time offset (a :class:`Ref` with ``at``)."""
     return any(isinstance(sub, Ref) and sub.at is not None for stmt in walk(stmts) if isinstance(stmt, Assign)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rosenna import abi, limits, ops
-from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, runtime_indexed, walk, walk_expr
+from rosenna.loopir import (FAULT, Assign, Builder, Comment, Num, Ref, Var, counts_faults, decimal_texts,
+                            runtime_indexed, walk, walk_expr)
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 
@@ -244,6 +245,8 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
     for r, ybuf, size, vname in copies:
         b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))
         copy_lowering(b, r, ybuf, size)
+    if counts_faults(b.stmts):  # the count of out-of-range indices starts at 0 (loopir.FAULT)
+        b.stmts.insert(0, Assign(Var(FAULT), Num(0.0)))
 
     # Resolve every buffer a statement names; weights in first-use order.
     weights, wident = [], {}

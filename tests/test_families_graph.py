@@ -207,3 +207,106 @@ def test_exporters_emit_the_index_ops_under_test(exported):
     assert {"Gather", "ScatterElements"} <= ops["processor_input_edges_scatter_add_legacy"]
     assert {"GatherND", "ScatterND"} <= ops["processor_input_edges_index_add_dynamo"]
     assert "Gather" in ops["embedding_legacy"] | ops["embedding_dynamo"]
+
+
+C_BATCH = r"""#include <stdio.h>
+#include <stdlib.h>
+#include "idx.h"
+
+int main(int argc, char **argv)
+{
+    int n = atoi(argv[1]);
+    float *x = malloc(sizeof(float) * (size_t)n * IDX_NX), *y = malloc(sizeof(float) * (size_t)n * IDX_NY);
+    FILE *f = fopen(argv[2], "rb");
+    if (!x || !y || !f || fread(x, sizeof(float), (size_t)n * IDX_NX, f) != (size_t)n * IDX_NX) return 3;
+    fclose(f);
+    int status = idx_infer_batch(n, x, y, NULL);
+    fwrite(&status, sizeof(int), 1, stdout);
+    fwrite(y, sizeof(float), (size_t)n * IDX_NY, stdout);
+    (void)argc;
+    return 0;
+}
+"""
+
+F_BATCH = """program main
+  use, intrinsic :: iso_fortran_env, only: output_unit
+  use idx_model
+  implicit none
+  integer :: n, unit, status
+  character(len=4096) :: arg
+  real(idx_rk), allocatable :: x(:, :), y(:, :)
+  call get_command_argument(1, arg)
+  read (arg, *) n
+  allocate (x(idx_nx, n), y(idx_ny, n))
+  call get_command_argument(2, arg)
+  open (newunit=unit, file=trim(arg), access='stream', form='unformatted', status='old', action='read')
+  read (unit) x
+  close (unit)
+  call idx_infer_batch(n, x, y, status)
+  open (newunit=unit, file='/dev/stdout', access='stream', form='unformatted', action='write')
+  write (unit) status, y
+  close (unit)
+end program main
+"""
+
+
+@pytest.fixture(scope="module")
+def batch_programs(tmp_path_factory):
+    """The host batch of a Gather + ScatterElements(add) model with run-time indices, built in C
+    and Fortran: {lang: executable}."""
+    import subprocess
+
+    from rosenna.generate import Options, generate
+
+    work = tmp_path_factory.mktemp("batch")
+    model = _graph([helper.make_node("Gather", ["data", "rows"], ["g"], axis=0),
+                    helper.make_node("ScatterElements", ["zeros", "targets", "upd"], ["se"], axis=0, reduction="add")],
+                   [("rows", I64, [2]), ("targets", I64, [2, 3]), ("upd", TensorProto.FLOAT, [2, 3])],
+                   [("g", [2, 3]), ("se", [5, 3])], {"data": DATA, "zeros": np.zeros((5, 3), np.float32)})
+    onnx.save(model, str(work / "idx.onnx"))
+    generate(str(work / "idx.onnx"), str(work), Options(lang="both", name="idx", embed=True))
+    (work / "main.c").write_text(C_BATCH)
+    (work / "main.f90").write_text(F_BATCH)
+    subprocess.run(["gcc", "-O2", "-fopenmp", "main.c", "idx.c", "-lm", "-o", "c_batch"], cwd=work, check=True)
+    subprocess.run(["gfortran", "-O2", "-fopenmp", "idx_model.F90", "main.f90", "-o", "f_batch"], cwd=work, check=True)
+    return work, {"c": work / "c_batch", "fortran": work / "f_batch"}
+
+
+def _points(bad=None, count=40):
+    """``count`` points of (rows, targets, upd); point ``bad`` gets a row index past the data."""
+    rng = np.random.default_rng(7)
+    rows = rng.integers(-5, 5, (count, 2))
+    targets = rng.integers(-5, 5, (count, 2, 3))
+    upd = rng.normal(size=(count, 2, 3))
+    if bad is not None:
+        rows[bad, 1] = 5
+    x = np.concatenate([rows, targets.reshape(count, -1), upd.reshape(count, -1)], axis=1).astype(np.float32)
+    g = DATA[rows % 5]
+    se = np.zeros((count, 5, 3), np.float32)
+    for p in range(count):
+        for i in range(2):
+            for j in range(3):
+                se[p, targets[p, i, j] % 5, j] += upd[p, i, j]
+    if bad is not None:
+        g[bad, 1] = np.nan
+    return x, np.concatenate([g.reshape(count, -1), se.reshape(count, -1)], axis=1)
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+@pytest.mark.parametrize("bad", [None, 37])
+def test_batch_returns_the_index_status(batch_programs, lang, bad):
+    """40 points (a partial block): with every index in range the status is OK and the outputs
+    exact; with one point's index past its axis the status is INDEX (rosenna.abi), that point's
+    gathered row NaN, every other output exact."""
+    import subprocess
+
+    from rosenna import abi
+
+    work, programs = batch_programs
+    x, want = _points(bad)
+    x.tofile(work / f"x{bad}.bin")
+    out = subprocess.run([str(programs[lang]), "40", str(work / f"x{bad}.bin")], capture_output=True, check=True).stdout
+    status = int(np.frombuffer(out[:4], np.int32)[0])
+    got = np.frombuffer(out[4:], np.float32).reshape(40, -1)
+    assert status == (abi.STATUS["OK"] if bad is None else abi.STATUS["INDEX"])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -6,6 +6,7 @@ from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.loopir import FAULT, counts_faults
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
@@ -245,11 +246,23 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 }}
 #pragma omp end declare target
 """
+    faults = counts_faults(plan.body)
+    call = f"{n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym})"
+    if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
+        fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    for (int p = 0; p < count; ++p)\n"
+                        f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;")
+        host_batch = (f"    int status = ROSENNA_STATUS_OK;\n#pragma omp parallel for schedule(static) reduction(max:status)\n"
+                      f"    for (int start = 0; start < n; start += {block}) {{\n        int s = {call};\n"
+                      f"        status = s > status ? s : status;\n    }}\n    return status;")
+    else:
+        fault_return = ""
+        host_batch = (f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
+                      f"        {call};\n    return ROSENNA_STATUS_OK;")
     batch = f"""
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
    yb hold the block transposed. */
-static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+static {'int' if faults else 'void'} {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
     for (int e = 0; e < {nxm}; ++e)
@@ -258,7 +271,7 @@ static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSEN
 {block_text}
     for (int p = 0; p < count; ++p)
         for (int e = 0; e < {nym}; ++e)
-            y[(long)p * {nym} + e] = yb[e * {block} + p];
+            y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}
 }}
 
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
@@ -270,10 +283,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
             {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});
         return ROSENNA_STATUS_OK;
     }}
-#pragma omp parallel for schedule(static)
-    for (int start = 0; start < n; start += {block})
-        {n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym});
-    return ROSENNA_STATUS_OK;
+{host_batch}
 }}
 """
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)

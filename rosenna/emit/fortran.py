@@ -5,6 +5,7 @@ from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
+from rosenna.loopir import FAULT, counts_faults
 
 VALUES_PER_LINE = 4
 #: Arrays up to this many values are initialised in their declaration; larger ones by DATA
@@ -79,9 +80,20 @@ def module(plan, stamp, block):
                       f"        y(e + 1, p + 1) = yb(e*{block} + p + 1)",
                       "      end do",
                       "    end do"])
+    faults = counts_faults(plan.body)
+    if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
+        block_lines += ["    faults = 0", "    do p = 0, count - 1", f"      if ({FAULT}(p + 1) > 0) faults = 1",
+                        "    end do"]
     ready_check = ("    if (.not. ready) then\n"
                    f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
-    batch_decls = "    logical :: on_device\n    integer :: i, start\n"
+    batch_decls = "    logical :: on_device\n    integer :: i, start\n" + ("    integer :: faults, fault\n" if faults else "")
+    call = f"call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:){', fault' if faults else ''})"
+    if faults:
+        host_loop = (f"      faults = 0\n      !$omp parallel do schedule(static) private(fault) reduction(max: faults)\n"
+                     f"      do start = 1, n, {block}\n        {call}\n        faults = max(faults, fault)\n"
+                     f"      end do\n      if (faults > 0) status = {n}_status_index\n")
+    else:
+        host_loop = f"      !$omp parallel do schedule(static)\n      do start = 1, n, {block}\n        {call}\n      end do\n"
     batch_stmts = f"""    on_device = .false.
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
     if (on_device) then
@@ -90,19 +102,15 @@ def module(plan, stamp, block):
         call {n}_infer(x(:, i), y(:, i))
       end do
     else
-      !$omp parallel do schedule(static)
-      do start = 1, n, {block}
-        call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))
-      end do
-    end if
+{host_loop}    end if
 """
     block_sub = f"""
   !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
-  subroutine infer_block(count, x, y)
+  subroutine infer_block(count, x, y{', faults' if faults else ''})
     integer, intent(in) :: count
     real(rk), intent(in) :: x({n}_nx, count)
     real(rk), intent(inout) :: y({n}_ny, count)
-{chr(10).join(block_lines)}
+{'    integer, intent(out) :: faults' + chr(10) if faults else ''}{chr(10).join(block_lines)}
   end subroutine infer_block
 """
     batch_doc = (f"on the offload device when there is one (data\n  !> already mapped there is not copied "

@@ -5,7 +5,7 @@ Adding an op is one module (or one class in its family's module) and one line in
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
                          pad, pool, recurrent, reduce, resize, softmax)
-from rosenna.ops import ml_linear, ml_trees
+from rosenna.ops import gather_scatter, ml_linear, ml_preprocess, ml_trees
 
 _OPS = (
     gemm.Gemm,
@@ -96,15 +96,15 @@ _OPS = (
     indexing.Concat,
     indexing.Slice,
     indexing.Tile,
-    indexing.GatherElements,
-    indexing.GatherND,
-    indexing.ScatterElements,
-    indexing.ScatterND,
-    ml_linear.Scaler,
-    ml_linear.Normalizer,
-    ml_linear.Imputer,
-    ml_linear.FeatureVectorizer,
-    ml_linear.ArrayFeatureExtractor,
+    gather_scatter.GatherElements,
+    gather_scatter.GatherND,
+    gather_scatter.ScatterElements,
+    gather_scatter.ScatterND,
+    ml_preprocess.Scaler,
+    ml_preprocess.Normalizer,
+    ml_preprocess.Imputer,
+    ml_preprocess.FeatureVectorizer,
+    ml_preprocess.ArrayFeatureExtractor,
     ml_linear.LinearRegressor,
     ml_linear.LinearClassifier,
     ml_linear.SVMRegressor,
@@ -122,7 +122,7 @@ def get(op_type):
 
 
 #: The ONNX domains whose ops rosenna lowers ("" and "ai.onnx" are the standard one).
-DOMAINS = ("", "ai.onnx", ml_linear.ML_DOMAIN)
+DOMAINS = ("", "ai.onnx", ml_preprocess.ML_DOMAIN)
 
 
 def find(node):

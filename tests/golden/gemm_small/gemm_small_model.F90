@@ -37,6 +37,8 @@ module gemm_small_model
   integer, parameter, public :: gemm_small_status_device         = 10
   integer, parameter, public :: gemm_small_status_launch         = 11  ! kernel launch failed
   integer, parameter, public :: gemm_small_status_checksum       = 12  ! weights-file checksum mismatch: the file is corrupted
+  ! an index (Gather, Scatter, ...) was outside its axis at some point: the outputs it would have written are NaN
+  integer, parameter, public :: gemm_small_status_index          = 13
 
   real(rk), protected :: w0_fc0_weight(4) = [ &
       0.244364932_rk, 0.580971777_rk, 0.23365429_rk, -0.921471298_rk ]

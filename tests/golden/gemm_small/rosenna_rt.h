@@ -16,6 +16,7 @@
 #define ROSENNA_STATUS_DEVICE         10  /* device allocation or copy failed, or the model was never initialised */
 #define ROSENNA_STATUS_LAUNCH         11  /* kernel launch failed */
 #define ROSENNA_STATUS_CHECKSUM       12  /* weights-file checksum mismatch: the file is corrupted */
+#define ROSENNA_STATUS_INDEX          13  /* an index (Gather, Scatter, ...) was outside its axis at some point: the outputs it would have written are NaN */
 
 /* Per-point routines are callable from host code and from CUDA/HIP kernels. */
 #if defined(__CUDACC__) || defined(__HIPCC__)
