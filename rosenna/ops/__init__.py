@@ -5,7 +5,7 @@ Adding an op is one module (or one class in its family's module) and one line in
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
                          pad, pool, recurrent, reduce, resize, softmax)
-from rosenna.ops import gather_scatter, ml_linear, ml_preprocess, ml_trees
+from rosenna.ops import dft, gather_scatter, ml_linear, ml_preprocess, ml_trees
 
 _OPS = (
     gemm.Gemm,
@@ -100,6 +100,7 @@ _OPS = (
     gather_scatter.GatherND,
     gather_scatter.ScatterElements,
     gather_scatter.ScatterND,
+    dft.DFT,
     ml_preprocess.Scaler,
     ml_preprocess.Normalizer,
     ml_preprocess.Imputer,
