@@ -104,11 +104,16 @@ def fno_layer(height=12, width=10, channels=4, modes=3):
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
+def fno():
+    return fno_layer()
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, fno):
     root = tmp_path_factory.mktemp("dft")
     cases = [write_case(str(root / "cases"), name, *build()) for name, build in CASES.items()]
     cases += [write_case(str(root / "cases"), name, *exact(*spec)) for name, spec in EXACT.items()]
-    cases.append(write_case(str(root / "cases"), "fno_layer", *fno_layer()))
+    cases.append(write_case(str(root / "cases"), "fno_layer", *fno))
     return {o.case.name: o for o in conformance.run(cases, str(root / "work"), rtol=1e-4, atol=1e-5)}
 
 
@@ -118,8 +123,8 @@ def test_against_onnxruntime(outcomes, name):
     assert (o.status, o.variant) == ("passed", "as given"), f"{name}: {o.status}: {o.detail}"
 
 
-def test_the_fno_layer_exports_four_dfts():
-    proto, _ = fno_layer()
+def test_the_fno_layer_exports_four_dfts(fno):
+    proto, _ = fno
     assert sum(n.op_type == "DFT" for n in proto.graph.node) == 4
 
 
