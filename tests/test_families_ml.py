@@ -47,10 +47,10 @@ def convert(estimator, dtype=np.float32, opsets=OPSETS, zipmap=False):
 
 
 def with_rows(proto, rows):
-    """The model with its leading (batch) dimension fixed to ``rows`` on inputs and outputs."""
+    """The model with its symbolic leading (batch) dimension fixed to ``rows`` on inputs and outputs."""
     for info in list(proto.graph.input) + list(proto.graph.output):
         dims = info.type.tensor_type.shape.dim
-        if len(dims):
+        if len(dims) and not dims[0].dim_value:
             dims[0].Clear()
             dims[0].dim_value = rows
     return proto
@@ -119,6 +119,17 @@ def _single(op, attrs, in_shapes, out_shape, feeds, out_type=TensorProto.FLOAT, 
     return model, feeds
 
 
+def _runtime_picks():
+    """ArrayFeatureExtractor with the feature indices fed at run time."""
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "picks"], ["y"], domain="ai.onnx.ml")
+    graph = helper.make_graph([node], "afe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, FEATURES]),
+                                              helper.make_tensor_value_info("picks", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    return model, [inputs(), np.array([4, 0, 4], np.int64)]
+
+
 def _xgboost():
     xgb = pytest.importorskip("xgboost")
     onnxmltools = pytest.importorskip("onnxmltools")
@@ -170,6 +181,8 @@ MODELS = {
                                           [inputs()[:, :2], inputs()[:, :3], inputs()[:, :3]]),
     "array_feature_extractor": lambda: _single("ArrayFeatureExtractor", {}, [[ROWS, FEATURES]], [ROWS, 4], [inputs()],
                                                consts={"picks": np.array([5, 0, 3, 3], np.int64)}),
+    "array_feature_extractor_runtime": lambda: _runtime_picks(),
+    "binarizer": lambda: _single("Binarizer", {"threshold": 0.25}, [[ROWS, 3]], [ROWS, 3], [inputs()[:, :3]]),
     "imputer_value": lambda: _single("Imputer", {"imputed_value_floats": [9.0, 8.0, 7.0], "replaced_value_float": 0.5},
                                      [[ROWS, 3]], [ROWS, 3], [np.where(RNG.random((ROWS, 3)) < 0.3, 0.5,
                                                                        RNG.normal(size=(ROWS, 3))).astype(np.float32)]),
@@ -223,15 +236,15 @@ def _generate(tmp_path, proto):
 
 def test_a_forest_is_one_table_walked_a_constant_number_of_steps(tmp_path):
     """The ensemble is a weight table and a depth-bounded loop (no per-node code): the generated
-    code of 100 trees is as long as that of 2, and the plan runs per point (no whole-field form)."""
-    plan = _generate(tmp_path, with_rows(convert(fitted(RandomForestRegressor(n_estimators=100, max_depth=10,
+    code of 30 trees is as long as that of 2, and the plan runs per point (no whole-field form)."""
+    plan = _generate(tmp_path, with_rows(convert(fitted(RandomForestRegressor(n_estimators=30, max_depth=10,
                                                                               random_state=0))), 1))
     one = _generate(tmp_path, with_rows(convert(fitted(RandomForestRegressor(n_estimators=2, max_depth=10,
                                                                              random_state=0))), 1))
     from rosenna.loopir import Loop, walk
 
     loops = [s.extent for s in walk(plan.body) if isinstance(s, Loop)]
-    assert 100 in loops and 10 in loops  # trees, steps (the deepest path)
+    assert 30 in loops and 10 in loops  # trees, steps (the deepest path)
     assert len(list(walk(plan.body))) == len(list(walk(one.body)))
     assert not plan.has_infer_one
 

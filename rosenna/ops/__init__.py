@@ -104,6 +104,7 @@ _OPS = (
     ml_preprocess.Scaler,
     ml_preprocess.Normalizer,
     ml_preprocess.Imputer,
+    ml_preprocess.Binarizer,
     ml_preprocess.FeatureVectorizer,
     ml_preprocess.ArrayFeatureExtractor,
     ml_linear.LinearRegressor,

@@ -138,6 +138,7 @@ class DFT(Op):
             graph.values[name] = Value(name, (2 * length,), graph.dtype)
             node.outputs.append(name)
         node.attrs["_tables"] = {}
+        node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
         for s, (ns, p) in enumerate(self._stages(length)):
             name = graph.new_name(f"{node.name}_stage{s}")
             graph.weights[name] = stage_table(ns, p, bool(self.attr(node, "inverse")))

@@ -6,6 +6,7 @@ Scaler:              Y[n, c] = (X[n, c] - offset[c]) * scale[c]   (one offset or
 Normalizer:          Y[n, :] = X[n, :] / m, m = max X[n, :] (MAX), sum |X[n, :]| (L1) or
                      sqrt(sum X[n, :]^2) (L2); a row whose m is 0 is copied
 Imputer:             Y = imputed[c] where X == replaced_value (X is NaN when that is NaN), else X
+Binarizer:           Y = 1 where X > threshold, else 0 (NaN gives NaN; onnxruntime stops with an error)
 FeatureVectorizer:   Y[n, :] = the inputs' first ``inputdimensions[i]`` columns, side by side
                      (a narrower input is padded with zeros)
 ArrayFeatureExtractor: Y[..., k] = X[..., I[k]]; a run-time I is read per element, an index
@@ -176,6 +177,18 @@ class Imputer(MlOp):
         b.nest((rows, features), body)
 
 
+class Binarizer(MlOp):
+    name = "Binarizer"
+    attributes = {"threshold": 0.0}
+
+    def lower(self, node, graph, b):
+        size = int(np.prod(graph.shape_of(node.inputs[0]), dtype=np.int64))
+        x, y, cut = node.inputs[0], node.outputs[0], Num(float(self.attr(node, "threshold")))
+        b.loop(size, lambda i: b.assign(Ref(y, Idx.of(i)), Select(
+            Ref(x, Idx.of(i)), Ref(x, Idx.of(i)), Select(Ref(x, Idx.of(i)), cut, Num(1.0), Num(0.0)), Ref(x, Idx.of(i)),
+            "==")))
+
+
 class FeatureVectorizer(MlOp):
     name = "FeatureVectorizer"
     attributes = {"inputdimensions": None}
@@ -257,11 +270,9 @@ class ArrayFeatureExtractor(MlOp):
                 b.loop(rows, lambda r, q=q, p=p: b.assign(Ref(y, flat_index([r, q], (rows, count))),
                                                           Ref(x, flat_index([r, p], (rows, features)))))
             return
-        index = Var("ix")
-
         def body(idx):
             r, k = idx
-            safe, ok = checked_index(b, Ref(node.inputs[1], Idx.of(k)), features, index, negative=False)
+            safe, ok = checked_index(b, Ref(node.inputs[1], Idx.of(k)), features, "ix", negative=False)
             b.assign(Ref(y, flat_index([r, k], (rows, count))),
                      Select(ok, Num(0.5), Ref(x, flat_index([r], (rows,)) * features, at=safe), Num(float("nan"))))
 
