@@ -13,19 +13,19 @@ deterministically: the last update wins for ``none``, ``add`` sums in index orde
 
 import numpy as np
 
-from rosenna.loopir import FAULT, Bin, Idx, Num, Ref, Select, Var, flat_index, strides
+from rosenna.loopir import FAULT, Bin, Fn, Idx, Num, Ref, Select, Var, flat_index, strides
 from rosenna.ops.base import Op
 
 NAN = Num(float("nan"))
 
 
 def checked_index(b, value, extent, name, negative=True):
-    """Read the index ``value`` (an expression) for an axis of ``extent``: assign ``<name>`` the
-    index as an offset in [0, extent) (negative ones counted from the end when ``negative``; 0 when
+    """Read the index ``value`` (an expression, truncated toward zero: indices reach the generated
+    code as floats) for an axis of ``extent``: assign ``<name>`` the index as an offset in [0, extent) (negative ones counted from the end when ``negative``; 0 when
     out of range or NaN) and ``<name>_ok`` 1 when it was in range, else 0, and count a fault
     (rosenna.loopir.FAULT) when it was not. Returns both Vars."""
     index, ok = Var(name), Var(name + "_ok")
-    b.assign(index, value)
+    b.assign(index, Fn("trunc", (value,)))  # a caller's 2.5 is index 2, never a fractional offset
     if negative:
         b.assign(index, Select(index, Num(0.0), Bin("+", index, Num(float(extent))), index, "<"))
     b.assign(ok, Select(index, Num(-0.5), Select(index, Num(extent - 0.5), Num(1.0), Num(0.0), "<"), Num(0.0)))
