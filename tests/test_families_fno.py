@@ -134,3 +134,39 @@ def test_the_fno_layer_exports_four_dfts(fno):
                                         (1, [])])
 def test_sizes_factor_into_generated_stages(n, radices):
     assert factorize(n) == radices
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_the_fno_layer_runs_whole_field(tmp_path, fno, lang):
+    """The DFT's loops are affine, so the FNO layer keeps the whole-field form: the host branch of
+    <name>_infer_one (one OpenMP team, 2 threads), C and Fortran, against onnxruntime."""
+    import subprocess
+
+    import onnxruntime as ort
+
+    from rosenna import generate as gen
+    from rosenna.compare import compare
+    from test_host_whole import C_MAIN, F_MAIN
+
+    proto, feeds = fno
+    path = str(tmp_path / "fno.onnx")
+    onnx.save(proto, path)
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang=lang, embed=True, infer_one=True))
+    assert plan.has_infer_one
+    feeds[0].tofile(tmp_path / "x.bin")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    want = sess.run(None, {sess.get_inputs()[0].name: feeds[0]})[0].reshape(-1)
+    n = plan.name
+    fmt = {"n": n, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
+    if lang == "c":
+        (tmp_path / "main.c").write_text(C_MAIN.format(**fmt))
+        cmd = ["gcc", "-O2", "-fopenmp", "-I", str(tmp_path), "main.c", f"{n}.c", "-o", "main_c", "-lm"]
+    else:
+        (tmp_path / "main.f90").write_text(F_MAIN.format(**fmt))
+        cmd = ["gfortran", "-O2", "-fopenmp", "-J", str(tmp_path), f"{n}_model.F90", "main.f90", "-o", "main_fortran"]
+    subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([str(tmp_path / f"main_{lang}")], cwd=tmp_path, check=True, timeout=60,
+                   env=dict(os.environ, OMP_NUM_THREADS="2"))
+    for i, y in enumerate(np.fromfile(tmp_path / "y.bin", np.float32).reshape(-1, plan.ny)):
+        result = compare(y, want, output=f"{lang} call {i}")
+        assert result.passed, result.message()
