@@ -119,6 +119,15 @@ def _single(op, attrs, in_shapes, out_shape, feeds, out_type=TensorProto.FLOAT, 
     return model, feeds
 
 
+def _xgboost_classifier():
+    xgb = pytest.importorskip("xgboost")
+    onnxmltools = pytest.importorskip("onnxmltools")
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    model = fitted(xgb.XGBClassifier(n_estimators=20, max_depth=4, random_state=0), y=LABELS2)
+    return onnxmltools.convert_xgboost(model, initial_types=[("x", FloatTensorType([None, FEATURES]))], target_opset=15)
+
+
 def _runtime_picks():
     """ArrayFeatureExtractor with the feature indices fed at run time."""
     node = helper.make_node("ArrayFeatureExtractor", ["x", "picks"], ["y"], domain="ai.onnx.ml")
@@ -158,6 +167,7 @@ MODELS = {
     "forest_opset5": lambda: (convert(fitted(RandomForestRegressor(n_estimators=30, max_depth=9, random_state=2)),
                                       opsets={"": 18, "ai.onnx.ml": 5}), [inputs()]),
     "xgboost": lambda: (_xgboost(), [inputs(nan=True)]),
+    "xgboost_classifier_2": lambda: (_xgboost_classifier(), [inputs()]),
     "forest_classifier_2": lambda: (convert(fitted(RandomForestClassifier(n_estimators=30, max_depth=8, random_state=0),
                                                    y=LABELS2)), [inputs()]),
     "forest_classifier_3": lambda: (convert(fitted(RandomForestClassifier(n_estimators=30, max_depth=8, random_state=0),
