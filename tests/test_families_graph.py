@@ -128,10 +128,12 @@ def _out_of_range():
          helper.make_node("GatherElements", ["data", "cols"], ["ge"], axis=1),
          helper.make_node("GatherND", ["data", "pairs"], ["gn"]),
          helper.make_node("ScatterElements", ["zeros", "targets", "upd"], ["se"], axis=0, reduction="add"),
-         helper.make_node("ScatterND", ["data", "slots", "rowupd"], ["sn"], reduction="max")],
+         helper.make_node("ScatterND", ["data", "slots", "rowupd"], ["sn"], reduction="max"),
+         helper.make_node("Gather", ["data", "grid"], ["g1"], axis=1)],
         [("rows", I64, [4]), ("cols", I64, [5, 2]), ("pairs", I64, [3, 2]), ("targets", I64, [4, 3]),
-         ("upd", TensorProto.FLOAT, [4, 3]), ("slots", I64, [2, 1]), ("rowupd", TensorProto.FLOAT, [2, 3])],
-        [("g", [4, 3]), ("ge", [5, 2]), ("gn", [3]), ("se", [5, 3]), ("sn", [5, 3])],
+         ("upd", TensorProto.FLOAT, [4, 3]), ("slots", I64, [2, 1]), ("rowupd", TensorProto.FLOAT, [2, 3]),
+         ("grid", I64, [2, 2])],
+        [("g", [4, 3]), ("ge", [5, 2]), ("gn", [3]), ("se", [5, 3]), ("sn", [5, 3]), ("g1", [5, 2, 2])],
         {"data": DATA, "zeros": np.zeros((5, 3), np.float32)})
     rows = np.array([1, -1, 5, 2])
     cols = np.array([[0, 2], [-3, 3], [1, 1], [2, -4], [0, 0]])
@@ -153,12 +155,15 @@ def _out_of_range():
         for j in range(3):
             se[targets_ok[i, j], j] += upd[i, j]
     sn = np.full((5, 3), np.nan, np.float32)
-    feeds = [rows, cols, pairs, targets_ok, upd, slots, rowupd]
-    cases = {"out_of_range": (model, feeds, [g, ge, gn, se, sn])}
+    grid = np.array([[2, -1], [3, -3]])  # axis 1 of extent 3: the 3 is out of range
+    g1 = np.take(DATA, np.where(grid == 3, 0, grid), axis=1)
+    g1[:, 1, 0] = np.nan
+    feeds = [rows, cols, pairs, targets_ok, upd, slots, rowupd, grid]
+    cases = {"out_of_range": (model, feeds, [g, ge, gn, se, sn, g1])}
     targets_bad = targets_ok.copy()
     targets_bad[2, 1] = -6
-    cases["scatter_add_out_of_range"] = (model, [rows, cols, pairs, targets_bad, upd, slots, rowupd],
-                                         [g, ge, gn, np.full((5, 3), np.nan, np.float32), sn])
+    cases["scatter_add_out_of_range"] = (model, [rows, cols, pairs, targets_bad, upd, slots, rowupd, grid],
+                                         [g, ge, gn, np.full((5, 3), np.nan, np.float32), sn, g1])
     return cases
 
 
