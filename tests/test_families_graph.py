@@ -1,8 +1,10 @@
 """Run-time indices (issue 30, item 1) in C and Fortran, compiled in one batch: nn.Embedding and a
 MeshGraphNets-style processor block (edge MLP on gathered node features, scatter-add to the nodes,
-node MLP) on a fixed 2-D triangular mesh, from both PyTorch exporters, with the edge lists as
-constants and as inputs, against onnxruntime; then out-of-range indices, which onnxruntime refuses
-to run, against numpy: the elements they would have filled are NaN, nothing else changes."""
+node MLP) on a fixed 2-D triangular mesh (20 nodes, 86 directed edges: more than
+rosenna.ops.indexing.GATHER_NESTS_MAX, so constant edge lists are read as tables), from both
+PyTorch exporters, with the edge lists as constants and as inputs, against onnxruntime; then
+out-of-range indices, which onnxruntime refuses to run, against numpy: the elements they would
+have filled are NaN, nothing else changes."""
 
 import os
 import warnings
@@ -20,7 +22,7 @@ torch = pytest.importorskip("torch")
 F, H = 3, 8
 
 
-def mesh(nx=4, ny=3):
+def mesh(nx=5, ny=4):
     """Sender and receiver lists of a triangulated nx x ny grid, both directions of every edge."""
     pairs = set()
     for i in range(nx - 1):
@@ -203,6 +205,19 @@ def outcomes(tmp_path_factory, exported):
 def test_run_time_indices(outcomes, name):
     o = outcomes[name]
     assert (o.status, o.variant) == ("passed", "as given"), f"{name}: {o.status}: {o.detail}"
+
+
+def test_a_long_constant_edge_list_is_one_table_not_one_nest_per_edge(tmp_path, exported):
+    from rosenna import generate as gen
+    from rosenna.loopir import Comment, walk
+    from rosenna.ops.indexing import GATHER_NESTS_MAX
+
+    assert len(SENDERS) > GATHER_NESTS_MAX
+    path = str(tmp_path / "p.onnx")
+    onnx.save(exported["processor_constant_edges_scatter_add_legacy"][0], path)
+    plan = gen.build_plan(path, gen.Options())[1]
+    gathers = [s for s in walk(plan.body) if isinstance(s, Comment) and s.text.startswith("Gather")]
+    assert len(gathers) == 2 and len(list(walk(plan.body))) < 200
 
 
 def test_exporters_emit_the_index_ops_under_test(exported):

@@ -44,7 +44,7 @@ def _path(plan):
 
     if not plan.has_infer_one:
         return (f"per-point ({plan.name}_infer; {plan.name}_infer_batch runs it per point); no "
-                f"{plan.name}_infer_one: the plan has an LSTM or GRU")
+                f"{plan.name}_infer_one: the plan has an LSTM or GRU, or loads or stores at run-time offsets")
     if plan.path == "whole":
         return (f"whole-field: scratch above {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
                 f"{plan.name}_infer_one (one parallel loop per op) per sample")

@@ -1,7 +1,8 @@
 """Gather, Concat, Slice, Split and Tile: copies that pick, join or repeat parts of values.
 
 Gather:  Y[pre, q, post] = X[pre, I[q], post] (negative entries count from the end); a constant
-         arithmetic I is one loop nest, any other constant one nest per index; an I computed at run
+         arithmetic I is one loop nest, any other constant one nest per index (up to
+         GATHER_NESTS_MAX, else a table read at run time); an I computed at run
          time (an input, an ArgMax, ...) is read per element: an index outside [-d, d) gives NaN in
          the elements it would have filled (nothing outside X is read).
 GatherElements, GatherND, ScatterElements, ScatterND: rosenna.ops.gather_scatter.
@@ -24,6 +25,12 @@ import numpy as np
 from rosenna.loopir import Idx, Ref, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
 from rosenna.ops.gather_scatter import checked_index, guarded, scaled
+
+#: A constant Gather whose indices are no arithmetic sequence gets one loop nest per index up to
+#: this many indices; above, it reads its index table at run time (one nest: a mesh's 2,000-edge
+#: list was 2,000 nests, 17,000 lines of C), which gives up the whole-field form (rosenna.loopir.Ref.at).
+GATHER_NESTS_MAX = 64
+
 
 class Gather(Op):
     name = "Gather"
@@ -65,6 +72,9 @@ class Gather(Op):
                 b.assign(Ref(dst, flat_index(idx, out_shape)), Ref(src, flat_index(in_idx, data)))
 
             b.nest(out_shape, body)
+            return
+        if len(picks) > GATHER_NESTS_MAX:  # the index table read at run time: one nest, not thousands
+            self.lower_runtime(node, graph, b)
             return
         for q, pick in enumerate(picks):
             def one(idx, q=q, pick=pick):
