@@ -6,8 +6,9 @@ one batch, one thread each.
                                     [--kind forest|boosting] [--cflags "-O3 -march=native"]
 
 The ensemble is a scikit-learn random forest (or gradient boosting) on 8 synthetic features,
-converted by skl2onnx (ai.onnx.ml TreeEnsembleRegressor). Prints the ensemble's size and ns per
-point (median of the repeats) for each path; writes nothing else.
+converted by skl2onnx (ai.onnx.ml TreeEnsembleRegressor). Prints the ensemble's size, ns per
+point (median of the repeats) for each path, and the sums of both outputs over the points (a check
+that they agree); writes nothing else.
 """
 
 import argparse
@@ -71,25 +72,29 @@ def main():
         env = dict(os.environ, OMP_NUM_THREADS="1")
         out = subprocess.run([f"{work}/bench", str(args.points), str(args.repeats)], capture_output=True, text=True,
                              env=env, cwd=work, check=True).stdout.split()
-        batch_ns, point_ns = float(out[0]), float(out[1])
+        batch_ns, point_ns, total = float(out[0]), float(out[1]), float(out[2])
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         sess = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
         i = np.arange(args.points * features, dtype=np.int64)
-        x = (((i * 2654435761) % 2000) / 1000.0 - 1.0).astype(np.float32).reshape(args.points, features)
+        x = ((((i * 2654435761) % 2000).astype(np.float32) / np.float32(1000.0)) - np.float32(1.0)).reshape(
+            args.points, features)  # the driver's inputs, rounded as it rounds them
         times = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            sess.run(None, {sess.get_inputs()[0].name: x})
+            want = sess.run(None, {sess.get_inputs()[0].name: x})[0]
             times.append(time.perf_counter() - start)
+        want_total = float(np.sum(want, dtype=np.float64))
         ort_ns = sorted(times)[len(times) // 2] * 1e9 / args.points
     print(f"{args.kind}: {args.trees} trees, depth {args.depth}, {nodes} nodes, {features} features; "
           f"{args.points} points, 1 thread, gcc {args.cflags} (compile {compile_s:.1f} s)")
     print(f"  rosenna infer_batch   {batch_ns:10.1f} ns/point  ({batch_ns / ort_ns:.2f}x onnxruntime)")
     print(f"  rosenna infer loop    {point_ns:10.1f} ns/point  ({point_ns / ort_ns:.2f}x onnxruntime)")
     print(f"  onnxruntime run       {ort_ns:10.1f} ns/point")
+    print(f"  sum of the outputs: rosenna {total:.6g}, onnxruntime {want_total:.6g} "
+          f"(relative difference {abs(total - want_total) / max(abs(want_total), 1e-30):.1e})")
 
 
 if __name__ == "__main__":
