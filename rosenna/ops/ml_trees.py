@@ -40,7 +40,7 @@ def lower_forest(b, node, graph, forest, rows, features, scores, aggregate):
     x = node.inputs[0]
     nodes = table(node, "nodes")
     roots = table(node, "roots")
-    width = forest.table().shape[1]
+    width = graph.weights[nodes].shape[1]
     base = 5 if forest.needs_nan_link() else 4
     targets = forest.values.shape[1]
     n, v = Var("node"), Var("v")
@@ -58,7 +58,7 @@ def lower_forest(b, node, graph, forest, rows, features, scores, aggregate):
 
             def step(_):
                 b.assign(v, Ref(x, flat_index([r], (rows,)) * features, at=field(0)))
-                go = Select(v, field(1), field(2), field(3), forest.cmp if forest.cmp != "<=" else "<=")
+                go = Select(v, field(1), field(2), field(3), forest.cmp)
                 if base == 5:
                     go = Select(v, v, go, field(4), "==")  # NaN: the nan link
                 b.assign(n, go)
