@@ -53,7 +53,16 @@ def machine():
                                  capture_output=True, text=True, timeout=30).stdout.strip() or None
         except (OSError, subprocess.TimeoutExpired):
             pass
-    return {"host": platform.node(), "gpu": gpu, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    return {"host": platform.node(), "node": node_name(), "gpu": gpu, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def node_name(environ=None):
+    """The batch system's name of this node (Slurm's SLURMD_NODENAME, PBS's), else the short host name."""
+    environ = os.environ if environ is None else environ
+    for var in ("SLURMD_NODENAME", "PBS_NODENAME"):
+        if environ.get(var):
+            return environ[var]
+    return platform.node().split(".")[0]
 
 
 def words(value):

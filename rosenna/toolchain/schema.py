@@ -81,6 +81,20 @@ SCHEMA = {
             },
         },
         "modules": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        # What `rosenna gpu-gate --print-job` asks the batch system for (rosenna/gate/jobs.py, JobRequest).
+        "job": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "cpus_per_task": {"type": "integer", "minimum": 1},
+                "gpus": {"type": "integer", "minimum": 0},
+                "gpu_request": {"enum": ["gpus", "gpus-per-node", "gres", "none"]},
+                "partition": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "account": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "time": {"type": "string", "pattern": "^(([0-9]+-)?[0-9]{1,2}(:[0-9]{2}){0,2}|[0-9]+)$"},
+                "module": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+            },
+        },
         "probe": {
             "type": "object",
             "additionalProperties": False,
