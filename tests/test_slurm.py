@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -43,9 +44,14 @@ def slurm(tmp_path_factory):
 
 
 @pytest.fixture
-def cluster(slurm, tmp_path):
+def cluster(slurm, tmp_path, monkeypatch, capsys):
     """The session's cluster, reset, and a submit folder with `rosenna` (this checkout) on PATH."""
     slurm.reset()
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    monkeypatch.chdir(tmp_path)
+    for var in ("ROSENNA_TOOLCHAIN_PATH", "SLURMD_NODENAME"):
+        monkeypatch.delenv(var, raising=False)
+    slurm.capsys = capsys
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _exe(bin_dir / "rosenna", f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m rosenna \"$@\"\n")
@@ -65,9 +71,13 @@ def _exe(path, text):
 
 
 def _rosenna(cluster, *args):
-    """`rosenna ARGS` as the admin types it on the login node (this checkout)."""
-    return cluster.run(sys.executable, "-m", "rosenna", *args, check=False, env=cluster.user_env,
-                       cwd=cluster.submit_dir, timeout=120)
+    """`rosenna ARGS` as the admin types it on the login node, in this process: returncode, stdout, stderr."""
+    from rosenna.cli import main
+
+    cluster.capsys.readouterr()
+    rc = main(list(args))
+    out, err = cluster.capsys.readouterr()
+    return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
 
 
 def _print_job(cluster, *args, name="job.sbatch"):

@@ -41,6 +41,7 @@ What the job does, in order:
 
 import re
 import shlex
+from pathlib import Path
 from dataclasses import dataclass, fields, replace
 
 from rosenna.errors import RosennaError, UsageError
@@ -190,130 +191,14 @@ _HEADER = """\
 #   ROSENNA_TOOLCHAIN_PATH  folders of the site's toolchain profiles ({toolchain_path_note})
 """
 
-_BODY_START = r"""
-set -uo pipefail
 
-ROSENNA_MODULE=${ROSENNA_MODULE-@MODULE@}
-ROSENNA_TOOLCHAIN=${ROSENNA_TOOLCHAIN:-@TOOLCHAIN@}
-ROSENNA_GATE_ARGS=${ROSENNA_GATE_ARGS-@GATE_ARGS@}
-@TOOLCHAIN_PATH@
-@PROFILE_MODULES@
-job_id=@JOB_ID@
-submit_dir=@SUBMIT_DIR@
-launch=(@LAUNCH@)
-out_dir=${ROSENNA_GATE_OUT:-${SCRATCH:-$submit_dir}}/rosenna-gpu-gate-$job_id
 
-say() { printf '== %s\n' "$*"; }
-die() { printf 'rosenna-gpu-gate: %s\n' "$*" >&2; exit "${2:-2}"; }
 
-# Batch shells do not always define `module`: try the usual Lmod and Environment Modules inits.
-have_module() {
-    type module >/dev/null 2>&1 && return 0
-    local init
-    for init in "${LMOD_PKG:-/usr/share/lmod/lmod}/init/bash" /etc/profile.d/lmod.sh \
-                /etc/profile.d/modules.sh /usr/share/modules/init/bash; do
-        # shellcheck disable=SC1090
-        [ -r "$init" ] && . "$init" && type module >/dev/null 2>&1 && return 0
-    done
-    return 1
-}
 
-load_modules() {
-    [ $# -gt 0 ] || return 0
-    have_module || die "no 'module' command to load: $*"
-    module load "$@" || die "module load $* failed"
-}
 
-cd "$submit_dir" || die "cannot enter $submit_dir"
-say "job $job_id on $(hostname), output in $out_dir"
-
-# rosenna itself: the module named, else the rosenna on PATH, else the module `rosenna`.
-if [ -n "$ROSENNA_MODULE" ]; then
-    load_modules "$ROSENNA_MODULE"
-    say "rosenna: module $ROSENNA_MODULE loaded (ROSENNA_MODULE names it)"
-elif command -v rosenna >/dev/null; then
-    say "rosenna: $(command -v rosenna) already on PATH, no module loaded"
-else
-    load_modules rosenna
-    say "rosenna: not on PATH, module rosenna loaded"
-fi
-command -v rosenna >/dev/null || die "rosenna is not on PATH (set ROSENNA_MODULE or PATH)"
-
-if [ -z "${ROSENNA_PROFILE_MODULES+set}" ]; then
-    # The modules the profile names, from its resolved JSON. Before they are loaded `auto` sees
-    # only what is on PATH at job start: name the profile (ROSENNA_TOOLCHAIN) to be sure.
-    profile_json=$(rosenna toolchain show "$ROSENNA_TOOLCHAIN" --json) \
-        || die "rosenna toolchain show $ROSENNA_TOOLCHAIN failed"
-    ROSENNA_PROFILE_MODULES=$(printf '%s' "$profile_json" | "${ROSENNA_PYTHON:-python3}" -c \
-        'import json, sys; print(" ".join(json.load(sys.stdin).get("modules", [])))') \
-        || die "cannot read the modules of profile $ROSENNA_TOOLCHAIN"
-fi
-if [ -n "$ROSENNA_PROFILE_MODULES" ]; then
-    say "module load $ROSENNA_PROFILE_MODULES (profile $ROSENNA_TOOLCHAIN)"
-    # shellcheck disable=SC2086  # a space-separated list of module names
-    load_modules $ROSENNA_PROFILE_MODULES
-fi
-
-say "toolchain profiles searched first: ${ROSENNA_TOOLCHAIN_PATH:-(ROSENNA_TOOLCHAIN_PATH unset)}"
-say "rosenna --version"
-rosenna --version || die "rosenna --version failed"
-say "rosenna toolchain detect"
-rosenna toolchain detect || die "rosenna toolchain detect failed"
-
-mkdir -p "$out_dir" || die "cannot create $out_dir"
-"""
-
-_BODY_ONE = r"""# shellcheck disable=SC2086  # ROSENNA_GATE_ARGS is split into arguments on purpose
-set -- rosenna gpu-gate --toolchain "$ROSENNA_TOOLCHAIN" --out "$out_dir" $ROSENNA_GATE_ARGS
-set -- ${launch[@]+"${launch[@]}"} "$@"
-say "$*"
-status=0
-"$@" || status=$?
-
-if [ "$status" -ne 0 ]; then
-    say "FAIL: rosenna gpu-gate exited $status; report: $out_dir/gate-report.md"
-    exit "$status"
-fi
-[ -s "$out_dir/gate-report.md" ] || die "the gate exited 0 but wrote no $out_dir/gate-report.md" 3
-say "PASS: report in $out_dir/gate-report.md"
-"""
-
-# A partition job: every node of the allocation gates itself in one step, then one merged report.
-_BODY_PARTITION = r"""nodes=$(scontrol show hostnames "${SLURM_JOB_NODELIST:?no node list}" | paste -sd, -)
-say "gating nodes $nodes, one gate each"
-# shellcheck disable=SC2086  # ROSENNA_GATE_ARGS is split into arguments on purpose
-set -- srun --ntasks-per-node=1 --kill-on-bad-exit=0 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" \
-    rosenna gpu-gate --toolchain "$ROSENNA_TOOLCHAIN" --out "$out_dir/nodes" --node-dir $ROSENNA_GATE_ARGS
-say "$*"
-"$@"
-say "rosenna gpu-gate --merge $out_dir --nodelist $nodes"
-status=0
-rosenna gpu-gate --merge "$out_dir" --nodelist "$nodes" || status=$?
-[ -s "$out_dir/partition-report.md" ] || die "no merged report $out_dir/partition-report.md" 3
-say "$([ "$status" -eq 0 ] && echo PASS || echo FAIL): report in $out_dir/partition-report.md"
-exit "$status"
-"""
-
-# A job array: each task gates the node it got; the first task submits the merge, which waits for
-# every task (afterany: it runs whatever the tasks' status).
-_BODY_ARRAY = r"""# shellcheck disable=SC2086  # ROSENNA_GATE_ARGS is split into arguments on purpose
-set -- srun --ntasks=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" \
-    rosenna gpu-gate --toolchain "$ROSENNA_TOOLCHAIN" --out "$out_dir/nodes" --node-dir $ROSENNA_GATE_ARGS
-if [ "${SLURM_ARRAY_TASK_ID:?not an array task}" = "${SLURM_ARRAY_TASK_MIN:-0}" ]; then
-    merge=(rosenna gpu-gate --merge "$out_dir" @EXPECT@)
-    merge_job=$(sbatch --parsable --dependency="afterany:$job_id" --job-name=@JOB_NAME@-merge \
-        --nodes=1 --ntasks=1 --time=00:10:00 --output="@JOB_NAME@-merge-%j.log" \
-        ${SLURM_JOB_PARTITION:+--partition="$SLURM_JOB_PARTITION"} \
-        ${SLURM_JOB_ACCOUNT:+--account="$SLURM_JOB_ACCOUNT"} \
-        --wrap "$(printf '%q ' "${merge[@]}")") || die "could not submit the merge job"
-    say "merge job $merge_job writes $out_dir/partition-report.md when every task has ended"
-fi
-say "$*"
-status=0
-"$@" || status=$?
-say "$([ "$status" -eq 0 ] && echo PASS || echo FAIL): node $(hostname -s) ${SLURMD_NODENAME:-}, report in $out_dir/nodes"
-exit "$status"
-"""
+def _template(name):
+    """A part of the job body: rosenna/gate/templates/job-*.sh (shell with @NAME@ placeholders)."""
+    return (Path(__file__).resolve().parent / "templates" / name).read_text(encoding="utf-8")
 
 
 def _node_count(job):
@@ -439,13 +324,13 @@ def render_job(kind, profile=None, *, job=None, partition=None, account=None, to
     )
     if job.array:
         expect = (f"--nodelist {shlex.quote(job.nodelist)}" if job.nodelist is not None else f"--nodes {job.nodes}")
-        body = _BODY_ARRAY.replace("@EXPECT@", expect).replace("@JOB_NAME@", JOB_NAME)
+        body = _template("job-array.sh").replace("@EXPECT@", expect).replace("@JOB_NAME@", JOB_NAME)
     elif job.partition_job:
-        body = _BODY_PARTITION
+        body = _template("job-partition.sh")
     else:
-        body = _BODY_ONE
+        body = _template("job-one.sh")
     body = (
-        (_BODY_START + body).replace("@TOOLCHAIN@", toolchain)
+        ("\n" + _template("job-start.sh") + body).replace("@TOOLCHAIN@", toolchain)
         .replace("@MODULE@", job.module or "")
         .replace("@GATE_ARGS@", "--host-fallback" if job.host_fallback else "")
         .replace("@TOOLCHAIN_PATH@\n", f"{path_lines}\n" if path_lines else "")
