@@ -173,11 +173,18 @@ class SlurmCluster:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited ({proc.returncode}) while waiting for {what}: "
-                                       f"see {self.root}/log")
+                                       f"{self._log_tail(name)}")
             if ready():
                 return
             time.sleep(0.1)
-        raise RuntimeError(f"no {what} after {timeout} s: see {self.root}/log")
+        raise RuntimeError(f"no {what} after {timeout} s: {self._log_tail('slurmctld')}")
+
+    def _log_tail(self, name, lines=5):
+        """The last lines of a daemon's log, for a message."""
+        logs = [self.root / "log" / f"{name}.stdout", self.root / "log" / f"{name}.log"]
+        text = "".join(p.read_text(errors="replace") for p in logs if p.exists()).strip().splitlines()
+        return f"last lines of its log ({self.root / 'log'}): " + " | ".join(text[-lines:]) if text else \
+            f"see {self.root / 'log'}"
 
     def stop(self):
         """Stop every daemon started here by its PID: slurmd's first, then slurmctld, then munged."""

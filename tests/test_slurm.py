@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path

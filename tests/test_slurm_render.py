@@ -5,12 +5,15 @@ tests/test_slurm.py submits the same renderings to a real Slurm."""
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from rosenna.cli import main
 from rosenna.errors import UsageError
-from rosenna.gate import jobs, partition
+from rosenna.gate import partition
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _lines(text):
@@ -168,3 +171,28 @@ def test_merge_of_an_array_counts_the_nodes(tmp_path, capsys):
     assert "1 node(s) expected wrote no report" in capsys.readouterr().out
     assert main(["gpu-gate", "--merge", str(tmp_path / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_cluster_says_in_one_line_why_it_cannot_start(monkeypatch):
+    import slurm_cluster
+
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    assert slurm_cluster.unavailable().startswith("a Slurm cluster needs root")
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(slurm_cluster.shutil, "which", lambda cmd: None if cmd == "slurmd" else f"/usr/bin/{cmd}")
+    why = slurm_cluster.unavailable()
+    if "Debian or Ubuntu" not in why:
+        assert why == ("Slurm is not installed (slurmd not found): apt-get install slurmctld slurmd slurm-client "
+                       "munge (.ci/system-deps.sh does)")
+
+
+def test_install_gate_publish_script_checks_its_arguments(tmp_path):
+    script = ROOT / "gate" / "slurm" / "install-gate-publish.sh"
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode == 2 and "INSTALL_JOB GATE_JOB STAGED_MODULEFILE MODULE_ROOT" in usage.stderr
+    missing = subprocess.run(["bash", str(script), str(tmp_path / "no.sbatch"), str(tmp_path / "gate.sbatch"),
+                              "s/rosenna/1.0.lua", "m"], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.strip() == f"install-gate-publish: cannot read {tmp_path / 'no.sbatch'}"
+    if shutil.which("shellcheck"):
+        result = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout
