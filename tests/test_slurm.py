@@ -22,6 +22,8 @@ import slurm_cluster
 from slurm_cluster import NODES, PARTITION, SlurmCluster
 
 ROOT = Path(__file__).resolve().parent.parent
+# One worker runs them all, on one cluster (under pytest -n, a cluster per worker would only compete).
+pytestmark = pytest.mark.xdist_group("test_slurm.cluster")
 GATE_ARGS = "--host-fallback --model gemm_small --points 200 --fc none --weights embedded"
 
 

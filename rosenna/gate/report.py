@@ -57,12 +57,9 @@ def machine():
 
 
 def node_name(environ=None):
-    """The batch system's name of this node (Slurm's SLURMD_NODENAME, PBS's), else the short host name."""
+    """Slurm's name of this node (SLURMD_NODENAME: several nodes may share a host), else the short host name."""
     environ = os.environ if environ is None else environ
-    for var in ("SLURMD_NODENAME", "PBS_NODENAME"):
-        if environ.get(var):
-            return environ[var]
-    return platform.node().split(".")[0]
+    return environ.get("SLURMD_NODENAME") or platform.node().split(".")[0]
 
 
 def words(value):
@@ -106,7 +103,8 @@ def markdown(report, log):
     profile = report["profile"]
     job = report["job"]
     lines = [f"# rosenna gpu-gate: {report['model']}, {state}", "",
-             f"- rosenna {report['rosenna']}; {m['date']}; host {m['host']}; GPU {words(m['gpu'])}; "
+             f"- rosenna {report['rosenna']}; {m['date']}; host {m['host']}"
+             + (f" (node {m['node']})" if m.get("node") and m["node"] != m["host"] else "") + f"; GPU {words(m['gpu'])}; "
              f"job {words(job['id'])}" + (f" (${job['from']})" if job["from"] else ""),
              f"- mode: {report['mode']}; {'float64' if report['precision'] == 'double' else 'float32'} model; points: {report['points']}; repeats: "
              f"{report['config']['reps']} (median); checked against onnxruntime on {report['checked_points']} points",
