@@ -210,7 +210,12 @@ def _node_count(job):
 def _slurm_lines(job):
     """The #SBATCH lines of ``job``, in the order of the scheduler table, and the shape in words."""
     gpu = GPU_REQUESTS["none" if job.host_fallback else job.gpu_request].format(n=job.gpus)
-    gpu_line = f"#SBATCH {gpu}" if gpu and job.gpus else "# (no GPU asked for: host-fallback gate)"
+    if gpu and job.gpus:
+        note = ("# (Slurm 19.05 and later also take --gpus=N: render with --gpu-request gpus)" if job.gpu_request == "gres"
+                else "# (Slurm before 19.05, or a site that filters on gres: render with --gpu-request gres)")
+        gpu_line = f"{note}\n#SBATCH {gpu}"
+    else:
+        gpu_line = "# (no GPU asked for: host-fallback gate, or gpu_request none)"
     lines = []
     for line in SCHEDULERS["slurm"].directives:
         if line == "#SBATCH --nodes=1" and job.partition_job:
