@@ -4,7 +4,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner
+from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner, strategy as strategies
+from rosenna.strategy import Tuning
 from rosenna.errors import RosennaError, UsageError
 
 LANGS = ("c", "fortran", "both")
@@ -35,6 +36,8 @@ class Options:
     constant_limit: int = limits.CONSTANT_LIMIT
     #: The resolved toolchain profile (rosenna.toolchain.Profile); None: the gcc profile.
     toolchain: object = None
+    #: The tuning (rosenna.strategy.Tuning); None: the defaults.
+    tuning: object = None
     #: Emit ``<name>_infer_one`` for a per-point plan too (whole-field plans always have it).
     infer_one: bool = False
     #: verify compiles with $CC / $FC when set (no profile was named on the command line).
@@ -45,6 +48,14 @@ class Options:
         """Options for ``profile`` (a resolved :class:`rosenna.toolchain.Profile`): its thresholds too."""
         return cls(toolchain=profile, embed_threshold=profile.embed_threshold,
                    constant_limit=profile.constant_limit_bytes, **fields)
+
+    def tuned(self):
+        """The tuning: :attr:`tuning` (default :class:`~rosenna.strategy.Tuning`'s defaults) with
+        :attr:`constant_limit` in it."""
+        tuning = self.tuning or Tuning()
+        if self.constant_limit != tuning.constant_limit:
+            tuning = tuning.replace(constant_limit=self.constant_limit)
+        return tuning
 
     def profile(self):
         """The toolchain profile: the one given, else the built-in gcc profile resolved for this host."""
@@ -94,8 +105,8 @@ def build_plan(model_path, options):
     graph = frontend.import_model(model_path, options.dims, options.freeze)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
     passes.run(graph)
-    plan = planner.build(graph, name, precision, options.embed, options.embed_threshold)
-    plan.infer_one = options.infer_one
+    plan = planner.build(graph, name, precision, options.embed, options.embed_threshold, options.infer_one,
+                         options.tuned().whole_threshold)
     for count, what in ((plan.nx, "x (one point's inputs)"), (plan.ny, "y (one point's outputs)"),
                         (sum(plan.scratch), "the per-point scratch"), (plan.parameters, "the weights")):
         ir.check_size(count, what)
@@ -112,6 +123,11 @@ def stamp(model_path, plan, options):
             f"plan={plan.hash} {options.profile().describe()}. Do not edit.")
 
 
+def decide(plan, options):
+    """The strategy stage for ``plan`` under the options' tuning and the profile's host target."""
+    return strategies.decide(plan, options.tuned(), strategies.point.vector_bytes(options.profile()))
+
+
 def generate(model_path, out_dir, options):
     """Generate the files into ``out_dir``; return ``(plan, [paths written])``.
 
@@ -119,8 +135,7 @@ def generate(model_path, out_dir, options):
     any instant, the next run into ``out_dir`` finds the complete old or the complete new set.
     """
     graph, plan = build_plan(model_path, options)
-    files = emit.render(plan, options.lang, stamp(model_path, plan, options), options.profile(),
-                        options.constant_limit)
+    files = emit.render(decide(plan, options), options.lang, stamp(model_path, plan, options), options.profile())
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:

@@ -8,6 +8,7 @@
 - Weights get derived identifiers ``w<i>_<sanitized name>``; model names never reach the source.
 """
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -80,8 +81,10 @@ class PlannedOp:
         return "+".join(self.nodes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """The planned model, frozen: the strategy stage (rosenna.strategy) and the emitters read it
+    and never change it."""
     name: str
     precision: str  # "single" | "double"
     inputs: list  # Slice
@@ -98,9 +101,12 @@ class Plan:
     hash: str = field(default="")
     #: Asked for ``<name>_infer_one`` although the plan runs per point (``generate --infer-one``).
     infer_one: bool = False
-    #: Bytes of the host CPU's vectors the host whole-field loops are written for (set from the
-    #: toolchain profile's target when the files are rendered: emit/host_field.vector_bytes).
+    #: Bytes of the host CPU's vectors the host whole-field loops are written for: the strategy
+    #: stage's copy of the plan carries the target's (rosenna.strategy.point.vector_bytes).
     host_vector: int = 32
+    #: Per-point scratch bytes above which the plan runs over the whole field (the tuning's
+    #: ``whole_threshold``, given when the plan is built).
+    whole_threshold: int = WHOLE_THRESHOLD
 
     @property
     def ctype(self):
@@ -121,7 +127,7 @@ class Plan:
     @property
     def path(self):
         """"whole" (``<name>_infer_batch`` runs ``<name>_infer_one`` per sample) or "point"."""
-        return "whole" if self.has_infer_one and self.scratch_bytes > WHOLE_THRESHOLD else "point"
+        return "whole" if self.has_infer_one and self.scratch_bytes > self.whole_threshold else "point"
 
     @property
     def has_infer_one(self):
@@ -154,8 +160,10 @@ def comment_text(text, limit=60):
     return safe[:limit]
 
 
-def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
-    """Lay out the graph (after the passes) and lower every node."""
+def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False,
+          whole_threshold=WHOLE_THRESHOLD):
+    """Lay out the graph (after the passes) and lower every node. ``infer_one``: emit
+    ``<name>_infer_one`` for a per-point plan too; ``whole_threshold``: see :attr:`Plan.path`."""
     storage, inputs, outputs = {}, [], []
     offset = 0
     for i, vname in enumerate(graph.inputs):
@@ -267,9 +275,8 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
     # A model without weights has nothing to load: it is embedded whatever was asked.
     embedded = (params <= embed_threshold if embed is None else bool(embed)) or not weights
     plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
-                embed=embedded, producer=graph.producer)
-    plan.hash = plan_hash(plan)
-    return plan
+                embed=embedded, producer=graph.producer, infer_one=bool(infer_one), whole_threshold=whole_threshold)
+    return dataclasses.replace(plan, hash=plan_hash(plan))
 
 
 def _io_ident(kind, index, vname):

@@ -22,7 +22,7 @@ sys.path.insert(0, "bench")
 import bench_header  # noqa: E402
 import frontier  # noqa: E402
 
-from rosenna import zoo  # noqa: E402
+from rosenna import strategy, zoo  # noqa: E402
 from rosenna.emit import cuda  # noqa: E402
 from rosenna.emit.cuda import mlp, tc_wide  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
@@ -138,7 +138,7 @@ def _source(out, gen, name, switch):
         plan, _ = generate(_model(name, gen), d, Options(name=name, lang="c", embed=False))
     finally:
         undo()
-    layers = cuda.mlp_layers(plan)
+    layers = strategy.analyse(plan).layers
     with open(os.path.join(out, f"{name}.ref"), "wb") as fh:
         fh.write(struct.pack("i", len(layers)))
         for layer in layers:

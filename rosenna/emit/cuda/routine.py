@@ -7,7 +7,7 @@ FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops b
 
 - its one-thread body: every layer unrolled with the activations in registers, as the narrow
   batched kernel does it (``rosenna_dense``), the weights repacked input-major ``[K][N rounded up
-  to 4]`` in ``__constant__`` memory up to :data:`CONSTANT_BYTES` (FFMA operands straight from the
+  to 4]`` in ``__constant__`` memory up to the tuning's ``routine_constant_bytes`` (FFMA operands straight from the
   constant bank), else in global memory read as uniform 16-byte loads; a layer wider than
   :data:`REGISTER_WIDTH` accumulates its outputs in registers and reads its inputs from a local
   array, one at a time (``rosenna_dense_kouter``: 128 + 128 live values would not fit);
@@ -44,13 +44,10 @@ about the same time. Measurements: docs/benchmarks.md.
 
 from rosenna.emit import fixed
 from rosenna.emit.chain import WarpLayout  # noqa: F401 (defined there: the offload body shares it)
-from rosenna.emit.cuda import dmma, narrow, staged, tc_chain, tf32
+from rosenna.emit.cuda import dmma, staged, tc_chain, tf32
 from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
 from rosenna.emit.cuda.tf32 import tiles
 
-#: Packed weights up to this many bytes go to ``__constant__`` memory for the one-thread body (the
-#: batched kernels' limit is rosenna.limits.CONSTANT_LIMIT).
-CONSTANT_BYTES = 6 * 1024
 #: Layers at most this wide keep inputs and outputs in registers in the one-thread body.
 REGISTER_WIDTH = 64
 #: Whether ``<name>_infer`` takes the warp body when the whole warp calls it.
@@ -68,34 +65,35 @@ WARP_TILES = 2
 WARP_REGISTERS = 144
 #: Whether the tensor-core warp bodies read their fragments with ``__ldg`` (the read-only path).
 WARP_LDG = True
-#: Whether the staged MLPs' tensor-core warp body reads compact fragments (8 bytes per lane and
-#: tile, each weight once as big + small: half the bytes through L1, two instructions a weight).
-WARP_COMPACT = False
-#: Sums (registers) a layer of the staged MLPs' tensor-core warp body may hold when its input is
-#: in local memory (``rosenna_tc_layer_local``, used for the layers ``_groups`` would park and
-#: those after them); 0: the input stays in registers and such layers are parked. H200, mlp128
-#: (docs/benchmarks.md, run 13 (pp17)): 32 -> 2.11 ns per point (106 registers, 4 warps per SM
-#: sub-partition), 64 -> 3.65 (136 registers), 0 -> 2.61 (255 registers).
-WARP_LOCAL_SUMS = 32
+# The routine's tuning (rosenna.strategy.tuning.Tuning): routine_constant_bytes (packed weights
+# up to it go to __constant__ memory for the one-thread body), warp_compact (the staged MLPs'
+# tensor-core warp body reads compact 8-byte fragments) and warp_local_sums (sums a layer of that
+# body may hold when its input is in local memory, rosenna_tc_layer_local; 0: parked groups).
 
 
 def fast(plan, choice):
-    """Whether the plan gets the MLP routines (else ``<name>_point`` serves both)."""
-    return bool(choice.layers)
+    """Whether the plan gets the MLP routines (else ``<name>_point`` serves both): the strategy's
+    choice (rosenna.strategy.mlp.ROUTINE)."""
+    return choice.routine == "routine-mlp"
 
 
 def _warp_kind(choice):
-    layers = choice.layers
-    if choice.base is narrow.KIND and tc_chain.chain_fits(layers):
+    """The warp body: the 3xTF32 chain's where the batched kernel has that chain beside it, the
+    parked 3xTF32 layers where the staged kernel serves, else none."""
+    if choice.tensor is tc_chain.KIND:
         return "chain"
     if choice.base is staged.KIND:
         return "parked"
     return None
 
 
+def _compact(choice):
+    return _warp_kind(choice) == "parked" and choice.strategy.tuning.warp_compact
+
+
 def _chain_layout(choice):
     """The tensor-core warp body's copy ``<name>_rchain`` (tc_chain.py's packing)."""
-    return tc_chain.ChainLayout(choice.layers, _warp_kind(choice) == "parked" and WARP_COMPACT)
+    return tc_chain.ChainLayout(choice.layers, _compact(choice))
 
 
 def _dense_layout(choice):
@@ -116,8 +114,9 @@ def _one_thread(plan, choice, weights, ld):
             lines.append(f"    rosenna_dense<{layer.k}, {layer.n}, {npad}, {ld}, rt_act{i}>({weights} + {woff}, h{i}, h{i + 1});")
         lines += ["#pragma unroll", f"    for (int e = 0; e < {plan.ny}; ++e)", f"        y[e] = h{len(layers)}[e];"]
         return lines
-    width = max(round_up(layer.n, 4) for layer in layers[:-1])
-    lines.append(f"    float a[{width}], b[{width}];  /* the activations, ping-pong (local memory) */")
+    width = max((round_up(layer.n, 4) for layer in layers[:-1]), default=0)
+    if width:  # (one layer: x to y directly)
+        lines.append(f"    float a[{width}], b[{width}];  /* the activations, ping-pong (local memory) */")
     src = "x"
     for i, (layer, (woff, _, npad)) in enumerate(zip(layers, layout.offsets)):
         dst = "y" if i == len(layers) - 1 else ("a" if i % 2 == 0 else "b")
@@ -143,7 +142,8 @@ def _tc_warp(plan, choice):
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
     parked = _warp_kind(choice) == "parked"
-    compact = parked and WARP_COMPACT
+    compact = _compact(choice)
+    local_sums = choice.strategy.tuning.warp_local_sums
     frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
     kt0 = tiles(layers[0].k)
     mt = WARP_TILES if parked else 2
@@ -175,7 +175,7 @@ def _tc_warp(plan, choice):
         kt, nt = tiles(layer.k), tiles(layer.n)
         ng = _groups(layer, mt, kt)
         what = f"layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'}"
-        if parked and WARP_LOCAL_SUMS and (local or ng < nt):
+        if parked and local_sums and (local or ng < nt):
             if local is None:
                 local = "act0"
                 body += [f"float4 act0[{width}][{mt}], act1[{width}][{mt}];  /* A fragments [k8 tile][row tile] in local memory */",
@@ -183,7 +183,7 @@ def _tc_warp(plan, choice):
                          f"    for (int mi = 0; mi < {mt}; ++mi)",
                          f"        act0[kt][mi] = make_float4(h{i}[mi][kt][0], h{i}[mi][kt][1], h{i}[mi][kt][2], h{i}[mi][kt][3]);"]
             out = "act1" if local == "act0" else "act0"
-            ngl = max(g for g in range(1, nt + 1) if nt % g == 0 and (4 * mt * g <= WARP_LOCAL_SUMS or g == 1))
+            ngl = max(g for g in range(1, nt + 1) if nt % g == 0 and (4 * mt * g <= local_sums or g == 1))
             body.append(f"rosenna_tc_layer_local<{kt}, {nt}, {ngl}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
                         f"{local}, {out});  /* {what}; {nt // ngl} groups of {ngl} n8 tiles */")
             local = out
@@ -272,8 +272,8 @@ def _array(plan, storage, name, layout):
 def upload(plan, choice):
     """The lines of ``<name>_routine_upload`` (file-loaded weights) that pack and copy the MLP
     routines' copies, and the host helpers they need (``(helpers, lines)``)."""
-    if choice.tensor is dmma.KIND:
-        return "#include <stdlib.h>\n", dmma.routine_upload(plan)
+    if choice.routine == "routine-dmma":
+        return "#include <stdlib.h>\n", dmma.routine_upload(plan, choice.chain)
     if not fast(plan, choice):
         return "", ""
     n, layers = plan.name, choice.layers
@@ -306,15 +306,15 @@ def routine(plan, choice, renderer):
     sig = f"(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)"
     warp_note = ("/* The warp routine: all 32 lanes of the warp call it together, each with its own point "
                  "(rosenna/emit/cuda/routine.py). */")
-    if choice.tensor is dmma.KIND:
-        return dmma.routine_parts(plan, sig)
+    if choice.routine == "routine-dmma":
+        return dmma.routine_parts(plan, choice.chain, sig)
     if not fast(plan, choice):
         return (f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n    {n}_point(x, y);\n}}\n\n"
                 f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_point(x, y);\n}}\n")
     layers = choice.layers
     dense = _dense_layout(choice)
-    constant = dense.size * 4 <= CONSTANT_BYTES
+    constant = dense.size * 4 <= choice.strategy.tuning.routine_constant_bytes
     parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
              _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)

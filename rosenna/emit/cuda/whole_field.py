@@ -370,9 +370,6 @@ class WholeField(Kind):
     label = "whole-field"
     plan_weights = True
 
-    def fits(self, choice):
-        return choice.plan.path == "whole"
-
     def launch(self, plan, choice):
         n, samples = plan.name, batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))  # as infer_one's buffers
         return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* {samples} samples per {n}_run */\n"
