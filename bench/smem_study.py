@@ -39,17 +39,17 @@ WORK = os.environ.get("WORK", os.path.join("build", "smem-study"))
 
 def _tiled(channels, rows, igemm_first=True):
     """Every eligible conv tiled, with ``channels`` x ``rows`` per thread in every form."""
-    return {"limits.SMEM_CONV": "all", "conv_smem.TILES": {f: (channels, rows, rows) for f in conv_smem.FORMS},
+    return {"tuning.smem_conv": "all", "conv_smem.TILES": {f: (channels, rows, rows) for f in conv_smem.FORMS},
             "conv_smem.IGEMM_FIRST": igemm_first}
 
 
-CLUSTER = {"limits.CUDA_CLUSTER_SAMPLES": 16, "field_cluster.JAM": False}
+CLUSTER = {"tuning.cluster_samples": 16, "field_cluster.JAM": False}
 #: the generator's defaults (tiled convs, conv_smem.TILES per form, the clustered kernel for up to 16
 #: samples), and the same without the clustered kernel
-SHIPPED = dict(CLUSTER, **{"limits.SMEM_CONV": "all", "conv_smem.TILES": dict(conv_smem.TILES)})
-VARIANTS = {"cluster": CLUSTER, "shipped": SHIPPED, "shipped-nocl": dict(SHIPPED, **{"limits.CUDA_CLUSTER_SAMPLES": 0}),
+SHIPPED = dict(CLUSTER, **{"tuning.smem_conv": "all", "conv_smem.TILES": dict(conv_smem.TILES)})
+VARIANTS = {"cluster": CLUSTER, "shipped": SHIPPED, "shipped-nocl": dict(SHIPPED, **{"tuning.cluster_samples": 0}),
             # the shipped tilings but one form's (channels, rows) per thread: p = persistent, c = clustered
-            **{f"{base}-{f[0]}{c}{r}": dict(SHIPPED, **{"limits.CUDA_CLUSTER_SAMPLES": 16 if base == "shipped" else 0,
+            **{f"{base}-{f[0]}{c}{r}": dict(SHIPPED, **{"tuning.cluster_samples": 16 if base == "shipped" else 0,
                                                      "conv_smem.TILES": dict(conv_smem.TILES, **{f: (c, r, r)})})
                for base in ("shipped", "shipped-nocl") for f in ("persistent", "cluster") for c in (1, 2, 4) for r in (1, 2)},
             **{f"s-c{c}r{r}": _tiled(c, r) for c in (1, 2, 4, 8, 16, 32) for r in (1, 2, 4)},
@@ -104,7 +104,7 @@ def main(out):
     field_variants.BUILT = BUILT
     field_variants.VARIANTS.update(VARIANTS)
     field_variants.MODULES["conv_smem"] = conv_smem
-    field_variants.BASE.update({"limits.SMEM_CONV": "", "conv_smem.TILES": conv_smem.TILES,
+    field_variants.BASE.update({"tuning.smem_conv": "", "conv_smem.TILES": conv_smem.TILES,
                                 "conv_smem.IGEMM_FIRST": True, "conv_smem.FORMS": conv_smem.FORMS})
     field_variants.build(WORK)
     os.makedirs(out, exist_ok=True)

@@ -21,6 +21,7 @@ from rosenna import abi, limits, ops
 from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
+from rosenna.strategy.tuning import Tuning
 
 # The thresholds live in rosenna.limits (configuration and code import them from there).
 EMBED_THRESHOLD, WHOLE_THRESHOLD = limits.EMBED_THRESHOLD, limits.WHOLE_THRESHOLD
@@ -104,9 +105,19 @@ class Plan:
     #: Bytes of the host CPU's vectors the host whole-field loops are written for: the strategy
     #: stage's copy of the plan carries the target's (rosenna.strategy.point.vector_bytes).
     host_vector: int = 32
-    #: Per-point scratch bytes above which the plan runs over the whole field (the tuning's
-    #: ``whole_threshold``, given when the plan is built).
-    whole_threshold: int = WHOLE_THRESHOLD
+    #: The tuning the plan was built for and the emitters render with (rosenna.strategy.Tuning;
+    #: None: the defaults, :attr:`tuned`). Its ``whole_threshold`` decides :attr:`path`.
+    tuning: object = field(default=None, compare=False)
+
+    @property
+    def whole_threshold(self):
+        """Per-point scratch bytes above which the plan runs over the whole field."""
+        return self.tuned.whole_threshold
+
+    @property
+    def tuned(self):
+        """The tuning to render with: :attr:`tuning`, or the defaults."""
+        return self.tuning if self.tuning is not None else Tuning()
 
     @property
     def ctype(self):
@@ -160,10 +171,9 @@ def comment_text(text, limit=60):
     return safe[:limit]
 
 
-def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False,
-          whole_threshold=WHOLE_THRESHOLD):
+def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False, tuning=None):
     """Lay out the graph (after the passes) and lower every node. ``infer_one``: emit
-    ``<name>_infer_one`` for a per-point plan too; ``whole_threshold``: see :attr:`Plan.path`."""
+    ``<name>_infer_one`` for a per-point plan too; ``tuning``: see :attr:`Plan.tuning`."""
     storage, inputs, outputs = {}, [], []
     offset = 0
     for i, vname in enumerate(graph.inputs):
@@ -275,7 +285,7 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
     # A model without weights has nothing to load: it is embedded whatever was asked.
     embedded = (params <= embed_threshold if embed is None else bool(embed)) or not weights
     plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
-                embed=embedded, producer=graph.producer, infer_one=bool(infer_one), whole_threshold=whole_threshold)
+                embed=embedded, producer=graph.producer, infer_one=bool(infer_one), tuning=tuning)
     return dataclasses.replace(plan, hash=plan_hash(plan))
 
 

@@ -153,7 +153,7 @@ def test_persistent_kernel_may_stride(tmp_path, monkeypatch):
 
 def test_kernel_batch_step_of_the_unet():
     """The kernel file's batch takes the poisson_guess U-Net's 256 samples in one step (106 MiB of
-    intermediates under limits.CUDA_WHOLE_BATCH_BYTES); the OpenMP/OpenACC batches keep 128."""
+    intermediates under the tuning's cuda_whole_batch_bytes); the OpenMP/OpenACC batches keep 128."""
     from rosenna.emit import whole
     from rosenna.emit.cuda import whole_field
 
@@ -163,7 +163,7 @@ def test_kernel_batch_step_of_the_unet():
     assert "for (int start = 0; start < n; start += 256) {" in whole_field.KIND.launch(plan, None)[1]
 
 
-def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
+def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3, tuning=None):
     """Run ``<name>_cluster`` on the host as one launch of ``samples`` clusters executes it: per
     phase (the cluster barrier ends a phase for every thread of the cluster), every sample, every
     thread rank ``first`` of the cluster (forwards, then in a second pass backwards), each running
@@ -172,7 +172,7 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
     from rosenna.emit.cuda import whole_field
     from test_infer_one import EMULATE_MAIN
 
-    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True, tuning=tuning))
     n, t = plan.name, plan.ctype
     kernel = (out / f"{n}_kernel.cu").read_text()
     sched, buffer = whole_field.schedules(plan)[2], whole_field.cluster_buffer(plan)
@@ -203,15 +203,14 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
 
 @pytest.fixture
 def clusters(monkeypatch):
-    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES)
-    whatever the plan's phase count (limits.CUDA_CLUSTER_MIN_PHASES), its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
+    """The tuning of a kernel file with <name>_cluster, run for up to 256 samples (cluster_samples)
+    whatever the plan's phase count (cluster_min_phases), its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
     tests/test_conv_smem.py runs their tiles thread by thread)."""
-    from rosenna import limits
     from rosenna.emit.cuda import conv_smem
+    from rosenna.strategy import Tuning
 
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)
     monkeypatch.setattr(conv_smem, "FORMS", tuple(f for f in conv_smem.FORMS if f != "cluster"))
+    return Tuning().replace(cluster_samples=256, cluster_min_phases=0)
 
 
 def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
@@ -220,7 +219,7 @@ def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
     between every two consecutive phases and nowhere else."""
     from rosenna.emit.cuda import field_cluster
 
-    plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen")
+    plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen", tuning=clusters)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     body = kernel[kernel.index(f"__global__ void __launch_bounds__({field_cluster.THREADS}) {plan.name}_cluster("):]
     body = body[:body.index("\n}\n")]
@@ -248,7 +247,7 @@ def test_cluster_code_compiles(tmp_path, clusters):
     sm_80 PTX no cluster barrier: the kernel is empty there, never launched), hipcc for gfx90a (no
     cluster code at all)."""
     path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
-    plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True, tuning=clusters))
     kernel = tmp_path / "convnet_kernel.cu"
     assert "convnet_cluster" in kernel.read_text()
     keep = tmp_path / "keep"
@@ -288,18 +287,19 @@ def _nc_loads_of(ptx, prefix):
 
 
 def test_run_takes_clusters_first(tmp_path, monkeypatch):
-    """<name>_run launches <name>_cluster for up to limits.CUDA_CLUSTER_SAMPLES samples where it
+    """<name>_run launches <name>_cluster for up to cluster_samples samples (the tuning's) where it
     runs (asked once per device), before the persistent kernel and the launches, in CUDA code only;
     with the limit 0 the kernel file has no cluster code."""
-    from rosenna import limits
+    import dataclasses
+
     from rosenna.emit.cuda import field_cluster, whole_field
+    from rosenna.strategy import Tuning
 
     _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2),
                              gen.Options(lang="c", infer_one=True))
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 0)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
-    assert "cluster" not in whole_field.infer_one(plan)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
+    few = Tuning().replace(cluster_min_phases=0)  # the small net gets a clustered kernel too
+    assert "cluster" not in whole_field.infer_one(dataclasses.replace(plan, tuning=few.replace(cluster_samples=0)))
+    plan = dataclasses.replace(plan, tuning=few.replace(cluster_samples=16))
     run = whole_field.infer_one(plan)
     run = run[run.index("static int convnet_run("):]
     choice = ("#if defined(__CUDACC__) && !defined(__HIPCC__)\n    if (count <= 16 && device < 64) {\n"
@@ -319,32 +319,33 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
 
 
 def test_whole_field_weights_in_constant_memory():
-    """A whole-field plan's embedded weights go to __constant__ up to limits.CUDA_WHOLE_CONSTANT_LIMIT
+    """A whole-field plan's embedded weights go to __constant__ up to the tuning's whole_constant_limit
     (the poisson_guess U-Net's 19,300 bytes, over the per-point kinds' 6,144)."""
-    from rosenna import limits
     from rosenna.emit import cuda
+    from rosenna.strategy import Tuning
 
     _, plan = gen.build_plan(os.path.join(os.path.dirname(__file__), "..", "examples", "surrogates", "poisson_guess",
                                           "pguess.onnx"), gen.Options(lang="c", embed=True))
-    assert plan.path == "whole" and limits.CONSTANT_LIMIT < plan.parameters * 4 <= limits.CUDA_WHOLE_CONSTANT_LIMIT
-    assert cuda.choose(plan, limits.CONSTANT_LIMIT).constant
+    assert plan.path == "whole" and Tuning().constant_limit < plan.parameters * 4 <= Tuning().whole_constant_limit
+    assert cuda.choose(plan).constant
 
 
 def test_few_phase_plans_have_no_clustered_kernel(tmp_path, unet_path):
-    """limits.CUDA_CLUSTER_MIN_PHASES: a conv net of 3 phases gets no <name>_cluster (the persistent
+    """The tuning's cluster_min_phases: a conv net of 3 phases gets no <name>_cluster (the persistent
     kernel's whole GPU wins there on the H200), a U-Net of 14 one, for up to
-    limits.CUDA_CLUSTER_SAMPLES samples, its convs in shared-memory tiles (conv_smem.FORMS)."""
-    from rosenna import limits
+    cluster_samples samples, its convs in shared-memory tiles (conv_smem.FORMS)."""
     from rosenna.emit.cuda import field_cluster
     from rosenna.emit.cuda.source import kernel_source
+    from rosenna.strategy import Tuning
 
-    assert 3 < limits.CUDA_CLUSTER_MIN_PHASES <= 14 and limits.CUDA_CLUSTER_SAMPLES
+    tuning = Tuning()
+    assert 3 < tuning.cluster_min_phases <= 14 and tuning.cluster_samples
     path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
     gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
     text = (tmp_path / "convnet_kernel.cu").read_text()
     assert "convnet_cluster" not in text and "cluster_ctarank" not in text
     _, plan = gen.build_plan(unet_path, gen.Options(name="unet", infer_one=True))
-    assert field_cluster.samples(field_fuse.schedule(plan)) == limits.CUDA_CLUSTER_SAMPLES
+    assert field_cluster.samples(field_fuse.schedule(plan)) == tuning.cluster_samples
     unet = kernel_source(plan, "test")
-    assert f"if (count <= {limits.CUDA_CLUSTER_SAMPLES} && device < 64)" in unet
+    assert f"if (count <= {tuning.cluster_samples} && device < 64)" in unet
     assert "tile += step / 256)" in unet  # a tiled conv phase inside unet_cluster

@@ -2,7 +2,6 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
-from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
@@ -169,7 +168,7 @@ def symbol(plan, ident):
 def _weights(plan, offload):
     t = plan.ctype
     names = ", ".join(symbol(plan, w.ident) for w in plan.weights)
-    storage = "ROSENNA_CONST" if plan.parameters * plan.itemsize <= CONST_BANK_BYTES else "ROSENNA_CONST_LARGE"
+    storage = "ROSENNA_CONST" if plan.parameters * plan.itemsize <= plan.tuned.const_bank_bytes else "ROSENNA_CONST_LARGE"
     out = ["#pragma omp declare target"]
     for w in plan.weights:
         out.append(f"/* {w.ident}: {count(w.size, 'value')} */")

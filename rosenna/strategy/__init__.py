@@ -22,7 +22,8 @@ from rosenna.strategy.tuning import MEASURED, Tuning, TuningError  # noqa: F401
 
 @dataclass(frozen=True)
 class Strategy:
-    """What the emitters render: ``plan`` (the frozen plan, with the target's host vector width),
+    """What the emitters render: ``plan`` (the frozen plan, its copy for the target: the host
+    vector width and the tuning the emitters read),
     ``tuning``, ``chain`` (the MLP analysis; empty when the plan is no chain) and one
     :class:`Decision` per part."""
     plan: object
@@ -52,7 +53,8 @@ class Strategy:
         else:
             widths = " -> ".join([str(self.layers[0].k)] + [str(layer.n) for layer in self.layers])
             acts = ", ".join(layer.act or "linear" for layer in self.layers)
-            out.append(f"  MLP chain: {len(self.layers)} layers, {widths} ({acts})")
+            count = f"{len(self.layers)} layer{'s' if len(self.layers) > 1 else ''}"
+            out.append(f"  MLP chain: {count}, {widths} ({acts})")
         for decision in self.parts:
             out += ["  " + line for line in decision.lines()]
         return out
@@ -61,9 +63,9 @@ class Strategy:
 def decide(plan, tuning=None, vector=32):
     """The :class:`Strategy` for ``plan`` under ``tuning`` (default: :class:`Tuning`'s defaults);
     ``vector``: bytes of the host CPU's vectors (:func:`rosenna.strategy.point.vector_bytes`)."""
-    tuning = tuning or Tuning()
-    if plan.host_vector != vector:
-        plan = dataclasses.replace(plan, host_vector=vector)
+    tuning = tuning or plan.tuning or Tuning()
+    if plan.host_vector != vector or plan.tuning is not tuning:
+        plan = dataclasses.replace(plan, host_vector=vector, tuning=tuning)
     chain = analyse(plan)
     subject = Subject(plan, chain, plan.path)
     batched = select("cuda batched kernel", field.BATCHED + mlp.BATCHED + point.BATCHED, subject, tuning)

@@ -226,6 +226,23 @@ def _parse(key, text, where):
     return text.strip("'\"")
 
 
+def tuning_schema():
+    """The JSON schema of a toolchain profile's ``tuning:`` section: sections named ``default``,
+    ``sm_<digits>[a]`` or ``gfx<hex>``, each a mapping of :class:`Tuning` fields to values."""
+    fields = {}
+    for spec in dataclasses.fields(Tuning):
+        kind = type(spec.default)
+        if kind is bool:
+            fields[spec.name] = {"type": "boolean"}
+        elif kind is int:
+            fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"]}
+        else:
+            fields[spec.name] = {"type": "string", "enum": list(spec.metadata["choices"])}
+    section = {"type": "object", "additionalProperties": False, "properties": fields}
+    return {"type": "object", "additionalProperties": False,
+            "patternProperties": {"^(default|sm_[0-9]{2,3}a?|gfx[0-9a-f]+)$": section}}
+
+
 #: The fields a calibration run (``gpu-gate --tune``) can time on the GPU at hand, each with the
 #: candidate values to try: (field, (candidates...)). The first candidate is the default.
 MEASURED = (

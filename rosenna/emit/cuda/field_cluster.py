@@ -15,13 +15,12 @@ with which every cluster of the call is resident at once) and read at run time.
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
 output channels) when :data:`JAM`, else the plain ones (a thread per element); the convs that
 :mod:`conv_smem` takes run as its shared-memory tiles instead (the default, H200 run 17). A plan of
-fewer than ``limits.CUDA_CLUSTER_MIN_PHASES`` phases gets no clustered kernel. Compiled for an
+fewer than the tuning's ``cluster_min_phases`` phases gets no clustered kernel. Compiled for an
 older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
 (it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
 ``__HIPCC__``. Measured on the H200: docs/benchmarks.md, runs 13, 16 and 17.
 """
 
-from rosenna import limits
 from rosenna.emit.cuda import field_fuse
 from rosenna.emit.render import count
 
@@ -154,9 +153,10 @@ static int {n}_cluster_blocks(int device)
 
 def samples(sched):
     """The most samples a call may have for ``<name>_run`` to take the clustered kernel for the
-    phases of ``sched``: ``limits.CUDA_CLUSTER_SAMPLES`` for a plan of at least
-    ``limits.CUDA_CLUSTER_MIN_PHASES`` phases, else 0 (no clustered kernel is emitted)."""
-    return limits.CUDA_CLUSTER_SAMPLES if len(sched.phases) >= limits.CUDA_CLUSTER_MIN_PHASES else 0
+    phases of ``sched``: the tuning's ``cluster_samples`` for a plan of at least
+    ``cluster_min_phases`` phases, else 0 (no clustered kernel is emitted)."""
+    tuning = sched.plan.tuned
+    return tuning.cluster_samples if len(sched.phases) >= tuning.cluster_min_phases else 0
 
 
 def note(n, few):

@@ -20,7 +20,6 @@ from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_epilog
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
-from rosenna import limits
 from rosenna.emit.host_field import jam
 from rosenna.parallel import Launch, Member
 
@@ -37,10 +36,10 @@ PERSISTENT_WAVES = 1
 
 def batch_samples(plan):
     """Samples one step of the kernel file's batch computes together: a power of two up to
-    ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit ``limits.CUDA_WHOLE_BATCH_BYTES``."""
+    the tuning's ``whole_batch_samples`` whose intermediates fit ``cuda_whole_batch_bytes``."""
     per_sample = max(1, sum(plan.scratch) * plan.itemsize)
-    count = 1
-    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.CUDA_WHOLE_BATCH_BYTES:
+    count, tuning = 1, plan.tuned
+    while count * 2 <= tuning.whole_batch_samples and count * 2 * per_sample <= tuning.cuda_whole_batch_bytes:
         count *= 2
     return count
 
@@ -126,8 +125,8 @@ def infer_one(plan):
     per op) but those computed where they are read (:func:`field_fuse.schedule`) are the phases, each over every element of its member regions' collapsed loops for up to
     :func:`batch_samples` samples (a serial region is one thread per sample). ``<name>_run`` runs
     them as one launch of ``<name>_cluster`` (:mod:`field_cluster`) for up to
-    ``limits.CUDA_CLUSTER_SAMPLES`` samples where the binary and the GPU have clusters (sm_90) and the
-    plan has at least ``limits.CUDA_CLUSTER_MIN_PHASES`` phases, else
+    ``cluster_samples`` samples (the tuning's) where the binary and the GPU have clusters (sm_90) and
+    the plan has at least ``cluster_min_phases`` phases, else
     one of two ways, chosen per call by how much work the widest phase has:
 
     - when the GPU holds a thread for every element of every phase at once, one cooperative

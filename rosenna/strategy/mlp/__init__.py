@@ -1,4 +1,4 @@
-"""The MLP chain: its analysis (:mod:`.analysis`, the layer list found once) and the tables of
+"""The MLP chain: owns its analysis (:mod:`.analysis`, the layer list found once) and the tables of
 implementations that run one.
 
 Tables (each an ordered tuple of :class:`~rosenna.strategy.table.Implementation`; the emitters
