@@ -157,3 +157,71 @@ def test_tuning_from_a_profile_section_and_overrides():
         for value in candidates:
             Tuning().replace(**{name: value})
     assert all(Tuning.doc(name) for name in Tuning.names())
+
+
+def _pointwise_mlp(path, epilogue):
+    """5 -> 64 -> 64 -> 3, each hidden Gemm followed by ``epilogue`` (one of "gelu_tanh", "softsign",
+    "swish_scaled", "nan_at_0") spelled as separate elementwise nodes, as exporters write them."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+             (("three", 3.0), ("k", 0.044715), ("r", np.sqrt(2 / np.pi)), ("one", 1.0), ("half", 0.5), ("two", 2.0))]
+    nodes, prev = [], "x"
+    for i, (k, n) in enumerate(((5, 64), (64, 64), (64, 3))):
+        inits += [numpy_helper.from_array((rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32), f"W{i}"),
+                  numpy_helper.from_array((0.1 * rng.standard_normal(n)).astype(np.float32), f"B{i}")]
+        h = f"h{i}"
+        nodes.append(helper.make_node("Gemm", [prev, f"W{i}", f"B{i}"], [h], transB=1))
+        prev = h
+        if i == 2:
+            break
+        t = f"e{i}_"
+        chains = {
+            "gelu_tanh": [("Pow", [h, "three"], "p"), ("Mul", ["p", "k"], "pk"), ("Add", [h, "pk"], "s"),
+                          ("Mul", ["s", "r"], "sr"), ("Tanh", ["sr"], "t"), ("Add", ["t", "one"], "a"),
+                          ("Mul", [h, "a"], "m"), ("Mul", ["m", "half"], "out")],
+            "softsign": [("Abs", [h], "ab"), ("Add", ["ab", "one"], "d"), ("Div", [h, "d"], "out")],
+            "swish_scaled": [("Sigmoid", [h], "sg"), ("Mul", [h, "sg"], "sw"), ("Tanh", ["sw"], "t"),
+                             ("Mul", ["t", "two"], "out")],
+            "nan_at_0": [("Div", [h, h], "out")],
+        }[epilogue]
+        for op, ins, out in chains:
+            nodes.append(helper.make_node(op, [x if x in (h, "three", "k", "r", "one", "half", "two") else t + x
+                                               for x in ins], [t + out]))
+        prev = t + "out"
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+REFERENCE = {"gelu_tanh": lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))),
+             "softsign": lambda v: v / (1 + np.abs(v)),
+             "swish_scaled": lambda v: 2 * np.tanh(v / (1 + np.exp(-v)))}
+
+
+@pytest.mark.parametrize("epilogue", sorted(REFERENCE))
+def test_pointwise_epilogues_take_the_fast_kernels_as_relu_does(tmp_path, epilogue):
+    """GELU's tanh form (Pow/Mul/Add/Tanh nodes), Softsign (Abs/Add/Div) and a scaled x*sigmoid(x)
+    become one expression per layer: the same FP32 kernel and 3xTF32 chain as a Relu MLP, the
+    expression equal to the formula."""
+    path = _pointwise_mlp(tmp_path / f"{epilogue}.onnx", epilogue)
+    plan, _ = generate(path, str(tmp_path / "out"), Options(lang="c", name="pw"))
+    s = strategy.decide(plan)
+    assert (s.batched.chosen, s.tensor.chosen, s.routine.chosen, s.offload.chosen) == (
+        "mlp-narrow", "tc-chain", "routine-mlp", "offload-mlp"), "\n".join(s.lines())
+    assert [layer.epilogue for layer in s.layers] == [True, True, False]
+    v = np.linspace(-5, 5, 41)
+    got = [strategy.mlp.analysis.value_at(s.layers[0].expr, float(x)) for x in v]
+    np.testing.assert_allclose(got, REFERENCE[epilogue](v), rtol=1e-6, atol=1e-7)
+    kernel = (tmp_path / "out" / "pw_kernel.cu").read_text()
+    assert " * Batched kernel: mlp-narrow (" in kernel and "__device__ __forceinline__ float act0(float v)" in kernel
+
+
+def test_an_epilogue_not_finite_at_zero_keeps_the_generic_kernel(tmp_path):
+    """The kernels' padded columns hold f(0): x / x would put NaN into every padded column."""
+    plan = _plan(_pointwise_mlp(tmp_path / "nan.onnx", "nan_at_0"))
+    s = strategy.decide(plan)
+    assert not s.chain and "not finite at 0" in s.chain.reason and s.batched.chosen == "point"

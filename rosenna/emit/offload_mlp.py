@@ -34,7 +34,6 @@ device compiler contracts multiply-adds into FMAs, so results agree within verif
 
 import numpy as np
 
-from rosenna import ops
 from rosenna.emit.chain import WarpLayout
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
@@ -171,10 +170,11 @@ def repack(plan, layers, warp):
 
 
 def activations(plan, layers, renderer):
-    """``static inline`` activation functions, one per layer (identity without one)."""
+    """``static inline`` activation functions, one per layer: its pointwise expression (identity
+    without one)."""
     t, out = plan.ctype, []
     for i, layer in enumerate(layers):
-        expr = ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v")
+        expr = layer.expr if layer.expr is not None else Var("v")
         out.append(f"static inline {t} {_act(plan, i)}({t} v)\n{{\n    return {renderer.expr(expr)};\n}}")
     return "\n".join(out)
 

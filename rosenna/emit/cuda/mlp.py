@@ -3,7 +3,6 @@ The layers come from the strategy stage (rosenna.strategy.mlp.analysis)."""
 
 import numpy as np
 
-from rosenna import ops
 from rosenna.emit import fixed
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
@@ -21,14 +20,15 @@ def round_up(n, m):
 
 
 def activation_fn(name, layer, renderer, ctype="float"):
-    """``__device__ float name(float v)``: the layer's activation with its attributes (identity
-    without one), rendered from the op module's formula (``ctype`` double for a double plan's
-    renderer), or a call of its function in :data:`DEVICE_FORMS` (:func:`activation_library`
+    """``__device__ float name(float v)``: the layer's pointwise expression (its fused activation's
+    formula with its attributes, and any pointwise epilogue after it; identity without one:
+    the strategy's analysis, rosenna.strategy.mlp.analysis), ``ctype`` double for a double plan's
+    renderer, or a call of its function in :data:`DEVICE_FORMS` (:func:`activation_library`
     defines it)."""
     if layer.act in DEVICE_FORMS:
         value = f"{DEVICE_FORMS[layer.act]}(v)"
     else:
-        value = renderer.expr(ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v"))
+        value = renderer.expr(layer.expr if layer.expr is not None else Var("v"))
     return f"__device__ __forceinline__ {ctype} {name}({ctype} v)\n{{\n    return {value};\n}}"
 
 
