@@ -252,11 +252,10 @@ def test_kernel_file_compiles_for_gfx90a(kernel_file):
 
 @pytest.mark.parametrize("prefer", [False, True])
 def test_launched_form_for_implicit_gemm_calls(tmp_path, monkeypatch, prefer):
-    """conv_igemm.PREFER_LAUNCHES: <name>_run skips the persistent kernel from the first call size at
+    """The tuning's igemm_prefer_launches: <name>_run skips the persistent kernel from the first call size at
     which an implicit GEMM takes a phase (the tuning's igemm_min_rows output pixels x samples)."""
-    monkeypatch.setattr(conv_igemm, "PREFER_LAUNCHES", prefer)
     path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["channel_groups"])
-    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    _, plan = build_plan(path, Options(name="cv", infer_one=True, tuning=Tuning().replace(igemm_prefer_launches=prefer)))
     text = kernel_source(plan, "test")
     run = text[text.index("static int cv_run("):]
     first = -(-Tuning().igemm_min_rows // (10 * 9))

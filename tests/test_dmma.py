@@ -86,7 +86,7 @@ void dtanh(const double *x, double *y, long n)
 }
 """
 #: rosenna_dtanh.cuh's error bound against the exact tanh (ulp of the result; measured 3.2 on a
-#: sweep of 84M points, bench/study/f64).
+#: sweep of 84M points, bench/studies/f64-dmma).
 DTANH_ULP = 4
 
 

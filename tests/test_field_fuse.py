@@ -27,10 +27,11 @@ def unet_path(tmp_path_factory):
 
 @pytest.fixture
 def fused(monkeypatch):
-    """Every phase of at most 4 loads computed where read, decoding where needed (the generator's
-    defaults keep every phase: field_fuse.MAX_INLINE_LOADS)."""
-    monkeypatch.setattr(field_fuse, "MAX_INLINE_LOADS", 4)
-    monkeypatch.setattr(field_fuse, "DECODE", True)
+    """The tuning of every phase of at most 4 loads computed where read, decoding where needed (the
+    generator's defaults keep every phase: the tuning's field_inline_loads)."""
+    from rosenna.strategy import Tuning
+
+    return Tuning().replace(field_inline_loads=4, field_decode=True)
 
 
 def test_unet_phases(unet_path):
@@ -56,7 +57,7 @@ def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent, fused):
     reads the pools and Adds through their regions' functions (indices that follow from the
     reader's) and the Concats through decoding ones (a Concat of a value with itself as one
     region with one more index: field_fuse.merged)."""
-    plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent)
+    plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent, tuning=fused)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     assert f"{plan.name}_value1_0(x, y, s, " in kernel  # the first pool, from the conv's indices
     assert "int o)\n{\n    const unsigned r = o;" in kernel  # a Concat's element o, decoded (one region)
@@ -75,7 +76,8 @@ def test_fused_phases_need_their_own_buffers(tmp_path, unet_path, fused):
         return field_fuse.Schedule(dataclasses.replace(sched.plan, storage=storage, scratch=plan.scratch),
                                    sched.phases, sched.values)
 
-    plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=plan_buffers)
+    plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=plan_buffers,
+                                            tuning=fused)
     with pytest.raises(AssertionError):
         assert_close(forwards, reference(unet_path, plan, x), what="fused phases, the plan's buffers")
 
@@ -108,7 +110,7 @@ def test_digits():
 def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path, fused):
     """The kernel file with value functions, both kinds, under nvcc (sm_90) and hipcc (gfx90a),
     host code -Wall clean."""
-    gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True, tuning=fused))
     kernel = tmp_path / "unet_kernel.cu"
     assert "unet_value1_0(x, y, s, " in kernel.read_text()
     for cmd, env in ((["nvcc", "-O1", *devflags.NVCC_DEVICE.split(), "-arch=sm_90", "-Xcompiler", "-Wall,-Werror"], None),
@@ -125,9 +127,9 @@ def test_field3d_fused_emulated_on_host(tmp_path, fused):
     from test_spatial_whole import field3d
 
     path = field3d(tmp_path / "field3d.onnx")
-    _, plan = gen.build_plan(path, gen.Options(lang="c"))
+    _, plan = gen.build_plan(path, gen.Options(lang="c", tuning=fused))
     assert [len(launch_groups(plan)), len(field_fuse.schedule(plan).phases)] == [11, 7]
-    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True, tuning=fused)
     assert "        if (o == " in (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()  # the Concat's two regions
     want = reference(path, plan, x)
     assert_close(forwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in order")
@@ -309,7 +311,7 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
             "            return convnet_clustered(count, x, y, s, 16);\n    }\n#endif\n")
     assert choice in run and fill in run
     assert run.index(choice) < run.index("convnet_resident[device]")
-    monkeypatch.setattr(field_cluster, "PER_CALL", True)  # blocks per cluster chosen per call, read at run time
+    plan = dataclasses.replace(plan, tuning=plan.tuning.replace(cluster_per_call=True))  # chosen per call, read at run time
     run = whole_field.infer_one(plan)
     fill = ("            unsigned blocks = 16;\n            while (blocks > 2 && (long)count * blocks > resident)\n"
             "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")

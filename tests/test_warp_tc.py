@@ -173,7 +173,7 @@ int main()
 
 
 def test_groups_fit_the_register_budget(generated):
-    """Each layer's input and one group's sums within routine.WARP_REGISTERS, the groups dividing
+    """Each layer's input and one group's sums within Tuning().warp_registers, the groups dividing
     the layer's n8 tiles; a layer whose input and sums all fit is not parked."""
     for name in ("mlp128", "odd"):
         _, layers, body, _ = generated[name]
@@ -184,8 +184,8 @@ def test_groups_fit_the_register_budget(generated):
             if call.group(1) == "_local":
                 assert 4 * mt * ng <= Tuning().warp_local_sums or ng == 1
                 continue
-            assert 4 * mt * (kt + ng) <= routine.WARP_REGISTERS or ng == 1
-            assert nt % ng == 0 and (ng < nt) == (4 * mt * (kt + nt) > routine.WARP_REGISTERS)
+            assert 4 * mt * (kt + ng) <= Tuning().warp_registers or ng == 1
+            assert nt % ng == 0 and (ng < nt) == (4 * mt * (kt + nt) > Tuning().warp_registers)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

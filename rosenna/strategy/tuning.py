@@ -120,6 +120,51 @@ class Tuning:
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
         "through L1, two instructions per weight). Off: slower on the H200 (benchmarks.md 'Run 13 (pp17)').")
 
+    narrow_shared_limit: int = _knob(
+        32 * 1024, "__device__ weights of the narrow FP32 kernel up to this many bytes are copied into shared "
+        "memory once per block (a persistent grid); larger ones are read as 16-byte __ldg loads.")
+    chain_two_tiles_width: int = _knob(
+        48, "Widest layer for which a warp of the 3xTF32 register chain carries two 16-row tiles (32 points); "
+        "beyond it one. H200, benchmarks.md 'Run 9 — issue #17 items 1-2', a 5-64-64-3 SiLU MLP: two tiles "
+        "0.432 ns per point (188 registers), one 0.324.")
+    warp_auto: bool = _knob(
+        True, "Whether <name>_infer takes the warp body when all 32 lanes call it (benchmarks.md 'Run 11 (pp17)').")
+    warp_mask_test: bool = _knob(
+        True, "Whether <name>_infer_warp runs its body behind <name>_infer's __activemask() test: without it nvcc "
+        "compiled mlp128's FP32 shuffle body with more spills, 3.64 against 3.18 ns per point (benchmarks.md "
+        "'Run 11 (pp17)').")
+    warp_tiles: int = _knob(
+        2, "16-row tiles the staged MLPs' tensor-core warp body carries through the layers at once (2: the warp's "
+        "32 points together; 1: two passes of 16).", minimum=1)
+    warp_registers: int = _knob(
+        144, "Registers a layer's input and sums may take in that body before its outputs are computed in "
+        "parked groups.", minimum=1)
+    warp_ldg: bool = _knob(True, "Whether the tensor-core warp bodies read their fragments through __ldg.")
+    igemm_prefer_launches: bool = _knob(
+        False, "Whether <name>_run takes the launched phases for every call an implicit-GEMM conv takes. Off: on "
+        "the H200 it cost the U-Net 11% at 4 samples (benchmarks.md '3xTF32 implicit-GEMM convs', round B).")
+    smem_igemm_first: bool = _knob(
+        True, "Whether a conv the implicit GEMM takes keeps it where a shared-memory tile would also serve.")
+    field_inline_loads: int = _knob(
+        0, "A whole-field phase is computed where it is read when an element loads at most this many values "
+        "(0: never). Off: the U-Net took 181 against 84 us at 1 sample on the H200 (benchmarks.md 'Run 11 — "
+        "whole-field phases computed where read').")
+    field_decode: bool = _knob(
+        False, "Whether a reader may decode an element index at run time to compute a phase in place (same study).")
+    cluster_per_call: bool = _knob(
+        False, "Whether the clustered kernel's blocks per cluster are chosen per call and read at run time. Off: "
+        "96.3 against 75.5 us for the U-Net at 1 sample on the H200 (benchmarks.md 'Run 16 (epi18)').")
+    cluster_jam: bool = _knob(
+        False, "Whether the clustered kernel's convolutions are unrolled-and-jammed over output channels. Off: "
+        "91.9 against 75.5 us for the U-Net at 1 sample on the H200 (benchmarks.md 'Run 13 (field18)').")
+    field_epilogues: str = _knob(
+        "", "Which forms of the CUDA whole-field <name>_run fuse producer-side epilogues (a pool pulled into its "
+        "conv's phase, an upsampling and Add pushed into it): '' none, one form, or 'all'. Off: on the H200 the "
+        "U-Net's clustered kernel took 75.6 / 140.9 us at 1 / 16 samples with them against 75.5 / 139.6 without "
+        "(benchmarks.md 'Run 16 (epi18)').", choices=("", "launches", "persistent", "cluster", "all"))
+    cluster_min_blocks: int = _knob(
+        0, "Blocks of <name>_cluster ptxas keeps resident per SM (__launch_bounds__' second argument; 0: none).")
+
     # -- the API ----------------------------------------------------------------------------------
 
     @classmethod

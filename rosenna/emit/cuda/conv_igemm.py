@@ -48,11 +48,6 @@ TILE_FRAGMENTS = 8
 MAX_MT = 2
 MAX_NT = 4
 
-#: Whether ``<name>_run`` takes the launched form (not the persistent kernel) for every call in
-#: which an implicit-GEMM conv takes its phase (:func:`prefer`). Off: on the H200 (docs/benchmarks.md,
-#: round B of the implicit-GEMM study) it cost the U-Net 11% at 4 samples and did not reach the
-#: 64-channel net at 1 sample (4,096 rows), which launched would take 119 µs instead of 404.
-PREFER_LAUNCHES = False
 
 #: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
 PARTIAL = 2
@@ -381,9 +376,9 @@ def upload(plan, helper):
 
 
 def prefer(plan, convs):
-    """Lines of ``<name>_run`` before its choice of form: with :data:`PREFER_LAUNCHES`, a call in
+    """Lines of ``<name>_run`` before its choice of form: with the tuning's ``igemm_prefer_launches``, a call in
     which an implicit GEMM takes a phase runs the launched phases ("" otherwise)."""
-    if not convs or not PREFER_LAUNCHES:
+    if not convs or not plan.tuned.igemm_prefer_launches:
         return ""
     first = min(min_samples(conv, plan.tuned) for conv in convs.values())
     return (f"{tf32.GUARD}\n"

@@ -47,8 +47,6 @@ TILES = {"launched": (4, 2, 4), "persistent": (1, 1, 1), "cluster": (2, 1, 2)}
 #: Shared memory per block for a chunk of the input tile, in bytes.
 SMEM_BYTES = 16 * 1024
 
-#: Whether a conv whose implicit GEMM would take the call keeps it (True) or always runs tiled.
-IGEMM_FIRST = True
 
 #: The forms of ``<name>_run`` whose phases take the tiled convs: "launched" (``<name>_phases``),
 #: "persistent" (``<name>_field``), "cluster" (``<name>_cluster``; only plans of many phases have one:

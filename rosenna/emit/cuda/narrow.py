@@ -4,7 +4,7 @@ the tuning's ``wide_layer`` (or too wide for a tiled block's shared memory), at 
 
 One thread per point, every layer unrolled with its activations in registers; the weights
 repacked input-major ``[K][N rounded up to 4]`` so that ``__constant__`` weights become FFMA
-operands, ``__device__`` weights up to :data:`NARROW_SHARED_LIMIT` bytes are copied into shared
+operands, ``__device__`` weights up to the tuning's ``narrow_shared_limit`` bytes are copied into shared
 memory once per block (a persistent grid), larger ones read as 16-byte ``__ldg`` loads. Its
 device code is ``rosenna/data/rosenna_narrow.cuh``. On CUDA sm_80+ the tensor-core chain
 (:mod:`rosenna.emit.cuda.tc_chain`) takes the chains it fits.
@@ -15,9 +15,6 @@ from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout
 from rosenna.emit.cuda.point import POINT_THREADS
 
-#: __device__ weights of the narrow kernel up to this many bytes are copied into shared memory
-#: once per block.
-NARROW_SHARED_LIMIT = 32 * 1024
 
 
 class Narrow(Kind):
@@ -31,7 +28,7 @@ class Narrow(Kind):
 
     @staticmethod
     def shared(choice):
-        return not choice.constant and choice.packed_size * 4 <= NARROW_SHARED_LIMIT
+        return not choice.constant and choice.packed_size * 4 <= choice.strategy.tuning.narrow_shared_limit
 
     def kernel(self, plan, choice, acts):
         n = plan.name

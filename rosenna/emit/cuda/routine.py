@@ -18,16 +18,16 @@ FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops b
 ``<name>_infer_warp(x, y)`` is the warp-cooperative routine: all 32 lanes of a warp must call it
 together (each with its own point; lanes without one pass a valid point, e.g. the last, and a y
 that may be written), and the 32 points are computed together (on CUDA behind the same
-``__activemask()`` test as ``<name>_infer``, :data:`WARP_MASK_TEST`):
+``__activemask()`` test as ``<name>_infer``, the tuning's ``warp_mask_test``):
 
 - an MLP chain the 3xTF32 tensor-core chain takes (:mod:`rosenna.emit.cuda.tc_chain`): that
   kernel's warp body, its fragments read from global memory (CUDA sm_80+);
 - an MLP chain the staged FP32 kernel takes (a hidden layer 96 to 128 wide, at most 8 outputs):
   on CUDA sm_80+ the same 3xTF32 layers (``rosenna_tc_layer`` in ``rosenna/data/rosenna_tf32.cuh``)
   with the whole of a layer's input in registers as A fragments, and a layer whose input and
-  sums would not fit :data:`WARP_REGISTERS` computed in groups of n8 tiles, every group's
+  sums would not fit the tuning's ``warp_registers`` computed in groups of n8 tiles, every group's
   activated outputs but the last parked in local memory until the layer ends
-  (``rosenna/data/rosenna_tc_routine.cuh``); :data:`WARP_TILES` 16-row tiles at once;
+  (``rosenna/data/rosenna_tc_routine.cuh``); ``warp_tiles`` 16-row tiles at once;
   elsewhere (HIP, older GPUs, ``-DROSENNA_NO_TENSOR_CORES``) ``rosenna/data/rosenna_routine.cuh``:
   FP32, two passes of 16 points, no shared memory (HIP: in each 32-lane half of a 64-wide
   wavefront);
@@ -50,25 +50,13 @@ from rosenna.emit.cuda.tf32 import tiles
 
 #: Layers at most this wide keep inputs and outputs in registers in the one-thread body.
 REGISTER_WIDTH = 64
-#: Whether ``<name>_infer`` takes the warp body when the whole warp calls it.
-AUTO_WARP = True
-#: Whether ``<name>_infer_warp`` (CUDA) runs its body behind ``<name>_infer``'s ``__activemask()``
-#: test. Without it nvcc compiled mlp128's FP32 shuffle body with more divergence fallbacks and
-#: spills than the same body inside ``<name>_infer`` (SASS: 5,720 against 5,400 instructions, 210 /
-#: 140 local loads / stores against 168 / 91), which ran 3.64 against 3.18 ns per point
-#: (docs/benchmarks.md, run 11 (pp17)); with it the two compile alike.
-WARP_MASK_TEST = True
-#: The tensor-core warp body of staged MLPs: 16-row tiles it carries through the layers at once
-#: (2: the warp's 32 points together; 1: two passes of 16), and the registers a layer's input
-#: and sums may take before its outputs are computed in parked groups (``_groups``).
-WARP_TILES = 2
-WARP_REGISTERS = 144
-#: Whether the tensor-core warp bodies read their fragments with ``__ldg`` (the read-only path).
-WARP_LDG = True
 # The routine's tuning (rosenna.strategy.tuning.Tuning): routine_constant_bytes (packed weights
-# up to it go to __constant__ memory for the one-thread body), warp_compact (the staged MLPs'
-# tensor-core warp body reads compact 8-byte fragments) and warp_local_sums (sums a layer of that
-# body may hold when its input is in local memory, rosenna_tc_layer_local; 0: parked groups).
+# up to it go to __constant__ memory for the one-thread body), warp_auto (<name>_infer takes the
+# warp body when the whole warp calls), warp_mask_test (<name>_infer_warp behind the same
+# __activemask() test), warp_tiles and warp_registers (the tensor-core warp body's 16-row tiles at
+# once and its register budget before parked groups), warp_ldg, warp_compact (compact 8-byte
+# fragments) and warp_local_sums (sums a layer may hold when its input is in local memory,
+# rosenna_tc_layer_local; 0: parked groups).
 
 
 def fast(plan, choice):
@@ -126,29 +114,31 @@ def _one_thread(plan, choice, weights, ld):
     return lines
 
 
-def _groups(layer, mt, kt):
-    """n8 tiles per group of a layer whose input is ``kt`` k8 tiles (:data:`WARP_REGISTERS`):
+def _groups(layer, mt, kt, registers):
+    """n8 tiles per group of a layer whose input is ``kt`` k8 tiles (``registers``: the tuning's
+    ``warp_registers``):
     all of them (``rosenna_tc_layer``) when the input and every sum fit, else the most that fit
     and divide the layer's n8 tiles (``rosenna_tc_layer_parked``)."""
     nt = tiles(layer.n)
-    fit = [g for g in range(1, nt + 1) if nt % g == 0 and 4 * mt * (kt + g) <= WARP_REGISTERS]
+    fit = [g for g in range(1, nt + 1) if nt % g == 0 and 4 * mt * (kt + g) <= registers]
     return max(fit) if fit else 1
 
 
 def _tc_warp(plan, choice):
     """The 3xTF32 warp body for the lanes' 32 points (CUDA sm_80+): the chain's layers in
-    registers, 32 points at once (:data:`WARP_TILES` 16-row tiles a pass); a layer too wide for its
+    registers, 32 points at once (the tuning's ``warp_tiles`` 16-row tiles a pass); a layer too wide for its
     input and all its sums in registers computes its outputs in groups (``_groups``)."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
     parked = _warp_kind(choice) == "parked"
     compact = _compact(choice)
-    local_sums = choice.strategy.tuning.warp_local_sums
+    tuning = choice.strategy.tuning
+    local_sums = tuning.warp_local_sums
     frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
     kt0 = tiles(layers[0].k)
-    mt = WARP_TILES if parked else 2
+    mt = tuning.warp_tiles if parked else 2
     passes = 2 // mt
-    ldg = f"{str(WARP_LDG).lower()}, {str(compact).lower()}"
+    ldg = f"{str(tuning.warp_ldg).lower()}, {str(compact).lower()}"
     ind = "    " * (2 if passes > 1 else 1)
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({n}_rchain);",
              f"    const float *bias = {n}_rchain + {4 * frag4};",
@@ -173,7 +163,7 @@ def _tc_warp(plan, choice):
     width = max([kt0] + [tiles(layer.n) for layer in layers])
     for i, layer in enumerate(layers):
         kt, nt = tiles(layer.k), tiles(layer.n)
-        ng = _groups(layer, mt, kt)
+        ng = _groups(layer, mt, kt, tuning.warp_registers)
         what = f"layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'}"
         if parked and local_sums and (local or ng < nt):
             if local is None:
@@ -350,7 +340,7 @@ def routine(plan, choice, renderer):
         warp_kind = "each lane its own point"
     parts.append(f"/* 32 points, one per lane: {warp_kind}. */\n"
                  f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{\n" + "\n".join(warp) + "\n}\n")
-    if AUTO_WARP and kind:
+    if choice.strategy.tuning.warp_auto and kind:
         # CUDA: the one-thread path in a function of its own. Inlined beside the warp body, its
         # local arrays and registers were allocated for <name>_infer as a whole (mlp128: a
         # 1,720-byte frame and 424 bytes spilled, where the warp body alone has 520 / 252), and
@@ -369,11 +359,11 @@ def routine(plan, choice, renderer):
                 "#else\n"
                 f"    {n}_point_thread(x, y);\n"
                 "#endif\n")
-        # <name>_infer_warp behind the same test (WARP_MASK_TEST): the body then compiles as in
-        # <name>_infer (see WARP_MASK_TEST), and a warp that breaks the contract still gets its
+        # <name>_infer_warp behind the same test (the tuning's warp_mask_test): the body then compiles as in
+        # <name>_infer (see the tuning's warp_mask_test), and a warp that breaks the contract still gets its
         # points, one lane at a time.
         warp_call = body.replace(f"    {n}_point_thread(x, y);\n#endif", f"    {n}_infer_warp_body(x, y);\n#endif") \
-            if WARP_MASK_TEST else f"    {n}_infer_warp_body(x, y);\n"
+            if choice.strategy.tuning.warp_mask_test else f"    {n}_infer_warp_body(x, y);\n"
     else:
         body = f"    {n}_point_thread(x, y);\n"
         warp_call = f"    {n}_infer_warp_body(x, y);\n"

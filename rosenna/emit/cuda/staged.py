@@ -1,6 +1,6 @@
 """The staged FP32 wide kernel of ``<name>_kernel.cu``: the default for mlp-wide chains that fit.
 
-A port of the design study's ``k_mlp128_stream<8>`` (bench/study/mlp_bench.cu, kernel family 4,
+A port of the design study's ``k_mlp128_stream<8>`` (bench/studies/design-mlp128/mlp_bench.cu, kernel family 4,
 "stream 64pt 8x8 cp.async": 1.60 ns/point for mlp128 on the H200 at 16M points, 1.62 at 1M, 69% of
 the FP32 peak, relative L2 error 1.1e-7), generalised as the wide tensor-core kernel was
 (:mod:`rosenna.emit.cuda.tc_wide`), and taking the same models (rosenna.strategy.mlp.Staged: at least

@@ -63,7 +63,7 @@ class WideShape:
     #: (docs/benchmarks.md, run 11 (tc17), round B); the study switches it on.
     PERSISTENT = False
     PERSISTENT_COMPACT = False
-    #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
+    #: Widest layer from which the fragments are compact (the study, bench/studies/tc17, measures
     #: other choices by changing it).
     COMPACT_FROM = 257
 

@@ -1,8 +1,8 @@
 """tc17 study (issue #17 items 1-3): generate the study's MLPs with this checkout, write each one's
 weights for the driver's FP64/FP32 reference (``<model>.ref``), and compile each variant's kernel
-file with bench/study/tc17/driver.cu into one binary (sm_90 only).
+file with bench/studies/tc17/driver.cu into one binary (sm_90 only).
 
-    .venv/bin/python bench/study/tc17/build.py build/dev-tc17 [variant-prefix ...]
+    .venv/bin/python bench/studies/tc17/build.py build/dev-tc17 [variant-prefix ...]
     bash build/dev-tc17/run.sh                  # on the H200, from the repository root
 
 A variant is the generated kernel file of this checkout, or that file with a text patch that puts

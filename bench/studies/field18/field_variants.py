@@ -2,7 +2,7 @@
 "Run 11"): each variant is the kernel file generated with one setting of the phase fusion
 (rosenna/emit/cuda/field_fuse.py), built with bench/frontier.cu into its own driver.
 
-    .venv/bin/python bench/field_variants.py build/dev-field18     # here: generate and build
+    .venv/bin/python bench/studies/field18/field_variants.py build/dev-field18     # here: generate and build
     bash build/dev-field18/run.sh                                  # there: time, compare outputs
 
 ``run.sh`` runs one driver linking every variant (each generated under its own name) and prints
@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.dirname(HERE))), os.path.dirname(os.path.dirname(HERE))]
 
-import bench_header  # noqa: E402 (bench/, this script's folder)
+import bench_header  # noqa: E402 (bench/)
 from rosenna.emit.cuda import field_cluster, field_epilogue, field_fuse, whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 from rosenna.strategy import Tuning  # noqa: E402
@@ -35,42 +36,42 @@ MB = 1 << 20
 #: (module attributes) as "module.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
 #: generated choice, "persist": the persistent kernel on min(needed, resident) blocks, "launch":
 #: the launched phases).
-BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_field.CUDA_THREADS": 256,
+BASE = {"tuning.field_inline_loads": 0, "tuning.field_decode": False, "whole_field.CUDA_THREADS": 256,
         "tuning.cuda_whole_batch_bytes": 128 * MB, "tuning.cluster_samples": 0,
         "tuning.whole_constant_limit": DEFAULT.whole_constant_limit,
-        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False, "field_cluster.MIN_BLOCKS": None,
-        "field_cluster.JAM": True, "field_epilogue.FORMS": frozenset(), "field_epilogue.PULL": True,
+        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "tuning.cluster_per_call": False, "tuning.cluster_min_blocks": 0,
+        "tuning.cluster_jam": True, "tuning.field_epilogues": "", "field_epilogue.PULL": True,
         "field_epilogue.PUSH": True, "form": "choice", "tuning.constant_limit": DEFAULT.constant_limit}
 VARIANTS = {"main": {},
             "unfused": {"tuning.cuda_whole_batch_bytes": 64 * MB},
-            "fuse2": {"field_fuse.MAX_INLINE_LOADS": 2, "field_fuse.DECODE": True},
-            "fuse4": {"field_fuse.MAX_INLINE_LOADS": 4, "field_fuse.DECODE": True},
-            "exact2": {"field_fuse.MAX_INLINE_LOADS": 2}, "exact4": {"field_fuse.MAX_INLINE_LOADS": 4},
+            "fuse2": {"tuning.field_inline_loads": 2, "tuning.field_decode": True},
+            "fuse4": {"tuning.field_inline_loads": 4, "tuning.field_decode": True},
+            "exact2": {"tuning.field_inline_loads": 2}, "exact4": {"tuning.field_inline_loads": 4},
             "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
             "launch": {"form": "launch"},
             # (programmatic dependent launch of the launched phases, "pdl" and "pdl-launch", was
             # measured in round A of 2026-12-03 on commit e330fdb: docs/benchmarks.md, run 13)
             # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
             **{f"c{b}x{t}{'' if jam else 'p'}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": b,
-                                               "field_cluster.THREADS": t, "field_cluster.JAM": jam}
+                                               "field_cluster.THREADS": t, "tuning.cluster_jam": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
 # the clustered kernel, its blocks per cluster chosen per call (up to 16) and read at run time (main's
 # default from f28daa8 to run 16), 256, 512 or 1024 threads per block
 VARIANTS.update({f"auto{t}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
-                              "field_cluster.JAM": False, "field_cluster.PER_CALL": True} for t in (256, 512, 1024)})
+                              "tuning.cluster_jam": False, "tuning.cluster_per_call": True} for t in (256, 512, 1024)})
 # the weights in __device__ memory, not __constant__ (the tuning's whole_constant_limit 0)
 VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"tuning.whole_constant_limit": 0}) for v in ("main", "auto256", "c16x256p")})
 # every weight in __constant__ memory (the U-Net's 31 KB; the tuning's constant_limit is 6 KB)
 VARIANTS.update({f"{v}-const": dict(VARIANTS[v], **{"tuning.constant_limit": 60 * 1024}) for v in ("main", "auto1024", "auto256", "c16x256p")})
 # the producer-side epilogues (field_epilogue.py: conv + pool, conv + upsampling + Add)
-VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
+VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"tuning.field_epilogues": "all"})
                  for v in ("main", "launch", "persist", "auto256", "c16x256p", "c16x256p-dev")})
-VARIANTS.update({f"c16x{t}p-epi": dict(VARIANTS[f"c16x{t}p"], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
+VARIANTS.update({f"c16x{t}p-epi": dict(VARIANTS[f"c16x{t}p"], **{"tuning.field_epilogues": "all"})
                  for t in (512, 1024)})
 # the clustered kernel with a register cap of 2 blocks per SM (``__launch_bounds__(256, 2)``)
-VARIANTS.update({f"{v}-mb2": dict(VARIANTS[v], **{"field_cluster.MIN_BLOCKS": 2}) for v in ("c16x256p", "c16x256p-epi")})
+VARIANTS.update({f"{v}-mb2": dict(VARIANTS[v], **{"tuning.cluster_min_blocks": 2}) for v in ("c16x256p", "c16x256p-epi")})
 # the epilogues in the clustered kernel alone: all, with a register cap, pulled pools or pushed upsamplings only
-CLUSTER_EPI = {"field_epilogue.FORMS": frozenset(("cluster",))}
+CLUSTER_EPI = {"tuning.field_epilogues": "cluster"}
 VARIANTS.update({"c16x256p-epic": dict(VARIANTS["c16x256p"], **CLUSTER_EPI),
                  "c16x256p-epic-mb2": dict(VARIANTS["c16x256p-mb2"], **CLUSTER_EPI),
                  "c16x256p-pullc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"field_epilogue.PUSH": False}),
@@ -106,7 +107,7 @@ def configure(variant):
     return settings
 
 
-DRIVER = r"""// Generated by bench/field_variants.py: every variant's <name>_infer_batch timed in one process
+DRIVER = r"""// Generated by bench/studies/field18/field_variants.py: every variant's <name>_infer_batch timed in one process
 // (rosenna_bench.cuh: the measurement, the inputs, verify's float32 rule).
 #include <cstdlib>
 #include <cstring>
@@ -241,7 +242,7 @@ def build(out):
             if f not in ("ptxas.txt", f"{name}_kernel.cu", f"lib{name}.a"):
                 os.remove(os.path.join(d, f))
     open(os.path.join(out, "run.sh"), "w").write(
-        "#!/bin/bash\n# Generated by bench/field_variants.py: run from the repository root.\nset -e\n"
+        "#!/bin/bash\n# Generated by bench/studies/field18/field_variants.py: run from the repository root.\nset -e\n"
         'echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"\n'
         '"$(dirname "$0")/variants"\n')
     return 0
