@@ -36,6 +36,8 @@ def register(subparsers):
                    help="no GPU: omp backend on the host, no device or transfer checks (CI)")
     p.add_argument("--points", type=int, help=f"points timed per pass (default {POINTS_DEVICE}; "
                                               f"{POINTS_HOST} with --host-fallback, about a minute on 2 cores)")
+    p.add_argument("--tune", action="append", metavar="KEY=VALUE", default=[],
+                   help="set one tuning value over the profile's for the generated code (repeatable)")
     p.add_argument("--out", default="gpu-gate", metavar="DIR", help="where builds and reports go (default gpu-gate)")
     p.add_argument("--label", default="", help="names the compiler set in the report")
     p.add_argument("--weights", choices=tuple(gate.WEIGHTS), default="both",
@@ -113,6 +115,9 @@ def run(args):
         config.devcc, config.devflags = profile.devcc or None, (profile.device_flags() if profile.devcc else None)
         config.profile = {"name": profile.name, "file": str(profile.source), "reason": profile.reason or None}
     config.target, config.gpu_arch = args.target, args.gpu_arch
+    from rosenna.generate import target_arch
+    from rosenna.strategy import Tuning
+    config.tuning = Tuning.for_target(getattr(profile, "tuning", None), target_arch(profile)).parse_overrides(args.tune)
     if profile is not None and profile.flags_acc and not args.host_fallback:
         config.acc_flags = profile.flags_acc
     for key in ("cc", "fc", "flags", "acc_flags", "backend", "devcc", "devflags", "cflags", "fflags"):

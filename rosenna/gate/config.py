@@ -43,6 +43,7 @@ class Config:
     weights: str = "both"  # a key of WEIGHTS
     label: str = ""  # names the compiler set in the report
     profile: dict = None  # the toolchain profile used: {"name", "file", "reason"}, or None
+    tuning: object = None  # the generated code's rosenna.strategy.Tuning (None: the defaults)
 
 
 class NoDevice(UsageError):

@@ -170,6 +170,7 @@ class Profile:
     target_source: str = ""  # "--target" or "archspec: this host"
     notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
     families: tuple = ("", "")  # (C, Fortran) compiler family from the banner (archspec's names), "" unknown
+    tuning: dict = None  # the ``tuning:`` section ({"default": {...}, "sm_90": {...}}), or None
 
     @property
     def device_backend(self):
@@ -444,4 +445,5 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         target_source=target_source,
         notes=tuple(notes),
         families=tuple(_family(compilers_by_lang[lang], cpu) for lang in ("c", "fortran")),
+        tuning=data.get("tuning"),
     )

@@ -32,6 +32,10 @@ from rosenna.limits import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F
 _STRING = {"type": "string"}
 _COMMAND = {"type": "string", "minLength": 1}
 
+# The ``tuning:`` section: per GPU architecture ("default" first, then "sm_90", "gfx90a", ...), the
+# fields of rosenna.strategy.tuning.Tuning (a module below the code it configures).
+from rosenna.strategy.tuning import tuning_schema  # noqa: E402
+
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "rosenna toolchain profile",
@@ -80,6 +84,7 @@ SCHEMA = {
                 "embed_threshold": {"type": "integer", "minimum": 0},
             },
         },
+        "tuning": tuning_schema(),
         "modules": {"type": "array", "items": {"type": "string", "minLength": 1}},
         # What `rosenna gpu-gate --print-job` asks the batch system for (rosenna/gate/jobs.py, JobRequest).
         "job": {
