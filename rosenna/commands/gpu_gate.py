@@ -67,6 +67,14 @@ def register(subparsers):
                                                     "and .json; exit 1 if any node failed")
     job.add_argument("--slow-margin", type=float, metavar="F",
                      help=f"with --merge: flag nodes slower than the median by more than F (default {SLOW_MARGIN})")
+    cal = p.add_argument_group(
+        "calibration", "time tuning choices on this node and write them into a profile overlay (docs/slurm-gate.md)")
+    cal.add_argument("--calibrate", action="append", nargs="?", const="all", metavar="KEY[=V1,V2]",
+                     help="time the measured tuning knobs (GPU: rosenna.strategy.MEASURED; with --host-fallback the "
+                          "host batch's), or only KEY (its candidates, or V1,V2...); repeatable")
+    cal.add_argument("--overlay-dir", metavar="DIR",
+                     help="with --calibrate: where <profile>.yaml goes (default your own profile folder, "
+                          "$XDG_CONFIG_HOME/rosenna/toolchains); it must come before the profile's folder on the search path")
     p.set_defaults(func=run)
 
 
@@ -123,6 +131,8 @@ def run(args):
     for key in ("cc", "fc", "flags", "acc_flags", "backend", "devcc", "devflags", "cflags", "fflags"):
         if getattr(args, key) is not None:
             setattr(config, key, getattr(args, key))
+    if args.calibrate:
+        return _calibrate(args, config, profile)
     if args.node_dir:
         from rosenna.gate.report import node_name
 
@@ -130,6 +140,20 @@ def run(args):
     report = gate.run(config, progress=_say)
     print(f"{'PASS' if report['pass'] else 'FAIL'}: {config.out}/gate-report.md", flush=True)
     return 0 if report["pass"] else 1
+
+
+def _calibrate(args, config, profile):
+    from rosenna import toolchain
+    from rosenna.gate import calibrate
+    from rosenna.toolchain import search_path
+
+    if profile is None:
+        profile = toolchain.resolve(None, target=args.target, gpu_arch=args.gpu_arch)
+    overlay_dir = args.overlay_dir or next(str(d.path) for d in search_path() if d.kind == "user")
+    report = calibrate.calibrate(config, profile, args.calibrate, args.out, overlay_dir, progress=_say)
+    print(f"calibrated: {report['result']}; tuning.{report['section']} of {report['overlay']}; "
+          f"measurements in {os.path.join(args.out, 'calibrate-report.md')}", flush=True)
+    return 0
 
 
 def _merge(args):
