@@ -71,7 +71,8 @@ def register(subparsers):
         "calibration", "time tuning choices on this node and write them into a profile overlay (docs/slurm-gate.md)")
     cal.add_argument("--calibrate", action="append", nargs="?", const="all", metavar="KEY[=V1,V2]",
                      help="time the measured tuning knobs (GPU: rosenna.strategy.MEASURED; with --host-fallback the "
-                          "host batch's), or only KEY (its candidates, or V1,V2...); repeatable")
+                          "host batch's), or only KEY (its candidates, or V1,V2... also V1:V2, which sbatch --export leaves whole); "
+                          "repeatable")
     cal.add_argument("--overlay-dir", metavar="DIR",
                      help="with --calibrate: where <profile>.yaml goes (default your own profile folder, "
                           "$XDG_CONFIG_HOME/rosenna/toolchains); it must come before the profile's folder on the search path")

@@ -51,7 +51,7 @@ OBJECTIVE = ("batch", "embedded")
 
 def knobs(asked, host_fallback):
     """``[(field, candidates, named)]`` to time: every measured knob (``asked`` empty or ``["all"]``), or the
-    fields named as ``KEY`` (its usual candidates) or ``KEY=V1,V2`` (exactly these values).
+    fields named as ``KEY`` (its usual candidates) or ``KEY=V1,V2`` / ``KEY=V1:V2`` (exactly these values).
 
     Raises:
         UsageError: an unknown field, or a value of the wrong kind (the Tuning's own check).
@@ -72,7 +72,8 @@ def knobs(asked, host_fallback):
                                  f"({key}=V1,V2) or choose from {', '.join(table)}")
             chosen.append((key, table[key], False))
             continue
-        texts = [v.strip() for v in values.split(",") if v.strip()]
+        # ":" too: sbatch --export=ALL,ROSENNA_GATE_ARGS=... splits its value at commas.
+        texts = [v.strip() for v in re.split(r"[,:]", values) if v.strip()]
         if not texts:
             raise UsageError(f"--calibrate {item!r}: give the values to time, e.g. {key}=8,16")
         parsed = [getattr(Tuning().parse_overrides([f"{key}={t}"], where="--calibrate"), key) for t in texts]
@@ -193,9 +194,9 @@ def calibrate(config, profile, asked, out, overlay_dir, progress=print):
         if not passing:
             continue
         ns, value = min(passing, key=lambda t: t[0])
-        current_ns = next((n for v, n, ok in results if v == current and ok), None)
-        if current_ns is not None and value != current and ns > current_ns * (1 - MARGIN):
-            value = current  # within the noise of the current value: keep it
+        _, (current_ns, _, _) = run(best, "start")  # timed already: the start, or the last knob's winner
+        if value != current and ns > current_ns * (1 - MARGIN):
+            value = current  # not clearly faster than the current value: keep it
         chosen[field] = value
         best = best.replace("--calibrate", **{field: value})
     report = {"schema_version": 1, "profile": profile.name, "section": section, "overlay": str(overlay),

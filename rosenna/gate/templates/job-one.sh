@@ -6,9 +6,12 @@ say "$*"
 status=0
 "$@" || status=$?
 
+# A calibration (ROSENNA_GATE_ARGS="--calibrate ...") reports in calibrate-report.md.
+report=$out_dir/gate-report.md
+case " $ROSENNA_GATE_ARGS " in *" --calibrate"*) report=$out_dir/calibrate-report.md;; esac
 if [ "$status" -ne 0 ]; then
-    say "FAIL: rosenna gpu-gate exited $status; report: $out_dir/gate-report.md"
+    say "FAIL: rosenna gpu-gate exited $status; report: $report"
     exit "$status"
 fi
-[ -s "$out_dir/gate-report.md" ] || die "the gate exited 0 but wrote no $out_dir/gate-report.md" 3
-say "PASS: report in $out_dir/gate-report.md"
+[ -s "$report" ] || die "the gate exited 0 but wrote no $report" 3
+say "PASS: report in $report"
