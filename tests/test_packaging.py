@@ -372,12 +372,37 @@ def _run(cmd, timeout, **kwargs):
     return result
 
 
+#: Without PYTHONDONTWRITEBYTECODE, under which setuptools says "byte-compiling is disabled".
+_QUIET_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _assert_no_setuptools_warning(what, result):
+    """setuptools' warnings ("Package would be ignored", "Editable installation", deprecations),
+    not pip's own notes about this machine's index configuration."""
+    lines = [line for line in (result.stdout + result.stderr).splitlines()
+             if re.search(r"warning|would be ignored|!!", line, re.I) and "Location 'file:" not in line]
+    assert not lines, f"{what} printed setuptools warnings:\n" + "\n".join(lines[:20])
+
+
+def test_editable_install_is_quiet(tmp_path):
+    """`make demo` installs the checkout editable: setuptools has nothing to warn about (data
+    folders declared as packages, the layout said), shown by pip -v, which prints the backend's
+    output."""
+    source = _copy_tree(tmp_path / "src")
+    (source / "rosenna" / "__pycache__").mkdir(exist_ok=True)  # a used checkout has these
+    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
+                      "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
+                     timeout=300, cwd=tmp_path, env=_QUIET_ENV)
+    _assert_no_setuptools_warning("pip install -e .", installed)
+
+
 def test_sdist_and_wheel_contents(tmp_path):
     source = _copy_tree(tmp_path / "src")
     python = _python_with_build(tmp_path)
     dist = tmp_path / "dist"
-    _run([python, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(source)],
-         timeout=600, cwd=tmp_path)
+    built = _run([python, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(source)],
+                 timeout=600, cwd=tmp_path, env=_QUIET_ENV)
+    _assert_no_setuptools_warning("python -m build", built)
     sdist = dist / f"rosenna-{VERSION}.tar.gz"
     wheel = dist / f"rosenna-{VERSION}-py3-none-any.whl"
     assert sdist.is_file() and wheel.is_file(), sorted(p.name for p in dist.iterdir())
