@@ -174,7 +174,7 @@ def _describe(error, schema):
         for key in unexpected:
             hint = difflib.get_close_matches(key, known, n=1)
             also = f"; did you mean '{hint[0]}'?" if hint else ""
-            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key (known: {', '.join(known)}){also}"))
+            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key: remove it or use one of {', '.join(known)}{also}"))
         return lines
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]
