@@ -1,0 +1,135 @@
+"""The documentation site: it builds with no warning (broken links and anchors included), its
+reference pages are generated from the code, and the tutorial's steps run as written."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+#: A fenced block the suite uses: ```LANG file=NAME (write it) or ```sh run (run each line).
+FENCE = re.compile(r"^```(?P<lang>[\w+-]+)(?: (?P<what>file=\S+|run))?\n(?P<body>.*?)^```", re.S | re.M)
+
+
+def tested_blocks(path):
+    """``[(file name or None for commands, body)]`` of a page's marked blocks, in page order."""
+    out = []
+    for match in FENCE.finditer(path.read_text(encoding="utf-8")):
+        what = match.group("what")
+        if what == "run":
+            out.append((None, match.group("body")))
+        elif what:
+            out.append((what[len("file="):], match.group("body")))
+    return out
+
+
+def _env(shims=None):
+    """This Python's scripts first on PATH, and a `rosenna` there even where this checkout is
+    imported through PYTHONPATH rather than installed."""
+    path = [os.path.dirname(sys.executable)]
+    if shims is not None and not os.path.isfile(os.path.join(path[0], "rosenna")):
+        shims.mkdir(exist_ok=True)
+        script = shims / "rosenna"
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rosenna "$@"\n')
+        script.chmod(0o755)
+        path.insert(0, str(shims))
+    return dict(os.environ, PATH=os.pathsep.join(path + [os.environ["PATH"]]),
+                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _sh(line, cwd):
+    proc = subprocess.run(line, shell=True, cwd=cwd, env=_env(cwd.parent / "shims"), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"failed: {line}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """`make docs`'s build of the site (sphinx -W -n --keep-going), once per session."""
+    pytest.importorskip("sphinx", reason="the docs extra is not installed (make test installs it)")
+    pytest.importorskip("myst_parser")
+    pytest.importorskip("furo")
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
+                           "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"the documentation site has warnings:\n{proc.stderr[-6000:]}"
+    return out / "html"
+
+
+def test_site_builds_without_warnings_and_has_its_pages(site):
+    for page in ["index", "tutorial", "guide/index", "admin-guide", "performance", "changelog",
+                 "reference/cli", "reference/status-codes", "reference/toolchain-schema", "reference/operators",
+                 "weights-format", "contributing"]:
+        assert (site / f"{page}.html").is_file(), f"no {page}.html in the site"
+
+
+def test_reference_pages_are_rendered_from_the_code(site):
+    from rosenna import abi, ops
+    from rosenna.cli import build_parser, subparsers_of
+
+    cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
+    for command in subparsers_of(build_parser()):
+        assert f"rosenna {command}" in cli, command
+    assert "--no-embed" in cli and "rosenna toolchain validate" in cli
+    codes = (site / "reference" / "status-codes.html").read_text(encoding="utf-8")
+    for code, key, _ in abi.STATUS_CODES:
+        assert abi.status_name(key) in codes
+    table = (site / "reference" / "operators.html").read_text(encoding="utf-8")
+    for name in ops.REGISTRY:
+        assert f"<td><p>{name}</p></td>" in table, name
+    schema = (site / "reference" / "toolchain-schema.html").read_text(encoding="utf-8")
+    assert "flags.omp_offload" in schema and "thresholds.embed_threshold" in schema
+
+
+def test_a_broken_internal_link_fails_the_build(tmp_path):
+    """The check is real: a page linking to a missing anchor, a missing page and a missing
+    repository file makes the build fail, naming each."""
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    src = tmp_path / "docs"
+    src.mkdir()
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    shutil.copytree(DOCS / "_ext", src / "_ext")
+    (src / "index.md").write_text("# t\n\n```{toctree}\nother\n```\n\n[a](other.md#no-such-heading)\n"
+                                  "[b](missing.md)\n[c](../no/such/file.py)\n")
+    (src / "other.md").write_text("# Other\n\n## A heading\n")
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
+                           str(src), str(tmp_path / "html")], cwd=tmp_path, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "no-such-heading" in proc.stderr and "missing" in proc.stderr and "no/such/file.py" in proc.stderr, \
+        proc.stderr
+
+
+def test_tutorial_runs_as_written(tmp_path):
+    """Every marked block of docs/tutorial.md, in page order: the PyTorch training and export,
+    verify, generate, the C OpenMP and Fortran `do concurrent` solvers. Then the GPU sections'
+    OpenMP-target and OpenACC programs, built with GCC's host fallback."""
+    pytest.importorskip("torch", reason="torch is not installed (make test installs torch)")
+    blocks = tested_blocks(DOCS / "tutorial.md")
+    files = {name for name, _ in blocks if name}
+    assert {"train.py", "solver.c", "solver.f90", "solver.cu", "solver_omp.c", "solver_acc.f90",
+            "solver.hip"} <= files, files
+    printed = ""
+    for name, body in blocks:
+        if name:
+            (tmp_path / name).write_text(body)
+            continue
+        for line in body.strip().splitlines():
+            printed += _sh(line, tmp_path)
+    assert "PASS" in printed and "FAIL" not in printed
+    sums = [float(s) for s in re.findall(r"sum of the sources (-?[\d.]+)", printed)]
+    assert len(sums) == 2 and abs(sums[0] - sums[1]) < 1e-3 * max(1.0, abs(sums[0])), printed
+    # The offload programs, on the host: OpenMP's and OpenACC's host fallback.
+    _sh("gcc -O2 -fopenmp -Ibuild solver_omp.c build/libclosure.a -lm -o solver_omp && ./solver_omp", tmp_path)
+    _sh("make -f build/closure.mk CC=gcc ROSENNA_OFFLOAD_FLAGS=-fopenacc -B > /dev/null && "
+        "make -f build/closure_fortran.mk FC=gfortran ROSENNA_OFFLOAD_FLAGS=-fopenacc -B > /dev/null && "
+        "gfortran -O2 -fopenacc -Ibuild solver_acc.f90 build/libclosure_f.a -o solver_acc && ./solver_acc",
+        tmp_path)
