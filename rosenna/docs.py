@@ -8,6 +8,7 @@ pages are generated from the code and cannot drift.
 """
 
 import argparse
+import ast
 import os
 import re
 import sys
@@ -188,6 +189,57 @@ def operators_reference(conformance_md=None):
     return "\n".join(rows)
 
 
+def _message_text(node):
+    """The text of a message expression, an f-string's fields shown as ``{expression}``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_message_text(v) if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+                       for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _message_text(node.left), _message_text(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+#: rosenna's own errors (rosenna.errors, the toolchain's): what a user sees after `error:`. Python's
+#: ValueError and the like raised in the package are internal checks, not messages to a user.
+OWN_ERRORS = ("RosennaError", "ModelError", "UnsupportedOp", "UsageError", "ToolchainError", "BuildError",
+              "ProfileError", "TemplateError")
+
+
+def error_messages(package_dir=None):
+    """``[(module path, error class, message)]`` of every error rosenna raises with a literal message
+    (read from the source with ast, so the list is every one there is)."""
+    package_dir = package_dir or os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(package_dir)
+    found = []
+    for folder, _, names in sorted(os.walk(package_dir)):
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read(), path)
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+                    continue
+                func = node.exc.func
+                kind = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if kind not in OWN_ERRORS:
+                    continue
+                text = _message_text(node.exc.args[0])
+                if text:
+                    found.append((os.path.relpath(path, root).replace(os.sep, "/"), node.lineno, kind, text))
+    return [(where, kind, text) for where, _, kind, text in sorted(found)]
+
+
+def error_messages_table():
+    """Every error message in the source, by module: what the one line after `error:` says."""
+    rows = ["| raised in | error | message |", "| --- | --- | --- |"]
+    for where, kind, text in error_messages():
+        rows.append(f"| `{where}` | {kind} | {_cell(text)} |")
+    return "\n".join(rows)
+
+
 #: What the documentation site's ``{rosenna-reference}`` directive renders, by name.
 REFERENCE = {
     "cli": cli_reference,
@@ -195,6 +247,7 @@ REFERENCE = {
     "rwt-checks": rwt_checks_table,
     "toolchain-schema": toolchain_schema_reference,
     "operators": operators_reference,
+    "error-messages": error_messages_table,
 }
 
 REGIONS = {"status-codes": status_table, "ops": ops_table}
