@@ -28,7 +28,7 @@ $(VENV)/.test-installed: $(PY) setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e '.[verify,test,docs]' torch==2.13.0 onnxscript build
 	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
-	touch $(VENV)/.installed $@
+	touch $(VENV)/.installed $(VENV)/.docs-installed $@
 
 test-deps: $(VENV)/.test-installed
 
@@ -48,7 +48,12 @@ test: system-deps test-deps
 
 # Warnings are errors (-W; --keep-going reports them all), -n flags every unresolved reference;
 # internal links and heading anchors are checked by MyST (docs/conf.py).
-docs: test-deps
+$(VENV)/.docs-installed: $(PY) setup.cfg pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs-installed
 	$(PY) -m sphinx -b html -W -n --keep-going -q -d build/docs/doctrees docs build/docs/html
 	@echo "docs: build/docs/html/index.html"
 

@@ -33,6 +33,8 @@ myst_enable_extensions = ["deflist"]
 
 # A toctree line `name?` (index.md) lists a page only when it exists: docs/_ext/rosenna_reference.py.
 nitpicky = True
+# Command lines are quoted as written: no "--" turned into a dash, no curly quotes.
+smartquotes = False
 
 html_theme = "furo"
 html_title = f"rosenna {__version__}"

@@ -198,7 +198,10 @@ def _message_text(node):
                        for v in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _message_text(node.left), _message_text(node.right)
-        return None if left is None or right is None else left + right
+        if left is None and right is None:
+            return None
+        return (left if left is not None else "{" + ast.unparse(node.left) + "}") + \
+            (right if right is not None else "{" + ast.unparse(node.right) + "}")
     return None
 
 

@@ -16,7 +16,7 @@ DOCS = ROOT / "docs"
 FENCE = re.compile(r"^```(?P<lang>[\w+-]+)(?: (?P<what>file=\S+|run))?\n(?P<body>.*?)^```", re.S | re.M)
 
 
-def tested_blocks(path):
+def marked_blocks(path):
     """``[(file name or None for commands, body)]`` of a page's marked blocks, in page order."""
     out = []
     for match in FENCE.finditer(path.read_text(encoding="utf-8")):
@@ -49,30 +49,24 @@ def _sh(line, cwd):
     return proc.stdout
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory):
-    """`make docs`'s build of the site (sphinx -W -n --keep-going), once per session."""
+def test_site_builds_without_warnings_from_the_code(tmp_path):
+    """`make docs`'s build (sphinx -W -n --keep-going), once: no warning, every page there, and
+    the reference pages rendered from the code (commands, status codes, ops, profile keys)."""
     pytest.importorskip("sphinx", reason="the docs extra is not installed (make test installs it)")
     pytest.importorskip("myst_parser")
     pytest.importorskip("furo")
-    out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
-                           "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"the documentation site has warnings:\n{proc.stderr[-6000:]}"
-    return out / "html"
-
-
-def test_site_builds_without_warnings_and_has_its_pages(site):
-    for page in ["index", "tutorial", "guide/index", "admin-guide", "performance", "changelog",
-                 "reference/cli", "reference/status-codes", "reference/toolchain-schema", "reference/operators",
-                 "weights-format", "contributing"]:
-        assert (site / f"{page}.html").is_file(), f"no {page}.html in the site"
-
-
-def test_reference_pages_are_rendered_from_the_code(site):
     from rosenna import abi, ops
     from rosenna.cli import build_parser, subparsers_of
+
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", "-q",
+                           "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"the documentation site has warnings:\n{proc.stderr[-6000:]}"
+    site = tmp_path / "html"
+    for page in ["index", "tutorial", "guide/index", "guide/troubleshooting", "admin-guide", "performance",
+                 "changelog", "releasing", "contributing", "reference/cli", "reference/status-codes",
+                 "reference/toolchain-schema", "reference/operators", "weights-format"]:
+        assert (site / f"{page}.html").is_file(), f"no {page}.html in the site"
 
     cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     for command in subparsers_of(build_parser()):
@@ -86,6 +80,8 @@ def test_reference_pages_are_rendered_from_the_code(site):
         assert f"<td><p>{name}</p></td>" in table, name
     schema = (site / "reference" / "toolchain-schema.html").read_text(encoding="utf-8")
     assert "flags.omp_offload" in schema and "thresholds.embed_threshold" in schema
+    errors = (site / "guide" / "troubleshooting.html").read_text(encoding="utf-8")
+    assert "bind it with --dim" in errors
 
 
 def test_a_broken_internal_link_fails_the_build(tmp_path):
@@ -113,7 +109,7 @@ def test_tutorial_runs_as_written(tmp_path):
     verify, generate, the C OpenMP and Fortran `do concurrent` solvers. Then the GPU sections'
     OpenMP-target and OpenACC programs, built with GCC's host fallback."""
     pytest.importorskip("torch", reason="torch is not installed (make test installs torch)")
-    blocks = tested_blocks(DOCS / "tutorial.md")
+    blocks = marked_blocks(DOCS / "tutorial.md")
     files = {name for name, _ in blocks if name}
     assert {"train.py", "solver.c", "solver.f90", "solver.cu", "solver_omp.c", "solver_acc.f90",
             "solver.hip"} <= files, files
@@ -129,7 +125,26 @@ def test_tutorial_runs_as_written(tmp_path):
     assert len(sums) == 2 and abs(sums[0] - sums[1]) < 1e-3 * max(1.0, abs(sums[0])), printed
     # The offload programs, on the host: OpenMP's and OpenACC's host fallback.
     _sh("gcc -O2 -fopenmp -Ibuild solver_omp.c build/libclosure.a -lm -o solver_omp && ./solver_omp", tmp_path)
-    _sh("make -f build/closure.mk CC=gcc ROSENNA_OFFLOAD_FLAGS=-fopenacc -B > /dev/null && "
-        "make -f build/closure_fortran.mk FC=gfortran ROSENNA_OFFLOAD_FLAGS=-fopenacc -B > /dev/null && "
-        "gfortran -O2 -fopenacc -Ibuild solver_acc.f90 build/libclosure_f.a -o solver_acc && ./solver_acc",
-        tmp_path)
+    _sh("gfortran -O2 -fopenacc -Ibuild solver_acc.f90 build/libclosure_f.a -o solver_acc && ./solver_acc", tmp_path)
+
+
+#: The user guide's pages whose programs and commands run, in this order, in one folder (the
+#: later pages build the earlier pages' programs).
+GUIDE_PAGES = ["guide/calling.md", "guide/building.md", "guide/precision.md", "guide/checking.md"]
+
+
+def test_user_guide_programs_run(tmp_path):
+    """The guide's C, Fortran, OpenACC, CMake, pkg-config, mixed-precision and verify examples,
+    as written (host fallback of the offload directives)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = 0
+    for page in GUIDE_PAGES:
+        for name, body in marked_blocks(DOCS / page):
+            if name:
+                (work / name).write_text(body)
+                continue
+            for line in body.strip().splitlines():
+                _sh(line, work)
+                ran += 1
+    assert ran >= 10, ran

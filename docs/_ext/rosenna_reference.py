@@ -52,10 +52,16 @@ class RepositoryLinks(SphinxTransform):
         here = os.path.dirname(self.env.doc2path(self.env.docname))
         for node in list(self.document.findall(addnodes.pending_xref)) + list(
                 self.document.findall(addnodes.download_reference)):
-            if node.get("reftype") != "myst" or node.get("refdomain") == "doc":
+            if node.get("reftype") != "myst":
                 continue
             target = node.get("reftarget", "")
-            path, _, anchor = target.partition("#")
+            if node.get("refdomain") == "doc":
+                # MyST names a Markdown file outside docs/ by its absolute path without ".md"
+                if not os.path.isabs(target):
+                    continue
+                path, anchor = target + ".md", node.get("reftargetid") or ""
+            else:
+                path, _, anchor = target.partition("#")
             if not path or "://" in path:
                 continue
             full = os.path.normpath(os.path.join(here, path))
