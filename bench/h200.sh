@@ -34,7 +34,7 @@
 #   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry $ROSENNA_GPU_ENV's file, build/probe)
 #   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
 #                                       #   hand-written variant (LABELS: a comma list filters them, as
-#                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
+#                                       #   the staged and tensor-core kernel study did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
 #
 # Gate variables: MODELS (GCC 12 nvptx gate; built-in names or .onnx paths, default gemm_big mlp128
 # gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000),
@@ -188,7 +188,7 @@ table)  # every stage cut within TABLE_BUDGET seconds; table.md rewritten after 
     export RESULTS; mkdir -p "$RESULTS"; rm -f "$RESULTS"/{stages.txt,gate.txt,gate-reports.json,gate-reports.md}
     start=$(date +%s); DEADLINE=$((start + ${TABLE_BUDGET:-525})); TABLE_OUT=1; GATE_WEIGHTS=${GATE_WEIGHTS-embedded}
     machine
-    limit=$(((DEADLINE - start) / 3)); [ $limit -lt 180 ] || limit=180  # run 15: 50 s
+    limit=$(((DEADLINE - start) / 3)); [ $limit -lt 180 ] || limit=180  # the table of main f28daa8: 50 s
     FRONTIER_OUT=${TABLE_BUILD:-build/table}/frontier timeout -k 5 $limit python3 bench/frontier.py run --budget $((limit * 2 / 3)) \
         --field-reps 41 > "$RESULTS/frontier.txt" 2>&1
     rc=$?; echo "frontier: $(($(date +%s) - start)) s (limit $limit s), exit $rc" >> "$RESULTS/stages.txt"

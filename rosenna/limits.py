@@ -17,14 +17,14 @@ EMBED_THRESHOLD = 1_000_000
 WHOLE_THRESHOLD = 32 * 1024
 
 #: Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory (a toolchain
-#: profile's ``constant_limit_bytes`` overrides it). Measured on the H200 (docs/benchmarks.md, run
-#: 1): __constant__ was 1.2-2.2x faster than global loads up to 5.7 KB of weights and 2-5x slower
+#: profile's ``constant_limit_bytes`` overrides it). Measured on the H200 (results/measurement-log.md,
+#: the first kernel study): __constant__ was 1.2-2.2x faster than global loads up to 5.7 KB of weights and 2-5x slower
 #: from 9.6 KB, where the per-SM constant cache no longer holds them.
 CONSTANT_LIMIT = 6144
 
 #: The same for a whole-field plan's kernel file, whose threads of a warp read the same weight at
 #: once: the U-Net's 19 KB in __constant__ took 157 / 413 µs at 16 / 256 samples on the H200 against
-#: 167 / 475 in global memory (docs/benchmarks.md, run 13 (field18), round B).
+#: 167 / 475 in global memory (results/measurement-log.md, the clustered whole-field study, round B).
 CUDA_WHOLE_CONSTANT_LIMIT = 60 * 1024
 
 #: Embedded weights above this many bytes use ROSENNA_CONST_LARGE in the C file: GCC's nvptx
@@ -42,17 +42,17 @@ WHOLE_BATCH_SAMPLES = 256
 WHOLE_BATCH_BYTES = 64 * 1024 * 1024
 #: The same bound for the CUDA/HIP kernel file's batch (rosenna/emit/cuda/whole_field.py): the
 #: U-Net then takes 256 samples per step, 477 µs for 256 on an H200 against 606 in two steps of
-#: 128 (docs/benchmarks.md, run 11).
+#: 128 (results/measurement-log.md, the whole-field phase study).
 CUDA_WHOLE_BATCH_BYTES = 128 * 1024 * 1024
 #: The CUDA whole-field batch (rosenna/emit/cuda/field_cluster.py) runs calls of up to this many
 #: samples as one launch of thread-block clusters, a cluster per sample, on sm_90 and later (0:
-#: never). Measured on the H200 (docs/benchmarks.md, run 13): the U-Net 75.5 / 139.6 / 1290 µs at
-#: 1 / 16 / 256 samples against 82.6 / 164.4 / 471 for the persistent kernel or the launches; run 16
+#: never). Measured on the H200 (results/measurement-log.md, the clustered whole-field study): the U-Net 75.5 / 139.6 / 1290 µs at
+#: 1 / 16 / 256 samples against 82.6 / 164.4 / 471 for the persistent kernel or the launches; the epilogue study
 #: (epi18): 75.6 / 140.9 against 81.1 / 140.3 with the blocks per cluster compiled in.
 CUDA_CLUSTER_SAMPLES = 16
 #: ... and only for plans of at least this many phases: a cluster per sample gives a sample 16 SMs
 #: and cheap barriers, which pays where barriers are many and each phase small; with few phases the
-#: persistent kernel's whole GPU wins. H200 (docs/benchmarks.md, "Shared-memory conv tiles", round
+#: persistent kernel's whole GPU wins. H200 (results/measurement-log.md, "Shared-memory conv tiles", round
 #: B), µs per call at 1 / 16 samples, clustered against not: the gate's conv net (3 phases) 23.4 /
 #: 28.2 against 14.5 / 22.4, the 32-channel net (4) 511 / 730 against 55.8 / 109.6; the depthwise
 #: net (6) 15.6 / 19.4 against 18.0 / 21.3, the U-Net (26) 50.6 / 63.6 against 50.9 / 109.1.
@@ -62,7 +62,7 @@ CUDA_CLUSTER_MIN_PHASES = 6
 #: that a k8 tile is mostly padding), at least IGEMM_MIN_COUT output channels (an n8 tile), and,
 #: per call, at least IGEMM_MIN_ROWS output pixels x samples (fewer leave the GPU's SMs idle:
 #: a warp computes 32 pixels where the direct kernel gives each pixel and 8 channels a thread).
-#: H200 (docs/benchmarks.md, "3xTF32 implicit-GEMM convs", round B): the U-Net with this rule
+#: H200 (results/measurement-log.md, "3xTF32 implicit-GEMM convs", round B): the U-Net with this rule
 #: 151.5 / 173.8 / 337.0 µs at 16 / 64 / 256 samples, with the implicit GEMM at every launched
 #: call 174.7 / 189.3 / 326.1; the 64x64 conv nets gain from 4 samples (16,384 rows) on.
 IGEMM_MIN_K = 32
@@ -71,7 +71,7 @@ IGEMM_MIN_ROWS = 16384
 #: Which 2-D convs of the CUDA/HIP whole-field path run as shared-memory tiled direct convolutions
 #: (rosenna/emit/cuda/conv_smem.py; eligible ones: more than one tap, group 1 or depthwise), where
 #: the implicit GEMM does not take the call: "" none, "depthwise" the depthwise ones, "all" every one.
-#: H200 (docs/benchmarks.md, "Shared-memory conv tiles", round A), µs per call at 1 / 16 / 256
+#: H200 (results/measurement-log.md, "Shared-memory conv tiles", round A), µs per call at 1 / 16 / 256
 #: samples, tiled against direct: U-Net 50.9 / 126.4 / 317.1 against 81.1 / 137.7 / 337.4, depthwise
 #: net 18.1 / 22.0 / 47.2 against 18.0 / 22.5 / 66.7, the gate's conv net 14.7 / 22.7 / 117.5
 #: against 23.6 / 24.2 / 119.7 (each with conv_smem.TILES' tiling for its form).

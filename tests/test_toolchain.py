@@ -146,7 +146,7 @@ def test_none_means_todays_defaults(env):
         "DEVCC": "nvcc",
         "DEVFLAGS": "-O3 -arch=sm_80", "ROSENNA_OFFLOAD_FLAGS": "-fopenmp", "ROSENNA_BACKEND": "omp",
     }
-    from rosenna.emit.cuda import CONSTANT_LIMIT  # measured on the H200, docs/benchmarks.md
+    from rosenna.emit.cuda import CONSTANT_LIMIT  # measured on the H200, results/measurement-log.md
 
     assert (profile.constant_limit_bytes, profile.embed_threshold) == (CONSTANT_LIMIT, 1_000_000)
 

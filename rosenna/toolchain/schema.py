@@ -25,7 +25,7 @@ GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
 
 # Defaults of the storage thresholds, each defined once in rosenna.limits (the __constant__ limit
-# measured on the H200: docs/benchmarks.md); configuration imports nothing from plan or emit.
+# measured on the H200: results/measurement-log.md); configuration imports nothing from plan or emit.
 from rosenna.limits import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES  # noqa: F401 (re-exported)
 from rosenna.limits import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F401 (re-exported)
 

@@ -34,7 +34,7 @@ from rosenna.emit.render import Renderer, resolver
 #: Widest layer the register chain takes (M tiles x (KT + 2 NT) doubles stay within 255 registers).
 MAX_WIDTH = 128
 #: Tiles of 8 points a warp carries, by the widest layer (padded to 8; registers ~4 M width / 4):
-#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: benchmarks.md run 14).
+#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: results/measurement-log.md, the float64 study).
 M_TILES = ((32, 2), (64, 2), (128, 1))
 #: Threads per block: 8 warps.
 THREADS = 256

@@ -14,11 +14,11 @@ with which every cluster of the call is resident at once) and read at run time.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
 output channels) when :data:`JAM`, else the plain ones (a thread per element); the convs that
-:mod:`conv_smem` takes run as its shared-memory tiles instead (the default, H200 run 17). A plan of
+:mod:`conv_smem` takes run as its shared-memory tiles instead (the default; H200, the table of main cd0ccd7). A plan of
 fewer than ``limits.CUDA_CLUSTER_MIN_PHASES`` phases gets no clustered kernel. Compiled for an
 older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
 (it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
-``__HIPCC__``. Measured on the H200: docs/benchmarks.md, runs 13, 16 and 17.
+``__HIPCC__``. Measured on the H200: results/measurement-log.md, the clustered whole-field study, the epilogue study and the table of main cd0ccd7.
 """
 
 from rosenna import limits
@@ -28,12 +28,12 @@ from rosenna.emit.render import count
 #: The most blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
 BLOCKS = 16
 
-#: Threads per block of ``<name>_cluster`` (256: docs/benchmarks.md, run 13).
+#: Threads per block of ``<name>_cluster`` (256: results/measurement-log.md, the clustered whole-field study).
 THREADS = 256
 
 #: Whether the blocks per cluster are chosen per call and read at run time (``%cluster_nctarank``)
 #: instead of compiled in. The run-time step made the U-Net's kernel slower on the H200: 96.3
-#: against 75.5 µs at 1 sample (docs/benchmarks.md, runs 13 and 16).
+#: against 75.5 µs at 1 sample (results/measurement-log.md, the clustered whole-field study and the epilogue study).
 PER_CALL = False
 
 #: The blocks of ``<name>_cluster`` ptxas keeps resident per SM (``__launch_bounds__``' second
@@ -41,7 +41,7 @@ PER_CALL = False
 MIN_BLOCKS = None
 
 #: Whether the phases' convolutions are unrolled-and-jammed over output channels (slower on the
-#: H200 at 1 sample: 91.9 against 75.5 µs for the U-Net, run 13).
+#: H200 at 1 sample: 91.9 against 75.5 µs for the U-Net, the clustered whole-field study).
 JAM = False
 
 

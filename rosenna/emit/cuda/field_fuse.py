@@ -19,7 +19,7 @@ plan's scratch buffers were shared by the op order (:func:`rosenna.plan.build`);
 get their own sharing (:func:`_storage`) by the same rule over the phases kept, a buffer free
 after the last phase that reads what it holds, directly or through a value function.
 
-Whether it pays is the H200's to say (docs/benchmarks.md, run 11): :data:`MAX_INLINE_LOADS` and
+Whether it pays is the H200's to say (results/measurement-log.md, the whole-field phase study): :data:`MAX_INLINE_LOADS` and
 :data:`DECODE` hold the generator's choice.
 """
 
@@ -37,7 +37,7 @@ from rosenna.parallel import launch_groups
 #: A phase is computed where it is read when one of its elements loads at most this many values
 #: of run-time data (a 2x2 average pool 4, an Add 2, a Concat's copy 1), loads of values computed
 #: in place counted at their own cost. 0: none is. Off by default: measured on the H200
-#: (docs/benchmarks.md, run 11), the U-Net with its Concats, Adds and pools computed where read
+#: (results/measurement-log.md, the whole-field phase study), the U-Net with its Concats, Adds and pools computed where read
 #: (26 phases -> 10) took 181 µs at 1 sample against 84, 3929 at 256 against 616.
 MAX_INLINE_LOADS = 0
 

@@ -8,7 +8,7 @@ code (a file under ``rosenna/data/``), :meth:`~Kind.kernel` and :meth:`~Kind.lau
 :data:`BATCH_KINDS` is tried in order and the first that fits is the plan's kernel; then
 :data:`TENSOR_KINDS` is tried, and a tensor-core kind that fits is compiled in beside it under
 its preprocessor guard (CUDA sm_80+ picks it at run time, everything else keeps the FP32 kernel).
-The measurements behind the order are in docs/benchmarks.md.
+The measurements behind the order are in results/measurement-log.md.
 
 To add a kernel: write a module with a ``KIND`` (an instance of a :class:`~rosenna.emit.cuda.base.Kind` subclass), put its
 fixed device code in ``rosenna/data/``, and insert it in the table where its ``fits`` should be

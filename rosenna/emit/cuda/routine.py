@@ -39,7 +39,7 @@ that may be written), and the 32 points are computed together (on CUDA behind th
 The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
 rows after the first layer so that a layer's C fragments are the next one's A fragments) from
 global memory through the read-only data cache: every warp of an SM reads the same layer at
-about the same time. Measurements: docs/benchmarks.md.
+about the same time. Measurements: results/measurement-log.md.
 """
 
 from rosenna.emit import fixed
@@ -59,7 +59,7 @@ AUTO_WARP = True
 #: test. Without it nvcc compiled mlp128's FP32 shuffle body with more divergence fallbacks and
 #: spills than the same body inside ``<name>_infer`` (SASS: 5,720 against 5,400 instructions, 210 /
 #: 140 local loads / stores against 168 / 91), which ran 3.64 against 3.18 ns per point
-#: (docs/benchmarks.md, run 11 (pp17)); with it the two compile alike.
+#: (results/measurement-log.md, the per-point routine study); with it the two compile alike.
 WARP_MASK_TEST = True
 #: The tensor-core warp body of staged MLPs: 16-row tiles it carries through the layers at once
 #: (2: the warp's 32 points together; 1: two passes of 16), and the registers a layer's input
@@ -74,7 +74,7 @@ WARP_COMPACT = False
 #: Sums (registers) a layer of the staged MLPs' tensor-core warp body may hold when its input is
 #: in local memory (``rosenna_tc_layer_local``, used for the layers ``_groups`` would park and
 #: those after them); 0: the input stays in registers and such layers are parked. H200, mlp128
-#: (docs/benchmarks.md, run 13 (pp17)): 32 -> 2.11 ns per point (106 registers, 4 warps per SM
+#: (results/measurement-log.md, the warp-routine study): 32 -> 2.11 ns per point (106 registers, 4 warps per SM
 #: sub-partition), 64 -> 3.65 (136 registers), 0 -> 2.61 (255 registers).
 WARP_LOCAL_SUMS = 32
 

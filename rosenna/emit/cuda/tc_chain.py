@@ -31,7 +31,7 @@ CHAIN_SMEM_LIMIT = 48 * 1024
 #: Threads per block of the chain kernel: 4 warps, 128 points per pass.
 CHAIN_THREADS = 128
 #: Widest layer for which a warp carries two 16-row tiles (32 points) through the chain; beyond it
-#: one (16 points). Measured on the H200 (docs/benchmarks.md, run 9), a 5-64-64-3 MLP: two tiles
+#: one (16 points). Measured on the H200 (results/measurement-log.md, the tensor-core tolerance study), a 5-64-64-3 MLP: two tiles
 #: hold 2 x 8 n8 tiles of split-accumulated sums per thread (SiLU 188 registers, 0.432 ns per
 #: point), one tile half that (0.324 ns; GELU 0.336 -> 0.319), every output within tolerance.
 CHAIN_TWO_TILES_WIDTH = 48
