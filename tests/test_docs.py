@@ -126,6 +126,13 @@ def test_tutorial_runs_as_written(tmp_path):
     # The offload programs, on the host: OpenMP's and OpenACC's host fallback.
     _sh("gcc -O2 -fopenmp -Ibuild solver_omp.c build/libclosure.a -lm -o solver_omp && ./solver_omp", tmp_path)
     _sh("gfortran -O2 -fopenacc -Ibuild solver_acc.f90 build/libclosure_f.a -o solver_acc && ./solver_acc", tmp_path)
+    # The CUDA program, compiled and linked as the page says (the device optimizers off: tests/devflags.py).
+    if shutil.which("nvcc"):
+        from devflags import NVCC
+
+        _sh(f'make -f build/closure.mk ROSENNA_BACKEND=cuda DEVFLAGS="{NVCC} -arch=sm_90" > /dev/null && '
+            f"nvcc {NVCC} -arch=sm_90 -rdc=true -Ibuild solver.cu build/libclosure_device.a build/libclosure.a "
+            "-o solver_cuda", tmp_path)
 
 
 #: The user guide's pages whose programs and commands run, in this order, in one folder (the
