@@ -253,7 +253,8 @@ REFERENCE = {
     "error-messages": error_messages_table,
 }
 
-REGIONS = {"status-codes": status_table, "ops": ops_table}
+#: Marked regions of README.md (the operator table lives in the reference: operators_reference).
+REGIONS = {"status-codes": status_table}
 #: Marked regions of other documents, by path from the repository root.
 DOC_REGIONS = {"docs/weights-format.md": {"rwt-checks": rwt_checks_table}}
 
