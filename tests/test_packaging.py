@@ -398,16 +398,19 @@ def _assert_no_setuptools_warning(what, result):
     assert not lines, f"{what} printed setuptools warnings:\n" + "\n".join(lines[:20])
 
 
-def test_editable_install_is_quiet(tmp_path):
-    """`make demo` installs the checkout editable: setuptools has nothing to warn about (data
-    folders declared as packages, the layout said), shown by pip -v, which prints the backend's
-    output."""
+def test_pip_install_is_quiet(tmp_path):
+    """`make demo` installs the checkout editable, a user `pip install .`: setuptools has nothing
+    to warn about (data folders declared as packages, the layout said), shown by pip -v, which
+    prints the backend's output."""
     source = _copy_tree(tmp_path / "src")
     (source / "rosenna" / "__pycache__").mkdir(exist_ok=True)  # a used checkout has these
     installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
                       "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
                      timeout=300, cwd=tmp_path, env=_QUIET_ENV)
     _assert_no_setuptools_warning("pip install -e .", installed)
+    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
+                      "--prefix", str(tmp_path / "prefix2"), str(source)], timeout=300, cwd=tmp_path, env=_QUIET_ENV)
+    _assert_no_setuptools_warning("pip install .", installed)
 
 
 def test_sdist_and_wheel_contents(tmp_path):
