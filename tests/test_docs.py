@@ -138,6 +138,16 @@ def test_tutorial_runs_as_written(tmp_path):
         for command in built:
             _sh(command, tmp_path)
         assert (tmp_path / "solver_cuda").is_file()
+    # The HIP program likewise, for gfx90a (hipcc's amd platform; no amdclang here: gcc builds the host part).
+    if shutil.which("hipcc"):
+        text = (DOCS / "tutorial.md").read_text(encoding="utf-8")
+        commands = re.search(r"^```sh hip\n(.*?)^```", text, re.S | re.M).group(1).strip().splitlines()
+        built = [c + ' CC=gcc DEVFLAGS="-O0 --offload-arch=gfx90a"' if c.startswith("make ") else c.replace("-O3", "-O0")
+                 for c in commands if not c.startswith("./")]
+        assert len(built) == 4, commands
+        for command in built:
+            _sh(f"HIP_PLATFORM=amd {command}", tmp_path)
+        assert (tmp_path / "solver_hip").is_file()
 
 
 #: The user guide's pages whose programs and commands run, in this order, in one folder (the
