@@ -5,7 +5,8 @@ What it does (docs/releasing.md says why each step is there):
 1. Checks: a git checkout with nothing uncommitted, X.Y.Z newer than every release in the Spack
    recipe and not older than the version on main, and notes under ``## Unreleased`` in CHANGELOG.md.
 2. The release's files: ``__version__ = "X.Y.Z"`` in rosenna/__init__.py, CHANGELOG.md's
-   ``## Unreleased`` notes under ``## X.Y.Z - DATE`` (a fresh, empty ``## Unreleased`` above them).
+   ``## Unreleased`` notes under ``## X.Y.Z - DATE`` (a fresh, empty ``## Unreleased`` above them),
+   and the install commands of README.md and the admin guide naming X.Y.Z's sdist and easyconfig.
 3. The sdist of exactly those files, built reproducibly (buildsys/reproducible_sdist.py) with
    SOURCE_DATE_EPOCH set to the time the release commit will carry, into ``dist/``; its sha256
    goes into the Spack recipe (``version("X.Y.Z", sha256=...)``) and a new easyconfig
@@ -37,6 +38,16 @@ EASYBUILD = "easybuild"
 UNRELEASED = "## Unreleased"
 UNRELEASED_NOTE = "Changes on the main branch since the last release."
 RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+#: Pages whose install commands name the newest release's sdist and easyconfig.
+NAMES_THE_RELEASE = ("README.md", "docs/admin-guide.md")
+
+
+def name_release(text, previous, version):
+    """``text`` with the install commands' sdist and easyconfig of ``previous`` renamed to ``version``."""
+    return (text.replace(f"rosenna-{previous}.tar.gz", f"rosenna-{version}.tar.gz")
+            .replace(f"easybuild/rosenna-{previous}-", f"easybuild/rosenna-{version}-"))
 
 
 class ReleaseError(Exception):
@@ -188,7 +199,10 @@ def release(version, next_version=None, date=None, root=ROOT, outdir=None, tag=T
     # 2. The release's files, staged; 3. their sdist, built for the commit's time.
     _write(root, CHANGELOG, release_changelog(_read(root, CHANGELOG), version, date))
     set_version(root, version)
-    _git("add", VERSION_FILE, CHANGELOG, root=root)
+    previous = max(released, key=version_tuple) if released else None
+    for doc in NAMES_THE_RELEASE if previous else ():
+        _write(root, doc, name_release(_read(root, doc), previous, version))
+    _git("add", VERSION_FILE, CHANGELOG, *(NAMES_THE_RELEASE if previous else ()), root=root)
     tree = _git("write-tree", root=root)
     epoch = int(time.time())
     sdist, sha256 = build_sdist(root, tree, epoch, outdir)

@@ -63,6 +63,8 @@ def test_release_on_a_throwaway_copy(checkout, tmp_path):
     changelog = _git(checkout, "show", f"{commit}:CHANGELOG.md")
     assert f"\n## {version} - 2030-01-02\n" in changelog and "\n## Unreleased\n" in changelog
     assert changelog.index("## Unreleased") < changelog.index(f"## {version}")
+    readme = _git(checkout, "show", f"{commit}:README.md")
+    assert f"rosenna-{version}.tar.gz" in readme and f"easybuild/rosenna-{version}-foss-2023a.eb" in readme
     recipe = _git(checkout, "show", f"{commit}:spack/spack_repo/rosenna/packages/rosenna/package.py")
     assert f'version("{version}", sha256="{sha256}")' in recipe
     easyconfig = _git(checkout, "show", f"{commit}:easybuild/rosenna-{version}-foss-2023a.eb")
