@@ -104,11 +104,13 @@ def test_a_broken_internal_link_fails_the_build(tmp_path):
         proc.stderr
 
 
-def test_tutorial_runs_as_written(tmp_path):
-    """Every marked block of docs/tutorial.md, in page order: the PyTorch training and export,
-    verify, generate, the C OpenMP and Fortran `do concurrent` solvers. Then the GPU sections'
-    OpenMP-target and OpenACC programs, built with GCC's host fallback."""
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory):
+    """Every marked block of docs/tutorial.md, in page order, once: the PyTorch training and
+    export, verify, generate, the C OpenMP and Fortran `do concurrent` solvers. Returns the folder
+    and what the commands printed."""
     pytest.importorskip("torch", reason="torch is not installed (make test installs torch)")
+    work = tmp_path_factory.mktemp("tutorial")
     blocks = marked_blocks(DOCS / "tutorial.md")
     files = {name for name, _ in blocks if name}
     assert {"train.py", "solver.c", "solver.f90", "solver.cu", "solver_omp.c", "solver_acc.f90",
@@ -116,38 +118,55 @@ def test_tutorial_runs_as_written(tmp_path):
     printed = ""
     for name, body in blocks:
         if name:
-            (tmp_path / name).write_text(body)
+            (work / name).write_text(body)
             continue
         for line in body.strip().splitlines():
-            printed += _sh(line, tmp_path)
+            printed += _sh(line, work)
+    return work, printed
+
+
+def test_tutorial_runs_as_written(tutorial):
+    """The CPU steps pass verify and both solvers agree; the GPU sections' OpenMP-target and
+    OpenACC programs run through GCC's host fallback."""
+    work, printed = tutorial
     assert "PASS" in printed and "FAIL" not in printed
     sums = [float(s) for s in re.findall(r"sum of the sources (-?[\d.]+)", printed)]
     assert len(sums) == 2 and abs(sums[0] - sums[1]) < 1e-3 * max(1.0, abs(sums[0])), printed
-    # The offload programs, on the host: OpenMP's and OpenACC's host fallback.
-    _sh("gcc -O2 -fopenmp -Ibuild solver_omp.c build/libclosure.a -lm -o solver_omp && ./solver_omp", tmp_path)
-    _sh("gfortran -O2 -fopenacc -Ibuild solver_acc.f90 build/libclosure_f.a -o solver_acc && ./solver_acc", tmp_path)
-    # The CUDA program, compiled and linked by the page's commands (the device optimizers off:
-    # tests/devflags.py); nothing runs it here.
-    if shutil.which("nvcc"):
-        from devflags import NVCC
+    _sh("gcc -O2 -fopenmp -Ibuild solver_omp.c build/libclosure.a -lm -o solver_omp && ./solver_omp", work)
+    _sh("gfortran -O2 -fopenacc -Ibuild solver_acc.f90 build/libclosure_f.a -o solver_acc && ./solver_acc", work)
 
-        text = (DOCS / "tutorial.md").read_text(encoding="utf-8")
-        commands = re.search(r"^```sh cuda\n(.*?)^```", text, re.S | re.M).group(1).strip().splitlines()
-        built = [c.replace("-O3 -arch=sm_90", f"{NVCC} -arch=sm_90") for c in commands if not c.startswith("./")]
-        assert len(built) == 2 and all(NVCC in c for c in built), commands
-        for command in built:
-            _sh(command, tmp_path)
-        assert (tmp_path / "solver_cuda").is_file()
-    # The HIP program likewise, for gfx90a (hipcc's amd platform; no amdclang here: gcc builds the host part).
-    if shutil.which("hipcc"):
-        text = (DOCS / "tutorial.md").read_text(encoding="utf-8")
-        commands = re.search(r"^```sh hip\n(.*?)^```", text, re.S | re.M).group(1).strip().splitlines()
-        built = [c + ' CC=gcc DEVFLAGS="-O0 --offload-arch=gfx90a"' if c.startswith("make ") else c.replace("-O3", "-O0")
-                 for c in commands if not c.startswith("./")]
-        assert len(built) == 4, commands
-        for command in built:
-            _sh(f"HIP_PLATFORM=amd {command}", tmp_path)
-        assert (tmp_path / "solver_hip").is_file()
+
+def _page_commands(marker):
+    text = (DOCS / "tutorial.md").read_text(encoding="utf-8")
+    commands = re.search(rf"^```sh {marker}\n(.*?)^```", text, re.S | re.M).group(1).strip().splitlines()
+    return [c for c in commands if not c.startswith("./")]  # nothing runs them here: no GPU
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_tutorial_cuda_program_builds(tutorial, tmp_path):
+    """The CUDA program, compiled and linked by the page's commands (the device optimizers off:
+    tests/devflags.py)."""
+    from devflags import NVCC
+
+    work = Path(shutil.copytree(tutorial[0], tmp_path / "cuda"))
+    built = [c.replace("-O3 -arch=sm_90", f"{NVCC} -arch=sm_90") for c in _page_commands("cuda")]
+    assert len(built) == 2 and all(NVCC in c for c in built), built
+    for command in built:
+        _sh(command, work)
+    assert (work / "solver_cuda").is_file()
+
+
+@pytest.mark.skipif(not shutil.which("hipcc"), reason="hipcc not installed")
+def test_tutorial_hip_program_builds(tutorial, tmp_path):
+    """The HIP program likewise, for gfx90a (hipcc's amd platform; without amdclang here, gcc
+    builds the host part)."""
+    work = Path(shutil.copytree(tutorial[0], tmp_path / "hip"))
+    built = [c + ' CC=gcc DEVFLAGS="-O0 --offload-arch=gfx90a"' if c.startswith("make ") else c.replace("-O3", "-O0")
+             for c in _page_commands("hip")]
+    assert len(built) == 4, built
+    for command in built:
+        _sh(f"HIP_PLATFORM=amd {command}", work)
+    assert (work / "solver_hip").is_file()
 
 
 #: The user guide's pages whose programs and commands run, in this order, in one folder (the
