@@ -2,7 +2,7 @@
 frozen value.
 
 A default is a measurement on one GPU (the H200 unless a field says otherwise; the numbers are in
-docs/benchmarks.md, cited by section title), not a law: a toolchain profile's ``tuning:`` section
+results/measurement-log.md, cited by section title), not a law: a toolchain profile's ``tuning:`` section
 sets fields per GPU architecture (``default`` first, then the section named by the target's
 architecture: ``sm_90``, ``sm_80``, ``gfx90a`` ...), ``--tune KEY=VALUE`` on generate, verify and
 gpu-gate sets one for a run, and a benchmark varies one by building a value

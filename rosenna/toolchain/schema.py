@@ -25,7 +25,7 @@ GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
 
 # Defaults of the storage thresholds, each defined once in rosenna.limits (the __constant__ limit
-# measured on the H200: docs/benchmarks.md); configuration imports nothing from plan or emit.
+# measured on the H200: results/measurement-log.md); configuration imports nothing from plan or emit.
 from rosenna.limits import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES  # noqa: F401 (re-exported)
 from rosenna.limits import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F401 (re-exported)
 
@@ -193,7 +193,7 @@ def _describe(error, schema):
         for key in unexpected:
             hint = difflib.get_close_matches(key, known, n=1)
             also = f"; did you mean '{hint[0]}'?" if hint else ""
-            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key (known: {', '.join(known)}){also}"))
+            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key: remove it or use one of {', '.join(known)}{also}"))
         return lines
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]

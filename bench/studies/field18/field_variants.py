@@ -1,5 +1,5 @@
-"""Variants of the CUDA whole-field path side by side on one GPU (the study behind docs/benchmarks.md
-"Run 11"): each variant is the kernel file generated with one setting of the phase fusion
+"""Variants of the CUDA whole-field path side by side on one GPU (the study behind results/measurement-log.md
+"The whole-field phase study"): each variant is the kernel file generated with one setting of the phase fusion
 (rosenna/emit/cuda/field_fuse.py), built with bench/frontier.cu into its own driver.
 
     .venv/bin/python bench/studies/field18/field_variants.py build/dev-field18     # here: generate and build
@@ -50,7 +50,7 @@ VARIANTS = {"main": {},
             "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
             "launch": {"form": "launch"},
             # (programmatic dependent launch of the launched phases, "pdl" and "pdl-launch", was
-            # measured in round A of 2026-12-03 on commit e330fdb: docs/benchmarks.md, run 13)
+            # measured in round A of 2026-12-03 on commit e330fdb: results/measurement-log.md, the clustered whole-field study)
             # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
             **{f"c{b}x{t}{'' if jam else 'p'}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": b,
                                                "field_cluster.THREADS": t, "tuning.cluster_jam": jam}

@@ -45,7 +45,7 @@ PATCHES = {
     small = __float_as_uint(a - __uint_as_float(big)) + 0x1000u;""",
              """    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(a));
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(a - __uint_as_float(big)));""")],
-    # the wide kernel without split accumulation (run 6's opt-in kernel: one MMA chain per layer)
+    # the wide kernel without split accumulation (the kernels-against-PyTorch measurement's opt-in kernel: one MMA chain per layer)
     "nosplit": [("""            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int kt = 0; kt < KS; ++kt)
@@ -71,7 +71,7 @@ GENERATE = {
 }
 
 #: (binary tag, model, generator switch, patches, extra nvcc flags)
-VARIANTS = [  # round B (round A's list: docs/benchmarks.md run 11)
+VARIANTS = [  # round B (round A's list: results/measurement-log.md, the whole-field phase study)
     ("mish_new", "mish", "", [], ""),
     ("mish_main", "mish", "formula", ["cvt"], ""),
     ("mlp128_new", "mlp128", "", [], ""),

@@ -35,7 +35,7 @@ THREADS = 256
 #: this), output rows per thread (consecutive: a stride-1 conv reads PY + KH - 1 rows for PY x KH
 #: taps) and rows per thread of a depthwise conv (one channel per thread). The persistent and
 #: clustered kernels run the small calls: the finest tiles (most blocks); the launched phases
-#: the large ones: more outputs per thread. H200 (docs/benchmarks.md, "Shared-memory conv tiles",
+#: the large ones: more outputs per thread. H200 (results/measurement-log.md, "Shared-memory conv tiles",
 #: round A): the U-Net at 1 sample 50.9 µs with (1, 1) in the persistent kernel, 69.3 with (4, 2),
 #: 95.2 with (8, 2), 81.1 direct; at 256 samples 317.1 with (4, 2) launched, 352.7 with (1, 1),
 #: 337.4 direct; the depthwise net at 256 samples 47.2 with depthwise rows 4, 50.3 with 2, 66.7 direct.

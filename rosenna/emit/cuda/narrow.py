@@ -41,7 +41,7 @@ class Narrow(Kind):
         if shared:
             quads = choice.packed_size // 4
             weights = "w"
-            lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (run 2: 0.279 vs 0.357 ns for gemm_big). */",
+            lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (the second kernel study: 0.279 vs 0.357 ns for gemm_big). */",
                       f"    __shared__ float4 w4[{quads}];",
                       f"    for (int e = threadIdx.x; e < {quads}; e += {POINT_THREADS})",
                       f"        w4[e] = __ldg(reinterpret_cast<const float4 *>({n}_packed) + e);",

@@ -39,7 +39,7 @@ that may be written), and the 32 points are computed together (on CUDA behind th
 The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
 rows after the first layer so that a layer's C fragments are the next one's A fragments) from
 global memory through the read-only data cache: every warp of an SM reads the same layer at
-about the same time. Measurements: docs/benchmarks.md.
+about the same time. Measurements: results/measurement-log.md.
 """
 
 from rosenna.emit import fixed

@@ -15,9 +15,9 @@ The output layer is one m16n8 tile per warp with its fragments read through L1.
 Accuracy: each stage's products (two k8 tiles, six MMAs) are summed by the tensor cores from zero
 and added to the running sums in fp32, round to nearest (split accumulation). Accumulating a
 whole 128-deep layer in the MMAs (48 per output, each truncating the running sum) left ~1 output
-in a million outside verify's elementwise tolerance on mlp128 (docs/benchmarks.md), which kept
+in a million outside verify's elementwise tolerance on mlp128 (results/measurement-log.md), which kept
 this kernel opt-in; with split accumulation it is the default, and ``-DROSENNA_NO_TENSOR_CORES``
-keeps the FP32 kernels. Measurements: docs/benchmarks.md.
+keeps the FP32 kernels. Measurements: results/measurement-log.md.
 
 The 3xTF32 split and the fragment layouts: :mod:`rosenna.emit.cuda.tf32`.
 """
@@ -60,7 +60,7 @@ class WideShape:
     #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
     #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap). Off: on the H200
     #: it was slower at 96, 128 and 512 wide (mlp128 1.121 -> 1.198 ns) and 2% faster at 256
-    #: (docs/benchmarks.md, run 11 (tc17), round B); the study switches it on.
+    #: (results/measurement-log.md, the wide tensor-core kernel study, round B); the study switches it on.
     PERSISTENT = False
     PERSISTENT_COMPACT = False
     #: Widest layer from which the fragments are compact (the study, bench/studies/tc17, measures
