@@ -160,10 +160,10 @@ def test_the_fno_layer_runs_whole_field(tmp_path, fno, lang):
     fmt = {"n": n, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
     if lang == "c":
         (tmp_path / "main.c").write_text(C_MAIN.format(**fmt))
-        cmd = ["gcc", "-O2", "-fopenmp", "-I", str(tmp_path), "main.c", f"{n}.c", "-o", "main_c", "-lm"]
+        cmd = ["gcc", "-O1", "-fopenmp", "-I", str(tmp_path), "main.c", f"{n}.c", "-o", "main_c", "-lm"]
     else:
         (tmp_path / "main.f90").write_text(F_MAIN.format(**fmt))
-        cmd = ["gfortran", "-O2", "-fopenmp", "-J", str(tmp_path), f"{n}_model.F90", "main.f90", "-o", "main_fortran"]
+        cmd = ["gfortran", "-O1", "-fopenmp", "-J", str(tmp_path), f"{n}_model.F90", "main.f90", "-o", "main_fortran"]
     subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
     subprocess.run([str(tmp_path / f"main_{lang}")], cwd=tmp_path, check=True, timeout=60,
                    env=dict(os.environ, OMP_NUM_THREADS="2"))
