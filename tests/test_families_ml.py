@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rosenna import conformance
+from rosenna import conformance, ops
 from rosenna import generate as gen
 from rosenna.errors import ModelError
 
@@ -26,7 +26,7 @@ from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegres
 from sklearn.impute import SimpleImputer  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.preprocessing import MinMaxScaler, Normalizer, StandardScaler  # noqa: E402
+from sklearn.preprocessing import MinMaxScaler, Normalizer, PolynomialFeatures, StandardScaler  # noqa: E402
 from sklearn.svm import SVR, LinearSVR  # noqa: E402
 
 RNG = np.random.default_rng(30)
@@ -193,6 +193,10 @@ MODELS = {
                                                consts={"picks": np.array([5, 0, 3, 3], np.int64)}),
     "array_feature_extractor_runtime": lambda: _runtime_picks(),
     "binarizer": lambda: _single("Binarizer", {"threshold": 0.25}, [[ROWS, 3]], [ROWS, 3], [inputs()[:, :3]]),
+    # PolynomialFeatures is ReduceProd over gathered columns: a standard-domain reduction, checked
+    # here once the registry has it.
+    **({"polynomial_ridge": lambda: (convert(fitted(make_pipeline(PolynomialFeatures(2), Ridge()))), [inputs()])}
+       if ops.get("ReduceProd") else {}),
     "imputer_value": lambda: _single("Imputer", {"imputed_value_floats": [9.0, 8.0, 7.0], "replaced_value_float": 0.5},
                                      [[ROWS, 3]], [ROWS, 3], [np.where(RNG.random((ROWS, 3)) < 0.3, 0.5,
                                                                        RNG.normal(size=(ROWS, 3))).astype(np.float32)]),
