@@ -4,7 +4,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner
+from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner, quoting
 from rosenna.errors import RosennaError, UsageError
 
 LANGS = ("c", "fortran", "both")
@@ -118,6 +118,10 @@ def generate(model_path, out_dir, options):
     The set replaces the model's previous one as a unit (``rosenna.outdir.write_set``): killed at
     any instant, the next run into ``out_dir`` finds the complete old or the complete new set.
     """
+    why = quoting.build_path_problem(os.path.abspath(out_dir))
+    if why:
+        raise UsageError(f"--out {ascii(out_dir)[1:-1]}: {why}; choose a folder whose path has only letters, digits "
+                         "and / . _ - + , @ ~")
     graph, plan = build_plan(model_path, options)
     files = emit.render(plan, options.lang, stamp(model_path, plan, options), options.profile(),
                         options.constant_limit)

@@ -41,6 +41,9 @@ lock and every staged file are opened without following links (``O_NOFOLLOW``), 
 as new ones (``O_EXCL``). Every place the new set goes is checked before anything is staged (a
 directory or another user's file there refuses the run with nothing written); a move that fails
 anyway leaves the journal committed and says truthfully which files are already new.
+
+Long on purpose: the journal's writing, its validation and its roll-forward are one protocol, read
+together when a run into a shared folder is refused or a set is found half-moved.
 """
 
 import errno

@@ -6,6 +6,7 @@ from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.quoting import make_quote
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
@@ -309,10 +310,10 @@ def makefile(plan, stamp, profile, native_rules):
 ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ROSENNA_BACKEND ?= {profile.backend}
 ifeq ($(origin CC),default)
-CC = {profile.cc}
+CC = {make_quote(profile.cc, "compilers.c")}
 endif
-CFLAGS ?= {profile.optimize_c}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
+CFLAGS ?= {make_quote(profile.optimize_c, "optimize.c")}
+ROSENNA_OFFLOAD_FLAGS ?= {make_quote(profile.offload_flags, "flags")}
 
 {native_rules}
 all: $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_EXTRA)

@@ -35,6 +35,7 @@ import shlex
 from dataclasses import dataclass
 
 from rosenna.errors import RosennaError, UsageError
+from rosenna.quoting import sh_dquote, sh_quote
 
 # How long and how wide the job is. The rendered scripts carry these as plain directive lines,
 # so a site edits them there; they are here only so both schedulers start from the same numbers.
@@ -236,10 +237,10 @@ def render_job(kind, profile=None, *, partition=None, account=None, toolchain_pa
                   "# Regenerate: python -m rosenna.gate.jobs gate")
         profile_modules = ""
     else:
-        toolchain = profile.name
-        origin = f"rosenna {__version__}, for profile '{profile.name}' and its modules."
-        modules = " ".join(profile.modules)
-        profile_modules = f'ROSENNA_PROFILE_MODULES=${{ROSENNA_PROFILE_MODULES-"{modules}"}}'
+        toolchain = sh_quote(profile.name, "the toolchain profile's name")
+        origin = f"rosenna {__version__}, for profile '{profile.name}' and its modules."  # a NAME: no quote, no newline
+        modules = sh_dquote(" ".join(profile.modules), "the toolchain profile's modules")
+        profile_modules = f'ROSENNA_PROFILE_MODULES=${{ROSENNA_PROFILE_MODULES-{modules}}}'
     if toolchain_path:
         path_lines = (f"ROSENNA_TOOLCHAIN_PATH=${{ROSENNA_TOOLCHAIN_PATH-{shlex.quote(toolchain_path)}}}\n"
                       "export ROSENNA_TOOLCHAIN_PATH")
