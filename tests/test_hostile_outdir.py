@@ -185,3 +185,24 @@ def test_keep_writes_only_new_files(model, tmp_path, victim, capsys):
     assert rc == 0, err
     assert victim.read_text() == "precious\n"
     assert not [f for f in os.listdir(keep) if os.path.islink(keep / f)]
+
+
+@pytest.mark.parametrize("folder", ["a b", "a$(id)b", "a'b", 'a"b', "a\nb", "a`id`b", "a;b", "a#b", "a:b"])
+def test_out_paths_make_or_the_shell_would_read_as_syntax(model, tmp_path, capsys, folder):
+    """The .mk recipes name files by their folder's path, unquoted for make and sh: such a path is
+    refused before anything is written (a backtick in it ran a command at make)."""
+    out = tmp_path / folder
+    rc, _, err = _cli(["generate", model("gemm_small"), "--out", str(out)], capsys)
+    _one_line_refusal(rc, err, "--out", "choose a folder")
+    assert not out.exists()
+
+
+def test_plain_out_path_builds_with_make(model, tmp_path, capsys):
+    """The characters allowed in --out do build: make runs the .mk there."""
+    import subprocess
+    out = tmp_path / "run-1_a+b,c@d~e" / "out.v2"
+    assert _cli(["generate", model("gemm_small"), "--name", "mdl", "--out", str(out), "--lang", "c"], capsys)[0] == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "CFLAGS", "MAKEFLAGS")}
+    result = subprocess.run(["make", "-s", "-f", str(out / "mdl.mk")], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and (out / "libmdl.a").exists(), result.stderr
