@@ -39,6 +39,9 @@ class Options:
     infer_one: bool = False
     #: verify compiles with $CC / $FC when set (no profile was named on the command line).
     compilers_from_env: bool = True
+    #: Budgets (docs/security.md): elements of one folded constant, loop nests of one op's code.
+    max_fold_elements: int = limits.MAX_FOLD_ELEMENTS
+    max_op_nests: int = limits.MAX_OP_NESTS
 
     @classmethod
     def from_profile(cls, profile, **fields):
@@ -93,6 +96,7 @@ def build_plan(model_path, options):
     check_name(name)
     graph = frontend.import_model(model_path, options.dims, options.freeze)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
+    graph.max_fold_elements, graph.max_op_nests = options.max_fold_elements, options.max_op_nests
     passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold)
     plan.infer_one = options.infer_one
@@ -132,6 +136,10 @@ def generate(model_path, out_dir, options):
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"--out {out_dir}: the directory is not writable")
     data = {fname: text.encode("ascii") for fname, text in files.items()}
+    for fname, text in data.items():
+        if len(text) > limits.MAX_SOURCE_BYTES:
+            raise RosennaError(f"{model_path}: the generated {fname} would be {len(text)} bytes, over the budget of "
+                               f"{limits.MAX_SOURCE_BYTES} bytes of one source file; nothing was written")
     if not plan.embed:
         data[f"{plan.name}.rwt"] = abi.rwt_bytes(plan)
     return plan, write_set(out_dir, plan.name, data)

@@ -251,7 +251,9 @@ def _stored_sets(path, graph):
 
         return [(path, pick(graph.inputs, "input"), pick(graph.outputs, "output"))]
     if not os.path.isdir(path):
-        raise UsageError(f"--reference {path}: no such file or folder; give a test_data_set folder or a .npz file")
+        kind = frontend.file_kind(path)  # a FIFO or device is named, never opened
+        raise UsageError(f"--reference {path}: {'no such file or folder' if kind == 'no such file' else kind}; give a "
+                         "test_data_set folder or a .npz file")
     folders = sorted(glob.glob(os.path.join(path, "test_data_set_*")))
     folders = [f for f in folders if os.path.isdir(f)] or [path]
     sets = []
