@@ -12,16 +12,22 @@ resizing 10 -> 17 -> 24 bilinearly generated 729 KB of C in 1,968 loop nests (gc
 One axis at a time, the nests are the sum of the runs, not their product (the same net: see
 tests/test_hostile_budgets.py).
 
-Not split: Resize of opset 10 and Upsample (one node covers them), ``tf_crop_and_resize`` (an
+Not split: a Resize of at most :data:`SPLIT_ABOVE` nests whole, Resize of opset 10 and Upsample (one node covers them), ``tf_crop_and_resize`` (an
 output outside the crop is the extrapolation value, which is not a per-axis product),
 ``tf_half_pixel_for_nn`` (a scale of 1 is not the identity there), a ``keep_aspect_ratio_policy``
 other than stretch, antialias, and a Resize whose scales or sizes are not constant (refused later
 with a reason).
 """
 
+import math
+
 import numpy as np
 
 from rosenna.ir import Node, Value
+
+#: Loop nests a Resize may take whole; above, it is split. A simple scale (x2 nearest: 4 nests)
+#: stays one op, so the whole-field schedules that fuse it with its neighbours keep it.
+SPLIT_ABOVE = 64
 
 
 def _text(value):
@@ -56,7 +62,7 @@ def _split(graph, node, op):
     by_scales = len(node.inputs) > 2 and bool(node.inputs[2]) and graph.weights.get(node.inputs[2]) is not None \
         and np.asarray(graph.weights[node.inputs[2]]).size > 0
     changed = [a for a in range(len(shape)) if out[a] != shape[a] or scales[a] != 1.0]
-    if len(changed) < 2:
+    if len(changed) < 2 or math.prod(len(runs) for runs in op._runs(node, graph)) <= SPLIT_ABOVE:
         return [node]
     dtype = graph.values[node.outputs[0]].dtype if node.outputs[0] in graph.values else None
     attrs = {k: v for k, v in node.attrs.items() if k != "axes"}
