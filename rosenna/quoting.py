@@ -95,3 +95,19 @@ def build_path_problem(path):
         return None
     return (f"its path holds {ascii(bad.group(0))}, which make or the shell would read as syntax in the .mk "
             f"recipes (a folder name with blanks, quotes, $, `, ; and the like runs or breaks at make)")
+
+
+#: What a terminal would act on rather than print: C0 and C1 controls, DEL, and the bidirectional
+#: overrides that reorder what is shown (a name from a model file is no place for either).
+_TERMINAL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text, keep_newlines=False):
+    """``text`` safe to print on a terminal: each control character shown as its escape (``\\x1b``)
+    instead of sent (ESC sequences recolour, retitle or clear a terminal; BEL rings it)."""
+    def escape(match):
+        char = match.group(0)
+        if keep_newlines and char == "\n":
+            return char
+        return ascii(char)[1:-1]
+    return _TERMINAL.sub(escape, str(text))

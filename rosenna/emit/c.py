@@ -221,7 +221,8 @@ def source(plan, stamp, block):
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
     includes = [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
-        includes += ["#include <stdio.h>", "#include <string.h>"]
+        includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
+                     "#if defined(__unix__) || defined(__APPLE__)", "#include <sys/stat.h>", "#endif"]
     includes += [""]
     layers = offload_mlp.layers_of(plan)
     reader = c_reader.reader(plan, offload_mlp.repack(plan, layers) if layers else "") if not plan.embed else ""

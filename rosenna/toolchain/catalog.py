@@ -39,6 +39,7 @@ from pathlib import Path
 import yaml
 
 from rosenna.errors import ToolchainError
+from rosenna.quoting import terminal_text
 from rosenna.toolchain import schema
 from rosenna.toolchain.schema import ProfileError
 from rosenna.toolchain.template import TemplateError, placeholders_in
@@ -57,7 +58,7 @@ def warn(message):
     """Report ``message`` on the ``rosenna.toolchain`` logger, once per process."""
     if message not in _reported:
         _reported.add(message)
-        log.warning("rosenna: warning: %s", message)
+        log.warning("rosenna: warning: %s", terminal_text(message))
 
 
 # Keys that say what a profile is rather than how it builds: never inherited through extends.
