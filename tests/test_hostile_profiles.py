@@ -79,7 +79,7 @@ def test_environment_expansion_checked_after_expanding(model, site, tmp_path, ca
 def test_file_names_that_are_not_profile_names(site, capsys, stem):
     (site / f"{stem}.yaml").write_text(BASE + "flags: {host: -fopenmp}\n")
     rc, out, err = _cli(["toolchain", "list"], capsys)
-    assert rc == 0 and "not a profile name" in err and "\n" not in stem.join(err.split(stem)[:1]) + "x"
+    assert rc == 0 and "not a profile name" in err and len(err.strip().splitlines()) == 1, err
     assert all(ord(c) >= 32 for line in err.splitlines() for c in line), err
     rc, _, err = _cli(["gpu-gate", "--print-job", "slurm", "--toolchain", stem], capsys)
     assert rc == 2 and "Traceback" not in err
