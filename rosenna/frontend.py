@@ -79,7 +79,7 @@ def load_model(path):
     """Read and check an ONNX file; return the ``ModelProto`` with local functions inlined."""
     kind = file_kind(path)
     if kind is not None:
-        raise ModelError(f"{path}: {kind}" + ("" if kind == "no such file" else ", not an ONNX file"))
+        raise ModelError(f"{path}: {kind}" + ("" if kind == "no such file" else ", not a file; give a .onnx file"))
     _sniff(path)
     try:
         model = onnx.load(path, load_external_data=False)
