@@ -177,3 +177,14 @@ def test_a_site_profile_shadowing_a_builtin_says_so(model, site, tmp_path, capsy
     assert rc == 0
     notes = [line for line in err.splitlines() if "shadows the built-in" in line]
     assert len(notes) == 1 and str(site / "gcc.yaml") in notes[0], err
+
+
+def test_flags_and_commands_as_lists_of_arguments(site, capsys):
+    """Flags and compiler commands may be lists of arguments; each item is one plain argument."""
+    (site / "listy.yaml").write_text("extends: gcc\ncompilers: {c: [gcc, -std=gnu11], cxx: g++, fortran: gfortran}\n"
+                                     "flags: {host: [-fopenmp, -pthread]}\n")
+    profile = resolve("listy")
+    assert profile.cc == "gcc -std=gnu11" and profile.flags_host == "-fopenmp -pthread"
+    (site / "badlist.yaml").write_text("extends: gcc\nflags: {host: [-fopenmp, '-x; touch y']}\n")
+    rc, _, err = _cli(["toolchain", "validate", str(site / "badlist.yaml")], capsys)
+    assert rc != 0 and "key 'flags.host'" in err and "not one plain argument" in err, err

@@ -309,6 +309,7 @@ def _validated(path, text):
     finally:
         loader.dispose()
     schema.check(data, path, node=node)
+    _join_argument_lists(data)
     name = path.name[: -len(SUFFIX)]
     line = lambda *keys: schema.line_of(node, list(keys))  # noqa: E731
     if "name" in data and data["name"] != name:
@@ -330,6 +331,17 @@ def _validated(path, text):
             keys = [int(k) if k.isdigit() else k for k in key.split(".")]
             raise ProfileError(path, [(line(*keys), f"key '{key}': {exc}")]) from None
     return data
+
+
+def _join_argument_lists(data):
+    """Flags and commands given as lists of arguments become one string of them (validated plain
+    arguments: joining with blanks keeps each one), the form every reader of a profile takes."""
+    for key in schema.ARGUMENT_LISTS:
+        value = data.get(key)
+        if isinstance(value, list):
+            data[key] = " ".join(value)
+        elif isinstance(value, dict):
+            data[key] = {k: " ".join(v) if isinstance(v, list) else v for k, v in value.items()}
 
 
 def merge(base, override):

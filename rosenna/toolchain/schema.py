@@ -45,8 +45,15 @@ NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
 MODULE = r"[A-Za-z0-9][A-Za-z0-9._+/@:=,-]*"
 # As read: arguments separated by blanks, ``${...}`` and ``{...}`` allowed.
 _RAW_ARGUMENTS = r"^(?:[A-Za-z0-9_@%+=:,./~^{} -]|\$\{)*$"
-_FLAGS = {"type": "string", "pattern": _RAW_ARGUMENTS}
-_COMMAND = {"type": "string", "minLength": 1, "pattern": _RAW_ARGUMENTS}
+_RAW_ARGUMENT = r"^(?:[A-Za-z0-9_@%+=:,./~^{}-]|\$\{)+$"
+# Flags and commands: one string of blank-separated arguments, or a list of arguments (joined with
+# blanks when the file is read: catalog.read_profile).
+_FLAGS = {"anyOf": [{"type": "string", "pattern": _RAW_ARGUMENTS},
+                    {"type": "array", "items": {"type": "string", "pattern": _RAW_ARGUMENT}}]}
+_COMMAND = {"anyOf": [{"type": "string", "minLength": 1, "pattern": _RAW_ARGUMENTS},
+                      {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": _RAW_ARGUMENT}}]}
+#: The keys whose value may be a list of arguments.
+ARGUMENT_LISTS = ("compilers", "flags", "optimize", "devflags", "device_link_flags")
 #: Free text (a description, a probe's expected output): one line, no control characters.
 _TEXT = {"type": "string", "pattern": "^[^\\x00-\\x1f\\x7f]*$"}
 
@@ -200,6 +207,8 @@ def _plain(error):
                  _RAW_ARGUMENTS: "plain arguments separated by blanks (letters, digits, _ @ % + = : , . / ~ ^ -, "
                                  "${VAR} and {placeholder}); quotes, $(...), `, ;, | and newlines are not allowed, "
                                  "since the value is written into make, shell, CMake and pkg-config files",
+                 _RAW_ARGUMENT: "one plain argument (letters, digits, _ @ % + = : , . / ~ ^ -, ${VAR} and "
+                                "{placeholder}; no blanks, quotes, $(...), `, ; or newlines)",
                  _TEXT["pattern"]: "one line of text without control characters"}
         if value in words:
             return f"{ascii(instance)[:80]} is not {words[value]}"
@@ -232,7 +241,9 @@ def _describe(error, schema):
         return [(path, f"key 'amdgpu_target': {error.instance!r} is not a gfx target like gfx90a")]
     plain = _plain(error)
     if plain is None and error.context:  # anyOf/oneOf: say what the closest branch wanted
-        plain = next((p for p in map(_plain, error.context) if p), None)
+        # a broken grammar says more than "should be a list" of the branch the value did not take
+        context = sorted(error.context, key=lambda e: e.validator != "pattern")
+        plain = next((p for p in map(_plain, context) if p), None)
     return [(path, f"key '{_key(path)}': {plain or error.message}")]
 
 
