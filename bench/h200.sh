@@ -32,7 +32,7 @@
 #   bash bench/h200.sh omp-point        # THERE: clang-16 `omp target` per-point loops, body vs loops, LTO, launch
 #                                       #   clauses (bench/omp_point.sh; build here first, carry build/omp_point)
 #   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
-#   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/study): FMA/copy ceilings, every
+#   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/studies/design-mlp128): FMA/copy ceilings, every
 #                                       #   hand-written variant (LABELS: a comma list filters them, as
 #                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
 #
@@ -150,7 +150,7 @@ fortran_field() {  # the Fortran whole-field batch rows at 256 samples, then 1 a
 
 case "$cmd" in
 prepare)
-    if [ "${1:-}" = study ]; then make -C bench/study; echo "carry: build/bench"; exit; fi
+    if [ "${1:-}" = study ]; then make -C bench/studies/design-mlp128; echo "carry: build/bench"; exit; fi
     bash bench/gen_bench.sh build
     mkdir -p build/probe
     ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
@@ -214,20 +214,20 @@ gate)
     ;;
 checks)
     mkdir -p "$RESULTS"; machine
-    bash bench/study/probe/acc_declare.sh 2>&1 | tee "$RESULTS/openacc-declare-probe.txt"
+    bash bench/studies/acc-probe/acc_declare.sh 2>&1 | tee "$RESULTS/openacc-declare-probe.txt"
     { MODELS=gemm_big CLANG_MODELS="gemm_big gemm_small" run_gate; whole_field_gates; } > "$RESULTS/gate.txt" 2>&1
     grep -h -E "^(c-|fortran-|batch|cuda-user|cuda-warp)|PASS:|FAIL:" "$RESULTS/gate.txt"
     ;;
 study)
     mkdir -p "$RESULTS"; machine
     B=build/bench
-    $B/mlp_bench --probe >/dev/null 2>&1 || { echo "prebuilt mlp_bench does not run here: rebuilding"; make -C bench/study >/dev/null; }
+    $B/mlp_bench --probe >/dev/null 2>&1 || { echo "prebuilt mlp_bench does not run here: rebuilding"; make -C bench/studies/design-mlp128 >/dev/null; }
     CSV="$RESULTS/kernel-study.csv"
     echo "model,variant,weights,weight_bytes,n,ns_per_point,min,max,tflops,err,status" > "$CSV"
     $B/mlp_bench --peak ${1:+--only "$1"} --csv "$CSV" 2>&1 | tee "$RESULTS/kernel-study.txt"
     [ -n "${1:-}" ] || for h in 16 24 28 32; do [ -x $B/sweep_$h ] && $B/sweep_$h --csv "$CSV"; done 2>&1 | tee "$RESULTS/constant-sweep.txt"
     grep -hE "Compiling entry|Used|spill" $B/*.ptxas > "$RESULTS/kernel-study-ptxas.txt" 2>/dev/null
-    command -v cuobjdump >/dev/null && bash bench/study/sass_counts.sh $B/mlp_bench > "$RESULTS/kernel-study-sass-counts.txt" 2>&1
+    command -v cuobjdump >/dev/null && bash bench/studies/design-mlp128/sass_counts.sh $B/mlp_bench > "$RESULTS/kernel-study-sass-counts.txt" 2>&1
     ;;
 *)
     sed -n '2,/^set -u/p' "$0" | sed '$d'

@@ -26,6 +26,8 @@ def add_model_options(p, lang_default="both"):
                    help=f"refuse to fold a constant of more than N elements (default {limits.MAX_FOLD_ELEMENTS})")
     p.add_argument("--max-op-nests", type=int, metavar="N", default=limits.MAX_OP_NESTS,
                    help=f"refuse an op whose code takes more than N loop nests (default {limits.MAX_OP_NESTS})")
+    p.add_argument("--tune", action="append", metavar="KEY=VALUE", default=[],
+                   help="set one tuning value over the profile's (repeatable; `rosenna info --tuning` lists them)")
 
 
 def options_from(args):
@@ -39,7 +41,8 @@ def options_from(args):
                                 infer_one=getattr(args, "infer_one", False),
                                 compilers_from_env=not getattr(args, "toolchain", None),
                                 max_fold_elements=getattr(args, "max_fold_elements", limits.MAX_FOLD_ELEMENTS),
-                                max_op_nests=getattr(args, "max_op_nests", limits.MAX_OP_NESTS))
+                                max_op_nests=getattr(args, "max_op_nests", limits.MAX_OP_NESTS),
+                                tune=getattr(args, "tune", ()))
 
 
 def register(subparsers):

@@ -71,6 +71,10 @@ def plain_arguments_problem(text):
         return "holds a tab or newline: separate arguments with one blank"
     return None
 
+# The ``tuning:`` section: per GPU architecture ("default" first, then "sm_90", "gfx90a", ...), the
+# fields of rosenna.strategy.tuning.Tuning (a module below the code it configures).
+from rosenna.strategy.tuning import tuning_schema  # noqa: E402
+
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "rosenna toolchain profile",
@@ -120,7 +124,22 @@ SCHEMA = {
                 "embed_threshold": {"type": "integer", "minimum": 0},
             },
         },
+        "tuning": tuning_schema(),
         "modules": {"type": "array", "items": {"type": "string", "pattern": f"^{MODULE}$"}},
+        # What `rosenna gpu-gate --print-job` asks the batch system for (rosenna/gate/jobs.py, JobRequest).
+        "job": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "cpus_per_task": {"type": "integer", "minimum": 1},
+                "gpus": {"type": "integer", "minimum": 0},
+                "gpu_request": {"enum": ["gpus", "gpus-per-node", "gres", "none"]},
+                "partition": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "account": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "time": {"type": "string", "pattern": "^(([0-9]+-)?[0-9]{1,2}(:[0-9]{2}){0,2}|[0-9]+)$"},
+                "module": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+            },
+        },
         "probe": {
             "type": "object",
             "additionalProperties": False,

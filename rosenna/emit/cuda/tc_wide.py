@@ -1,6 +1,6 @@
 """The wide 3xTF32 tensor-core kernel (CUDA sm_80+), beside the FP32 kernel of wide MLPs.
 
-The ``wide`` kernel (:func:`wide_fits`: a hidden layer at least 64 wide, input and hidden layers at
+The ``wide`` kernel (rosenna.strategy.mlp.TensorWide: a hidden layer at least 64 wide, input and hidden layers at
 most 512, output at most 8; grown from the design study's hand-written mlp128 kernel): a block
 of points keeps its activations in shared memory, act[p][width + 4], and every hidden layer,
 padded to the block's width, is one points x width product of its warps (32 points x 8 ni
@@ -33,11 +33,6 @@ from rosenna.emit.cuda.tf32 import tiles as _tiles
 #: output MMA.
 WIDE_MAX_WIDTH = 512
 WIDE_MAX_OUT = 8
-#: Below this hidden width the chain kernel (or the FP32 kernels) serve: a 32-wide block tile
-#: would leave most of the wide kernel's 8 warps with one n8 tile.
-WIDE_MIN_HIDDEN = 64
-#: Below this many multiply-adds per point the FP32 kernels keep the model (as for the chain).
-WIDE_MIN_MACS = 512
 
 
 class WideShape:
@@ -68,7 +63,7 @@ class WideShape:
     #: (docs/benchmarks.md, run 11 (tc17), round B); the study switches it on.
     PERSISTENT = False
     PERSISTENT_COMPACT = False
-    #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
+    #: Widest layer from which the fragments are compact (the study, bench/studies/tc17, measures
     #: other choices by changing it).
     COMPACT_FROM = 257
 
@@ -97,17 +92,6 @@ class WideShape:
 def widest(layers):
     """The widest of the input and the hidden layers: what the act buffer holds."""
     return max([layers[0].k] + [layer.n for layer in layers[:-1]])
-
-
-def wide_fits(layers):
-    """Whether an MLP chain takes the wide kernel: a hidden layer at least :data:`WIDE_MIN_HIDDEN`
-    wide, input and hidden layers at most :data:`WIDE_MAX_WIDTH`, output at most
-    :data:`WIDE_MAX_OUT`."""
-    if not layers or len(layers) < 2 or layers[-1].n > WIDE_MAX_OUT:
-        return False
-    if max(layer.n for layer in layers[:-1]) < WIDE_MIN_HIDDEN or widest(layers) > WIDE_MAX_WIDTH:
-        return False
-    return sum(layer.k * layer.n for layer in layers) >= WIDE_MIN_MACS
 
 
 class WideLayout:
@@ -327,9 +311,6 @@ class Wide(Kind):
     note = (" (on CUDA sm_80+: the wide 3xTF32 tensor-core kernel; compile with -DROSENNA_NO_TENSOR_CORES for\n"
             " * the FP32 kernel everywhere)")
     guard = tf32.GUARD
-
-    def fits(self, choice):
-        return wide_fits(choice.layers)
 
     def layout(self, choice):
         return WideLayout(choice.layers)

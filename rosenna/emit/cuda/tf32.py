@@ -127,12 +127,12 @@ def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest, compact=
         for (int nt = 0; nt < {nt_tiles}; ++nt)
             for (int lane = 0; lane < 32; ++lane) {{
                 const int g = lane / 4, t = lane % 4, c = nt * 8 + g, k0 = {k0}, k1 = {k1};
-                const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{2 * i}][c * {layer.k} + k0] : 0.0f;
-                const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{2 * i}][c * {layer.k} + k1] : 0.0f;
+                const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{layer.w_index}][c * {layer.k} + k0] : 0.0f;
+                const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{layer.w_index}][c * {layer.k} + k1] : 0.0f;
 {store}
             }}
     for (int o = 0; o < {layer.n}; ++o)
-        {dest}[{bias} + o] = host[{2 * i + 1}][o];"""
+        {dest}[{bias} + o] = host[{layer.b_index}][o];"""
 
 
 def device_lib():

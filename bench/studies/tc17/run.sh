@@ -3,7 +3,7 @@
 # (CUDA events, median of 7) and checks every output (mlp256: 4M points, mlp512: 2M) against an
 # FP64 reference computed on the GPU, counting outputs outside verify's float32 tolerance; ptxas
 # registers and spills of its tensor-core kernel from the build (variants.txt). From the
-# repository root: bash build/dev-tc17/run.sh   (built by bench/study/tc17/build.py)
+# repository root: bash build/dev-tc17/run.sh   (built by bench/studies/tc17/build.py)
 D=$(dirname "$0")
 N=16777216
 PYLIB=$(python3 -c 'import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib"))' 2>/dev/null)

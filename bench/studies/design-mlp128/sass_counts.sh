@@ -1,6 +1,6 @@
 #!/bin/bash
 # Per-kernel SASS counts of a binary: instructions, code size, and the ones that matter here.
-#   bash bench/study/sass_counts.sh build/bench/mlp_bench [REGEX]    (cuobjdump needs nvdisasm on PATH)
+#   bash bench/studies/design-mlp128/sass_counts.sh build/bench/mlp_bench [REGEX]    (cuobjdump needs nvdisasm on PATH)
 set -eo pipefail
 cuobjdump -sass "$1" | awk -v F="$(basename "$1")" '
   /Function :/{fn=$3} /FFMA/{ffma[fn]++} /HMMA/{mma[fn]++} /LDG/{ldg[fn]++} /LDS/{lds[fn]++} /STS/{sts[fn]++}

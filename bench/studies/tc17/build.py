@@ -1,8 +1,8 @@
 """tc17 study (issue #17 items 1-3): generate the study's MLPs with this checkout, write each one's
 weights for the driver's FP64/FP32 reference (``<model>.ref``), and compile each variant's kernel
-file with bench/study/tc17/driver.cu into one binary (sm_90 only).
+file with bench/studies/tc17/driver.cu into one binary (sm_90 only).
 
-    .venv/bin/python bench/study/tc17/build.py build/dev-tc17 [variant-prefix ...]
+    .venv/bin/python bench/studies/tc17/build.py build/dev-tc17 [variant-prefix ...]
     bash build/dev-tc17/run.sh                  # on the H200, from the repository root
 
 A variant is the generated kernel file of this checkout, or that file with a text patch that puts
@@ -22,7 +22,7 @@ sys.path.insert(0, "bench")
 import bench_header  # noqa: E402
 import frontier  # noqa: E402
 
-from rosenna import zoo  # noqa: E402
+from rosenna import strategy, zoo  # noqa: E402
 from rosenna.emit import cuda  # noqa: E402
 from rosenna.emit.cuda import mlp, tc_wide  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
@@ -138,7 +138,7 @@ def _source(out, gen, name, switch):
         plan, _ = generate(_model(name, gen), d, Options(name=name, lang="c", embed=False))
     finally:
         undo()
-    layers = cuda.mlp_layers(plan)
+    layers = strategy.analyse(plan).layers
     with open(os.path.join(out, f"{name}.ref"), "wb") as fh:
         fh.write(struct.pack("i", len(layers)))
         for layer in layers:

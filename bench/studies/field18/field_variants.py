@@ -2,7 +2,7 @@
 "Run 11"): each variant is the kernel file generated with one setting of the phase fusion
 (rosenna/emit/cuda/field_fuse.py), built with bench/frontier.cu into its own driver.
 
-    .venv/bin/python bench/field_variants.py build/dev-field18     # here: generate and build
+    .venv/bin/python bench/studies/field18/field_variants.py build/dev-field18     # here: generate and build
     bash build/dev-field18/run.sh                                  # there: time, compare outputs
 
 ``run.sh`` runs one driver linking every variant (each generated under its own name) and prints
@@ -19,56 +19,59 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.dirname(HERE))), os.path.dirname(os.path.dirname(HERE))]
 
-import bench_header  # noqa: E402 (bench/, this script's folder)
-from rosenna import limits  # noqa: E402
+import bench_header  # noqa: E402 (bench/)
 from rosenna.emit.cuda import field_cluster, field_epilogue, field_fuse, whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
+from rosenna.strategy import Tuning  # noqa: E402
+
+DEFAULT = Tuning()
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
 MB = 1 << 20
 #: The generator's settings every variant starts from (the defaults of the round-B study of run 11;
-#: the cluster kernel off), and per variant what it changes: module attributes as
-#: "module.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
+#: the cluster kernel off), and per variant what it changes: tuning fields as "tuning.NAME": value, study switches
+#: (module attributes) as "module.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
 #: generated choice, "persist": the persistent kernel on min(needed, resident) blocks, "launch":
 #: the launched phases).
-BASE = {"field_fuse.MAX_INLINE_LOADS": 0, "field_fuse.DECODE": False, "whole_field.CUDA_THREADS": 256,
-        "limits.CUDA_WHOLE_BATCH_BYTES": 128 * MB, "limits.CUDA_CLUSTER_SAMPLES": 0,
-        "limits.CUDA_WHOLE_CONSTANT_LIMIT": limits.CUDA_WHOLE_CONSTANT_LIMIT,
-        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "field_cluster.PER_CALL": False, "field_cluster.MIN_BLOCKS": None,
-        "field_cluster.JAM": True, "field_epilogue.FORMS": frozenset(), "field_epilogue.PULL": True,
-        "field_epilogue.PUSH": True, "form": "choice", "constant_limit": limits.CONSTANT_LIMIT}
+BASE = {"tuning.field_inline_loads": 0, "tuning.field_decode": False, "whole_field.CUDA_THREADS": 256,
+        "tuning.cuda_whole_batch_bytes": 128 * MB, "tuning.cluster_samples": 0,
+        "tuning.whole_constant_limit": DEFAULT.whole_constant_limit,
+        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "tuning.cluster_per_call": False, "tuning.cluster_min_blocks": 0,
+        "tuning.cluster_jam": True, "tuning.field_epilogues": "", "field_epilogue.PULL": True,
+        "field_epilogue.PUSH": True, "form": "choice", "tuning.constant_limit": DEFAULT.constant_limit}
 VARIANTS = {"main": {},
-            "unfused": {"limits.CUDA_WHOLE_BATCH_BYTES": 64 * MB},
-            "fuse2": {"field_fuse.MAX_INLINE_LOADS": 2, "field_fuse.DECODE": True},
-            "fuse4": {"field_fuse.MAX_INLINE_LOADS": 4, "field_fuse.DECODE": True},
-            "exact2": {"field_fuse.MAX_INLINE_LOADS": 2}, "exact4": {"field_fuse.MAX_INLINE_LOADS": 4},
+            "unfused": {"tuning.cuda_whole_batch_bytes": 64 * MB},
+            "fuse2": {"tuning.field_inline_loads": 2, "tuning.field_decode": True},
+            "fuse4": {"tuning.field_inline_loads": 4, "tuning.field_decode": True},
+            "exact2": {"tuning.field_inline_loads": 2}, "exact4": {"tuning.field_inline_loads": 4},
             "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
             "launch": {"form": "launch"},
             # (programmatic dependent launch of the launched phases, "pdl" and "pdl-launch", was
             # measured in round A of 2026-12-03 on commit e330fdb: docs/benchmarks.md, run 13)
             # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
-            **{f"c{b}x{t}{'' if jam else 'p'}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": b,
-                                               "field_cluster.THREADS": t, "field_cluster.JAM": jam}
+            **{f"c{b}x{t}{'' if jam else 'p'}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": b,
+                                               "field_cluster.THREADS": t, "tuning.cluster_jam": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
 # the clustered kernel, its blocks per cluster chosen per call (up to 16) and read at run time (main's
 # default from f28daa8 to run 16), 256, 512 or 1024 threads per block
-VARIANTS.update({f"auto{t}": {"limits.CUDA_CLUSTER_SAMPLES": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
-                              "field_cluster.JAM": False, "field_cluster.PER_CALL": True} for t in (256, 512, 1024)})
-# the weights in __device__ memory, not __constant__ (limits.CUDA_WHOLE_CONSTANT_LIMIT 0)
-VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"limits.CUDA_WHOLE_CONSTANT_LIMIT": 0}) for v in ("main", "auto256", "c16x256p")})
-# every weight in __constant__ memory (the U-Net's 31 KB; limits.CONSTANT_LIMIT is 6 KB)
-VARIANTS.update({f"{v}-const": dict(VARIANTS[v], constant_limit=60 * 1024) for v in ("main", "auto1024", "auto256", "c16x256p")})
+VARIANTS.update({f"auto{t}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
+                              "tuning.cluster_jam": False, "tuning.cluster_per_call": True} for t in (256, 512, 1024)})
+# the weights in __device__ memory, not __constant__ (the tuning's whole_constant_limit 0)
+VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"tuning.whole_constant_limit": 0}) for v in ("main", "auto256", "c16x256p")})
+# every weight in __constant__ memory (the U-Net's 31 KB; the tuning's constant_limit is 6 KB)
+VARIANTS.update({f"{v}-const": dict(VARIANTS[v], **{"tuning.constant_limit": 60 * 1024}) for v in ("main", "auto1024", "auto256", "c16x256p")})
 # the producer-side epilogues (field_epilogue.py: conv + pool, conv + upsampling + Add)
-VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
+VARIANTS.update({f"{v}-epi": dict(VARIANTS[v], **{"tuning.field_epilogues": "all"})
                  for v in ("main", "launch", "persist", "auto256", "c16x256p", "c16x256p-dev")})
-VARIANTS.update({f"c16x{t}p-epi": dict(VARIANTS[f"c16x{t}p"], **{"field_epilogue.FORMS": frozenset(("launches", "persistent", "cluster"))})
+VARIANTS.update({f"c16x{t}p-epi": dict(VARIANTS[f"c16x{t}p"], **{"tuning.field_epilogues": "all"})
                  for t in (512, 1024)})
 # the clustered kernel with a register cap of 2 blocks per SM (``__launch_bounds__(256, 2)``)
-VARIANTS.update({f"{v}-mb2": dict(VARIANTS[v], **{"field_cluster.MIN_BLOCKS": 2}) for v in ("c16x256p", "c16x256p-epi")})
+VARIANTS.update({f"{v}-mb2": dict(VARIANTS[v], **{"tuning.cluster_min_blocks": 2}) for v in ("c16x256p", "c16x256p-epi")})
 # the epilogues in the clustered kernel alone: all, with a register cap, pulled pools or pushed upsamplings only
-CLUSTER_EPI = {"field_epilogue.FORMS": frozenset(("cluster",))}
+CLUSTER_EPI = {"tuning.field_epilogues": "cluster"}
 VARIANTS.update({"c16x256p-epic": dict(VARIANTS["c16x256p"], **CLUSTER_EPI),
                  "c16x256p-epic-mb2": dict(VARIANTS["c16x256p-mb2"], **CLUSTER_EPI),
                  "c16x256p-pullc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"field_epilogue.PUSH": False}),
@@ -88,21 +91,23 @@ if os.environ.get("VARIANTS"):
 CHOICE = "    if (needed > resident)\n        return {n}_phases(count, x, y, s);\n"
 FORMS = {"persist": "    if (resident < 0)\n        return {n}_phases(count, x, y, s);\n    if (needed > resident)\n        needed = resident;\n",
          "launch": "    return {n}_phases(count, x, y, s);\n"}
-MODULES = {"field_fuse": field_fuse, "field_epilogue": field_epilogue, "whole_field": whole_field, "field_cluster": field_cluster, "limits": limits}
+MODULES = {"field_fuse": field_fuse, "field_epilogue": field_epilogue, "whole_field": whole_field, "field_cluster": field_cluster}
 
 
 def configure(variant):
-    """Set the generator's module attributes for ``variant``; returns its settings."""
+    """Set the generator's module attributes for ``variant``; returns its settings, with
+    ``settings["tuning"]`` the :class:`rosenna.strategy.Tuning` of its "tuning.NAME" keys."""
     settings = dict(BASE, **VARIANTS[variant])
+    settings["tuning"] = DEFAULT.replace(**{k.split(".")[1]: v for k, v in settings.items() if k.startswith("tuning.")})
     for key, value in settings.items():
-        if "." in key:
+        if "." in key and not key.startswith("tuning."):
             module, attr = key.split(".")
             assert hasattr(MODULES[module], attr), key
             setattr(MODULES[module], attr, value)
     return settings
 
 
-DRIVER = r"""// Generated by bench/field_variants.py: every variant's <name>_infer_batch timed in one process
+DRIVER = r"""// Generated by bench/studies/field18/field_variants.py: every variant's <name>_infer_batch timed in one process
 // (rosenna_bench.cuh: the measurement, the inputs, verify's float32 rule).
 #include <cstdlib>
 #include <cstring>
@@ -193,7 +198,7 @@ def build(out):
             kept = _kept(d, name)
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
-            plan, _ = generate(path, d, Options(name=name, lang="c", embed=True, constant_limit=settings["constant_limit"]))
+            plan, _ = generate(path, d, Options(name=name, lang="c", embed=True, tuning=settings["tuning"]))
             if form != "choice":
                 src = os.path.join(d, f"{name}_kernel.cu")
                 text = open(src).read()
@@ -237,7 +242,7 @@ def build(out):
             if f not in ("ptxas.txt", f"{name}_kernel.cu", f"lib{name}.a"):
                 os.remove(os.path.join(d, f))
     open(os.path.join(out, "run.sh"), "w").write(
-        "#!/bin/bash\n# Generated by bench/field_variants.py: run from the repository root.\nset -e\n"
+        "#!/bin/bash\n# Generated by bench/studies/field18/field_variants.py: run from the repository root.\nset -e\n"
         'echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"\n'
         '"$(dirname "$0")/variants"\n')
     return 0

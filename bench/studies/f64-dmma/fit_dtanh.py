@@ -3,7 +3,7 @@ error), p(u) = -2u + u^2 sum_{j=0}^{N-2} c_j u^j. The correction to Taylor's coe
 in float64 (it is ~1e-14, so float64 is exact enough for it; Lawson-weighted least squares on
 Chebyshev nodes); sums and errors in decimal at 60 digits (an exact reference, no mpmath).
 
-    python3 bench/study/f64/fit_dtanh.py 11 [range factor, 1.02]   # N=11: 3.8e-17 relative
+    python3 bench/studies/f64-dmma/fit_dtanh.py 11 [range factor, 1.02]   # N=11: 3.8e-17 relative
 """
 import math, sys
 from decimal import Decimal, getcontext

@@ -1,6 +1,6 @@
 /* Study variant (not shipped): 1 - 2 / (1 + e) with e = exp(-2c) = 2^(k/4) exp(-2u), k = round(-8c log2 e),
    |u| <= ln2/16: 2^(k/4) = 2^(k>>2) T[k&3] (T = 2^(j/4) picked by integer selects, the power of two
-   added to its exponent bits), exp(-2u) of degree 8 (bench/study/f64/fit_dtanh.py 8 0.255).
+   added to its exponent bits), exp(-2u) of degree 8 (bench/studies/f64-dmma/fit_dtanh.py 8 0.255).
    17 FP64 instructions; absolute error ~2e-16 (T rounded), none relative near 0. */
 __device__ __forceinline__ double rosenna_tanh_t4(double x)
 {

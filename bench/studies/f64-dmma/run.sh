@@ -1,6 +1,6 @@
 #!/bin/bash
 # f64 study (issue #17 item 4), on the H200 from the repository root: bash build/dev-f64/run.sh
-# (built by bench/study/f64/build.py). Each variant: ns per point of <name>_infer_batch at 16,777,216
+# (built by bench/studies/f64-dmma/build.py). Each variant: ns per point of <name>_infer_batch at 16,777,216
 # points (CUDA events, median of 7) and every output against the generic FP64 kernel (verify's float64
 # tolerance); then rosenna_tanh against libdevice's tanh on 2^30 points on the device; PyTorch fp64.
 D=$(dirname "$0")
