@@ -122,6 +122,9 @@ def build_plan(model_path, options):
     check_name(name)
     graph = frontend.import_model(model_path, options.dims, options.freeze)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
+    for option, value in (("--max-fold-elements", options.max_fold_elements), ("--max-op-nests", options.max_op_nests)):
+        if value < 1:
+            raise UsageError(f"{option} {value}: give a positive count")
     graph.max_fold_elements, graph.max_op_nests = options.max_fold_elements, options.max_op_nests
     passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold, options.infer_one,

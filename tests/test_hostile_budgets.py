@@ -192,3 +192,10 @@ def test_generated_code_per_op_over_the_test_models(tmp_path):
         assert nests <= NESTS_PER_OP and size / count <= C_BYTES_PER_OP, (path, nests, size / count)
     assert measured >= 60, measured
     print("worst nests per op", max(worst)[0], "worst C bytes per op", round(max(w[1] for w in worst)))
+
+
+def test_budgets_must_be_positive(tmp_path, capsys):
+    path = fold_model(3, tmp_path / "f.onnx")
+    for option in ("--max-fold-elements", "--max-op-nests"):
+        rc, _, err = _cli(["generate", path, "--out", str(tmp_path / "o"), option, "0"], capsys)
+        assert rc == 2 and f"{option} 0: give a positive count" in err, err
