@@ -6,6 +6,7 @@ from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
 from rosenna.loopir import FAULT, counts_faults
+from rosenna.quoting import make_quote
 
 VALUES_PER_LINE = 4
 #: Arrays up to this many values are initialised in their declaration; larger ones by DATA
@@ -205,10 +206,10 @@ def makefile(plan, stamp, profile):
 
 ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ifeq ($(origin FC),default)
-FC = {profile.fc}
+FC = {make_quote(profile.fc, "compilers.fortran")}
 endif
-FFLAGS ?= {profile.optimize_fortran}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
+FFLAGS ?= {make_quote(profile.optimize_fortran, "optimize.fortran")}
+ROSENNA_OFFLOAD_FLAGS ?= {make_quote(profile.offload_flags, "flags")}
 
 all: $(ROSENNA_DIR)/lib{n}_f.a
 
