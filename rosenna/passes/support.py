@@ -13,7 +13,7 @@ def unknown_op_reason(node):
         if node.op == "ZipMap":
             return ("ZipMap turns a classifier's scores into a list of maps, which generated code cannot return; "
                     "convert the classifier without it (skl2onnx: options={id(model): {'zipmap': False}})")
-        return "not an ai.onnx.ml op rosenna supports (README.md lists those it lowers)"
+        return "not an ai.onnx.ml op rosenna supports (`rosenna info --ops` lists those it lowers)"
     if node.op == "Scan" and node.domain in ("", "ai.onnx"):
         return ("Scan (a loop whose body is a graph) is not supported; skl2onnx writes it for pairwise distances "
                 "(GaussianProcessRegressor, KNeighborsRegressor, KernelRidge): export the fitted estimator's "
