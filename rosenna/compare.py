@@ -150,44 +150,71 @@ def compare(got, want, dtype="float32", *, output="", tolerance=None):
         A :class:`Comparison`; its ``passed`` is True exactly when every element matches.
     """
     tol = tolerance or tolerance_for(dtype)
-    want = np.asarray(want, dtype=np.float64)
-    got = np.asarray(got, dtype=np.float64)
+    want, got = np.asarray(want), np.asarray(got)
     if got.size != want.size:
         return Comparison(output, want.size, want.size, (), float("nan"), float("nan"), float("inf"),
                           float("inf"), tol.rtol, tol.atol,
                           shape_error=f"{got.size} values computed, the reference has {want.size}")
     shape, got, want = want.shape, got.reshape(-1), want.reshape(-1)
-    # A few whole-array passes (verify compares millions of elements per call): the ordinary
-    # comparison first, then the special values only where the reference is not finite.
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(got - want)
-        size = np.abs(want)
-        allowed = size * tol.rtol
-        allowed += tol.atol
-        ok = err <= allowed
-        special = ~np.isfinite(want)
-        if special.any():  # NaN matches NaN, an Inf the same Inf; nothing else matches them
-            g, w = got[special], want[special]
-            ok[special] = (np.isnan(g) & np.isnan(w)) | (np.isinf(w) & (g == w))
-        finite = np.isfinite(err)
-        every = bool(finite.all())
-        np.maximum(size, np.finfo(np.float64).tiny, out=size)
-        rel = np.divide(err, size, out=size)
-        abs_err = float((err if every else err[finite]).max(initial=0.0))
-        rel_err = float((rel if every else rel[finite]).max(initial=0.0))
-        # How far outside the tolerance each element lies (the closest to it when all match); a
-        # non-finite mismatch ranks first, a non-finite match last.
-        excess = err - allowed
-        if ok.all():
-            excess[~finite] = -np.inf
-        else:
-            excess[ok] = -np.inf
-            excess[~ok & ~np.isfinite(excess)] = np.inf
+    tally = _Tally()
+    for start in range(0, want.size, CHUNK):  # in slices that stay in cache: verify compares millions
+        tally.add(got[start:start + CHUNK], want[start:start + CHUNK], tol, start)
+    flat = tally.worst()
     if want.size:
-        flat = int(np.argmax(excess))
         index = tuple(int(i) for i in np.unravel_index(flat, shape))
         got_at, want_at = float(got[flat]), float(want[flat])
     else:
         index, got_at, want_at = (), 0.0, 0.0
-    return Comparison(output, int(want.size), int((~ok).sum()), index, got_at, want_at, abs_err, rel_err,
-                      tol.rtol, tol.atol)
+    return Comparison(output, int(want.size), tally.mismatches, index, got_at, want_at, tally.abs_err,
+                      tally.rel_err, tol.rtol, tol.atol)
+
+
+#: Elements compared at a time (float64 temporaries of 512 KiB).
+CHUNK = 1 << 16
+
+
+class _Tally:
+    """What :func:`compare` gathers slice by slice: the mismatch count, the largest errors over
+    finite pairs, and two worst candidates: the element furthest outside its tolerance (a
+    non-finite mismatch first), and the one closest to it (over finite errors) for when all match."""
+
+    def __init__(self):
+        self.mismatches, self.abs_err, self.rel_err = 0, 0.0, 0.0
+        self.bad = (-np.inf, None)  # (excess, flat index) over mismatches
+        self.near = (-np.inf, 0)  # over every element with a finite error
+
+    def add(self, got, want, tol, start):
+        got, want = got.astype(np.float64), want.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(got - want)
+            size = np.abs(want)
+            allowed = size * tol.rtol
+            allowed += tol.atol
+            ok = err <= allowed
+            special = ~np.isfinite(want)
+            if special.any():  # NaN matches NaN, an Inf the same Inf; nothing else matches them
+                g, w = got[special], want[special]
+                ok[special] = (np.isnan(g) & np.isnan(w)) | (np.isinf(w) & (g == w))
+            finite = np.isfinite(err)
+            every = bool(finite.all())
+            np.maximum(size, np.finfo(np.float64).tiny, out=size)
+            rel = np.divide(err, size, out=size)
+            self.abs_err = max(self.abs_err, float((err if every else err[finite]).max(initial=0.0)))
+            self.rel_err = max(self.rel_err, float((rel if every else rel[finite]).max(initial=0.0)))
+            excess = np.subtract(err, allowed, out=allowed)
+            if not every:
+                excess[~finite] = -np.inf
+            k = int(np.argmax(excess))
+            if excess[k] > self.near[0]:
+                self.near = (float(excess[k]), start + k)
+            wrong = int(ok.size - np.count_nonzero(ok))
+            if wrong:
+                self.mismatches += wrong
+                excess[ok] = -np.inf
+                excess[~ok & ~finite] = np.inf  # a non-finite mismatch ranks first
+                k = int(np.argmax(excess))
+                if self.bad[1] is None or excess[k] > self.bad[0]:
+                    self.bad = (float(excess[k]), start + k)
+
+    def worst(self):
+        return self.bad[1] if self.mismatches else self.near[1]

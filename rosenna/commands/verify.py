@@ -19,7 +19,8 @@ def register(subparsers):
                     "outputs (--reference). Exit 0 only if every element of every output in every language "
                     "passes: |got - want| <= atol + rtol*|want|, NaN matches NaN, an Inf the same Inf.")
     add_model_options(p)
-    p.add_argument("--cases", type=int, default=16, help="number of random inputs (default 16)")
+    p.add_argument("--cases", type=int, default=16, help="number of random inputs (default 16; a per-point plan's batch calls draw one "
+                                                            "per point of the largest, up to 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--reference", metavar="DIR|FILE.npz",
                    help="stored inputs and expected outputs instead of onnxruntime: an ONNX test_data_set folder "
