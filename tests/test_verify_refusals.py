@@ -58,13 +58,21 @@ def test_gather_on_a_graph_input_names_freeze(tmp_path, capsys):
     assert rc == 0 and out.rstrip().endswith("PASS"), out + err
 
 
-def test_contrib_ops_name_the_workaround(tmp_path, capsys):
+def test_contrib_and_quantized_ops_name_the_workaround(tmp_path, capsys):
     path = _save(tmp_path / "fused.onnx", [helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft")],
                  [helper.make_tensor_value_info("x", F, [1, 4])], [helper.make_tensor_value_info("y", F, [1, 4])],
                  opsets=(("", 17), ("com.microsoft", 1)))
     rc = main(["generate", path, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "com.microsoft.FastGelu" in err and "as the exporter wrote it" in err, err
+    scale, zero = numpy_helper.from_array(np.array(0.1, np.float32), "s"), numpy_helper.from_array(np.array(0, np.uint8), "z")
+    path = _save(tmp_path / "quant.onnx", [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                                           helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                 [helper.make_tensor_value_info("x", F, [1, 4])], [helper.make_tensor_value_info("y", F, [1, 4])],
+                 [scale, zero])
+    rc = main(["generate", path, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("the float model from before quantization") == 2, err
 
 
 def test_onnxruntime_logging_is_silent(tmp_path, capfd):

@@ -25,6 +25,18 @@ DOMAIN_WORKAROUNDS = {
 }
 
 
+_QUANTIZED = ("a quantized model: give rosenna the float model from before quantization (it computes in float32 "
+              "or float64)")
+_CONTROL = ("control flow: export by tracing (torch.onnx.export with dynamo=False), which unrolls loops and "
+            "records the branch taken, where they do not depend on the input's values")
+#: Workarounds known for a standard op, shown on its line.
+OP_WORKAROUNDS = {
+    **dict.fromkeys(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul", "QLinearConv",
+                     "MatMulInteger", "ConvInteger"), _QUANTIZED),
+    **dict.fromkeys(("If", "Loop", "Scan"), _CONTROL),
+}
+
+
 def op_label(node):
     return f"{node.domain + '.' if node.domain else ''}{node.op}"
 
@@ -54,8 +66,10 @@ def workaround(graph, nodes, reason):
         if inputs:
             freeze = " ".join(f"--freeze {i}={file_stem(i)}.npy" for i in inputs[:3])
             more = f" (and {len(inputs) - 3} more)" if len(inputs) > 3 else ""
-            return (f"workaround: {freeze}{more} makes the graph input{'s' if len(inputs) > 1 else ''} a constant, "
+            return (f"{freeze}{more} makes the graph input{'s' if len(inputs) > 1 else ''} a constant, "
                     "when it holds the same values on every call (weights, a mesh's connectivity)")
+    if nodes[0].domain in ("", "ai.onnx"):
+        return OP_WORKAROUNDS.get(nodes[0].op, "")
     return DOMAIN_WORKAROUNDS.get(nodes[0].domain, "")
 
 
@@ -83,7 +97,7 @@ def unsupported(problems, graph=None):
             more = f" and {len(nodes) - NAMES_SHOWN} more" if len(nodes) > NAMES_SHOWN else ""
             line = f"{label}, {len(nodes)} nodes ({names}{more}): {reason}"
         fix = workaround(graph, nodes, reason)
-        lines.append(f"{line}; {fix}" if fix else line)
+        lines.append(f"{line}; workaround: {fix}" if fix else line)
     sep = " " if len(lines) == 1 else "\n  "
     count = len(problems)
     kinds = f" of {len(lines)} kinds" if len(lines) < count and len(lines) > 1 else ""
