@@ -323,6 +323,9 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
     entries = pick_entries(plan, entries)
     draws = input_draws(graph, input_ranges)
     if reference is not None:
+        if input_ranges:
+            raise UsageError(f"--input-range {next(iter(input_ranges))}: the inputs come from --reference {reference}; "
+                             "give one or the other")
         ref = stored_reference(reference, graph, plan)
     else:
         ref = ort_reference(model_path, graph, points_needed(plan, entries, cases), seed,
