@@ -70,7 +70,7 @@ def integer_draw(graph, name):
         if INDEXING.get(node.op) == position and node.inputs[0]:
             data_shape = graph.shape_of(node.inputs[0])
             axis = int(node.attrs.get("axis", 0)) if node.op != "GatherND" else 0
-            if data_shape and -len(data_shape) <= axis < len(data_shape):
+            if data_shape and -len(data_shape) <= axis < len(data_shape) and data_shape[axis] > 0:
                 sizes.append((int(data_shape[axis]), f"{node.op} {node.name!r}"))
         elif node.op in COMPARING:
             values = _const_values(graph, node, position)
