@@ -2,9 +2,9 @@
 compare every output element with a reference on the same inputs.
 
 One harness per language (one compile each) runs ``<name>_infer`` per point over two OpenMP
-threads, ``<name>_infer_batch`` with 1, 31, 32, 33 and 1000 points (one point, a partial SIMD
-block, a full one, one over, many blocks over the threads; 1 and 3 samples for a whole-field plan)
-and ``<name>_infer_one`` where the set has it, each call checked for its status and for writes past
+threads, ``<name>_infer_batch`` with 1, 31, 32, 33 and 1000 points for a host SIMD block of 32
+(one point, a partial block, a full one, one over, many blocks over the threads; 1 and 3 samples
+for a whole-field plan) and ``<name>_infer_one`` where the set has it, each call checked for its status and for writes past
 its last point; a file-loaded build (``--no-embed``) reads its weights through ``<name>_init``.
 
 The reference is onnxruntime on random inputs (uniform in [-1, 1)); for a model onnxruntime no

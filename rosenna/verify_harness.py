@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rosenna.compare import Comparison, compare
+from rosenna.emit import host_block
+
 
 @dataclass
 class Result(Comparison):
@@ -35,8 +37,9 @@ class Result(Comparison):
 #: The entry points verify runs, in this order; ``--entry`` picks among them.
 ENTRIES = ("infer", "infer_batch", "infer_one")
 
-#: Point counts of ``<name>_infer_batch`` on a per-point plan: one point, a partial SIMD block of 32,
-#: a full block, a block and one point, and many blocks shared by the threads (a partial one last).
+#: Point counts of ``<name>_infer_batch`` on a per-point plan whose host SIMD block is 32 points
+#: (single precision): one point, a partial block, a full block, a block and one point, and many
+#: blocks shared by the threads (a partial one last). Another block size B gets 1, B-1, B, B+1, 1000.
 BATCH_COUNTS = (1, 31, 32, 33, 1000)
 #: Elements (one point's inputs, outputs and scratch, times the points) the batch calls of a
 #: per-point plan may span: a plan of large points gets a shorter last call, or fewer calls
@@ -83,15 +86,18 @@ def _per_point(plan):
 
 def batch_counts(plan):
     """The point counts of the batch calls for ``plan``: :data:`WHOLE_BATCH_COUNTS` for a
-    whole-field plan; else :data:`BATCH_COUNTS`, the last shortened to fit :data:`BATCH_ELEMENTS`
-    (left out when no longer than the one before), and for points so large that not even the
-    others fit, 1 and 33 (a lone partial block; a full block and a partial one, one per thread)."""
+    whole-field plan; else 1, B-1, B, B+1 for its host block of B points
+    (:func:`rosenna.emit.host_block`) and :data:`BATCH_COUNTS`' last, shortened to fit
+    :data:`BATCH_ELEMENTS` (left out when no longer than B+1); for points so large that the first
+    four do not fit either, 1 and B+1 (a lone partial block; a full block and a partial one, one per
+    thread)."""
     if plan.path == "whole":
         return WHOLE_BATCH_COUNTS
+    block = host_block(plan)
+    short = tuple(sorted({1, max(block - 1, 1), block, block + 1}))
     fits = BATCH_ELEMENTS // _per_point(plan)
-    short = BATCH_COUNTS[:-1]
     if sum(short) > fits:
-        return (1, 33)
+        return (1, block + 1)
     last = min(BATCH_COUNTS[-1], fits)
     return short + ((last,) if last > short[-1] else ())
 

@@ -101,3 +101,18 @@ def test_entry_choice_and_refusal(model, capsys):
                          "--infer-one", "--cases", "3"], capsys)
     assert rc == 0, out + err
     assert re.search(r"infer_one\s+fortran\s.*PASS", out) and "infer_batch" not in out
+
+
+def test_batch_counts_follow_the_host_block(model):
+    """1, B-1, B, B+1 and 1000 for a host block of B points (16 in double precision); a plan of
+    large points gets a shorter last call."""
+    from rosenna import generate as gen
+    from rosenna.emit import host_block
+    from rosenna.verify_harness import batch_counts
+
+    _, single = gen.build_plan(model("gemm_big"), Options())
+    _, double = gen.build_plan(model("gemm_big"), Options(precision="double"))
+    assert batch_counts(single) == BATCH_COUNTS and host_block(single) == 32
+    assert batch_counts(double) == (1, 15, 16, 17, 1000) and host_block(double) == 16
+    double.nx = 40_000  # 40,000 inputs a point: 4M elements hold 104 points
+    assert batch_counts(double)[-1] == (1 << 22) // (double.nx + double.ny + sum(double.scratch))

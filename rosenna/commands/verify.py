@@ -28,7 +28,8 @@ def register(subparsers):
                         "inputs and outputs (or input_0.., output_0..)")
     p.add_argument("--entry", action="append", metavar="NAME", choices=ENTRIES,
                    help="run only this entry point (repeatable; default every one the generated set offers: "
-                        "infer per point, infer_batch with 1, 31, 32, 33 and 1000 points, infer_one)")
+                        "infer per point, infer_batch with 1, B-1, B, B+1 and 1000 points for a host SIMD block of B, "
+                        "infer_one)")
     p.add_argument("--infer-one", action="store_true",
                    help="also emit and verify <name>_infer_one for a per-point plan (whole-field plans always have it)")
     p.add_argument("--input-range", action="append", metavar="NAME=LO:HI", default=[],
