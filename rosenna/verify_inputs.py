@@ -75,7 +75,7 @@ def integer_draw(graph, name):
         elif node.op in COMPARING:
             values = _const_values(graph, node, position)
             if values is not None:
-                compared.update(int(v) + d for v in values for d in (-1, 0, 1))
+                compared.update(int(v) + d for v in values if np.isfinite(v) for d in (-1, 0, 1))
     if sizes:
         size, where = min(sizes)
         return Draw(categories=tuple(range(min(size, highest + 1))), why=f"the {size} indices of {where}")
