@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rosenna.compare import Comparison, compare
-from rosenna.emit import host_block
+from rosenna.strategy.point import host_block
 
 
 @dataclass
@@ -87,13 +87,13 @@ def _per_point(plan):
 def batch_counts(plan):
     """The point counts of the batch calls for ``plan``: :data:`WHOLE_BATCH_COUNTS` for a
     whole-field plan; else 1, B-1, B, B+1 for its host block of B points
-    (:func:`rosenna.emit.host_block`) and :data:`BATCH_COUNTS`' last, shortened to fit
+    (:func:`rosenna.strategy.point.host_block`) and :data:`BATCH_COUNTS`' last, shortened to fit
     :data:`BATCH_ELEMENTS` (left out when no longer than B+1); for points so large that the first
     four do not fit either, 1 and B+1 (a lone partial block; a full block and a partial one, one per
     thread)."""
     if plan.path == "whole":
         return WHOLE_BATCH_COUNTS
-    block = host_block(plan)
+    block = host_block(plan, plan.tuned)
     short = tuple(sorted({1, max(block - 1, 1), block, block + 1}))
     fits = BATCH_ELEMENTS // _per_point(plan)
     if sum(short) > fits:

@@ -1,6 +1,7 @@
 """verify runs every entry point the generated set offers, in one harness per language: a planted
 bug in the batch tail, a write past the last point and a whole-field plan's infer_one."""
 
+import dataclasses
 import re
 
 import op_models
@@ -107,12 +108,12 @@ def test_batch_counts_follow_the_host_block(model):
     """1, B-1, B, B+1 and 1000 for a host block of B points (16 in double precision); a plan of
     large points gets a shorter last call."""
     from rosenna import generate as gen
-    from rosenna.emit import host_block
+    from rosenna.strategy.point import host_block
     from rosenna.verify_harness import batch_counts
 
     _, single = gen.build_plan(model("gemm_big"), Options())
     _, double = gen.build_plan(model("gemm_big"), Options(precision="double"))
-    assert batch_counts(single) == BATCH_COUNTS and host_block(single) == 32
-    assert batch_counts(double) == (1, 15, 16, 17, 1000) and host_block(double) == 16
-    double.nx = 40_000  # 40,000 inputs a point: 4M elements hold 104 points
-    assert batch_counts(double)[-1] == (1 << 22) // (double.nx + double.ny + sum(double.scratch))
+    assert batch_counts(single) == BATCH_COUNTS and host_block(single, single.tuned) == 32
+    assert batch_counts(double) == (1, 15, 16, 17, 1000) and host_block(double, double.tuned) == 16
+    wide = dataclasses.replace(double, nx=40_000)  # 40,000 inputs a point: 4M elements hold 104 points
+    assert batch_counts(wide)[-1] == (1 << 22) // (wide.nx + wide.ny + sum(wide.scratch))

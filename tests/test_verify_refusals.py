@@ -40,7 +40,7 @@ def test_many_unsupported_nodes_give_one_line_per_kind(tmp_path, capsys):
     assert lines[1].strip().startswith("Hardmax, 120 nodes ('poly_feature_hardmax_0', 'second_0', "
                                        "'poly_feature_hardmax_1' and 117 more): not an op rosenna supports"), err
     assert lines[2].strip() == "node 'det' (Det): not an op rosenna supports"
-    assert "README.md, section Operators" in lines[3]
+    assert "rosenna info --ops" in lines[3]
 
 
 def test_gather_on_a_graph_input_names_freeze(tmp_path, capsys):
