@@ -29,6 +29,7 @@ import numpy as np
 
 from rosenna import frontend
 from rosenna import generate as gen
+from rosenna import outdir
 from rosenna.compare import RULE, judging_tolerance
 from rosenna.errors import ModelError, UsageError
 from rosenna.ir import int_range
@@ -218,7 +219,9 @@ def _stored_sets(path, graph):
 
         return [(path, pick(graph.inputs, "input"), pick(graph.outputs, "output"))]
     if not os.path.isdir(path):
-        raise UsageError(f"--reference {path}: no such file or folder; give a test_data_set folder or a .npz file")
+        kind = frontend.file_kind(path)  # a FIFO or device is named, never opened
+        raise UsageError(f"--reference {path}: {'no such file or folder' if kind == 'no such file' else kind}; give a "
+                         "test_data_set folder or a .npz file")
     folders = sorted(glob.glob(os.path.join(path, "test_data_set_*")))
     folders = [f for f in folders if os.path.isdir(f)] or [path]
     sets = []
@@ -333,7 +336,7 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
         ref.draws = {name: d for name, d in draws.items() if d != Draw()}
     calls = calls_for(plan, entries, ref.cases)
     tolerance, why = judging_tolerance(plan.precision, graph.dtype, depth(graph))
-    workdir = os.path.abspath(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
+    workdir = outdir.private_folder(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
     try:
         results = _build_and_run(model_path, options, ref, calls, tolerance, workdir, cc, fc, cflags, fflags, profile)
     finally:
@@ -350,25 +353,26 @@ def verify(model_path, options, **kwargs):
 
 def _build_and_run(model_path, options, ref, calls, tolerance, workdir, cc, fc, cflags, fflags, profile):
     plan, _ = gen.generate(model_path, workdir, options)
-    pack(plan, ref.inputs, plan.inputs, ref.cases, plan.nx).tofile(os.path.join(workdir, "x.bin"))
+    pack(plan, ref.inputs, plan.inputs, ref.cases, plan.nx).tofile(outdir.fresh(os.path.join(workdir, "x.bin")))
     weights = [] if plan.embed else [os.path.join(workdir, f"{plan.name}.rwt")]
     results = []
     threads = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
     langs = ("c", "fortran") if options.lang == "both" else (options.lang,)
     for lang in langs:
-        exe = os.path.join(workdir, f"verify_{lang}")
-        source = os.path.join(workdir, "verify_c.c" if lang == "c" else "verify_f.f90")
-        with open(source, "w") as fh:
+        exe = outdir.fresh(os.path.join(workdir, f"verify_{lang}"))  # every file in a kept folder is new
+        source = outdir.fresh(os.path.join(workdir, "verify_c.c" if lang == "c" else "verify_f.f90"))
+        with open(source, "x") as fh:
             fh.write(harness_source(plan, lang, calls))
         if lang == "c":
             cmd = cc + shlex.split(profile.optimize_c) + shlex.split(cflags) + [
                 "-I", workdir, source, os.path.join(workdir, f"{plan.name}.c"), "-o", exe, "-lm"]
         else:
+            outdir.fresh(os.path.join(workdir, f"{plan.name.lower()}_model.mod"))
             fc = fc or (compiler("FC", profile.fc) if options.compilers_from_env else shlex.split(profile.fc))
             cmd = fc + shlex.split(profile.optimize_fortran) + shlex.split(fflags) + [
                 "-J", workdir, os.path.join(workdir, f"{plan.name}_model.F90"), source, "-o", exe]
         run(cmd, workdir, f"compiling the {lang} verify harness")
-        y_path = os.path.join(workdir, f"y_{lang}.bin")
+        y_path = outdir.fresh(os.path.join(workdir, f"y_{lang}.bin"))
         output = run([exe, str(ref.cases), os.path.join(workdir, "x.bin"), y_path] + weights, workdir,
                      f"running the {lang} verify harness", env=threads)
         statuses = {int(k): int(code) for k, code in re.findall(r"^status\s+(\d+)\s+(-?\d+)\s*$", output, re.M)}
