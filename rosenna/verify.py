@@ -4,8 +4,9 @@ compare every output element with a reference on the same inputs.
 One harness per language (one compile each) runs ``<name>_infer`` per point over two OpenMP
 threads, ``<name>_infer_batch`` with 1, 31, 32, 33 and 1000 points for a host SIMD block of 32
 (one point, a partial block, a full one, one over, many blocks over the threads; 1 and 3 samples
-for a whole-field plan) and ``<name>_infer_one`` where the set has it, each call checked for its status and for writes past
-its last point; a file-loaded build (``--no-embed``) reads its weights through ``<name>_init``.
+for a whole-field plan) and ``<name>_infer_one`` where the set has it, each call checked for its
+status and for writes past its last point; a file-loaded build (``--no-embed``) reads its weights
+through ``<name>_init``.
 
 The reference is onnxruntime on random inputs (uniform in [-1, 1)); for a model onnxruntime no
 longer runs (an opset-6 era file), onnxruntime on the model converted by onnx's version converter,
@@ -14,7 +15,8 @@ folder of ``input_*.pb``/``output_*.pb`` TensorProtos, or a ``.npz`` of arrays n
 model's inputs and outputs), e.g. PyTorch's own outputs. The pass rule is
 :data:`rosenna.compare.RULE`, with the tolerance of the precision built
 (:func:`rosenna.compare.judging_tolerance`: never tighter than the model's dtype allows). The work
-folder is removed afterwards unless ``keep`` names one.
+folder is removed afterwards unless ``keep`` names one (a private folder, every file in it new:
+:func:`rosenna.outdir.private_folder`).
 """
 
 import glob

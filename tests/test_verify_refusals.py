@@ -89,3 +89,25 @@ def test_onnxruntime_logging_is_silent(tmp_path, capfd):
     err = capfd.readouterr().err
     assert rc == 2
     assert err.startswith("rosenna verify: error: ") and len(err.strip().splitlines()) == 1, err
+
+
+def test_hostile_op_and_input_names_stay_on_their_line(tmp_path, capsys):
+    """The refusal keeps its newlines; a newline or ESC in an op, domain or input name does not
+    start a line of its own (nor reach the terminal), and the suggested --freeze is shell-quoted."""
+    path = _save(tmp_path / "evil.onnx", [helper.make_node("Op\nrosenna: fine\x1b[2J", ["x"], ["y"], domain="evil.d"),
+                                          helper.make_node("Gather", ["x", "i dx\n"], ["z"], axis=1)],
+                 [helper.make_tensor_value_info("x", F, [1, 6]), helper.make_tensor_value_info("i dx\n", I64, [2])],
+                 [helper.make_tensor_value_info("y", F, [1, 6]), helper.make_tensor_value_info("z", F, [1, 2])],
+                 opsets=(("", 17), ("evil.d", 1)))
+    rc = main(["generate", path, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "\x1b" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) <= 4 and not any(line.startswith("rosenna: fine") for line in lines), err
+    path = _save(tmp_path / "evil_input.onnx", [helper.make_node("Gather", ["x", "i dx\n"], ["z"], axis=1)],
+                 [helper.make_tensor_value_info("x", F, [1, 6]), helper.make_tensor_value_info("i dx\n", I64, [2])],
+                 [helper.make_tensor_value_info("z", F, [1, 2])])
+    rc = main(["generate", path, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 2, err
+    assert "workaround: --freeze 'i dx\\n=i_dx.npy' makes the graph input a constant" in err, err

@@ -1,8 +1,11 @@
 """Refuse what cannot be lowered, all at once; then let each op put itself in canonical form."""
 
+import shlex
+
 from rosenna import ops
 from rosenna.errors import ModelError, UnsupportedOp
 from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES
+from rosenna.quoting import terminal_text
 
 WHERE_LISTED = "supported ops: `rosenna info --ops`, or docs/reference/operators.md"
 
@@ -38,7 +41,8 @@ OP_WORKAROUNDS = {
 
 
 def op_label(node):
-    return f"{node.domain + '.' if node.domain else ''}{node.op}"
+    """``domain.Op`` as the model names it, control characters escaped (a refusal keeps its newlines)."""
+    return terminal_text(f"{node.domain + '.' if node.domain else ''}{node.op}")
 
 
 def runtime_sources(graph, node):
@@ -64,7 +68,7 @@ def workaround(graph, nodes, reason):
     if graph is not None and "run time" in reason:
         inputs = list(dict.fromkeys(i for n in nodes for i in runtime_sources(graph, n)))
         if inputs:
-            freeze = " ".join(f"--freeze {i}={file_stem(i)}.npy" for i in inputs[:3])
+            freeze = " ".join("--freeze " + terminal_text(shlex.quote(f"{i}={file_stem(i)}.npy")) for i in inputs[:3])
             more = f" (and {len(inputs) - 3} more)" if len(inputs) > 3 else ""
             return (f"{freeze}{more} makes the graph input{'s' if len(inputs) > 1 else ''} a constant, "
                     "when it holds the same values on every call (weights, a mesh's connectivity)")
@@ -85,8 +89,8 @@ def unsupported(problems, graph=None):
     workaround where one is known (:func:`workaround`; ``graph`` gives the graph inputs behind a
     run-time value); then where the supported ops are listed."""
     groups = {}
-    for node, reason in problems:
-        groups.setdefault((op_label(node), reason), []).append(node)
+    for node, reason in problems:  # a reason may quote the model: its control characters escaped
+        groups.setdefault((op_label(node), terminal_text(reason)), []).append(node)
     lines = []
     for (label, reason), nodes in groups.items():
         if len(nodes) == 1:
