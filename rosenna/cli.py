@@ -12,7 +12,7 @@ import signal
 import sys
 
 from rosenna import __version__
-from rosenna.errors import BuildError, RosennaError
+from rosenna.errors import BuildError, RosennaError, UnsupportedOp
 from rosenna.quoting import terminal_text
 
 # The subcommand modules, in the order `rosenna --help` lists them. One line per command.
@@ -74,7 +74,8 @@ def main(argv=None):
         return args.func(args)
     except RosennaError as exc:
         # names in a message come from model files and profiles: no control character reaches the terminal
-        text = terminal_text(exc, keep_newlines=isinstance(exc, BuildError))  # a compiler's output keeps its lines
+        # a compiler's output keeps its lines, and so does a refusal's list (one line per op, names quoted)
+        text = terminal_text(exc, keep_newlines=isinstance(exc, (BuildError, UnsupportedOp)))
         print(f"rosenna {args.command}: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -36,7 +36,7 @@ def test_torch_mlp_verifies(tmp_path, dynamo, precision):
                            keep=str(tmp_path / "v"))
     assert [s.name for s in plan.inputs] == ["state", "params"]
     assert all(r.passed for r in results), [(r.output, r.lang, r.abs_err) for r in results]
-    assert len(results) == 4
+    assert len(results) == 8  # 2 outputs x (infer, infer_batch) x (C, Fortran)
 
 
 def test_readme_recipe_exports_models_that_verify(tmp_path):

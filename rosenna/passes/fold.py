@@ -119,9 +119,9 @@ def _settle_shapes(graph, node, op):
         # Not folded, so it would need lowering: refuse it now, with every other op rosenna does
         # not know (its outputs have no shape, so nothing after it can be checked).
         raise support.unsupported([
-            f"node {n.name!r} ({n.domain + '.' if n.domain else ''}{n.op}): {support.unknown_op_reason(n)}"
+            (n, support.unknown_op_reason(n))
             for n in graph.nodes if ops.find(n) is None
-            and not all(out in graph.weights for out in n.outputs if out)])
+            and not all(out in graph.weights for out in n.outputs if out)], graph)
     known = all(graph.shape_of(n) is not None for n in node.inputs if n and (n in graph.values or graph.is_const(n)))
     if known:
         try:
@@ -151,7 +151,7 @@ def _settle_shapes(graph, node, op):
                 except Exception:
                     unsupported = []
                 if unsupported:
-                    raise support.unsupported([f"{label}: {reason}" for reason in unsupported])
+                    raise support.unsupported([(node, reason) for reason in unsupported], graph)
                 raise ModelError(f"{label}: output {name!r} has shape {computed} by the op's rule but "
                                  f"{tuple(value.shape)} by ONNX shape inference; the model's shapes disagree")
             value.shape = computed
