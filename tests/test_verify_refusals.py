@@ -1,6 +1,6 @@
 """Refusals grouped by op, with the workaround: a model of many unsupported nodes of few kinds
-gives a few lines; a Gather on a graph input names --freeze (and verifies with it); onnxruntime's
-own logging stays off stderr."""
+gives a few lines; a Tile whose repeats are a graph input names --freeze (and verifies with it);
+onnxruntime's own logging stays off stderr."""
 
 import numpy as np
 import onnx
@@ -43,16 +43,17 @@ def test_many_unsupported_nodes_give_one_line_per_kind(tmp_path, capsys):
     assert "rosenna info --ops" in lines[3]
 
 
-def test_gather_on_a_graph_input_names_freeze(tmp_path, capsys):
-    """Indices fed at run time are refused with the --freeze that makes the model pass; with it, verify passes."""
-    path = _save(tmp_path / "edges.onnx", [helper.make_node("Gather", ["x", "edges"], ["y"], axis=1)],
-                 [helper.make_tensor_value_info("x", F, [1, 6]), helper.make_tensor_value_info("edges", I64, [4])],
-                 [helper.make_tensor_value_info("y", F, [1, 4])])
+def test_repeats_on_a_graph_input_name_freeze(tmp_path, capsys):
+    """Repeats fed at run time are refused with the --freeze that makes the model pass; with it,
+    verify passes. (Gather indices fed at run time are lowered: tests/test_families_graph.py.)"""
+    path = _save(tmp_path / "edges.onnx", [helper.make_node("Tile", ["x", "edges"], ["y"])],
+                 [helper.make_tensor_value_info("x", F, [1, 6]), helper.make_tensor_value_info("edges", I64, [2])],
+                 [helper.make_tensor_value_info("y", F, [2, 6])])
     rc = main(["verify", path, "--lang", "c"])
     err = capsys.readouterr().err
-    assert rc == 2 and "node 'Gather_0' (Gather): the indices are computed at run time" in err
+    assert rc == 2 and "node 'Tile_0' (Tile): repeats are computed at run time" in err, err
     assert "workaround: --freeze edges=edges.npy makes the graph input a constant" in err
-    np.save(tmp_path / "edges.npy", np.array([5, 0, 2, 2], np.int64))
+    np.save(tmp_path / "edges.npy", np.array([2, 1], np.int64))
     rc = main(["verify", path, "--lang", "c", "--entry", "infer", "--freeze", f"edges={tmp_path / 'edges.npy'}"])
     out, err = capsys.readouterr()
     assert rc == 0 and out.rstrip().endswith("PASS"), out + err
@@ -95,18 +96,18 @@ def test_hostile_op_and_input_names_stay_on_their_line(tmp_path, capsys):
     """The refusal keeps its newlines; a newline or ESC in an op, domain or input name does not
     start a line of its own (nor reach the terminal), and the suggested --freeze is shell-quoted."""
     path = _save(tmp_path / "evil.onnx", [helper.make_node("Op\nrosenna: fine\x1b[2J", ["x"], ["y"], domain="evil.d"),
-                                          helper.make_node("Gather", ["x", "i dx\n"], ["z"], axis=1)],
+                                          helper.make_node("Tile", ["x", "i dx\n"], ["z"])],
                  [helper.make_tensor_value_info("x", F, [1, 6]), helper.make_tensor_value_info("i dx\n", I64, [2])],
-                 [helper.make_tensor_value_info("y", F, [1, 6]), helper.make_tensor_value_info("z", F, [1, 2])],
+                 [helper.make_tensor_value_info("y", F, [1, 6]), helper.make_tensor_value_info("z", F, [2, 6])],
                  opsets=(("", 17), ("evil.d", 1)))
     rc = main(["generate", path, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "\x1b" not in err, err
     lines = err.strip().splitlines()
     assert len(lines) <= 4 and not any(line.startswith("rosenna: fine") for line in lines), err
-    path = _save(tmp_path / "evil_input.onnx", [helper.make_node("Gather", ["x", "i dx\n"], ["z"], axis=1)],
+    path = _save(tmp_path / "evil_input.onnx", [helper.make_node("Tile", ["x", "i dx\n"], ["z"])],
                  [helper.make_tensor_value_info("x", F, [1, 6]), helper.make_tensor_value_info("i dx\n", I64, [2])],
-                 [helper.make_tensor_value_info("z", F, [1, 2])])
+                 [helper.make_tensor_value_info("z", F, [2, 6])])
     rc = main(["generate", path, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 2, err
