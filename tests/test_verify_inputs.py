@@ -61,8 +61,8 @@ def test_regime_switch_runs_every_regime(regimes, capsys):
 
 
 def test_embedding_indices_take_the_table_size(tmp_path):
-    """An int64 input feeding a Gather on a constant table (refused at run time today without
-    --freeze) draws the table's rows, each in turn."""
+    """An int64 input feeding a Gather on a constant table (an embedding: run-time indices) draws
+    the table's rows, each in turn."""
     table = numpy_helper.from_array(np.zeros((7, 3), np.float32), "table")
     path = _save(tmp_path / "embed.onnx", [helper.make_node("Gather", ["table", "cat"], ["y"], axis=0)],
                  [helper.make_tensor_value_info("cat", I64, [2])],
