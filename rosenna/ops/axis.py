@@ -1,0 +1,182 @@
+"""Ops along one axis that are neither reductions nor scans: Hardmax, LpNormalization, TopK.
+
+    Hardmax:          Y[.., j, ..] = 1 where j is the first index of the largest X[.., :, ..], else 0
+                      (opset >= 13 along ``axis``, default -1; before 13 over the 2-D view
+                      ``[prod(shape[:axis]), prod(shape[axis:])]``, default axis 1, as Softmax)
+    LpNormalization:  Y = X / (sum_k |X[.., k, ..]|^p)^(1/p) along ``axis`` (default -1), p 1 or 2
+                      (a row of zeros gives zeros, as ONNX's reference)
+    TopK:             the k largest (``largest=1``) or smallest elements along ``axis`` and their
+                      indices, in order (ties: the lower index first); k a constant input
+
+TopK is k passes of selection over the axis: pass r takes the best element that comes after the
+one pass r-1 took in the order (value, then index); O(k n), made for the small k of classifiers
+and neighbour searches. ``sorted=0`` gives them sorted too (ONNX leaves the order open).
+Deviation: NaNs are skipped by the comparisons (never the largest or the smallest). Refused: k
+computed at run time; k larger than the axis.
+"""
+
+import numpy as np
+
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var
+from rosenna.ops.base import Op, const_input
+from rosenna.ops.softmax import _rows
+
+
+def _rank_axis(axis, rank):
+    return int(axis) % max(rank, 1)
+
+
+class Hardmax(Op):
+    name = "Hardmax"
+
+    def _axis(self, node, graph):
+        return node.attrs.get("axis", -1 if graph.opset >= 13 else 1)
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        outer, n, inner = _rows(shape, self._axis(node, graph), graph.opset)
+        best, where, count = Var("best"), Var("best_at"), Var("seen")
+        src, dst = node.inputs[0], node.outputs[0]
+
+        def row(idx):
+            o, q = idx
+            start = Idx.of(o) * (n * inner) + q
+
+            def at(k):
+                return start + Idx.of(k) * inner
+
+            b.assign(best, Ref(src, start))
+            b.assign(where, Num(0.0))
+            b.assign(count, Num(0.0))
+
+            def scan(k):
+                v = Ref(src, at(k))
+                b.assign(where, Select(v, best, count, where))
+                b.assign(best, Select(v, best, v, best))
+                b.assign(count, Num(1.0), accumulate=True)
+
+            b.loop(n, scan)
+            b.assign(count, Num(0.0))
+
+            def mark(k):
+                b.assign(Ref(dst, at(k)), Select(count, where, Num(1.0), Num(0.0), "=="))
+                b.assign(count, Num(1.0), accumulate=True)
+
+            b.loop(n, mark)
+
+        b.nest((outer, inner), row)
+
+
+class LpNormalization(Op):
+    name = "LpNormalization"
+    attributes = {"axis": -1, "p": 2}
+
+    def check(self, node, graph):
+        p = self.attr(node, "p")
+        return [] if p in (1, 2) else [f"p={p}: ONNX defines LpNormalization for p 1 and 2"]
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        outer, n, inner = _rows(shape, _rank_axis(self.attr(node, "axis"), len(shape)), 13)
+        p = self.attr(node, "p")
+        total = Var("norm")
+        src, dst = node.inputs[0], node.outputs[0]
+
+        def row(idx):
+            o, q = idx
+            start = Idx.of(o) * (n * inner) + q
+
+            def at(k):
+                return start + Idx.of(k) * inner
+
+            b.assign(total, Num(0.0))
+            b.loop(n, lambda k: b.assign(total, Fn("abs", (Ref(src, at(k)),)) if p == 1 else
+                                         Bin("*", Ref(src, at(k)), Ref(src, at(k))), accumulate=True))
+            if p == 2:
+                b.assign(total, Fn("sqrt", (total,)))
+            b.loop(n, lambda k: b.assign(Ref(dst, at(k)), Select(total, Num(0.0), Num(0.0),
+                                                                   Bin("/", Ref(src, at(k)), total), "==")))
+
+        b.nest((outer, inner), row)
+
+
+class TopK(Op):
+    name = "TopK"
+    attributes = {"axis": -1, "largest": 1, "sorted": 1}
+
+    def _k(self, node, graph_or_inputs):
+        k = graph_or_inputs[1] if isinstance(graph_or_inputs, list) else const_input(graph_or_inputs, node, 1)
+        return None if k is None else int(np.asarray(k).reshape(-1)[0])
+
+    def shape(self, node, graph):
+        shape = list(graph.shape_of(node.inputs[0]))
+        axis = _rank_axis(self.attr(node, "axis"), len(shape))
+        shape[axis] = self._k(node, graph)
+        if shape[axis] is None:
+            raise ValueError("k is computed at run time")
+        return [tuple(shape), tuple(shape)]
+
+    def check(self, node, graph):
+        k = self._k(node, graph)
+        if k is None:
+            return ["k is computed at run time; rosenna needs it constant"]
+        shape = graph.shape_of(node.inputs[0])
+        n = shape[_rank_axis(self.attr(node, "axis"), len(shape))]
+        if not 0 < k <= n:
+            return [f"k={k} is outside 1..{n} (the axis length)"]
+        return []
+
+    def evaluate(self, node, inputs):
+        x, k = inputs[0], self._k(node, inputs)
+        axis = _rank_axis(self.attr(node, "axis"), x.ndim)
+        order = np.argsort(-x if self.attr(node, "largest") else x, axis=axis, kind="stable")
+        index = np.take(order, np.arange(k), axis=axis)
+        return [np.take_along_axis(x, index, axis=axis), index.astype(np.int64)]
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        axis = _rank_axis(self.attr(node, "axis"), len(shape))
+        k = self._k(node, graph)
+        outer = int(np.prod(shape[:axis], dtype=np.int64))
+        n, inner = shape[axis], int(np.prod(shape[axis + 1:], dtype=np.int64))
+        before = "<" if self.attr(node, "largest") else ">"  # x comes after prev in the order
+        better = ">" if self.attr(node, "largest") else "<"
+        prev, prev_at, best, best_at, found, chosen, count = (
+            Var(v) for v in ("prev", "prev_at", "best", "best_at", "found_any", "chosen", "seen"))
+        src = node.inputs[0]
+        values, indices = (node.outputs + ["", ""])[:2]
+
+        def row(idx):
+            o, q = idx
+            b.assign(prev, Num(float("inf") if before == "<" else float("-inf")))
+            b.assign(prev_at, Num(-1.0))
+
+            def take(r):
+                b.assign(found, Num(0.0))
+                b.assign(best, Num(0.0))
+                b.assign(best_at, Num(0.0))
+                b.assign(count, Num(0.0))
+
+                def scan(j):
+                    v = Ref(src, Idx.of(o) * (n * inner) + Idx.of(j) * inner + q)
+                    after = Select(v, prev, Num(1.0), Select(v, prev, Select(count, prev_at, Num(1.0), Num(0.0), ">"),
+                                                             Num(0.0), "=="), before)
+                    wins = Select(found, Num(0.0), Num(1.0), Select(v, best, Num(1.0), Num(0.0), better), "==")
+                    b.assign(chosen, Bin("*", after, wins))  # 1 when x_j is the best of the pass so far
+                    b.assign(best_at, Select(chosen, Num(0.0), count, best_at, ">"))
+                    b.assign(best, Select(chosen, Num(0.0), v, best, ">"))
+                    b.assign(found, Select(chosen, Num(0.0), Num(1.0), found, ">"))
+                    b.assign(count, Num(1.0), accumulate=True)
+
+                b.loop(n, scan)
+                out = Idx.of(o) * (k * inner) + Idx.of(r) * inner + q
+                if values:
+                    b.assign(Ref(values, out), best)
+                if indices:
+                    b.assign(Ref(indices, out), best_at)
+                b.assign(prev, best)
+                b.assign(prev_at, best_at)
+
+            b.loop(k, take)
+
+        b.nest((outer, inner), row)
