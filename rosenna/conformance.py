@@ -3,7 +3,7 @@
 The cases are those of ``onnx.backend.test.case.node.collect_testcases()`` (1,884 in onnx 1.23:
 every op of every domain, and the ``_expanded`` cases, where onnx wrote an op as its function body,
 several nodes). They are written once from onnx's own case generators into a cache
-(``$ROSENNA_ONNX_NODE_DATA``, default ``~/.cache/rosenna/onnx-node-<onnx version>``) as
+(``$ROSENNA_ONNX_NODE_DATA``, default ``~/.cache/rosenna/onnx-node-all-<onnx version>``) as
 ``test_*/model.onnx`` with ``test_data_set_0/{input,output}_*.pb``, under a file lock so parallel
 test workers share one copy. A case whose inputs or outputs are sequences or optionals (no tensor
 file) is written without data and refused as such.
@@ -96,7 +96,7 @@ def cache_dir():
     import onnx
 
     return os.environ.get("ROSENNA_ONNX_NODE_DATA") or os.path.join(
-        os.path.expanduser("~"), ".cache", "rosenna", f"onnx-node-{onnx.__version__}")
+        os.path.expanduser("~"), ".cache", "rosenna", f"onnx-node-all-{onnx.__version__}")
 
 
 #: Marker files of a cached case: the op under test, and why it holds no tensor data.
@@ -594,9 +594,10 @@ REFUSAL_CLASSES = (
     ("sequences and optionals", "sequence or optional values: the generated code computes tensors"),
     ("training or random", "training-only ops (ai.onnx.preview.training, Dropout in training mode) and random "
                            "ops (Bernoulli, RandomUniformLike, ...): rosenna generates deterministic inference"),
-    ("quantized integer semantics", "quantized and bit-level ops (QuantizeLinear, QLinearConv, MatMulInteger, "
-                                    "BitCast, ...) whose results need integer arithmetic or bit patterns that "
-                                    "rosenna does not offer (it holds integers in the float type)"),
+    ("quantized integer semantics", "integer matrix products with requantization (QLinearConv, QLinearMatMul, "
+                                    "MatMulInteger, ConvInteger, DynamicQuantizeLinear) and bit reinterpretation "
+                                    "(BitCast), which need integer arithmetic or bit patterns rosenna does not offer "
+                                    "(it holds integers in the float type)"),
     ("empty tensors", "an input or output with no element (a dimension 0): the generated code computes at "
                       "least one element per input and output"),
     ("no run-time input", "every input decides a shape, so none is left to compute per point"),
@@ -608,8 +609,7 @@ _DATA_SHAPE_OPS = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "Range"
                    "TfIdfVectorizer", "CenterCropPad", "Loop", "StringSplit", "ImageDecoder"}
 _STRING_OPS = {"StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch", "ai.onnx.ml.LabelEncoder"}
 _RANDOM_OPS = {"Bernoulli", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
-_QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
-                  "MatMulInteger", "ConvInteger", "BitCast"}
+_QUANTIZED_OPS = {"DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "BitCast"}
 
 
 def refusal_class(outcome):
@@ -623,14 +623,14 @@ def refusal_class(outcome):
         return "empty tensors"
     if op.startswith("ai.onnx.preview.training.") or op in _RANDOM_OPS or "training_mode" in detail:
         return "training or random"
+    if "float4" in detail or "E8M0" in detail:
+        return "float types rosenna does not hold"
     if op in _QUANTIZED_OPS:
         return "quantized integer semantics"
     if op in _DATA_SHAPE_OPS or any(text in detail for text in ("computed at run time", "decided by", "is not static")):
         return "shape decided by data"
     if "no run-time input" in detail:
         return "no run-time input"
-    if "float4" in detail or "E8M0" in detail:
-        return "float types rosenna does not hold"
     return "not lowered yet"
 
 

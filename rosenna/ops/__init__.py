@@ -5,7 +5,7 @@ Adding an op is one module (or one class in its family's module) and one line in
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
                          pad, pool, recurrent, reduce, resize, softmax)
-from rosenna.ops import axis, integer, matrix, scan
+from rosenna.ops import axis, gridsample, integer, matrix, quantize, scan, space
 
 _OPS = (
     gemm.Gemm,
@@ -136,6 +136,11 @@ _OPS = (
     matrix.Det,
     matrix.EyeLike,
     pool.LpPool,
+    quantize.QuantizeLinear,
+    quantize.DequantizeLinear,
+    gridsample.GridSample,
+    space.DepthToSpace,
+    space.SpaceToDepth,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

@@ -78,20 +78,24 @@ def _const_node(name, array):
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(array), name))
 
 
-def _rename_subgraph(graph, rename):
-    """Rename in place the references a nested subgraph makes to names of the copied body."""
-    local = {v.name for v in graph.input} | {i.name for i in graph.initializer}
+def _rename_subgraph(graph, rename, fresh, tag):
+    """In place: a nested subgraph of a copied body reads the copy's names, and every name the
+    subgraph defines is made fresh too (ONNX names are unique across a model's graphs)."""
+    rename = dict(rename)
+    for value in list(graph.input) + list(graph.initializer):
+        rename[value.name] = value.name = fresh(f"{tag}_{value.name}")
     for node in graph.node:
         for k, name in enumerate(node.input):
-            if name and name not in local and name in rename:
+            if name in rename:
                 node.input[k] = rename[name]
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                _rename_subgraph(sub, {k: v for k, v in rename.items() if k not in local})
-        local |= set(node.output)
-    for out in graph.output:
-        if out.name not in local and out.name in rename:
-            out.name = rename[out.name]
+                _rename_subgraph(sub, rename, fresh, tag)
+        for k, name in enumerate(node.output):
+            if name:
+                rename[name] = node.output[k] = fresh(f"{tag}_{name}")
+    for value in list(graph.output) + list(graph.value_info):
+        value.name = rename.get(value.name, value.name)
 
 
 def _copy_body(body, bindings, fresh, tag):
@@ -115,7 +119,7 @@ def _copy_body(body, bindings, fresh, tag):
             copy.name = f"{tag}/{copy.name}"
         for attr in copy.attribute:
             for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                _rename_subgraph(sub, rename)
+                _rename_subgraph(sub, rename, fresh, tag)
         nodes.append(copy)
     return nodes, [rename.get(out.name, out.name) for out in body.output]
 
