@@ -5,7 +5,7 @@ Adding an op is one module (or one class in its family's module) and one line in
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
                          pad, pool, recurrent, reduce, resize, softmax)
-from rosenna.ops import axis, gridsample, integer, matrix, quantize, scan, space
+from rosenna.ops import axis, gridsample, integer, loss, matrix, quantize, scan, space
 
 _OPS = (
     gemm.Gemm,
@@ -141,6 +141,8 @@ _OPS = (
     gridsample.GridSample,
     space.DepthToSpace,
     space.SpaceToDepth,
+    recurrent.RNN,
+    loss.NegativeLogLikelihoodLoss,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}
