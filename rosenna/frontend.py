@@ -240,7 +240,8 @@ def import_model(path, dims=None, freeze=None):
     from rosenna.passes import control, functions  # subgraphs unrolled, ops known by their ONNX function body
 
     try:
-        for step in (control.unroll_control_flow, functions.expand_functions, control.unroll_control_flow):
+        for step in (control.unroll_control_flow, functions.expand_functions, control.unroll_control_flow,
+                     functions.expand_functions):
             model = step(model, lambda m: infer_shapes(m, path))
     except ModelError as exc:
         raise ModelError(str(exc) if str(exc).startswith(f"{path}: ") else f"{path}: {exc}") from None

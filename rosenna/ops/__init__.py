@@ -143,6 +143,7 @@ _OPS = (
     space.SpaceToDepth,
     recurrent.RNN,
     loss.NegativeLogLikelihoodLoss,
+    gridsample.AffineGrid,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

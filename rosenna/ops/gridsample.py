@@ -1,5 +1,5 @@
 """GridSample with a constant grid (a fixed resampling: regridding, image warps known when the model
-is built), 2-D and 3-D.
+is built), 2-D and 3-D; and AffineGrid, the grid of affine transforms (its class docstring).
 
     Y[n, c, p] = sum over the taps t of the output position p:  w[n, p, t] * X[n, c, i[n, p, t]]
 
@@ -135,3 +135,59 @@ class GridSample(Op):
                     b.assign(Ref(node.outputs[0], out), total)
 
                 b.loop(x_shape[1], channel)
+
+
+class AffineGrid(Op):
+    """AffineGrid: the sampling grid of affine transforms ``theta`` (N, r, r+1) over an output of
+    constant ``size`` [N, C, (D,) H, W]: grid[n, p, i] = sum_j theta[n, i, j] * base[p, j], with
+    base[p] = (x, y, (z,) 1) the normalized coordinates of position p (-1 to 1 at the edges'
+    centres with ``align_corners``, else (2k + 1)/n - 1)."""
+
+    name = "AffineGrid"
+    attributes = {"align_corners": 0}
+
+    def _size(self, node, graph):
+        size = const_input(graph, node, 1)
+        return None if size is None else [int(v) for v in np.asarray(size).reshape(-1)]
+
+    def shape(self, node, graph):
+        size = self._size(node, graph)
+        if size is None:
+            raise ValueError("size is computed at run time")
+        return [(size[0],) + tuple(size[2:]) + (len(size) - 2,)]
+
+    def check(self, node, graph):
+        return [] if self._size(node, graph) is not None else ["the size is computed at run time; rosenna needs it constant"]
+
+    def base(self, node, size):
+        """``(positions, r + 1)``: each output position's (x, y, (z,) 1), in row-major order."""
+        align = bool(self.attr(node, "align_corners"))
+        axes = []
+        for n in size[2:]:
+            k = np.arange(n, dtype=np.float64)
+            axes.append(np.linspace(-1.0, 1.0, n) if align else (2 * k + 1) / n - 1)
+        mesh = np.meshgrid(*axes, indexing="ij")
+        coords = [m.reshape(-1) for m in mesh][::-1]  # x (the last axis) first
+        return np.stack(coords + [np.ones_like(coords[0])], axis=1)
+
+    def lower(self, node, graph, b):
+        size = self._size(node, graph)
+        rank = len(size) - 2
+        base = self.base(node, size)
+        points = base.shape[0]
+        theta = node.inputs[0]
+
+        def body(idx):
+            n, p, i = idx
+            total = None
+            for j in range(rank + 1):
+                coef = Ref(theta, (Idx.of(n) * rank + i) * (rank + 1) + j)
+                # the base coordinates depend on p only through the constant table: one term per p
+                term = coef if j == rank else None
+                if term is None:
+                    term = Bin("*", coef, Num(float(base[p, j])))
+                total = term if total is None else Bin("+", total, term)
+            b.assign(Ref(node.outputs[0], (Idx.of(n) * points + p) * rank + i), total)
+
+        for p in range(points):
+            b.nest((size[0], rank), lambda idx, p=p: body([idx[0], p, idx[1]]))

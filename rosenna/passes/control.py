@@ -1,10 +1,12 @@
 """Loop, Scan and If with trip counts and conditions known at generation time, unrolled into the
 graph before the IR is built (the IR has no subgraphs).
 
-- If: a constant condition inlines the branch it picks; a condition computed at run time inlines
+- If: a constant condition (or one computed from constants only, evaluated here by onnx's
+  reference evaluator) inlines the branch it picks; a condition computed at run time inlines
   both branches and selects between their outputs with Where (both are computed, as the
   generated code computes every value; the branches' outputs must have equal shapes).
-- Loop: the trip count M a constant and the condition absent or a constant true, and the body's
+- Loop: the trip count M a constant (or computed from constants) and the condition absent or a
+  constant true, and the body's
   condition output its condition input passed on (or a constant true): the body is copied M
   times, each copy reading the previous one's loop-carried values and its iteration number as a
   constant; scan outputs are the copies' values stacked along a new first axis (Unsqueeze, Concat).
@@ -47,6 +49,40 @@ def _constants(graph):
             elif attr.name in ("value_floats", "value_ints"):
                 found[node.output[0]] = np.asarray(helper.get_attribute_value(attr))
     return found
+
+
+def _evaluated(model, name, consts):
+    """The value of ``name`` when it is computed from constants only (onnx's reference evaluator
+    runs the nodes that compute it), else None."""
+    if name in consts:
+        return consts[name]
+    producers = {out: node for node in model.graph.node for out in node.output if out}
+    needed, stack, seen = [], [name], set()
+    while stack:
+        value = stack.pop()
+        if not value or value in consts or value in seen:
+            continue
+        seen.add(value)
+        node = producers.get(value)
+        if node is None or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                               for a in node.attribute):
+            return None  # a graph input, or a subgraph: not known here
+        needed.append(node)
+        stack.extend(node.input)
+    order = {id(node): k for k, node in enumerate(model.graph.node)}
+    needed = sorted({id(n): n for n in needed}.values(), key=lambda n: order[id(n)])
+    used = {i for n in needed for i in n.input if i in consts}
+    graph = helper.make_graph(needed, "constant", [], [helper.make_empty_tensor_value_info(name)],
+                              [numpy_helper.from_array(np.asarray(consts[u]), u) for u in used])
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        piece = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        value = ReferenceEvaluator(piece).run(None, {})[0]
+    except Exception:
+        return None
+    consts[name] = np.asarray(value)
+    return consts[name]
 
 
 def _names(graph):
@@ -147,9 +183,12 @@ def _stack(parts, out, axis, fresh, tag, rank, opset):
     return nodes
 
 
-def _unroll_loop(node, consts, types, fresh, opset):
+def _unroll_loop(node, consts, types, fresh, opset, model):
     body = helper.get_attribute_value(next(a for a in node.attribute if a.name == "body"))
     trip, cond = (list(node.input) + ["", ""])[:2]
+    for name in (trip, cond):
+        if name:
+            _evaluated(model, name, consts)
     if not trip or trip not in consts:
         raise ModelError(f"{_label(node)}: the trip count is computed at run time (or absent); rosenna unrolls "
                          "loops whose trip count and condition are known at generation time")
@@ -249,10 +288,10 @@ def _unroll_scan(node, types, fresh, opset):
     return nodes
 
 
-def _inline_if(node, consts, fresh):
+def _inline_if(node, consts, fresh, model):
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     cond = node.input[0]
-    if cond in consts:
+    if _evaluated(model, cond, consts) is not None:
         branch = attrs["then_branch"] if bool(np.asarray(consts[cond]).reshape(-1)[0]) else attrs["else_branch"]
         nodes, outs = _copy_body(branch, {}, fresh, f"{node.name or 'if'}_{'then' if branch is attrs['then_branch'] else 'else'}")
         return nodes + [helper.make_node("Identity", [o], [final]) for o, final in zip(outs, node.output) if final]
@@ -290,11 +329,11 @@ def unroll_control_flow(model, infer):
             if node.domain not in ("", "ai.onnx") or node.op_type not in ("Loop", "Scan", "If"):
                 nodes.append(node)
             elif node.op_type == "Loop":
-                nodes += _unroll_loop(node, consts, types, fresh, opset)
+                nodes += _unroll_loop(node, consts, types, fresh, opset, model)
             elif node.op_type == "Scan":
                 nodes += _unroll_scan(node, types, fresh, opset)
             else:
-                nodes += _inline_if(node, consts, fresh)
+                nodes += _inline_if(node, consts, fresh, model)
         del graph.node[:]
         graph.node.extend(nodes)
         model = infer(model)

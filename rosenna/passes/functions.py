@@ -3,10 +3,10 @@
 Many ops of the standard domain are defined by ONNX itself as a function of other ops (Celu, Shrink,
 MeanVarianceNormalization, RMSNormalization, Attention, the losses, ...): the op schema holds the
 body, fixed or built for the node's attributes and input types (a "context-dependent" function).
-A node whose op has no module in :mod:`rosenna.ops` but has such a body is replaced by the body's
-nodes, inlined: the function's formal inputs and outputs renamed to the node's, its other values
-given fresh names, its attribute references (``ref_attr_name``) replaced by the node's attribute
-values or the function's defaults. The rounds repeat while a body brings in another such op; ONNX
+A node whose op has no module in :mod:`rosenna.ops` (of any domain: ai.onnx.preview's too) but
+has such a body is replaced by the body's nodes, inlined: the function's formal inputs and outputs renamed to the node's, its other values
+given fresh names (inside a body's subgraphs too), its attribute references (``ref_attr_name``)
+replaced by the node's attribute values or the function's defaults. The rounds repeat while a body brings in another such op; ONNX
 shape inference then runs again over the whole graph.
 
 This runs on the ModelProto, after shape inference (a context-dependent body needs the input
@@ -19,6 +19,7 @@ import onnx
 from onnx import helper
 
 from rosenna import ops
+from rosenna.passes.control import _rename_subgraph
 
 #: How many rounds of expansion (a body inside a body) before giving up on a model.
 MAX_ROUNDS = 8
@@ -65,11 +66,8 @@ def function_body(node, model, types):
 
 
 def _needs_body(node):
-    return node.domain in ("", "ai.onnx") and ops.get(node.op_type) is None
-
-
-def _has_subgraph(nodes):
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in nodes for a in n.attribute)
+    """An op rosenna has no module for (any op outside the standard domain has none)."""
+    return node.domain not in ("", "ai.onnx") or ops.get(node.op_type) is None
 
 
 def _inline(node, body, taken, tag):
@@ -80,15 +78,18 @@ def _inline(node, body, taken, tag):
     given = {a.name: a for a in node.attribute}
     defaults = {a.name: a for a in body.attribute_proto}
 
+    def unique(base):
+        candidate, k = base, 1
+        while candidate in taken:
+            candidate, k = f"{base}_{k}", k + 1
+        taken.add(candidate)
+        return candidate
+
     def fresh(name):
         if not name:
             return ""
         if name not in rename:
-            candidate, k = f"{tag}_{name}", 1
-            while candidate in taken:
-                candidate, k = f"{tag}_{name}_{k}", k + 1
-            taken.add(candidate)
-            rename[name] = candidate
+            rename[name] = unique(f"{tag}_{name}")
         return rename[name]
 
     out = []
@@ -110,6 +111,9 @@ def _inline(node, body, taken, tag):
                 copy.attribute.append(value)
             else:
                 copy.attribute.append(attr)
+        for attr in copy.attribute:  # a body's Scan or If: its reads of the body's names follow them
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                _rename_subgraph(sub, rename, unique, tag)
         out.append(copy)
     return out
 
@@ -134,7 +138,7 @@ def expand_functions(model, infer):
         nodes, changed = [], False
         for index, node in enumerate(graph.node):
             body = function_body(node, model, types) if _needs_body(node) else None
-            if body is None or _has_subgraph(body.node):
+            if body is None:
                 nodes.append(node)
                 continue
             for entry in body.opset_import:  # a body may use another domain's ops (rare)
