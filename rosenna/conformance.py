@@ -606,7 +606,8 @@ REFUSAL_CLASSES = (
 )
 
 _DATA_SHAPE_OPS = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "Range", "OneHot", "ConstantOfShape",
-                   "TfIdfVectorizer", "CenterCropPad", "Loop", "StringSplit", "ImageDecoder"}
+                   "TfIdfVectorizer", "CenterCropPad", "Loop", "StringSplit", "ImageDecoder", "HannWindow",
+                   "HammingWindow", "BlackmanWindow", "MelWeightMatrix"}
 _STRING_OPS = {"StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch", "ai.onnx.ml.LabelEncoder"}
 _RANDOM_OPS = {"Bernoulli", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
 _QUANTIZED_OPS = {"DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "BitCast"}

@@ -144,6 +144,10 @@ _OPS = (
     recurrent.RNN,
     loss.NegativeLogLikelihoodLoss,
     gridsample.AffineGrid,
+    axis.LRN,
+    axis.OneHot,
+    axis.Compress,
+    space.CenterCropPad,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

@@ -1,4 +1,5 @@
-"""Ops along one axis that are neither reductions nor scans: Hardmax, LpNormalization, TopK.
+"""Ops along one axis that are neither reductions nor scans: Hardmax, LpNormalization, TopK (and
+LRN, OneHot and Compress: their class docstrings give their formulas).
 
     Hardmax:          Y[.., j, ..] = 1 where j is the first index of the largest X[.., :, ..], else 0
                       (opset >= 13 along ``axis``, default -1; before 13 over the 2-D view
@@ -180,3 +181,133 @@ class TopK(Op):
             b.loop(k, take)
 
         b.nest((outer, inner), row)
+
+
+class LRN(Op):
+    """LRN: local response normalization across channels,
+    Y[n, c, ...] = X[n, c, ...] / (bias + alpha / size * sum of X[n, c', ...]^2)^beta over
+    c' from c - floor((size-1)/2) to c + ceil((size-1)/2), clipped to the channels."""
+
+    name = "LRN"
+    attributes = {"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": None}
+
+    def lower(self, node, graph, b):
+        shape = graph.shape_of(node.inputs[0])
+        n_, channels = shape[0], shape[1]
+        inner = int(np.prod(shape[2:], dtype=np.int64))
+        size = int(self.attr(node, "size"))
+        alpha, beta, bias = (float(self.attr(node, k)) for k in ("alpha", "beta", "bias"))
+        src, dst = node.inputs[0], node.outputs[0]
+        for c in range(channels):  # the window's ends are constants per channel
+            window = range(max(0, c - (size - 1) // 2), min(channels - 1, c + -(-(size - 1) // 2)) + 1)
+
+            def body(idx, c=c, window=window):
+                n, q = idx
+                total = None
+                for k in window:
+                    v = Ref(src, (Idx.of(n) * channels + k) * inner + q)
+                    total = Bin("*", v, v) if total is None else Bin("+", total, Bin("*", v, v))
+                scale = Fn("pow", (Bin("+", Num(bias), Bin("*", Num(alpha / size), total)), Num(beta)))
+                at = (Idx.of(n) * channels + c) * inner + q
+                b.assign(Ref(dst, at), Bin("/", Ref(src, at), scale))
+
+            b.nest((n_, inner), body)
+
+
+class OneHot(Op):
+    """OneHot: Y[.., j, ..] = values[1] where indices[..] == j (or j - depth, a negative index),
+    else values[0]; ``depth`` a constant, the new axis at ``axis`` (default -1)."""
+
+    name = "OneHot"
+    attributes = {"axis": -1}
+
+    def _depth(self, node, graph):
+        depth = const_input(graph, node, 1)
+        return None if depth is None else int(np.asarray(depth).reshape(-1)[0])
+
+    def shape(self, node, graph):
+        shape = list(graph.shape_of(node.inputs[0]))
+        depth = self._depth(node, graph)
+        if depth is None:
+            raise ValueError("depth is computed at run time")
+        axis = int(self.attr(node, "axis")) % (len(shape) + 1)
+        return [tuple(shape[:axis] + [depth] + shape[axis:])]
+
+    def check(self, node, graph):
+        return [] if self._depth(node, graph) is not None else ["depth is computed at run time; rosenna needs it "
+                                                                 "constant (it decides the output's shape)"]
+
+    def lower(self, node, graph, b):
+        shape = list(graph.shape_of(node.inputs[0]))
+        depth = self._depth(node, graph)
+        axis = int(self.attr(node, "axis")) % (len(shape) + 1)
+        outer = int(np.prod(shape[:axis], dtype=np.int64))
+        inner = int(np.prod(shape[axis:], dtype=np.int64))
+        on, off = Ref(node.inputs[2], Idx.of(1)), Ref(node.inputs[2], Idx())
+        seen = Var("seen")
+
+        def row(o):
+            b.assign(seen, Num(0.0))
+
+            def each(j):
+                def element(q):
+                    index = Ref(node.inputs[0], Idx.of(o) * inner + q)
+                    hit = Select(index, Bin("-", seen, Num(float(depth))), on, off, "==")
+                    b.assign(Ref(node.outputs[0], (Idx.of(o) * depth + j) * inner + q),
+                             Select(index, seen, on, hit, "=="))
+
+                b.loop(inner, element)
+                b.assign(seen, Num(1.0), accumulate=True)
+
+            b.loop(depth, each)
+
+        b.loop(outer, row)
+
+
+class Compress(Op):
+    """Compress with a constant condition: the slices along ``axis`` (the flattened input when no
+    axis) whose condition is true, in order; a condition shorter than the axis keeps none past it."""
+
+    name = "Compress"
+    attributes = {"axis": None}
+
+    def _kept(self, node, graph):
+        cond = const_input(graph, node, 1)
+        return None if cond is None else [k for k, v in enumerate(np.asarray(cond).reshape(-1)) if v]
+
+    def _frame(self, node, graph):
+        shape = list(graph.shape_of(node.inputs[0]))
+        axis = self.attr(node, "axis")
+        if axis is None:
+            return 1, int(np.prod(shape, dtype=np.int64)), 1, None
+        axis = int(axis) % len(shape)
+        return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
+                int(np.prod(shape[axis + 1:], dtype=np.int64)), axis)
+
+    def shape(self, node, graph):
+        kept = self._kept(node, graph)
+        if kept is None:
+            raise ValueError("the condition is computed at run time")
+        shape = list(graph.shape_of(node.inputs[0]))
+        _, n, _, axis = self._frame(node, graph)
+        if axis is None:
+            return [(len(kept),)]
+        shape[axis] = len(kept)
+        return [tuple(shape)]
+
+    def check(self, node, graph):
+        kept = self._kept(node, graph)
+        if kept is None:
+            return ["the condition is computed at run time, so it decides the output's shape; rosenna needs it constant"]
+        if not kept:
+            return ["the condition keeps nothing: the output is empty"]
+        return []
+
+    def lower(self, node, graph, b):
+        kept = self._kept(node, graph)
+        outer, n, inner, _ = self._frame(node, graph)
+        count = len(kept)
+        for m, k in enumerate(kept):
+            b.nest((outer, inner), lambda idx, m=m, k=k: b.assign(
+                Ref(node.outputs[0], (Idx.of(idx[0]) * count + m) * inner + idx[1]),
+                Ref(node.inputs[0], (Idx.of(idx[0]) * n + k) * inner + idx[1])))
