@@ -18,9 +18,7 @@ GRU (gates z, r, h):
     linear_before_reset=1:  n = tanh(W_h x + r * (R_h h + Rb_h) + Wb_h)
     h' = (1 - z) * n + z * h
 
-RNN:
-
-    h' = f(W x + R h + Wb + Rb)          (f Tanh by default)
+RNN:  h' = f(W x + R h + Wb + Rb)    (f Tanh by default)
 
 Inputs X [seq, batch, input]; W, R and B constant; initial_h / initial_c a graph input (they
 arrive in x) or a constant (a weight), zeros when absent. Outputs Y [seq, dirs, batch, hidden],
