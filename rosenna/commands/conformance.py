@@ -7,6 +7,7 @@ import tempfile
 import time
 
 from rosenna import conformance
+from rosenna.errors import UsageError
 
 
 def register(subparsers):
@@ -23,6 +24,10 @@ def register(subparsers):
 
 def run(args):
     found = conformance.collect(args.op)
+    unknown = sorted(set(args.op or ()) - set(found))
+    if unknown:
+        raise UsageError(f"--op {', '.join(unknown)}: onnx defines no node test case of that op; the ops are named "
+                         "as in docs/conformance.md (ai.onnx.ml.Binarizer for another domain)")
     if args.fast:
         found = conformance.fast_subset(found)
     cases = [case for op in sorted(found) for case in found[op]]
