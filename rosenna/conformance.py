@@ -602,7 +602,8 @@ REFUSAL_CLASSES = (
                       "least one element per input and output"),
     ("no run-time input", "every input decides a shape, so none is left to compute per point"),
     ("float types rosenna does not hold", "float4 E2M1 and float8 E8M0 values (README, Operators)"),
-    ("not lowered yet", "an op rosenna does not lower yet (no inherent reason; the list below names them)"),
+    ("not lowered yet", "an op, or a form of one, that rosenna does not lower yet: no inherent reason (the "
+                        "tables below name each case and its reason)"),
 )
 
 _DATA_SHAPE_OPS = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "Range", "OneHot", "ConstantOfShape",
@@ -658,7 +659,8 @@ def markdown(results, seconds=None, subset=False):
         f"(onnx {onnx.__version__}); `tests/test_conformance.py` runs a fast selection of the same cases "
         "(`ROSENNA_CONFORMANCE=all` runs every one).",
         "",
-        f"onnx {onnx.__version__} defines {total:,} node test cases (`onnx.backend.test.case.node.collect_testcases()`: "
+        f"onnx {onnx.__version__} defines {total:,} node test cases "
+        "(`onnx.backend.test.case.node.collect_testcases()`: "
         "every op of every domain, and the `_expanded` cases, where onnx writes an op as its function body). "
         + ("This report covers a selection of them." if subset else "Every one is run here; the denominator "
                                                                      f"of every figure below is {total:,}.") + timing,

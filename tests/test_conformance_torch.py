@@ -3,9 +3,7 @@
 exported by both PyTorch exporters (TorchScript, dynamo=False; dynamo=True), generated, compiled in
 one C and one Fortran batch and compared with onnxruntime on random inputs."""
 
-import os
 
-import onnx
 import pytest
 
 from rosenna import conformance

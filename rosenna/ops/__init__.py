@@ -148,6 +148,7 @@ _OPS = (
     axis.OneHot,
     axis.Compress,
     space.CenterCropPad,
+    axis.ReverseSequence,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

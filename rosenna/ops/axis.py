@@ -1,5 +1,5 @@
 """Ops along one axis that are neither reductions nor scans: Hardmax, LpNormalization, TopK (and
-LRN, OneHot and Compress: their class docstrings give their formulas).
+LRN, OneHot, Compress and ReverseSequence: their class docstrings give their formulas).
 
     Hardmax:          Y[.., j, ..] = 1 where j is the first index of the largest X[.., :, ..], else 0
                       (opset >= 13 along ``axis``, default -1; before 13 over the 2-D view
@@ -18,7 +18,7 @@ computed at run time; k larger than the axis.
 
 import numpy as np
 
-from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.ops.base import Op, const_input
 from rosenna.ops.softmax import _rows
 
@@ -298,7 +298,8 @@ class Compress(Op):
     def check(self, node, graph):
         kept = self._kept(node, graph)
         if kept is None:
-            return ["the condition is computed at run time, so it decides the output's shape; rosenna needs it constant"]
+            return ["the condition is computed at run time, so it decides the output's shape; rosenna needs it "
+                    "constant"]
         if not kept:
             return ["the condition keeps nothing: the output is empty"]
         return []
@@ -311,3 +312,43 @@ class Compress(Op):
             b.nest((outer, inner), lambda idx, m=m, k=k: b.assign(
                 Ref(node.outputs[0], (Idx.of(idx[0]) * count + m) * inner + idx[1]),
                 Ref(node.inputs[0], (Idx.of(idx[0]) * n + k) * inner + idx[1])))
+
+
+class ReverseSequence(Op):
+    """ReverseSequence with constant ``sequence_lens``: along ``time_axis``, the first L_b elements
+    of batch entry b reversed, the rest copied: Y[t, b] = X[L_b - 1 - t, b] for t < L_b, else
+    X[t, b] (time and batch axes 0 and 1, either way round)."""
+
+    name = "ReverseSequence"
+    attributes = {"batch_axis": 1, "time_axis": 0}
+
+    def check(self, node, graph):
+        if const_input(graph, node, 1) is None:
+            return ["sequence_lens is computed at run time; rosenna needs it constant"]
+        return []
+
+    def lower(self, node, graph, b):
+        shape = list(graph.shape_of(node.inputs[0]))
+        lens = [int(v) for v in np.asarray(const_input(graph, node, 1)).reshape(-1)]
+        t_axis, b_axis = int(self.attr(node, "time_axis")), int(self.attr(node, "batch_axis"))
+        rest = shape[2:]
+        steps = shape[t_axis]
+
+        def copy(batch, count, start, reverse):
+            def body(idx):
+                t, tail = idx[0], idx[1:]
+                source = Idx.of(start + count - 1) - t if reverse else Idx.of(t) + start
+                full_y, full_x = [None] * len(shape), [None] * len(shape)
+                full_y[t_axis], full_x[t_axis] = Idx.of(t) + start, source
+                full_y[b_axis] = full_x[b_axis] = Idx.of(batch)
+                full_y[2:] = full_x[2:] = tail
+                b.assign(Ref(node.outputs[0], flat_index(full_y, shape)),
+                         Ref(node.inputs[0], flat_index(full_x, shape)))
+
+            if count > 0:
+                b.nest((count, *rest), body)
+
+        for batch, length in enumerate(lens):
+            length = max(0, min(length, steps))
+            copy(batch, length, 0, True)
+            copy(batch, steps - length, length, False)

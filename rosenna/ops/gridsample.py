@@ -157,7 +157,9 @@ class AffineGrid(Op):
         return [(size[0],) + tuple(size[2:]) + (len(size) - 2,)]
 
     def check(self, node, graph):
-        return [] if self._size(node, graph) is not None else ["the size is computed at run time; rosenna needs it constant"]
+        if self._size(node, graph) is None:
+            return ["the size is computed at run time; rosenna needs it constant"]
+        return []
 
     def base(self, node, size):
         """``(positions, r + 1)``: each output position's (x, y, (z,) 1), in row-major order."""

@@ -119,4 +119,5 @@ class QuantizeLinear(_Linear):
         q = Fn("rint", (value,))
         if zp is not None:
             q = Bin("+", q, zp)
-        b.assign(y, Select(q, Num(float(low)), Num(float(low)), Select(q, Num(float(high)), Num(float(high)), q, ">"), "<"))
+        upper = Select(q, Num(float(high)), Num(float(high)), q, ">")
+        b.assign(y, Select(q, Num(float(low)), Num(float(low)), upper, "<"))

@@ -1,5 +1,6 @@
-"""DepthToSpace and SpaceToDepth (and CenterCropPad, its class docstring): blocks of channels moved to blocks of pixels and back (pixel
-shuffle), pure index remaps of a [N, C, H, W] tensor with block size b.
+"""DepthToSpace and SpaceToDepth (and CenterCropPad, its class docstring): blocks of channels moved
+to blocks of pixels and back (pixel shuffle), pure index remaps of a [N, C, H, W] tensor with block
+size b.
 
     DepthToSpace DCR:  Y[n, c, h*b + i, w*b + j] = X[n, (i*b + j)*C' + c, h, w]     (C' = C / b^2)
     DepthToSpace CRD:  Y[n, c, h*b + i, w*b + j] = X[n, c*b*b + i*b + j, h, w]

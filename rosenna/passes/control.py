@@ -293,7 +293,8 @@ def _inline_if(node, consts, fresh, model):
     cond = node.input[0]
     if _evaluated(model, cond, consts) is not None:
         branch = attrs["then_branch"] if bool(np.asarray(consts[cond]).reshape(-1)[0]) else attrs["else_branch"]
-        nodes, outs = _copy_body(branch, {}, fresh, f"{node.name or 'if'}_{'then' if branch is attrs['then_branch'] else 'else'}")
+        side = "then" if branch is attrs["then_branch"] else "else"
+        nodes, outs = _copy_body(branch, {}, fresh, f"{node.name or 'if'}_{side}")
         return nodes + [helper.make_node("Identity", [o], [final]) for o, final in zip(outs, node.output) if final]
     for a, b in zip(attrs["then_branch"].output, attrs["else_branch"].output):
         shapes = [tuple(d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim)

@@ -3,16 +3,17 @@
 Many ops of the standard domain are defined by ONNX itself as a function of other ops (Celu, Shrink,
 MeanVarianceNormalization, RMSNormalization, Attention, the losses, ...): the op schema holds the
 body, fixed or built for the node's attributes and input types (a "context-dependent" function).
-A node whose op has no module in :mod:`rosenna.ops` (of any domain: ai.onnx.preview's too) but
-has such a body is replaced by the body's nodes, inlined: the function's formal inputs and outputs renamed to the node's, its other values
-given fresh names (inside a body's subgraphs too), its attribute references (``ref_attr_name``)
-replaced by the node's attribute values or the function's defaults. The rounds repeat while a body brings in another such op; ONNX
-shape inference then runs again over the whole graph.
+A node whose op has no module in :mod:`rosenna.ops` (of any domain: ai.onnx.preview's too) but has
+such a body is replaced by the body's nodes, inlined: the function's formal inputs and outputs
+renamed to the node's, its other values given fresh names (inside a body's subgraphs too), its
+attribute references (``ref_attr_name``) replaced by the node's attribute values or the function's
+defaults. The rounds repeat while a body brings in another such op; ONNX shape inference then runs
+again over the whole graph.
 
 This runs on the ModelProto, after shape inference (a context-dependent body needs the input
 types) and before the IR is built. Numerically the result is the op as ONNX defines it, computed
-by the ops of the body (its casts included); where the body computes in a wider type than the
-working float type (float32), rosenna computes it in the working type.
+by the ops of the body (its casts included); where the body computes in a type narrower than the
+working float type (float16), rosenna computes it in the working type.
 """
 
 import onnx
