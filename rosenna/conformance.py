@@ -15,16 +15,20 @@ every graph input but the first turned into an initializer holding the test's ow
 
 - passed: generated, compiled and run in C and Fortran, every output within the ONNX runner's
   tolerance (rtol 1e-3, atol 1e-7) of the expected output; for Cast and CastLike (:data:`EXACT_OPS`)
-  equal to it, bit for bit;
+  equal to it, bit for bit; an output of a float type narrower than float32 within 2 units in its
+  last place (:func:`narrow_rtol`);
 - refused: both forms raise :class:`rosenna.errors.ModelError` (UnsupportedOp, or a value type
   rosenna does not compute) with the reason recorded;
 - failed: anything else: a wrong number, a crash, a compile error. There must be none.
 
 Compiles are batched: the generated files of many cases are compiled as one translation unit per
 language (a file that includes them; every name in them carries the case's own prefix), a few such
-units in parallel, then one C and one Fortran driver program run every case. A case whose files
-define a macro outside its prefix is compiled on its own, and so is every case of a unit that fails
-to compile, so that a compile error is reported for the case that has it.
+units (at most :data:`BATCH_MAX` cases each) in parallel, then one C and one Fortran driver program
+run every case. A case whose files define a macro outside its prefix is compiled on its own. A unit
+that fails to compile is compiled again without the cases the compiler's messages name (each of
+those alone), or in halves when the messages name none, so that a compile error is reported for the
+case that has it. A driver that dies (a crash, a hang past :data:`DRIVER_TIMEOUT`) fails the case
+that was running and goes on with the next.
 
 Each refusal is put in one class of :data:`REFUSAL_CLASSES` (its reason, one line each), which
 the report totals.

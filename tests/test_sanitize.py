@@ -141,7 +141,8 @@ def corpus(folder):
 #: negative, 0/0, ...): their models run without -ffpe-trap=invalid.
 NAN_OPS = {"Log", "Sqrt", "Pow", "Div", "Acos", "Asin", "Acosh", "Atanh", "Mod", "Reciprocal", "Einsum",
            "ReduceLogSum", "ReduceLogSumExp", "LpNormalization", "ReduceL2", "InstanceNormalization",
-           "LayerNormalization", "GroupNormalization", "MeanVarianceNormalization", "Selu", "Elu", "Celu"}
+           "LayerNormalization", "GroupNormalization", "MeanVarianceNormalization", "Selu", "Elu", "Celu",
+           "QuantizeLinear", "NegativeLogLikelihoodLoss"}
 
 DRIVER_CASE = """    {{
         {t} *x = filled_{t}((size_t){points} * {nx}), *y = malloc(sizeof({t}) * (size_t){points} * {ny});
