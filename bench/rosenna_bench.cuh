@@ -1,6 +1,6 @@
 // rosenna_bench.cuh: what every H200 bench driver shares (bench/frontier.cu, bench/gen_bench.cu,
-// bench/study/f64/driver.cu, bench/study/tc17/driver.cu, and the drivers bench/field_variants.py and
-// bench/igemm_study.py write). The Python scripts copy it beside the sources they build
+// bench/studies/f64-dmma/driver.cu, bench/studies/tc17/driver.cu, and the drivers bench/studies/field18/field_variants.py and
+// bench/studies/igemm18/igemm_study.py write). The Python scripts copy it beside the sources they build
 // (bench/bench_header.py).
 //
 // One measurement method everywhere: WARMUPS calls first (the driver makes them, and checks what

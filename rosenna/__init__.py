@@ -1,3 +1,6 @@
-"""rosenna: ONNX models as per-point C and Fortran routines for scientific solvers."""
+"""rosenna: ONNX models as per-point C and Fortran routines for scientific solvers.
 
-__version__ = "0.1.0"
+The package owns the whole compiler; its subpackages are its stages, each owning one step
+(docs/architecture.md): passes/, ops/, strategy/, emit/, toolchain/, gate/, commands/."""
+
+__version__ = "0.2.0.dev0"

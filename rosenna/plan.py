@@ -8,6 +8,7 @@
 - Weights get derived identifiers ``w<i>_<sanitized name>``; model names never reach the source.
 """
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -20,6 +21,7 @@ from rosenna import abi, limits, ops
 from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
+from rosenna.strategy.tuning import Tuning
 
 # The thresholds live in rosenna.limits (configuration and code import them from there).
 EMBED_THRESHOLD, WHOLE_THRESHOLD = limits.EMBED_THRESHOLD, limits.WHOLE_THRESHOLD
@@ -80,8 +82,10 @@ class PlannedOp:
         return "+".join(self.nodes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """The planned model, frozen: the strategy stage (rosenna.strategy) and the emitters read it
+    and never change it."""
     name: str
     precision: str  # "single" | "double"
     inputs: list  # Slice
@@ -98,9 +102,22 @@ class Plan:
     hash: str = field(default="")
     #: Asked for ``<name>_infer_one`` although the plan runs per point (``generate --infer-one``).
     infer_one: bool = False
-    #: Bytes of the host CPU's vectors the host whole-field loops are written for (set from the
-    #: toolchain profile's target when the files are rendered: emit/host_field.vector_bytes).
+    #: Bytes of the host CPU's vectors the host whole-field loops are written for: the strategy
+    #: stage's copy of the plan carries the target's (rosenna.strategy.point.vector_bytes).
     host_vector: int = 32
+    #: The tuning the plan was built for and the emitters render with (rosenna.strategy.Tuning;
+    #: None: the defaults, :attr:`tuned`). Its ``whole_threshold`` decides :attr:`path`.
+    tuning: object = field(default=None, compare=False)
+
+    @property
+    def whole_threshold(self):
+        """Per-point scratch bytes above which the plan runs over the whole field."""
+        return self.tuned.whole_threshold
+
+    @property
+    def tuned(self):
+        """The tuning to render with: :attr:`tuning`, or the defaults."""
+        return self.tuning if self.tuning is not None else Tuning()
 
     @property
     def ctype(self):
@@ -121,7 +138,7 @@ class Plan:
     @property
     def path(self):
         """"whole" (``<name>_infer_batch`` runs ``<name>_infer_one`` per sample) or "point"."""
-        return "whole" if self.has_infer_one and self.scratch_bytes > WHOLE_THRESHOLD else "point"
+        return "whole" if self.has_infer_one and self.scratch_bytes > self.whole_threshold else "point"
 
     @property
     def has_infer_one(self):
@@ -154,8 +171,9 @@ def comment_text(text, limit=60):
     return safe[:limit]
 
 
-def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
-    """Lay out the graph (after the passes) and lower every node."""
+def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False, tuning=None):
+    """Lay out the graph (after the passes) and lower every node. ``infer_one``: emit
+    ``<name>_infer_one`` for a per-point plan too; ``tuning``: see :attr:`Plan.tuning`."""
     storage, inputs, outputs = {}, [], []
     offset = 0
     for i, vname in enumerate(graph.inputs):
@@ -267,9 +285,8 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD):
     # A model without weights has nothing to load: it is embedded whatever was asked.
     embedded = (params <= embed_threshold if embed is None else bool(embed)) or not weights
     plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
-                embed=embedded, producer=graph.producer)
-    plan.hash = plan_hash(plan)
-    return plan
+                embed=embedded, producer=graph.producer, infer_one=bool(infer_one), tuning=tuning)
+    return dataclasses.replace(plan, hash=plan_hash(plan))
 
 
 def _io_ident(kind, index, vname):

@@ -15,7 +15,7 @@ from rosenna.compare import compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
-sys.path.insert(0, BENCH)
+sys.path[:0] = [BENCH] + [os.path.join(BENCH, "studies", d) for d in ("field18", "igemm18")]
 import bench_header  # noqa: E402
 
 #: Reads n, then n (got, want) pairs of REAL in binary from argv[1]; prints within() per pair as 0/1,

@@ -18,10 +18,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from rosenna import compare, limits
+from rosenna import compare
 from rosenna.emit.cuda import conv_igemm, field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.generate import Options, build_plan
+from rosenna.strategy import Tuning
 from tests import op_models
 
 #: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, Relu after)
@@ -184,7 +185,7 @@ def test_tiles_and_interior():
 
 
 def test_rule_keeps_small_and_grouped_convs(tmp_path):
-    """limits.IGEMM_MIN_K and IGEMM_MIN_COUT: the U-Net's first (1 channel in, K = 9) and last
+    """The tuning's igemm_min_k and igemm_min_cout: the U-Net's first (1 channel in, K = 9) and last
     (1 channel out) convs keep the direct loops, the 8 -> 8 ones take the implicit GEMM."""
     _, plan = build_plan(os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"), Options(name="u"))
     sched = field_fuse.schedule(plan)
@@ -251,14 +252,13 @@ def test_kernel_file_compiles_for_gfx90a(kernel_file):
 
 @pytest.mark.parametrize("prefer", [False, True])
 def test_launched_form_for_implicit_gemm_calls(tmp_path, monkeypatch, prefer):
-    """conv_igemm.PREFER_LAUNCHES: <name>_run skips the persistent kernel from the first call size at
-    which an implicit GEMM takes a phase (limits.IGEMM_MIN_ROWS output pixels x samples)."""
-    monkeypatch.setattr(conv_igemm, "PREFER_LAUNCHES", prefer)
+    """The tuning's igemm_prefer_launches: <name>_run skips the persistent kernel from the first call size at
+    which an implicit GEMM takes a phase (the tuning's igemm_min_rows output pixels x samples)."""
     path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["channel_groups"])
-    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    _, plan = build_plan(path, Options(name="cv", infer_one=True, tuning=Tuning().replace(igemm_prefer_launches=prefer)))
     text = kernel_source(plan, "test")
     run = text[text.index("static int cv_run("):]
-    first = -(-limits.IGEMM_MIN_ROWS // (10 * 9))
+    first = -(-Tuning().igemm_min_rows // (10 * 9))
     line = f"    if (count >= {first} && cv_igemm_usable())"
     assert (line in run) == prefer and "if (needed > resident)" in run
     if prefer:

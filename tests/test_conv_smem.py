@@ -19,11 +19,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rosenna import compare, limits
+from rosenna import compare
 from rosenna.emit.cuda import conv_smem, field_fuse
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.emit.lang import C
 from rosenna.generate import Options, build_plan
+from rosenna.strategy import Tuning
 from tests import devflags, op_models
 
 #: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, group, activation)
@@ -47,9 +48,8 @@ def _model(path, geometry, seed=0):
 
 def _conv(tmp_path, name, monkeypatch):
     """The ONNX file, plan and tiled phase of a one-Conv model."""
-    monkeypatch.setattr(limits, "SMEM_CONV", "all")
     path = _model(str(tmp_path / f"{name}.onnx"), GEOMETRIES[name])
-    _, plan = build_plan(path, Options(name=name))
+    _, plan = build_plan(path, Options(name=name, tuning=Tuning().replace(smem_conv="all")))
     convs = conv_smem.choose(field_fuse.schedule(plan))
     assert len(convs) == 1, "the conv should take the tiled kernel"
     (k, conv), = convs.items()
@@ -172,21 +172,18 @@ def test_halo_one_short_fails(tmp_path, monkeypatch):
 
 def test_rule_refuses_cleanly(tmp_path, monkeypatch):
     """Grouped convs that are not depthwise, 1x1 convs and 1-D convs keep the direct loops; off by
-    the rule (limits.SMEM_CONV "") nothing is tiled, "depthwise" tiles only those."""
+    the rule (the tuning's smem_conv "") nothing is tiled, "depthwise" tiles only those."""
     window = {"x_shape": (1, 8, 9, 9), "w_shape": (8, 8, 3, 3), "y_shape": (1, 8, 9, 9), "group": 1}
     assert conv_smem.eligible(window) == ""
     assert "grouped" in conv_smem.eligible(dict(window, w_shape=(8, 4, 3, 3), group=2))
     assert "one tap" in conv_smem.eligible(dict(window, w_shape=(8, 8, 1, 1)))
     assert conv_smem.eligible(dict(window, x_shape=(1, 8, 9))) == "not 2-D"
     path = _model(str(tmp_path / "dw.onnx"), GEOMETRIES["depthwise"])
-    _, plan = build_plan(path, Options(name="dw"))
-    sched = field_fuse.schedule(plan)
     for rule, taken in (("", 0), ("depthwise", 1), ("all", 1)):
-        monkeypatch.setattr(limits, "SMEM_CONV", rule)
-        assert len(conv_smem.choose(sched)) == taken
+        _, plan = build_plan(path, Options(name="dw", tuning=Tuning().replace(smem_conv=rule)))
+        assert len(conv_smem.choose(field_fuse.schedule(plan))) == taken
     path = _model(str(tmp_path / "plain.onnx"), GEOMETRIES["odd_extents"])
-    _, plan = build_plan(path, Options(name="plain"))
-    monkeypatch.setattr(limits, "SMEM_CONV", "depthwise")
+    _, plan = build_plan(path, Options(name="plain", tuning=Tuning().replace(smem_conv="depthwise")))
     assert conv_smem.choose(field_fuse.schedule(plan)) == {}
 
 
@@ -207,13 +204,14 @@ def kernel_file(tmp_path_factory):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(d / "cv.onnx"))
     from rosenna import emit
 
-    saved = limits.SMEM_CONV, conv_smem.FORMS, limits.CUDA_CLUSTER_MIN_PHASES
-    limits.SMEM_CONV, conv_smem.FORMS, limits.CUDA_CLUSTER_MIN_PHASES = "all", ("launched", "persistent", "cluster"), 0
+    saved = conv_smem.FORMS
+    conv_smem.FORMS = ("launched", "persistent", "cluster")
     try:
-        _, plan = build_plan(str(d / "cv.onnx"), Options(name="cv", infer_one=True))
+        tuning = Tuning().replace(smem_conv="all", cluster_min_phases=0)
+        _, plan = build_plan(str(d / "cv.onnx"), Options(name="cv", infer_one=True, tuning=tuning))
         text = kernel_source(plan, "test")
     finally:
-        limits.SMEM_CONV, conv_smem.FORMS, limits.CUDA_CLUSTER_MIN_PHASES = saved
+        conv_smem.FORMS = saved
     (d / "rosenna_rt.h").write_text(emit.runtime_header())
     (d / "cv_kernel.cu").write_text(text)
     return d
@@ -250,11 +248,10 @@ def test_forms_take_the_tiles_where_listed(tmp_path, monkeypatch, forms):
     """conv_smem.FORMS: the launched phases, the persistent kernel and the clustered kernel each run
     the tiled conv only where listed (else their direct loops), and the tile functions are emitted
     only when some form calls them."""
-    monkeypatch.setattr(limits, "SMEM_CONV", "all")
     monkeypatch.setattr(conv_smem, "FORMS", forms)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
     path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["odd_extents"])
-    _, plan = build_plan(path, Options(name="cv", infer_one=True))
+    tuning = Tuning().replace(smem_conv="all", cluster_min_phases=0)  # the small net gets a clustered kernel too
+    _, plan = build_plan(path, Options(name="cv", infer_one=True, tuning=tuning))
     text = kernel_source(plan, "test")
     assert ("cv_smem0_c1r2_kernel<<<" in text) == ("launched" in forms)  # 5 channels: 1 per thread
     assert ("tile += gridDim.x)" in text) == ("persistent" in forms)

@@ -163,13 +163,13 @@ def _beyond_mlp(tmp_path):
 
 
 def test_whole_field_plan_gets_one_launch_per_call(tmp_path, monkeypatch):
-    from rosenna import limits, parallel
+    from rosenna import parallel
+    from rosenna.strategy import Tuning
 
-    # the direct loops of every form (the convs in shared-memory tiles: tests/test_conv_smem.py)
-    monkeypatch.setattr(limits, "SMEM_CONV", "")
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
+    # the direct loops of every form (the convs in shared-memory tiles: tests/test_conv_smem.py);
+    # the small net gets a clustered kernel too
     path = _beyond_mlp(tmp_path)["convnet"]
-    plan = build_plan(str(path), Options(lang="c"))[1]
+    plan = build_plan(str(path), Options(lang="c", tuning=Tuning().replace(smem_conv="", cluster_min_phases=0)))[1]
     assert plan.path == "whole"  # 64x64, 8 channels: far too much scratch for one thread
     text = cuda.kernel_source(plan, "stamp")
     regions = [r for r in parallel.regions(plan.body) if r[0] != "comment"]

@@ -19,6 +19,7 @@ from rosenna import compare, zoo
 from rosenna.emit import cuda, fixed
 from rosenna.emit.cuda import dmma
 from rosenna.generate import Options, build_plan, generate
+from rosenna.strategy import analyse
 
 #: 4-32-32-2 Tanh (the issue's float64 model) and widths that pad everything (5 inputs, 100, 120, 3).
 MODELS = {"d4": ([4, 32, 32, 2], ["Tanh", "Tanh", None]), "odd": ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])}
@@ -85,7 +86,7 @@ void dtanh(const double *x, double *y, long n)
 }
 """
 #: rosenna_dtanh.cuh's error bound against the exact tanh (ulp of the result; measured 3.2 on a
-#: sweep of 84M points, bench/study/f64).
+#: sweep of 84M points, bench/studies/f64-dmma).
 DTANH_ULP = 4
 
 
@@ -215,7 +216,7 @@ def emulate(layers, packed, x, tanh=np.tanh, ks=0):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_emulated_dmma_chain_matches_the_model(tmp_path, name, dtanh):
     _, plan = _plan(tmp_path, name)
-    layers = dmma.layers_of(plan)
+    layers = analyse(plan).layers
     packed = dmma.packed(layers)
     points = 8 * dmma.m_tiles(layers) - 3  # the bounds on the warp's last rows matter
     x = np.random.default_rng(5).uniform(-3, 3, size=(points, plan.nx))
@@ -244,7 +245,7 @@ def test_emulated_dmma_chain_matches_the_model(tmp_path, name, dtanh):
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_dmma_host_packing_in_cpp_equals_numpy(tmp_path):
     _, plan = _plan(tmp_path, "odd", embed=False)
-    layers = dmma.layers_of(plan)
+    layers = analyse(plan).layers
     size = dmma.offsets(layers)[2]
     body = f"    double *tc = (double *)calloc({size}, sizeof(double));\n" + dmma.host_packing(layers)
     got = run_packing(tmp_path, layers, "", body, "tc", size, ctype="double")

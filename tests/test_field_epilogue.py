@@ -17,6 +17,7 @@ from rosenna import generate as gen
 from rosenna.emit.cuda import conv_igemm, field_epilogue, field_fuse, field_rewrite
 from rosenna.loopir import Assign, Idx, Loop, Ref, Var
 from rosenna.parallel import launch_groups
+from rosenna.strategy import Tuning
 from test_field_fuse import emulate_clusters
 from test_infer_one import assert_close, emulate_launches, reference
 
@@ -98,9 +99,9 @@ def resize_net(path, size=8, channels=3):
 
 
 @pytest.fixture
-def epilogues(monkeypatch):
-    """Every form of <name>_run with the epilogues."""
-    monkeypatch.setattr(field_epilogue, "FORMS", frozenset(("launches", "persistent", "cluster")))
+def epilogues():
+    """The tuning of every form of <name>_run with the epilogues."""
+    return Tuning().replace(field_epilogues="all")
 
 
 def _ops(sched):
@@ -148,8 +149,8 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     kernel's; that form alone fused), threads in order and in reverse, against onnxruntime."""
     from rosenna.emit.cuda import whole_field
 
-    monkeypatch.setattr(field_epilogue, "FORMS", frozenset([form]))
-    _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
+    tuning = Tuning().replace(field_epilogues=form)
+    _, plan = gen.build_plan(unet_path, gen.Options(lang="c", tuning=tuning))
     phases = [len(s.phases) for s in whole_field.schedules(plan)]
     assert phases == [6 if f == form else 14 for f in ("launches", "persistent", "cluster")]
     # the clustered kernel's intermediates its own where its phases differ: the others' step unchanged
@@ -157,22 +158,20 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     if form == "cluster":
         assert whole_field.scratch(plan) == whole_field.schedules(plan)[0].plan.scratch
     if form == "cluster":
-        from rosenna import limits
-
         from rosenna.emit.cuda import conv_smem
 
-        monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
         monkeypatch.setattr(conv_smem, "FORMS", ("launched", "persistent"))  # direct loops: the host runs them
-        plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen")
+        plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen",
+                                                        tuning=tuning.replace(cluster_samples=256))
     else:
-        plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=form == "persistent")
+        plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=form == "persistent",
+                                                        tuning=tuning)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     assert "window element 3: Conv: down1 */" in kernel and ", the 2 elements that read it */" in kernel
     want = reference(unet_path, plan, x)
     assert_close(forwards, want, what="threads in order")
     assert_close(backwards, want, what="threads in reverse")
     if form == "persistent":  # the same terms in the same order: the unfused phases' outputs bit for bit
-        monkeypatch.setattr(field_epilogue, "FORMS", frozenset())
         _, _, unfused, _ = emulate_launches(unet_path, tmp_path / "unfused", persistent=True)
         assert np.array_equal(forwards, unfused)
 
@@ -192,7 +191,7 @@ def test_odd_nets_emulated(tmp_path, epilogues, net):
         lines = [line.strip() for launch in sched.phases for line in whole_field.batch_body(sched, launch)]
         assert not [a for a, b in zip(lines, lines[1:]) if a.startswith("/*") and b.startswith("/*")], \
             "a comment of a section whose statements were all dropped (the Resize's unread stores)"
-    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True, tuning=epilogues)
     want = reference(path, plan, x)
     assert_close(forwards, want, what="threads in order")
     assert_close(backwards, want, what="threads in reverse")
@@ -244,11 +243,8 @@ def test_cluster_ptx_barriers(tmp_path, unet_path, monkeypatch):
     cluster barriers (14 and 13 unfused), over arrays of its own for 16 samples; the persistent
     kernel's 13 grid barriers and the batch's 256 samples per step unchanged. (cicc -O0: the barriers are asm, the optimiser
     adds nothing to check and takes 10x the time.)"""
-    from rosenna import limits
-
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
-    monkeypatch.setattr(field_epilogue, "FORMS", frozenset(["cluster"]))
-    plan, _ = gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    tuning = Tuning().replace(cluster_samples=16, field_epilogues="cluster")
+    plan, _ = gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True, tuning=tuning))
     kernel = tmp_path / f"{plan.name}_kernel.cu"
     text = kernel.read_text()
     assert text.count("grid.sync();") == 13 and "static __device__ float unet_wsc0[16 * " in text

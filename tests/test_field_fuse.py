@@ -27,10 +27,11 @@ def unet_path(tmp_path_factory):
 
 @pytest.fixture
 def fused(monkeypatch):
-    """Every phase of at most 4 loads computed where read, decoding where needed (the generator's
-    defaults keep every phase: field_fuse.MAX_INLINE_LOADS)."""
-    monkeypatch.setattr(field_fuse, "MAX_INLINE_LOADS", 4)
-    monkeypatch.setattr(field_fuse, "DECODE", True)
+    """The tuning of every phase of at most 4 loads computed where read, decoding where needed (the
+    generator's defaults keep every phase: the tuning's field_inline_loads)."""
+    from rosenna.strategy import Tuning
+
+    return Tuning().replace(field_inline_loads=4, field_decode=True)
 
 
 def test_unet_phases(unet_path):
@@ -56,7 +57,7 @@ def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent, fused):
     reads the pools and Adds through their regions' functions (indices that follow from the
     reader's) and the Concats through decoding ones (a Concat of a value with itself as one
     region with one more index: field_fuse.merged)."""
-    plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent)
+    plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent, tuning=fused)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     assert f"{plan.name}_value1_0(x, y, s, " in kernel  # the first pool, from the conv's indices
     assert "int o)\n{\n    const unsigned r = o;" in kernel  # a Concat's element o, decoded (one region)
@@ -75,7 +76,8 @@ def test_fused_phases_need_their_own_buffers(tmp_path, unet_path, fused):
         return field_fuse.Schedule(dataclasses.replace(sched.plan, storage=storage, scratch=plan.scratch),
                                    sched.phases, sched.values)
 
-    plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=plan_buffers)
+    plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=plan_buffers,
+                                            tuning=fused)
     with pytest.raises(AssertionError):
         assert_close(forwards, reference(unet_path, plan, x), what="fused phases, the plan's buffers")
 
@@ -108,7 +110,7 @@ def test_digits():
 def test_fused_kernel_compiles_for_cuda_and_hip(tmp_path, unet_path, fused):
     """The kernel file with value functions, both kinds, under nvcc (sm_90) and hipcc (gfx90a),
     host code -Wall clean."""
-    gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    gen.generate(unet_path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True, tuning=fused))
     kernel = tmp_path / "unet_kernel.cu"
     assert "unet_value1_0(x, y, s, " in kernel.read_text()
     for cmd, env in ((["nvcc", "-O1", *devflags.NVCC_DEVICE.split(), "-arch=sm_90", "-Xcompiler", "-Wall,-Werror"], None),
@@ -125,9 +127,9 @@ def test_field3d_fused_emulated_on_host(tmp_path, fused):
     from test_spatial_whole import field3d
 
     path = field3d(tmp_path / "field3d.onnx")
-    _, plan = gen.build_plan(path, gen.Options(lang="c"))
+    _, plan = gen.build_plan(path, gen.Options(lang="c", tuning=fused))
     assert [len(launch_groups(plan)), len(field_fuse.schedule(plan).phases)] == [11, 7]
-    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True)
+    plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True, tuning=fused)
     assert "        if (o == " in (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()  # the Concat's two regions
     want = reference(path, plan, x)
     assert_close(forwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in order")
@@ -153,7 +155,7 @@ def test_persistent_kernel_may_stride(tmp_path, monkeypatch):
 
 def test_kernel_batch_step_of_the_unet():
     """The kernel file's batch takes the poisson_guess U-Net's 256 samples in one step (106 MiB of
-    intermediates under limits.CUDA_WHOLE_BATCH_BYTES); the OpenMP/OpenACC batches keep 128."""
+    intermediates under the tuning's cuda_whole_batch_bytes); the OpenMP/OpenACC batches keep 128."""
     from rosenna.emit import whole
     from rosenna.emit.cuda import whole_field
 
@@ -163,7 +165,7 @@ def test_kernel_batch_step_of_the_unet():
     assert "for (int start = 0; start < n; start += 256) {" in whole_field.KIND.launch(plan, None)[1]
 
 
-def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
+def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3, tuning=None):
     """Run ``<name>_cluster`` on the host as one launch of ``samples`` clusters executes it: per
     phase (the cluster barrier ends a phase for every thread of the cluster), every sample, every
     thread rank ``first`` of the cluster (forwards, then in a second pass backwards), each running
@@ -172,7 +174,7 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
     from rosenna.emit.cuda import whole_field
     from test_infer_one import EMULATE_MAIN
 
-    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True, tuning=tuning))
     n, t = plan.name, plan.ctype
     kernel = (out / f"{n}_kernel.cu").read_text()
     sched, buffer = whole_field.schedules(plan)[2], whole_field.cluster_buffer(plan)
@@ -203,15 +205,14 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3):
 
 @pytest.fixture
 def clusters(monkeypatch):
-    """The kernel file with <name>_cluster, run for up to 256 samples (limits.CUDA_CLUSTER_SAMPLES)
-    whatever the plan's phase count (limits.CUDA_CLUSTER_MIN_PHASES), its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
+    """The tuning of a kernel file with <name>_cluster, run for up to 256 samples (cluster_samples)
+    whatever the plan's phase count (cluster_min_phases), its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
     tests/test_conv_smem.py runs their tiles thread by thread)."""
-    from rosenna import limits
     from rosenna.emit.cuda import conv_smem
+    from rosenna.strategy import Tuning
 
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 256)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)
     monkeypatch.setattr(conv_smem, "FORMS", tuple(f for f in conv_smem.FORMS if f != "cluster"))
+    return Tuning().replace(cluster_samples=256, cluster_min_phases=0)
 
 
 def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
@@ -220,7 +221,7 @@ def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
     between every two consecutive phases and nowhere else."""
     from rosenna.emit.cuda import field_cluster
 
-    plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen")
+    plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen", tuning=clusters)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     body = kernel[kernel.index(f"__global__ void __launch_bounds__({field_cluster.THREADS}) {plan.name}_cluster("):]
     body = body[:body.index("\n}\n")]
@@ -248,7 +249,7 @@ def test_cluster_code_compiles(tmp_path, clusters):
     sm_80 PTX no cluster barrier: the kernel is empty there, never launched), hipcc for gfx90a (no
     cluster code at all)."""
     path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
-    plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True, tuning=clusters))
     kernel = tmp_path / "convnet_kernel.cu"
     assert "convnet_cluster" in kernel.read_text()
     keep = tmp_path / "keep"
@@ -288,18 +289,19 @@ def _nc_loads_of(ptx, prefix):
 
 
 def test_run_takes_clusters_first(tmp_path, monkeypatch):
-    """<name>_run launches <name>_cluster for up to limits.CUDA_CLUSTER_SAMPLES samples where it
+    """<name>_run launches <name>_cluster for up to cluster_samples samples (the tuning's) where it
     runs (asked once per device), before the persistent kernel and the launches, in CUDA code only;
     with the limit 0 the kernel file has no cluster code."""
-    from rosenna import limits
+    import dataclasses
+
     from rosenna.emit.cuda import field_cluster, whole_field
+    from rosenna.strategy import Tuning
 
     _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2),
                              gen.Options(lang="c", infer_one=True))
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 0)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_MIN_PHASES", 0)  # the small net gets a clustered kernel too
-    assert "cluster" not in whole_field.infer_one(plan)
-    monkeypatch.setattr(limits, "CUDA_CLUSTER_SAMPLES", 16)
+    few = Tuning().replace(cluster_min_phases=0)  # the small net gets a clustered kernel too
+    assert "cluster" not in whole_field.infer_one(dataclasses.replace(plan, tuning=few.replace(cluster_samples=0)))
+    plan = dataclasses.replace(plan, tuning=few.replace(cluster_samples=16))
     run = whole_field.infer_one(plan)
     run = run[run.index("static int convnet_run("):]
     choice = ("#if defined(__CUDACC__) && !defined(__HIPCC__)\n    if (count <= 16 && device < 64) {\n"
@@ -309,7 +311,7 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
             "            return convnet_clustered(count, x, y, s, 16);\n    }\n#endif\n")
     assert choice in run and fill in run
     assert run.index(choice) < run.index("convnet_resident[device]")
-    monkeypatch.setattr(field_cluster, "PER_CALL", True)  # blocks per cluster chosen per call, read at run time
+    plan = dataclasses.replace(plan, tuning=plan.tuning.replace(cluster_per_call=True))  # chosen per call, read at run time
     run = whole_field.infer_one(plan)
     fill = ("            unsigned blocks = 16;\n            while (blocks > 2 && (long)count * blocks > resident)\n"
             "                blocks /= 2;\n            return convnet_clustered(count, x, y, s, blocks);\n        }\n    }\n#endif\n")
@@ -319,32 +321,33 @@ def test_run_takes_clusters_first(tmp_path, monkeypatch):
 
 
 def test_whole_field_weights_in_constant_memory():
-    """A whole-field plan's embedded weights go to __constant__ up to limits.CUDA_WHOLE_CONSTANT_LIMIT
+    """A whole-field plan's embedded weights go to __constant__ up to the tuning's whole_constant_limit
     (the poisson_guess U-Net's 19,300 bytes, over the per-point kinds' 6,144)."""
-    from rosenna import limits
     from rosenna.emit import cuda
+    from rosenna.strategy import Tuning
 
     _, plan = gen.build_plan(os.path.join(os.path.dirname(__file__), "..", "examples", "surrogates", "poisson_guess",
                                           "pguess.onnx"), gen.Options(lang="c", embed=True))
-    assert plan.path == "whole" and limits.CONSTANT_LIMIT < plan.parameters * 4 <= limits.CUDA_WHOLE_CONSTANT_LIMIT
-    assert cuda.choose(plan, limits.CONSTANT_LIMIT).constant
+    assert plan.path == "whole" and Tuning().constant_limit < plan.parameters * 4 <= Tuning().whole_constant_limit
+    assert cuda.choose(plan).constant
 
 
 def test_few_phase_plans_have_no_clustered_kernel(tmp_path, unet_path):
-    """limits.CUDA_CLUSTER_MIN_PHASES: a conv net of 3 phases gets no <name>_cluster (the persistent
+    """The tuning's cluster_min_phases: a conv net of 3 phases gets no <name>_cluster (the persistent
     kernel's whole GPU wins there on the H200), a U-Net of 14 one, for up to
-    limits.CUDA_CLUSTER_SAMPLES samples, its convs in shared-memory tiles (conv_smem.FORMS)."""
-    from rosenna import limits
+    cluster_samples samples, its convs in shared-memory tiles (conv_smem.FORMS)."""
     from rosenna.emit.cuda import field_cluster
     from rosenna.emit.cuda.source import kernel_source
+    from rosenna.strategy import Tuning
 
-    assert 3 < limits.CUDA_CLUSTER_MIN_PHASES <= 14 and limits.CUDA_CLUSTER_SAMPLES
+    tuning = Tuning()
+    assert 3 < tuning.cluster_min_phases <= 14 and tuning.cluster_samples
     path = op_models.convnet(tmp_path / "convnet.onnx", height=8, width=8, channels=2)
     gen.generate(path, str(tmp_path), gen.Options(lang="c", embed=True, infer_one=True))
     text = (tmp_path / "convnet_kernel.cu").read_text()
     assert "convnet_cluster" not in text and "cluster_ctarank" not in text
     _, plan = gen.build_plan(unet_path, gen.Options(name="unet", infer_one=True))
-    assert field_cluster.samples(field_fuse.schedule(plan)) == limits.CUDA_CLUSTER_SAMPLES
+    assert field_cluster.samples(field_fuse.schedule(plan)) == tuning.cluster_samples
     unet = kernel_source(plan, "test")
-    assert f"if (count <= {limits.CUDA_CLUSTER_SAMPLES} && device < 64)" in unet
+    assert f"if (count <= {tuning.cluster_samples} && device < 64)" in unet
     assert "tile += step / 256)" in unet  # a tiled conv phase inside unet_cluster

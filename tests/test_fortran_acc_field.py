@@ -23,6 +23,7 @@ from rosenna.compare import compare
 from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.whole import batch_samples
 from rosenna.generate import MAX_NAME
+from rosenna.strategy import Tuning
 
 #: The forced builds: (flags) per offload model.
 BUILDS = {"acc": ["-fopenacc", "-DROSENNA_ACC_DEVICE=.true."], "omp": ["-fopenmp", "-DROSENNA_OMP_DEVICE=.true."]}
@@ -83,15 +84,12 @@ def built(tmp_path_factory):
     models = {}
     conv = op_models.convnet(root / "convnet.onnx", height=32, width=32)
     odd = odd_convnet(root / "odd.onnx")
-    mp = pytest.MonkeyPatch()
     for key, path, options, samples in (
             ("convnet", conv, gen.Options(lang="fortran"), 3),
-            ("odd", odd, gen.Options(lang="fortran", name=ODD_NAME, precision="double"), 5)):
+            ("odd", odd, gen.Options(lang="fortran", name=ODD_NAME, precision="double",  # chunks of 2 + 2 + 1 samples
+                                     tuning=Tuning().replace(whole_batch_samples=2)), 5)):
         out = root / key
-        if key == "odd":  # chunks of two samples: 2 + 2 + 1
-            mp.setattr("rosenna.limits.WHOLE_BATCH_SAMPLES", 2)
         plan, _ = gen.generate(path, str(out), options)
-        mp.undo()
         n = plan.name
         dtype = np.float64 if plan.precision == "double" else np.float32
         x = np.random.default_rng(7).uniform(-1, 1, (samples, plan.nx)).astype(dtype)

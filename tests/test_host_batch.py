@@ -14,7 +14,8 @@ from mlp_reference import ALL_ACTIVATIONS, activation_mlp
 
 from rosenna import ops, zoo
 from rosenna.compare import compare
-from rosenna.emit import host_block
+from rosenna.strategy import Tuning
+from rosenna.strategy.point import host_block
 from rosenna.generate import Options, generate
 
 pytestmark = pytest.mark.skipif(subprocess.run(["which", "gfortran"], capture_output=True).returncode != 0,
@@ -153,7 +154,7 @@ def test_dot_products_vectorise_over_points_outside_the_dot_product(built, tmp_p
     the dot product) kept the accumulators on the stack: 0.6x onnxruntime's speed on mlp128."""
     plan, d, _, _ = built("gemm_big")
     src = (d / "gemm_big.c").read_text().splitlines()
-    half = host_block(plan) // 2
+    half = host_block(plan, Tuning()) // 2
     lanes = [i + 2 for i, line in enumerate(src[:-2]) if line.strip().startswith("#pragma omp simd")
              and src[i + 1].strip() == f"for (int p = 0; p < {half}; ++p) {{"]
     # gemm_big: 5 layers, 9 column groups (4-wide loops and 2-wide remainders); each lane loop

@@ -241,7 +241,7 @@ int main(int argc, char **argv)
 """
 
 
-def emulate_launches(model_path, out, samples=3, launches=None, persistent=False, schedule=None):
+def emulate_launches(model_path, out, samples=3, launches=None, persistent=False, schedule=None, tuning=None):
     """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
     <name>_infer_batch launches them: each phase as a loop over its global thread indices (samples
     x threads per sample), forwards and backwards, into buffers for every sample and the C file's
@@ -252,7 +252,7 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     A launch holding regions that depend on each other gives a wrong answer in at least one order;
     a sample reading another's intermediates, or a value read after its buffer was reused, gives a
     wrong answer."""
-    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True))
+    plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True, tuning=tuning))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None and schedule is None else None
     if launches is not None:

@@ -24,8 +24,11 @@ from test_wide_kernel import _ptxas_entry
 
 from rosenna import ops
 from rosenna.emit import cuda, fixed
-from rosenna.emit.cuda import mlp, staged, tc_chain, tc_wide
+from rosenna.emit.cuda import mlp, tc_chain, tc_wide
 from rosenna.generate import Options, build_plan, generate
+from rosenna import strategy
+from rosenna.strategy import analyse
+from rosenna.strategy.mlp import ACTIVATIONS as ACTIVATION_TABLE
 
 #: The exporters' patterns that need the gated-activation pass (rosenna.passes.fuse), and the op it makes.
 PATTERN_OPS = {"SiLU": "Swish", "Mish": "Mish", "HardSwish": "HardSwish", "HardSwishPattern": "HardSwish"}
@@ -48,7 +51,7 @@ def test_the_table_is_every_listed_activation_and_each_is_finite_at_zero():
     the gated-activation pass), and each is finite at 0 (the kernels' padded columns hold act(0))."""
     listed = {"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Softsign", "Gelu",
               "Clip", "Swish", "Mish", "HardSwish"}
-    assert set(mlp.MLP_ACTIVATIONS) == listed
+    assert set(ACTIVATION_TABLE) == listed
     for name in listed:
         value = activation(name if name != "Swish" else "SiLU")(np.zeros(1))
         assert np.isfinite(value).all(), name
@@ -61,8 +64,8 @@ def test_a_5_64_64_3_mlp_takes_the_fp32_mlp_kernel_and_the_chain_with_every_acti
     FP32 narrow kernel only (the chain stopped at 48 columns: 0.84 ns/point on the H200)."""
     path = activation_mlp(tmp_path / "m.onnx", [5, 64, 64, 3], [act, act, None])
     _, plan = build_plan(path, Options(lang="c"))
-    layers = cuda.mlp_layers(plan)
-    assert layers is not None, plan.ops
+    layers = analyse(plan).layers
+    assert layers, plan.ops
     assert [layer.act for layer in layers][:2] == [PATTERN_OPS.get(act[0], "Gelu" if act[0] == "GeluErf" else act[0])] * 2
     choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert choice.kind == "mlp-narrow" and choice.tensor_chain
@@ -111,8 +114,8 @@ def test_emulated_staged_kernel_with_every_activation(wide_plan):
 
 
 def test_emulated_wide_tensor_core_kernel_with_every_activation(wide_plan):
-    layers = cuda.mlp_layers(wide_plan)
-    assert staged.fits(layers)
+    layers = analyse(wide_plan).layers
+    assert strategy.decide(wide_plan).batched.chosen == "mlp-staged"
     x = np.random.default_rng(6).uniform(-2, 2, size=(37, wide_plan.nx))
     got = emulate_wide(layers, [act_of(layer) for layer in layers], tc_wide.wide_packed(layers), x)
     _check(got, evaluate(layers, x), layers)
@@ -124,7 +127,7 @@ HEAVY = [("Gelu", {"approximate": "tanh"}), ("Softplus", {}), ("Selu", {}), ("Ge
 
 
 def _generate(tmp_path, width, name):
-    acts = ACTIVATIONS if width <= tc_chain.CHAIN_MAX_WIDTH else HEAVY
+    acts = ACTIVATIONS if width <= strategy.mlp.CHAIN_MAX_WIDTH else HEAVY
     path = activation_mlp(tmp_path / f"{name}.onnx", [5] + [width - 3 * (i % 3) for i in range(len(acts))] + [3],
                           [*acts, None], seed=11, name=name)
     generate(path, str(tmp_path), Options(lang="c", name=name))

@@ -17,6 +17,7 @@ from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import staged, tc_chain, tc_wide, tf32
 from rosenna.generate import Options, build_plan
+from rosenna.strategy import analyse
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def layers_of(tmp_path):
         path = str(tmp_path / f"{name}.onnx")
         zoo.save(name, path)
         _, plan = build_plan(path, Options())
-        return plan, cuda.mlp_layers(plan)
+        return plan, analyse(plan).layers
     return get
 
 
@@ -167,7 +168,7 @@ def test_host_packing_in_cpp_equals_numpy(layers_of, tmp_path):
 
 def _custom(tmp_path, name, sizes, activations, embed=None):
     _, plan = build_plan(custom_model(tmp_path, name, sizes, activations), Options(lang="c", embed=embed))
-    return plan, cuda.mlp_layers(plan)
+    return plan, analyse(plan).layers
 
 
 @pytest.mark.parametrize("name,wide", [("mlp128", True), ("gemm_big", False), ("gemm_small", False)])
@@ -312,7 +313,7 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
         sizes, acts, width = WIDE_SHAPES[model]
         plan, layers = _custom(tmp_path, model, sizes, acts)
         assert tc_wide.WideLayout(layers).shape.width == width
-    assert tc_wide.wide_fits(layers) and cuda.choose(plan, cuda.CONSTANT_LIMIT).tensor_wide
+    assert cuda.choose(plan, cuda.CONSTANT_LIMIT).tensor_wide
     packed = tc_wide.wide_packed(layers)
     acts = [act_of(layer) for layer in layers]
     rng = np.random.default_rng(5)

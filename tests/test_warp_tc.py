@@ -17,6 +17,7 @@ from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import routine, tc_chain, tf32
 from rosenna.generate import Options, build_plan, generate
+from rosenna.strategy import Tuning, analyse
 
 CALL = re.compile(r"rosenna_tc_layer(?:_parked|_local)?<(\d+), (\d+), (?:(\d+), )?rt_act(\d+), (\d+), (?:true|false), "
                   r"(true|false)>\(F \+ (\d+), bias \+ (\d+), (\w+), (\w+)\)")
@@ -28,22 +29,19 @@ def generated(tmp_path_factory):
     (file-loaded), and for mlp128 with the other fragment format (``mlp128-other``)."""
     tmp = tmp_path_factory.mktemp("warp_tc")
     out = {}
-    for name, compact, local in (("mlp128", routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS),
-                                 ("odd", routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS),
-                                 ("mlp128-other", not routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS),
-                                 ("odd-other", routine.WARP_COMPACT, 0 if routine.WARP_LOCAL_SUMS else 64)):
+    default = Tuning()
+    for name, compact, local in (("mlp128", default.warp_compact, default.warp_local_sums),
+                                 ("odd", default.warp_compact, default.warp_local_sums),
+                                 ("mlp128-other", not default.warp_compact, default.warp_local_sums),
+                                 ("odd-other", default.warp_compact, 0 if default.warp_local_sums else 64)):
         model = name.split("-")[0]
         path = zoo.save(model, str(tmp / f"{model}.onnx")) if model == "mlp128" else custom_model(tmp, model, *ODD)
         _, plan = build_plan(path, Options(lang="c", embed=False))
-        saved = routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS
-        routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS = compact, local
-        try:
-            generate(path, str(tmp / name), Options(lang="c", embed=False))
-        finally:
-            routine.WARP_COMPACT, routine.WARP_LOCAL_SUMS = saved
+        tuning = default.replace(warp_compact=compact, warp_local_sums=local)
+        generate(path, str(tmp / name), Options(lang="c", embed=False, tuning=tuning))
         src = (tmp / name / f"{plan.name}_kernel.cu").read_text()
         start = src.index(f"void {plan.name}_infer_warp_body")
-        out[name] = (plan, cuda.mlp_layers(plan), src[start:src.index("#else", start)], tmp / name)
+        out[name] = (plan, analyse(plan).layers, src[start:src.index("#else", start)], tmp / name)
     return out
 
 
@@ -109,7 +107,7 @@ def emulate(body, layers, packed, x):
 @pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other", "odd-other"])
 def test_emulated_warp_body_matches_the_model(generated, name):
     """Every form: inputs in registers with parked groups, or in local memory (odd-other is the
-    one routine.WARP_LOCAL_SUMS does not pick), 16-byte and compact fragments."""
+    one the default warp_local_sums does not pick), 16-byte and compact fragments."""
     plan, layers, body, _ = generated[name]
     choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert routine._warp_kind(choice) == "parked" and re.search(r"rosenna_tc_layer_(parked|local)<", body)
@@ -175,7 +173,7 @@ int main()
 
 
 def test_groups_fit_the_register_budget(generated):
-    """Each layer's input and one group's sums within routine.WARP_REGISTERS, the groups dividing
+    """Each layer's input and one group's sums within Tuning().warp_registers, the groups dividing
     the layer's n8 tiles; a layer whose input and sums all fit is not parked."""
     for name in ("mlp128", "odd"):
         _, layers, body, _ = generated[name]
@@ -184,10 +182,10 @@ def test_groups_fit_the_register_budget(generated):
             kt, nt, mt = int(kt), int(nt), int(mt)
             ng = int(ng) if ng else nt
             if call.group(1) == "_local":
-                assert 4 * mt * ng <= routine.WARP_LOCAL_SUMS or ng == 1
+                assert 4 * mt * ng <= Tuning().warp_local_sums or ng == 1
                 continue
-            assert 4 * mt * (kt + ng) <= routine.WARP_REGISTERS or ng == 1
-            assert nt % ng == 0 and (ng < nt) == (4 * mt * (kt + nt) > routine.WARP_REGISTERS)
+            assert 4 * mt * (kt + ng) <= Tuning().warp_registers or ng == 1
+            assert nt % ng == 0 and (ng < nt) == (4 * mt * (kt + nt) > Tuning().warp_registers)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -212,7 +210,7 @@ def test_warp_body_compiles_without_spilling_in_its_loops(generated):
     callee-saved registers that the relocatable <name>_infer_warp saves once per call): at most a
     few registers' worth of spills (inputs in local memory, 32 sums: 106 registers, none; inputs in
     registers, 2-144-ldg: 255, 48 bytes; the 4-tile groups of 2-160-ldg spilled in the k loops and
-    ran 18% slower, docs/benchmarks.md run 13 (pp17))."""
+    ran 18% slower, results/measurement-log.md, the warp-routine study)."""
     plan, _, _, out_dir = generated["mlp128"]
     src = out_dir / "probe.cu"
     src.write_text((out_dir / f"{plan.name}_kernel.cu").read_text() + f"""

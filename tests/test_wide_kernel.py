@@ -18,6 +18,7 @@ from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import staged
 from rosenna.generate import Options, build_plan, generate
+from rosenna.strategy import analyse
 
 
 
@@ -67,7 +68,7 @@ def test_stage_table_and_layout(tmp_path):
     """mlp128: 17 stages (1 for the 16 inputs, 8 per 128-wide layer) as the design study's
     kernel, stage g at g * 2048 floats, then the biases, then the output layer."""
     plan = _zoo(tmp_path, "mlp128")
-    layers = cuda.mlp_layers(plan)
+    layers = analyse(plan).layers
     layout = staged.StagedLayout(layers)
     assert layout.stages == 17 and layout.first == [0, 1, 9] and layout.ends == [0, 8, 16]
     assert layout.offsets[:3] == [(0, 34816, 128), (2048, 34944, 128), (18432, 35072, 128)]

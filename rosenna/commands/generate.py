@@ -21,6 +21,8 @@ def add_model_options(p, lang_default="both"):
                    help="toolchain profile for compilers, flags and thresholds (default gcc; "
                         "`rosenna toolchain list`)")
     add_target_options(p)
+    p.add_argument("--tune", action="append", metavar="KEY=VALUE", default=[],
+                   help="set one tuning value over the profile's (repeatable; `rosenna info --tuning` lists them)")
 
 
 def options_from(args):
@@ -32,7 +34,8 @@ def options_from(args):
     return Options.from_profile(profile, lang=args.lang, precision=args.precision, name=getattr(args, "name", None),
                                 embed=getattr(args, "embed", None), dims=parse_dims(args.dim), freeze=parse_freeze(args.freeze),
                                 infer_one=getattr(args, "infer_one", False),
-                                compilers_from_env=not getattr(args, "toolchain", None))
+                                compilers_from_env=not getattr(args, "toolchain", None),
+                                tune=getattr(args, "tune", ()))
 
 
 def register(subparsers):

@@ -1,9 +1,11 @@
-"""`rosenna info`: what a model becomes: x/y slices, ops after the passes, sizes."""
+"""`rosenna info`: what a model becomes: x/y slices, ops after the passes, sizes, and the strategy
+chosen for each part (the alternatives that fit, why the winner won) under the tuning."""
 
 from rosenna import ops
 from rosenna.commands.generate import add_model_options, options_from
 from rosenna.errors import UsageError
-from rosenna.generate import build_plan
+from rosenna.generate import build_plan, decide, target_arch
+from rosenna.strategy import Tuning
 
 
 def register(subparsers):
@@ -12,6 +14,8 @@ def register(subparsers):
                                           "count, embedded or file-loaded, and the per-point scratch bytes.")
     add_model_options(p)
     p.add_argument("--ops", action="store_true", help="list the supported ops and exit (MODEL may be omitted)")
+    p.add_argument("--tuning", action="store_true",
+                   help="list the tuning keys with their values for the profile (and --tune) and exit (MODEL may be omitted)")
     p.set_defaults(func=run)
     p._positionals._group_actions[0].nargs = "?"
 
@@ -40,15 +44,14 @@ def describe(plan):
 
 
 def _path(plan):
-    from rosenna.limits import WHOLE_THRESHOLD
-
+    threshold = plan.whole_threshold
     if not plan.has_infer_one:
         return (f"per-point ({plan.name}_infer; {plan.name}_infer_batch runs it per point); no "
                 f"{plan.name}_infer_one: the plan has an LSTM or GRU")
     if plan.path == "whole":
-        return (f"whole-field: scratch above {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
+        return (f"whole-field: scratch above {threshold} bytes, so {plan.name}_infer_batch runs "
                 f"{plan.name}_infer_one (one parallel loop per op) per sample")
-    return (f"per-point: scratch within {WHOLE_THRESHOLD} bytes, so {plan.name}_infer_batch runs "
+    return (f"per-point: scratch within {threshold} bytes, so {plan.name}_infer_batch runs "
             f"{plan.name}_infer per point ({plan.name}_infer_one on request: generate --infer-one)")
 
 
@@ -57,8 +60,18 @@ def run(args):
         print("lowered:", " ".join(ops.lowered_ops()))
         print("folded away (constant inputs only):", " ".join(ops.folded_ops()))
         return 0
+    if args.tuning:
+        options = options_from(args)
+        arch = target_arch(options.toolchain)
+        print(f"tuning for toolchain {options.toolchain.name}" + (f" ({arch})" if arch else "") + ":")
+        for key, value in options.tuned().as_dict().items():
+            mark = "" if value == getattr(Tuning(), key) else "  (set)"
+            print(f"  {key} = {value!r}{mark}\n      {Tuning.doc(key)}")
+        return 0
     if not args.model:
-        raise UsageError("give MODEL.onnx (or --ops)")
-    _, plan = build_plan(args.model, options_from(args))
+        raise UsageError("give MODEL.onnx (or --ops, --tuning)")
+    options = options_from(args)
+    _, plan = build_plan(args.model, options)
     print(describe(plan))
+    print("\n".join(decide(plan, options).lines()))
     return 0

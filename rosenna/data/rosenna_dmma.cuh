@@ -39,7 +39,7 @@ __device__ __forceinline__ void rosenna_dmma16(double (&d0)[2], double (&d1)[2],
    rows are packed in that order). F: the layer's B fragments [KT][NT][32 lanes]; bias: its bias
    padded to 8 NT. The bias starts the accumulators (fp64: the order is far below tolerance). */
 /* k tiles per sm_90 instruction (1: m16n8k4, 2: m16n8k8, 4: m16n8k16, where KT allows); 0: m8n8k4
-   everywhere. 4: the 4-32-32-2 Tanh MLP 0.203 -> 0.159 ns on the H200 (docs/benchmarks.md, run 14). */
+   everywhere. 4: the 4-32-32-2 Tanh MLP 0.203 -> 0.159 ns on the H200 (results/measurement-log.md, the float64 study). */
 #ifndef ROSENNA_DMMA_KS
 #define ROSENNA_DMMA_KS 4
 #endif

@@ -14,12 +14,12 @@
    2^k - 1 is exact (k in [-58, 0]) and 2^k expm1(-2u) has the polynomial's relative error, so
    the sum keeps it for every c (near 0 k = 0 and m = expm1(-2u) itself: tanh(x) = x to the last
    bit for tiny x, and -0 stays -0). expm1(-2u) = -2u + u^2 P(u), P of degree 9 fitted near-minimax
-   to relative error 4e-17 on |u| <= 1.02 ln2/4 (bench/study/f64/fit_dtanh.py). ln2/2 in one
+   to relative error 4e-17 on |u| <= 1.02 ln2/4 (bench/studies/f64-dmma/fit_dtanh.py). ln2/2 in one
    double is enough: k ln2/2 is off by at most 58 x 2^-56, which moves 2^k m by under 2^-60.
    The reciprocal of d = 2 + m: rcp.approx.f64 (MUFU.RCP64H, the high word of 1/d) and one
    cubic Newton step r (1 + e + e^2), e = 1 - d r (what libdevice's division also does).
    Measured error against long double tanhl: 3.2 ulp at worst on 84M points of [-25, 25] and
-   log-spaced magnitudes (bench/study/f64), 3.0 on tests/test_dmma.py's sweep.
+   log-spaced magnitudes (bench/studies/f64-dmma), 3.0 on tests/test_dmma.py's sweep.
    Past 20 (tanh(20) rounds to 1) c is 20, so +-inf gives +-1; NaN fails the comparison and
    stays NaN through every step. */
 #ifndef ROSENNA_DTANH_RCP

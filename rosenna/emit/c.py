@@ -2,7 +2,6 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
-from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
@@ -166,10 +165,10 @@ def symbol(plan, ident):
     return C.symbol(plan.name, ident)
 
 
-def _weights(plan):
+def _weights(plan, offload):
     t = plan.ctype
     names = ", ".join(symbol(plan, w.ident) for w in plan.weights)
-    storage = "ROSENNA_CONST" if plan.parameters * plan.itemsize <= CONST_BANK_BYTES else "ROSENNA_CONST_LARGE"
+    storage = "ROSENNA_CONST" if plan.parameters * plan.itemsize <= plan.tuned.const_bank_bytes else "ROSENNA_CONST_LARGE"
     out = ["#pragma omp declare target"]
     for w in plan.weights:
         out.append(f"/* {w.ident}: {count(w.size, 'value')} */")
@@ -178,9 +177,8 @@ def _weights(plan):
         else:
             out.append(f"{t} {symbol(plan, w.ident)}[{w.size}] = {{0}}; /* zero until {plan.name}_init succeeds */")
     out.append("#pragma omp end declare target")
-    layers = offload_mlp.layers_of(plan)
-    if layers:
-        out.append(offload_mlp.copy(plan, layers).rstrip("\n"))
+    if offload:
+        out.append(offload_mlp.copy(plan, *offload).rstrip("\n"))
     if plan.weights:
         clause = "copyin" if plan.embed else "create"
         out += ["#if defined(_OPENACC)", f"#pragma acc declare {clause}({names})", "#endif"]
@@ -214,7 +212,17 @@ def _thread_private_scratch(count):
             "#endif"]
 
 
-def source(plan, stamp, block):
+def _offload(strategy):
+    """``(layers, warp)`` when the strategy gives ``<name>_infer`` the offload MLP body, else None."""
+    if strategy.offload.chosen != "offload-mlp":
+        return None
+    return strategy.layers, strategy.offload.value("warp")
+
+
+def source(strategy, stamp):
+    """``<name>.c`` for ``strategy`` (a :class:`rosenna.strategy.Strategy`)."""
+    plan = strategy.plan
+    block = strategy.host.value("points_per_block")
     n, t = plan.name, plan.ctype
     point = Renderer(C, plan.precision, resolver(plan, C))
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
@@ -222,16 +230,17 @@ def source(plan, stamp, block):
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <string.h>"]
     includes += [""]
-    layers = offload_mlp.layers_of(plan)
-    reader = c_reader.reader(plan, offload_mlp.repack(plan, layers) if layers else "") if not plan.embed else ""
+    offload = _offload(strategy)
+    reader = c_reader.reader(plan, offload_mlp.repack(plan, *offload) if offload else "") if not plan.embed else ""
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     point_text = "\n".join(point_body(plan, point))
     block_text = "\n".join(point_body(plan, blocked, scalar_len=block))
-    weights = _weights(plan)
-    if layers:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
-        acts = offload_mlp.functions(plan, layers, point)
-        point_text = "\n".join([offload_mlp.BODY_GUARD, *offload_mlp.body(plan, layers), "#else", point_text, "#endif"])
+    weights = _weights(plan, offload)
+    if offload:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
+        layers, warp = offload
+        acts = offload_mlp.functions(plan, layers, point, warp)
+        point_text = "\n".join([offload_mlp.BODY_GUARD, *offload_mlp.body(plan, layers, warp), "#else", point_text, "#endif"])
         acts = f"{offload_mlp.BODY_GUARD}\n#pragma omp declare target\n{acts}\n#pragma omp end declare target\n#endif\n"
     else:
         acts = ""

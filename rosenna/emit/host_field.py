@@ -71,17 +71,6 @@ TABLE = {
 }
 
 
-def vector_bytes(profile):
-    """Bytes of the vectors the host loops are written for, from the toolchain profile's CPU
-    target: 64 where it has AVX-512 (32 registers of 64 bytes: the SIMD loops then say
-    ``simdlen``, since GCC's tuning for those CPUs otherwise picks 256-bit vectors, half the FMAs
-    per instruction: dwsep's 1x1 convs 1.6x slower), else 32 (AVX2; the compiler's own width)."""
-    import archspec.cpu
-
-    target = archspec.cpu.TARGETS.get(getattr(profile, "target", "") or "")
-    return 64 if target is not None and "avx512f" in target.features else 32
-
-
 def _private(table, names):
     return table["private"].format(names=", ".join(names)) if table["private"] and names else ""
 

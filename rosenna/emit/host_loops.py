@@ -53,7 +53,7 @@ def simd_loops(plan, chain, body):
     - the statements SIMD where a run-time buffer's index steps by one element with the variable
       (a loop down a column, e.g. a conv's left border, would be gathers and scatters, which cost
       more than scalar code), in vectors of ``plan.host_vector`` bytes
-      (:func:`rosenna.emit.host_field.vector_bytes`);
+      (the strategy's choice for the target: rosenna.strategy.point.vector_bytes);
     - one vector per SIMD loop, a serial loop over the vectors around it: GCC peels iterations
       off a SIMD loop to align its stores when it knows them misaligned (a conv interior's row
       starts one element in), up to 15 scalar iterations before each row's 3 vectors (dwsep 1.5x

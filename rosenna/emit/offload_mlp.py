@@ -17,7 +17,7 @@ does the same work from registers. This module writes that body in C for the off
   its inputs are read one at a time from a local array (two ping-pong arrays of the widest
   hidden layer);
 - an FP32 chain with a wide layer that the CUDA routine's warp body serves (hidden layers at most
-  128 wide, at most 8 outputs: ``chain.warp_fits``), on nvptx: when all 32 lanes of the warp call
+  128 wide, at most 8 outputs: rosenna.strategy.mlp.warp_fits), on nvptx: when all 32 lanes of the warp call
   ``<name>_infer`` together (``activemask``), that warp body (rosenna/emit/cuda/routine.py's
   ``rosenna_warp_layer`` / ``rosenna_warp_out`` in C): 16 points per pass, each weight loaded once
   per 8 points and the inputs passed between lanes by shuffles (the copy then has the warp
@@ -34,8 +34,7 @@ device compiler contracts multiply-adds into FMAs, so results agree within verif
 
 import numpy as np
 
-from rosenna import ops
-from rosenna.emit.chain import WarpLayout, mlp_layers, warp_fits
+from rosenna.emit.chain import WarpLayout
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
@@ -87,20 +86,8 @@ static inline unsigned rosenna_warp_active(void)
 VALUES_PER_LINE = 6
 
 
-def layers_of(plan):
-    """The plan's MLP layers when it gets the offload body, else None."""
-    if plan.path == "whole":
-        return None
-    return mlp_layers(plan, plan.precision)
-
-
 def _wide(layers):
     return any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
-
-
-def warp(plan, layers):
-    """Whether the body has the warp path (its copy then has the warp layout)."""
-    return plan.precision == "single" and _wide(layers) and warp_fits(layers)
 
 
 class Layout:
@@ -122,8 +109,10 @@ class Layout:
         self.size = off
 
 
-def layout(plan, layers):
-    return Layout(layers, warp(plan, layers))
+def layout(plan, layers, warp):
+    """The copy's layout; ``warp``: the body has the warp path (the strategy's choice,
+    rosenna.strategy.mlp.OffloadMlp: its copy then has the warp layout)."""
+    return Layout(layers, warp)
 
 
 def packed(lay, dtype):
@@ -143,12 +132,12 @@ def packed_name(plan):
     return C.symbol(plan.name, "opacked")
 
 
-def copy(plan, layers):
+def copy(plan, layers, warp):
     """The repacked weights, ``declare target``, under :data:`COPY_GUARD`. Embedded weights:
     ``const`` whatever their size (clang keeps const data in global memory and reads it through
     the read-only path; the plan's own weights lose ``const`` above CONST_BANK_BYTES for GCC's
     sake). File-loaded: filled by ``<name>_init`` (:func:`repack`)."""
-    lay = layout(plan, layers)
+    lay = layout(plan, layers, warp)
     name, t = packed_name(plan), plan.ctype
     head = (f"{COPY_GUARD}\n"
             f"/* The weights again for the offload device's {plan.name}_infer (rosenna/emit/offload_mlp.py): per layer\n"
@@ -164,13 +153,13 @@ def copy(plan, layers):
     return head + array + "#pragma omp end declare target\n#endif\n"
 
 
-def repack(plan, layers):
+def repack(plan, layers, warp):
     """``<name>_init``'s lines that pack the weights just read (or cleared) into the copy and
     send it to the device, under :data:`COPY_GUARD`."""
-    lay, name = layout(plan, layers), packed_name(plan)
+    lay, name = layout(plan, layers, warp), packed_name(plan)
     lines = [COPY_GUARD, f"    /* the offload device body's copy (rosenna/emit/offload_mlp.py) */"]
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
-        w, b = (C.symbol(plan.name, plan.weights[2 * i + j].ident) for j in (0, 1))
+        w, b = (C.symbol(plan.name, plan.weights[j].ident) for j in (layer.w_index, layer.b_index))
         lines += [f"    for (int k = 0; k < {layer.k}; ++k)",
                   f"        for (int o = 0; o < {layer.n}; ++o)",
                   f"            {name}[{_plus(woff)}k * {npad} + o] = {w}[o * {layer.k} + k];",
@@ -181,10 +170,11 @@ def repack(plan, layers):
 
 
 def activations(plan, layers, renderer):
-    """``static inline`` activation functions, one per layer (identity without one)."""
+    """``static inline`` activation functions, one per layer: its pointwise expression (identity
+    without one)."""
     t, out = plan.ctype, []
     for i, layer in enumerate(layers):
-        expr = ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v")
+        expr = layer.expr if layer.expr is not None else Var("v")
         out.append(f"static inline {t} {_act(plan, i)}({t} v)\n{{\n    return {renderer.expr(expr)};\n}}")
     return "\n".join(out)
 
@@ -193,18 +183,18 @@ def _act(plan, i):
     return f"{plan.name}_oact{i}"
 
 
-def functions(plan, layers, renderer):
+def functions(plan, layers, renderer, warp):
     """The functions the body calls: one activation per layer, and with the warp path the
     one-thread body (``<name>_oalone``, never inlined) and the warp body (``<name>_owarp``)."""
     out = activations(plan, layers, renderer)
-    if warp(plan, layers):
+    if warp:
         sig = f"(const {plan.ctype} *ROSENNA_RESTRICT x, {plan.ctype} *ROSENNA_RESTRICT y)"
         # out of line beside the warp path (else they share registers), inlined without it (13.1 ns
-        # per mlp128 point out of line against 11.4 inlined, H200 run 12)
+        # per mlp128 point out of line against 11.4 inlined; H200, the first full table)
         out += (f"\n/* One point, one thread (a partial warp). */\n#if ROSENNA_WARP\n"
                 f"static __attribute__((noinline)) void {plan.name}_oalone{sig}\n#else\n"
                 f"static inline void {plan.name}_oalone{sig}\n#endif\n{{\n"
-                + "\n".join(_thread(plan, layers)) + "\n}\n"
+                + "\n".join(_thread(plan, layers, True)) + "\n}\n"
                 "#if ROSENNA_WARP\n"
                 f"/* 32 points, one per lane, the whole warp here: two passes of 16. */\n"
                 f"static inline void {plan.name}_owarp{sig}\n{{\n"
@@ -212,10 +202,10 @@ def functions(plan, layers, renderer):
     return out
 
 
-def body(plan, layers):
+def body(plan, layers, warp):
     """The lines of the device body (inside ``<name>_infer``, x and y its arguments)."""
-    if not warp(plan, layers):
-        return _thread(plan, layers)
+    if not warp:
+        return _thread(plan, layers, False)
     return ["#if ROSENNA_WARP",
             "    if (ROSENNA_WARP_FULL()) {  /* the whole warp is here: 32 points at once */",
             "        ROSENNA_WARP_SYNC();",
@@ -226,10 +216,10 @@ def body(plan, layers):
             f"    {plan.name}_oalone(x, y);"]
 
 
-def _thread(plan, layers):
-    """The one-thread body's lines."""
+def _thread(plan, layers, warp):
+    """The one-thread body's lines (``warp``: the copy has the warp layout)."""
     t, zero = plan.ctype, C.literal(0.0, plan.precision)
-    lay = layout(plan, layers)
+    lay = layout(plan, layers, warp)
     w = packed_name(plan)
     wide = _wide(layers)
     lines = []
@@ -263,7 +253,7 @@ def _warp(plan, layers):
     """The warp body's lines: lane (py, cx) = (lane / 16, lane % 16) holds points 8py .. +8 of the
     pass and, of every layer, the columns cx NC .. + NC; a layer's input column k = c KC + j of
     point i is register h[i][j] of lane (py, c), fetched with one shuffle for NC multiply-adds."""
-    lay, w, n = layout(plan, layers), packed_name(plan), plan.name
+    lay, w, n = layout(plan, layers, True), packed_name(plan), plan.name
     kc0 = lay.warp.offsets[0][1]
     private = "#pragma omp allocate({}) allocator(omp_thread_mem_alloc)"
     lines = ["    const int lane = ROSENNA_WARP_LANE(), py = lane / 16, cx = lane % 16;",

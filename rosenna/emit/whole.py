@@ -22,7 +22,6 @@ table below. The C routines are here; the Fortran module's are in
 :mod:`rosenna.emit.whole_fortran`, which also binds ``<name>_infer_one_dev`` to the C symbol.
 """
 
-from rosenna import limits
 from rosenna.emit.host_field import HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
@@ -230,11 +229,11 @@ int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 
 def batch_samples(plan):
     """Samples one parallel loop (one kernel launch) of each op computes together in the batched
-    whole-field path: a power of two up to ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit
-    ``limits.WHOLE_BATCH_BYTES``."""
+    whole-field path: a power of two up to the tuning's ``whole_batch_samples`` whose intermediates
+    fit ``whole_batch_bytes``."""
     per_sample = max(1, sum(plan.scratch) * plan.itemsize)
-    count = 1
-    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.WHOLE_BATCH_BYTES:
+    count, tuning = 1, plan.tuned
+    while count * 2 <= tuning.whole_batch_samples and count * 2 * per_sample <= tuning.whole_batch_bytes:
         count *= 2
     return count
 

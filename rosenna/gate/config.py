@@ -3,7 +3,7 @@ is built (a visible device, offload flags that offload)."""
 
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 
 from rosenna.errors import UsageError
 
@@ -43,6 +43,7 @@ class Config:
     weights: str = "both"  # a key of WEIGHTS
     label: str = ""  # names the compiler set in the report
     profile: dict = None  # the toolchain profile used: {"name", "file", "reason"}, or None
+    tuning: object = None  # the generated code's rosenna.strategy.Tuning (None: the defaults)
 
 
 class NoDevice(UsageError):
@@ -55,7 +56,7 @@ def resolved(config):
     Raises:
         UsageError: for an unknown backend or fewer than one point.
     """
-    c = Config(**asdict(config))
+    c = replace(config)  # a copy that keeps the tuning a Tuning (asdict would make it a dict)
     c.cc = c.cc or os.environ.get("CC", "gcc")
     c.fc = c.fc or os.environ.get("FC", "gfortran")
     if c.host_fallback:

@@ -99,7 +99,7 @@ def launch_allowance(name, plan, c):
     if name.endswith(("-omp", "-acc")) and not name.startswith("batch"):
         return LAUNCH_ARG_BLOCKS * STEPS
     if name.startswith("batch-fortran"):  # every region once per chunk of samples, and the call's data construct
-        # H200 (run 12): the OpenMP row counted 112 blocks and the OpenACC row 220 over 4 steps for
+        # H200 (the first full table): the OpenMP row counted 112 blocks and the OpenACC row 220 over 4 steps for
         # the conv net's 27 regions: 27 (one block per region) or 2 x 27, plus one per call.
         chunks = -(-c.points // whole.batch_samples(plan))
         regions = sum(kind != "comment" for kind, _, _ in parallel.regions(plan.body))
@@ -116,7 +116,7 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
 
     omp_dir, nat_dir = os.path.join(vdir, "omp"), os.path.join(vdir, c.backend)
     for d in {omp_dir, nat_dir}:
-        generate(model_path, d, Options(lang="both", embed=embed))
+        generate(model_path, d, Options(lang="both", embed=embed, tuning=c.tuning))
     defs = [] if embed else ["-DROSENNA_WEIGHTS"]
     builds = []
     if plan.path == "whole":
@@ -132,13 +132,13 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
             builds.append(build.fortran(shell, c, values, vdir, omp_dir, defs, "omp", "batch-fortran-omp"))
         if c.fc != "none" and c.acc_flags:
             acc_dir = os.path.join(vdir, "acc")
-            generate(model_path, acc_dir, Options(lang="fortran", embed=embed))
+            generate(model_path, acc_dir, Options(lang="fortran", embed=embed, tuning=c.tuning))
             builds.append(build.fortran(shell, c, values, vdir, acc_dir, defs, "acc", "batch-fortran-acc"))
     else:
         builds += build.per_point(shell, c, values, vdir, omp_dir, defs, "omp")
         if c.acc_flags:
             acc_dir = os.path.join(vdir, "acc")
-            generate(model_path, acc_dir, Options(lang="both", embed=embed))
+            generate(model_path, acc_dir, Options(lang="both", embed=embed, tuning=c.tuning))
             builds += build.per_point(shell, c, values, vdir, acc_dir, defs, "acc")
     if c.backend == "omp":
         builds.append(build.batch_omp(shell, c, values, vdir, omp_dir, defs, name="batch"))

@@ -1,5 +1,7 @@
 """The op registry: every ONNX op rosenna knows, each defined once in one module.
 
+Owns each op's attributes, shape rule, reference formula and lowering into the loop IR.
+
 Adding an op is one module (or one class in its family's module) and one line in ``_OPS``.
 """
 

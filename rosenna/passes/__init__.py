@@ -1,5 +1,7 @@
 """The pass pipeline: small named steps in an explicit order, the IR verified after each.
 
+Owns every rewrite of the graph between import and planning.
+
 Set ``ROSENNA_PRINT_IR_AFTER=<pass>`` (or ``all``) to print the graph after a pass.
 """
 

@@ -4,7 +4,7 @@ from rosenna import ops
 from rosenna.errors import ModelError, UnsupportedOp
 from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES
 
-WHERE_LISTED = "supported ops: README.md, section Operators, or `rosenna info --ops`"
+WHERE_LISTED = "supported ops: `rosenna info --ops`, or docs/reference/operators.md"
 
 
 def unknown_op_reason(node):

@@ -1,5 +1,7 @@
 """Toolchain profiles: which compilers, offload flags, backend and thresholds to build with.
 
+Owns the profiles' search path, schema, detection and resolution.
+
 A profile is a YAML file (see docs/toolchains.md for the keys). This package finds profiles on a
 search path (:mod:`.catalog`), validates them with a JSON schema (:mod:`.schema`), detects the node
 (:mod:`.detection`: archspec for the CPU, nvidia-smi / rocm_agent_enumerator / rocminfo / sycl-ls for

@@ -285,6 +285,17 @@ def merge(base, override):
     return out
 
 
+def _key_line(path, key):
+    """``:LINE`` of top-level ``key`` in the file at ``path``, or "" when it cannot be read."""
+    try:
+        for number, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if text.startswith(f"{key}:"):
+                return f":{number}"
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
 class Catalog:
     """The profiles on a search path, read once.
 
@@ -394,7 +405,8 @@ class Catalog:
             if parent is None:
                 further = " further down the search path" if after >= 0 else ""
                 raise ToolchainError(
-                    f"{current.path}: key 'extends': no profile named '{parent_name}'{further}"
+                    f"{current.path}{_key_line(current.path, 'extends')}: key 'extends': no profile named "
+                    f"'{parent_name}'{further}; name one that `rosenna toolchain list` shows"
                 )
             if parent in chain:
                 cycle = " -> ".join(f"{f.name} ({f.path})" for f in chain + [parent])

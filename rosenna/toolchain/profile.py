@@ -162,6 +162,7 @@ class Profile:
     constant_limit_bytes: int
     embed_threshold: int
     modules: tuple
+    job: tuple  # the job: section as (key, value) pairs: what `gpu-gate --print-job` asks the batch system for
     gpu: GpuTarget
     probe: dict  # {"command", "expect", "source"} with placeholders filled, or {}
     reason: str = ""  # why `auto` chose it; "" when asked for by name
@@ -169,6 +170,7 @@ class Profile:
     target_source: str = ""  # "--target" or "archspec: this host"
     notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
     families: tuple = ("", "")  # (C, Fortran) compiler family from the banner (archspec's names), "" unknown
+    tuning: dict = None  # the ``tuning:`` section ({"default": {...}, "sm_90": {...}}), or None
 
     @property
     def device_backend(self):
@@ -264,6 +266,7 @@ class Profile:
         out["gpu"]["offload_triple"] = self.gpu.offload_triple
         out["make_defaults"] = self.make_defaults()
         out["notes"] = list(self.notes)
+        out["job"] = dict(self.job)
         out["families"] = list(self.families)
         return out
 
@@ -434,6 +437,7 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         constant_limit_bytes=thresholds.get("constant_limit_bytes", DEFAULT_CONSTANT_LIMIT_BYTES),
         embed_threshold=thresholds.get("embed_threshold", DEFAULT_EMBED_THRESHOLD),
         modules=tuple(data.get("modules", ())),
+        job=tuple(sorted(data.get("job", {}).items())),
         gpu=gpu,
         probe=probe,
         reason=reason,
@@ -441,4 +445,5 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         target_source=target_source,
         notes=tuple(notes),
         families=tuple(_family(compilers_by_lang[lang], cpu) for lang in ("c", "fortran")),
+        tuning=data.get("tuning"),
     )

@@ -25,12 +25,16 @@ GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
 
 # Defaults of the storage thresholds, each defined once in rosenna.limits (the __constant__ limit
-# measured on the H200: docs/benchmarks.md); configuration imports nothing from plan or emit.
+# measured on the H200: results/measurement-log.md); configuration imports nothing from plan or emit.
 from rosenna.limits import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES  # noqa: F401 (re-exported)
 from rosenna.limits import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F401 (re-exported)
 
 _STRING = {"type": "string"}
 _COMMAND = {"type": "string", "minLength": 1}
+
+# The ``tuning:`` section: per GPU architecture ("default" first, then "sm_90", "gfx90a", ...), the
+# fields of rosenna.strategy.tuning.Tuning (a module below the code it configures).
+from rosenna.strategy.tuning import tuning_schema  # noqa: E402
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -80,7 +84,22 @@ SCHEMA = {
                 "embed_threshold": {"type": "integer", "minimum": 0},
             },
         },
+        "tuning": tuning_schema(),
         "modules": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        # What `rosenna gpu-gate --print-job` asks the batch system for (rosenna/gate/jobs.py, JobRequest).
+        "job": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "cpus_per_task": {"type": "integer", "minimum": 1},
+                "gpus": {"type": "integer", "minimum": 0},
+                "gpu_request": {"enum": ["gpus", "gpus-per-node", "gres", "none"]},
+                "partition": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "account": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "time": {"type": "string", "pattern": "^(([0-9]+-)?[0-9]{1,2}(:[0-9]{2}){0,2}|[0-9]+)$"},
+                "module": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+            },
+        },
         "probe": {
             "type": "object",
             "additionalProperties": False,
@@ -174,7 +193,7 @@ def _describe(error, schema):
         for key in unexpected:
             hint = difflib.get_close_matches(key, known, n=1)
             also = f"; did you mean '{hint[0]}'?" if hint else ""
-            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key (known: {', '.join(known)}){also}"))
+            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key: remove it or use one of {', '.join(known)}{also}"))
         return lines
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]

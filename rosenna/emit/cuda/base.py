@@ -15,10 +15,6 @@ class Kind:
     #: Whether its kernel calls ``<name>_point`` (the per-point routine).
     point_fn = False
 
-    def fits(self, choice):
-        """Whether the plan (``choice.plan``, ``choice.layers``) takes this kernel."""
-        raise NotImplementedError
-
     def library(self):
         """Its fixed device code (a file in ``rosenna/data/``), inlined in the kernel file's
         anonymous namespace after the activation functions; "" for none."""

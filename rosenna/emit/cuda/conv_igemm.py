@@ -24,7 +24,7 @@ convs, 1-D and 3-D convs.
 
 from dataclasses import dataclass
 
-from rosenna import limits
+from rosenna.strategy import Tuning
 from rosenna.emit import fixed
 from rosenna.emit.cuda import field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.mlp import array
@@ -33,12 +33,14 @@ from rosenna.emit.render import Renderer, count
 from rosenna.emit.whole import sample_resolver
 from rosenna.loopir import Comment, Idx, Ref, Var, add
 
+DEFAULT_TUNING = Tuning()
+
 #: Warps per block of ``<name>_igemm<k>`` (one output tile each).
 WARPS = 4
 
 #: Accumulator fragments a lane holds (m16 tiles x n8 tiles of its warp's tile): a warp takes up to
 #: MAX_NT n8 tiles of the output channels (more channels: groups of warps on the same pixels), and
-#: as many m16 tiles as fit, at most MAX_MT. H200, round A of docs/benchmarks.md's study: MT 2
+#: as many m16 tiles as fit, at most MAX_MT. H200, round A of results/measurement-log.md's study: MT 2
 #: against 4 on the U-Net (72 registers against 148) 331 against 385 µs at 256 samples; NT 8, MT 1
 #: on the 64-channel net (193 registers) 34 µs per sample where MT 2, NT 4 on 32 channels ran at
 #: 33 TFLOP/s.
@@ -46,11 +48,6 @@ TILE_FRAGMENTS = 8
 MAX_MT = 2
 MAX_NT = 4
 
-#: Whether ``<name>_run`` takes the launched form (not the persistent kernel) for every call in
-#: which an implicit-GEMM conv takes its phase (:func:`prefer`). Off: on the H200 (docs/benchmarks.md,
-#: round B of the implicit-GEMM study) it cost the U-Net 11% at 4 samples and did not reach the
-#: 64-channel net at 1 sample (4,096 rows), which launched would take 119 µs instead of 404.
-PREFER_LAUNCHES = False
 
 #: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
 PARTIAL = 2
@@ -167,8 +164,9 @@ def shape_of(window):
                  *window["dilations"])
 
 
-def eligible(window):
-    """Why a Conv's geometry keeps the direct loops ("" when the implicit GEMM may take it)."""
+def eligible(window, tuning=DEFAULT_TUNING):
+    """Why a Conv's geometry keeps the direct loops ("" when the implicit GEMM may take it):
+    ``tuning.igemm_min_k`` and ``igemm_min_cout``."""
     if len(window["x_shape"]) != 4:
         return "not 2-D"
     if window["group"] != 1:
@@ -176,10 +174,10 @@ def eligible(window):
     if window["x_shape"][0] != 1:
         return "a batch axis over 1"
     _, c, kh, kw = window["w_shape"]
-    if c * kh * kw < limits.IGEMM_MIN_K:
-        return f"K = {c * kh * kw} under {limits.IGEMM_MIN_K}"
-    if window["w_shape"][0] < limits.IGEMM_MIN_COUT:
-        return f"{window['w_shape'][0]} output channels, under {limits.IGEMM_MIN_COUT}"
+    if c * kh * kw < tuning.igemm_min_k:
+        return f"K = {c * kh * kw} under igemm_min_k {tuning.igemm_min_k}"
+    if window["w_shape"][0] < tuning.igemm_min_cout:
+        return f"{window['w_shape'][0]} output channels, under igemm_min_cout {tuning.igemm_min_cout}"
     return ""
 
 
@@ -221,7 +219,7 @@ def choose(sched):
     """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM: the
     :func:`conv_phases` whose Conv is :func:`eligible`."""
     return {k: Conv(window, shape_of(window), note) for k, (window, note) in conv_phases(sched).items()
-            if not eligible(window)}
+            if not eligible(window, sched.plan.tuned)}
 
 
 def operand(plan, value):
@@ -242,10 +240,10 @@ def epilogue(plan, conv):
     return Renderer(C, plan.precision, sample_resolver(plan)).expr(activation_expr(window["activation"], value))
 
 
-def min_samples(conv):
-    """The samples a call needs before the implicit GEMM takes this conv (``limits.IGEMM_MIN_ROWS``)."""
+def min_samples(conv, tuning=DEFAULT_TUNING):
+    """The samples a call needs before the implicit GEMM takes this conv (``tuning.igemm_min_rows``)."""
     pixels = conv.shape.oh * conv.shape.ow
-    return max(1, -(-limits.IGEMM_MIN_ROWS // pixels))
+    return max(1, -(-tuning.igemm_min_rows // pixels))
 
 
 def kernel(plan, k, conv):
@@ -347,7 +345,7 @@ def launch(plan, k, conv):
     rows and the device the code; an ``else`` follows them (the direct launch)."""
     n, s = plan.name, conv.shape
     return (f"{tf32.GUARD}\n"
-            f"    if (count >= {min_samples(conv)} && {n}_igemm_usable())\n"
+            f"    if (count >= {min_samples(conv, plan.tuned)} && {n}_igemm_usable())\n"
             f"        {n}_igemm{k}<<<(unsigned)((count * {s.tiles}l + {WARPS - 1}) / {WARPS}), {32 * WARPS}, 0, s>>>(x, y, count);\n"
             f"    else\n#endif\n")
 
@@ -378,11 +376,11 @@ def upload(plan, helper):
 
 
 def prefer(plan, convs):
-    """Lines of ``<name>_run`` before its choice of form: with :data:`PREFER_LAUNCHES`, a call in
+    """Lines of ``<name>_run`` before its choice of form: with the tuning's ``igemm_prefer_launches``, a call in
     which an implicit GEMM takes a phase runs the launched phases ("" otherwise)."""
-    if not convs or not PREFER_LAUNCHES:
+    if not convs or not plan.tuned.igemm_prefer_launches:
         return ""
-    first = min(min_samples(conv) for conv in convs.values())
+    first = min(min_samples(conv, plan.tuned) for conv in convs.values())
     return (f"{tf32.GUARD}\n"
             f"    if (count >= {first} && {plan.name}_igemm_usable())  /* an implicit-GEMM conv takes the call */\n"
             f"        return {plan.name}_phases(count, x, y, s);\n#endif\n")

@@ -13,8 +13,8 @@ rows, then columns of taps; a padded tap adds w x 0), so the results equal the d
 
 The same tile function runs in the launched form (``<name>_smem<k>_kernel``, a block per tile), the
 persistent kernel (each block loops over the phase's tiles) and the clustered one (a cluster's
-blocks over its sample's): the block barriers stay uniform (:data:`FORMS`). Taken where :func:`eligible` and the rule of :mod:`rosenna.limits`
-(``SMEM_CONV``) allow: 2-D convs with more than one tap, ``group == 1`` or depthwise (one input
+blocks over its sample's): the block barriers stay uniform (:data:`FORMS`). Taken where :func:`eligible` and the tuning's rule
+(``smem_conv``) allow: 2-D convs with more than one tap, ``group == 1`` or depthwise (one input
 channel per group, one output channel per input channel); others keep the direct loops. The
 implicit GEMM (:mod:`conv_igemm`) takes precedence on the calls it takes.
 
@@ -24,7 +24,6 @@ qualifiers: a host harness runs them thread by thread (tests/test_conv_smem.py).
 
 from dataclasses import dataclass
 
-from rosenna import limits
 from rosenna.emit.cuda import conv_igemm, field_cluster
 from rosenna.emit.lang import C
 from rosenna.emit.render import count
@@ -36,7 +35,7 @@ THREADS = 256
 #: this), output rows per thread (consecutive: a stride-1 conv reads PY + KH - 1 rows for PY x KH
 #: taps) and rows per thread of a depthwise conv (one channel per thread). The persistent and
 #: clustered kernels run the small calls: the finest tiles (most blocks); the launched phases
-#: the large ones: more outputs per thread. H200 (docs/benchmarks.md, "Shared-memory conv tiles",
+#: the large ones: more outputs per thread. H200 (results/measurement-log.md, "Shared-memory conv tiles",
 #: round A): the U-Net at 1 sample 50.9 µs with (1, 1) in the persistent kernel, 69.3 with (4, 2),
 #: 95.2 with (8, 2), 81.1 direct; at 256 samples 317.1 with (4, 2) launched, 352.7 with (1, 1),
 #: 337.4 direct; the depthwise net at 256 samples 47.2 with depthwise rows 4, 50.3 with 2, 66.7 direct.
@@ -48,12 +47,10 @@ TILES = {"launched": (4, 2, 4), "persistent": (1, 1, 1), "cluster": (2, 1, 2)}
 #: Shared memory per block for a chunk of the input tile, in bytes.
 SMEM_BYTES = 16 * 1024
 
-#: Whether a conv whose implicit GEMM would take the call keeps it (True) or always runs tiled.
-IGEMM_FIRST = True
 
 #: The forms of ``<name>_run`` whose phases take the tiled convs: "launched" (``<name>_phases``),
 #: "persistent" (``<name>_field``), "cluster" (``<name>_cluster``; only plans of many phases have one:
-#: ``limits.CUDA_CLUSTER_MIN_PHASES``).
+#: the tuning's ``cluster_min_phases``).
 FORMS = ("launched", "persistent", "cluster")
 
 
@@ -191,16 +188,17 @@ def tiling_of(window, form="launched"):
 
 def choose(sched, form="launched", tag=""):
     """``{phase index: Conv}``: the phases of ``sched`` that are one :func:`eligible` Conv
-    (:func:`conv_igemm.conv_phases`) and pass ``limits.SMEM_CONV`` (see there), in ``form``
+    (:func:`conv_igemm.conv_phases`) and pass the tuning's ``smem_conv`` rule, in ``form``
     (one of :data:`FORMS`; none in a form not listed there)."""
-    if not limits.SMEM_CONV or form not in FORMS:
+    rule = sched.plan.tuned.smem_conv
+    if not rule or form not in FORMS:
         return {}
     out = {}
     for k, (window, note) in conv_igemm.conv_phases(sched).items():
         if eligible(window):
             continue
         tiling = tiling_of(window, form)
-        if limits.SMEM_CONV == "depthwise" and not tiling.depthwise:
+        if rule == "depthwise" and not tiling.depthwise:
             continue
         out[k] = Conv(window, tiling, note, tag)
     return out

@@ -1,7 +1,7 @@
 """The float64 MLP chain on the FP64 tensor cores (DMMA ``mma.sync.m8n8k4.f64``, CUDA sm_80+).
 
-A double-precision chain of Gemm(+activation) layers (:func:`rosenna.emit.cuda.mlp.mlp_layers`
-with ``precision="double"``), every layer at most :data:`MAX_WIDTH` wide, takes the ``dmma``
+A double-precision chain of Gemm(+activation) layers (the strategy's analysis, rosenna.strategy.mlp),
+every layer at most 128 wide (M tiles x (KT + 2 NT) doubles within 255 registers), takes the ``dmma``
 kernel beside the generic FP64-FMA point kernel (HIP, GPUs before sm_80 and
 ``-DROSENNA_NO_TENSOR_CORES`` keep that one). A warp carries ``M`` tiles of 8 points through all
 layers in registers, fp64 throughout (the DMMA unit multiplies and adds in IEEE double), so the
@@ -27,14 +27,12 @@ import numpy as np
 from rosenna.emit import fixed
 from rosenna.emit.cuda import tf32
 from rosenna.emit.cuda.base import Kind
-from rosenna.emit.cuda.mlp import activation_fn, chunks, mlp_layers
+from rosenna.emit.cuda.mlp import activation_fn, chunks
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
 
-#: Widest layer the register chain takes (M tiles x (KT + 2 NT) doubles stay within 255 registers).
-MAX_WIDTH = 128
 #: Tiles of 8 points a warp carries, by the widest layer (padded to 8; registers ~4 M width / 4):
-#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: benchmarks.md run 14).
+#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: results/measurement-log.md, the float64 study).
 M_TILES = ((32, 2), (64, 2), (128, 1))
 #: Threads per block: 8 warps.
 THREADS = 256
@@ -45,14 +43,6 @@ DEVICE_FORMS = {"Tanh": "rosenna_tanh"}
 #: Fragments and biases up to this many bytes are copied into (static) shared memory once per
 #: block; larger ones are read from global memory through L1.
 SMEM_LIMIT = 40 * 1024
-
-
-def layers_of(plan):
-    """The float64 chain's layers, or None."""
-    layers = mlp_layers(plan, precision="double")
-    if not layers or max(max(layer.k, layer.n) for layer in layers) > MAX_WIDTH:
-        return None
-    return layers
 
 
 def _ktiles(layer, first):
@@ -114,7 +104,7 @@ def packed(layers):
 
 def host_packing(layers, dest="tc"):
     """C++ for ``<name>_device_upload``: the same packing as :func:`packed` into ``double *{dest}``
-    (zeroed), from ``host[2i]`` (layer i's W as [N][K]) and ``host[2i+1]`` (its bias)."""
+    (zeroed), from ``host[layer.w_index]`` (its W as [N][K]) and ``host[layer.b_index]`` (its bias)."""
     frags, biases, _ = offsets(layers)
     out = []
     for i, layer in enumerate(layers):
@@ -124,10 +114,10 @@ def host_packing(layers, dest="tc"):
         for (int nt = 0; nt < {nt_n}; ++nt)
             for (int lane = 0; lane < 32; ++lane) {{
                 const int g = lane / 4, t = lane % 4, c = 8 * nt + g, k = {k};
-                {dest}[{frags[i]} + (kt * {nt_n} + nt) * 32 + lane] = c < {layer.n} && k < {layer.k} ? host[{2 * i}][c * {layer.k} + k] : 0.0;
+                {dest}[{frags[i]} + (kt * {nt_n} + nt) * 32 + lane] = c < {layer.n} && k < {layer.k} ? host[{layer.w_index}][c * {layer.k} + k] : 0.0;
             }}
     for (int o = 0; o < {layer.n}; ++o)
-        {dest}[{biases[i]} + o] = host[{2 * i + 1}][o];""")
+        {dest}[{biases[i]} + o] = host[{layer.b_index}][o];""")
     return "\n".join(out)
 
 
@@ -276,11 +266,8 @@ class Dmma(Kind):
             " * -DROSENNA_NO_TENSOR_CORES for the FMA kernel everywhere)")
     guard = tf32.GUARD
 
-    def fits(self, choice):
-        return choice.plan.precision == "double" and layers_of(choice.plan) is not None
-
     def layout(self, choice):
-        return Layout(layers_of(choice.plan))
+        return Layout(choice.chain)
 
     def arrays(self, plan, choice):
         """The kernel file's ``<name>_tc_packed``, under the guard."""
@@ -307,23 +294,22 @@ class Dmma(Kind):
         return ""
 
     def kernel(self, plan, choice, acts):
-        return (self.guard + "\nnamespace {\n" + library(layers_of(plan)) + "}  // namespace\n"
-                + kernel(plan, layers_of(plan)) + "\n#endif /* tensor cores */")
+        return (self.guard + "\nnamespace {\n" + library(choice.chain) + "}  // namespace\n"
+                + kernel(plan, choice.chain) + "\n#endif /* tensor cores */")
 
     def launch(self, plan, choice):
-        return self.guard + "\n" + launch(plan, layers_of(plan)) + "#endif\n"
+        return self.guard + "\n" + launch(plan, choice.chain) + "#endif\n"
 
 
 KIND = Dmma()
 
 
-def routine_parts(plan, sig):
+def routine_parts(plan, layers, sig):
     """The float64 chain's per-point routines (``-DROSENNA_DEVICE_ROUTINE``): its copy of the
     fragments, ``<name>_infer_warp`` running the batched kernel's warp body for the 32 lanes' points
     (CUDA sm_80+; elsewhere each lane its own point through ``<name>_point``), and ``<name>_infer``
     taking that body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
     n, nx, ny = plan.name, plan.nx, plan.ny
-    layers = layers_of(plan)
     frags, biases, size = offsets(layers)
     m = m_tiles(layers)
     passes = 32 // (8 * m)
@@ -387,9 +373,9 @@ def routine_parts(plan, sig):
         f"extern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_infer_warp_body(x, y);\n}}\n"])
 
 
-def routine_upload(plan):
+def routine_upload(plan, layers):
     """The lines of ``<name>_routine_upload`` packing and copying ``<name>_rdmma``."""
-    layout = Layout(layers_of(plan))
+    layout = Layout(layers)
     return (f"{tf32.GUARD}\n    {{\n        double *tc = (double *)calloc({layout.size}, sizeof(double));\n"
             f"        if (tc == NULL)\n            return ROSENNA_STATUS_DEVICE;\n{layout.host_packing()}\n"
             f"        const int failed = cudaMemcpyToSymbol({plan.name}_rdmma, tc, sizeof(double) * {layout.size}, 0, "

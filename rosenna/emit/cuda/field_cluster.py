@@ -8,41 +8,31 @@ over each phase's elements; a cluster barrier (``barrier.cluster.arrive.release`
 the cluster after it, global memory included) separates consecutive phases instead of a launch or
 a grid-wide barrier. Samples never wait for each other, and a sample's intermediates stay in L2
 between its phases. A cluster has :data:`BLOCKS` blocks, a number the kernel is compiled with, so
-that each phase's stride loop has a constant step and trip count; with :data:`PER_CALL` the
+that each phase's stride loop has a constant step and trip count; with the tuning's ``cluster_per_call`` the
 blocks per cluster are chosen per call instead (:func:`choice`: the most, up to :data:`BLOCKS`,
 with which every cluster of the call is resident at once) and read at run time.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
-output channels) when :data:`JAM`, else the plain ones (a thread per element); the convs that
+output channels) with the tuning's ``cluster_jam``, else the plain ones (a thread per element); the convs that
 :mod:`conv_smem` takes run as its shared-memory tiles instead (the default, H200 run 17). A plan of
-fewer than ``limits.CUDA_CLUSTER_MIN_PHASES`` phases gets no clustered kernel. Compiled for an
+fewer than the tuning's ``cluster_min_phases`` phases gets no clustered kernel. Compiled for an
 older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
 (it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
-``__HIPCC__``. Measured on the H200: docs/benchmarks.md, runs 13, 16 and 17.
+``__HIPCC__``. Measured on the H200: results/measurement-log.md, the clustered whole-field study, the epilogue study and the table of main cd0ccd7.
 """
 
-from rosenna import limits
 from rosenna.emit.cuda import field_fuse
 from rosenna.emit.render import count
 
 #: The most blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
 BLOCKS = 16
 
-#: Threads per block of ``<name>_cluster`` (256: docs/benchmarks.md, run 13).
+#: Threads per block of ``<name>_cluster`` (256: results/measurement-log.md, the clustered whole-field study).
 THREADS = 256
 
-#: Whether the blocks per cluster are chosen per call and read at run time (``%cluster_nctarank``)
-#: instead of compiled in. The run-time step made the U-Net's kernel slower on the H200: 96.3
-#: against 75.5 µs at 1 sample (docs/benchmarks.md, runs 13 and 16).
-PER_CALL = False
-
-#: The blocks of ``<name>_cluster`` ptxas keeps resident per SM (``__launch_bounds__``' second
-#: argument, a register cap), or None.
-MIN_BLOCKS = None
-
-#: Whether the phases' convolutions are unrolled-and-jammed over output channels (slower on the
-#: H200 at 1 sample: 91.9 against 75.5 µs for the U-Net, run 13).
-JAM = False
+# (the tuning's cluster_per_call: the blocks per cluster chosen per call and read at run time;
+# cluster_min_blocks: ptxas's resident blocks per SM, a register cap; cluster_jam: the phases'
+# convolutions unrolled-and-jammed over output channels)
 
 
 def phase_lines(sched, note, threads, body, buffer=None):
@@ -58,6 +48,7 @@ def phase_lines(sched, note, threads, body, buffer=None):
 def kernel(sched, phases):
     """``<name>_cluster`` (see the module) over ``phases``, each the lines of :func:`phase_lines`."""
     n, t, threads = sched.plan.name, sched.plan.ctype, THREADS
+    per_call, min_blocks = sched.plan.tuned.cluster_per_call, sched.plan.tuned.cluster_min_blocks
     lines = []
     for k, phase in enumerate(phases):
         if k:
@@ -73,10 +64,10 @@ def kernel(sched, phases):
 
 /* The phases in one launch of count clusters ({n}_clustered gives them): cluster s computes sample
    s, {count(len(phases), 'phase')}, a cluster barrier between consecutive phases. */
-__global__ void __launch_bounds__({threads}{f", {MIN_BLOCKS}" if MIN_BLOCKS else ""}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+__global__ void __launch_bounds__({threads}{f", {min_blocks}" if min_blocks else ""}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
 #if __CUDA_ARCH__ >= 900
-{_indices(threads)}    (void)count;
+{_indices(threads, per_call)}    (void)count;
 {unused}{code}
 #else
     (void)x, (void)y, (void)count;
@@ -85,11 +76,11 @@ __global__ void __launch_bounds__({threads}{f", {MIN_BLOCKS}" if MIN_BLOCKS else
 #endif"""
 
 
-def _indices(threads):
+def _indices(threads, per_call):
     """The kernel's sample ``s`` (its cluster) and its thread's first element and step."""
     head = ('    unsigned id, rank;\n    asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));\n'
             '    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));\n')
-    if PER_CALL:
+    if per_call:
         return (head.replace("id, rank;", "id, rank, blocks;", 1) + '    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));\n'
                 f"    const long s = id;\n    const long first = (long)rank * {threads} + threadIdx.x, step = (long)blocks * {threads};\n")
     return (head + f"    const long s = id;  /* {BLOCKS} blocks per cluster: a constant step */\n"
@@ -154,9 +145,10 @@ static int {n}_cluster_blocks(int device)
 
 def samples(sched):
     """The most samples a call may have for ``<name>_run`` to take the clustered kernel for the
-    phases of ``sched``: ``limits.CUDA_CLUSTER_SAMPLES`` for a plan of at least
-    ``limits.CUDA_CLUSTER_MIN_PHASES`` phases, else 0 (no clustered kernel is emitted)."""
-    return limits.CUDA_CLUSTER_SAMPLES if len(sched.phases) >= limits.CUDA_CLUSTER_MIN_PHASES else 0
+    phases of ``sched``: the tuning's ``cluster_samples`` for a plan of at least
+    ``cluster_min_phases`` phases, else 0 (no clustered kernel is emitted)."""
+    tuning = sched.plan.tuned
+    return tuning.cluster_samples if len(sched.phases) >= tuning.cluster_min_phases else 0
 
 
 def note(n, few):
@@ -167,10 +159,10 @@ def note(n, few):
             "\n   cluster per sample. Else:")
 
 
-def choice(n, few):
+def choice(n, few, per_call=False):
     """``<name>_run``'s first choice: the clustered kernel for up to ``few`` (:func:`samples`)
     samples where it runs (CUDA only) and every cluster of the call is resident at once: of
-    :data:`BLOCKS` blocks, or with :data:`PER_CALL` as many (up to :data:`BLOCKS`, at least 2) as
+    :data:`BLOCKS` blocks, or with ``per_call`` (the tuning's ``cluster_per_call``) as many (up to :data:`BLOCKS`, at least 2) as
     keep them resident."""
     if not few:
         return ""
@@ -182,15 +174,15 @@ def choice(n, few):
             resident = resident > 0 ? resident : -1;
             __atomic_store_n(&{n}_clusters[device], resident, __ATOMIC_RELAXED);
         }}
-{_blocks(n)}
+{_blocks(n, per_call)}
     }}
 #endif
 """
 
 
-def _blocks(n):
+def _blocks(n, per_call):
     """``<name>_run``'s launch of the clustered kernel once the resident blocks are known."""
-    if PER_CALL:
+    if per_call:
         return f"""        if (resident > 0) {{
             unsigned blocks = {BLOCKS};
             while (blocks > 2 && (long)count * blocks > resident)

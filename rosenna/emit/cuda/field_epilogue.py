@@ -20,7 +20,7 @@ Two shapes, recognised in the loop IR by their index maps (not by op names):
 
 Each sum keeps its terms and their order: the results do not change by a bit. A store nothing
 else reads is dropped (:func:`finish`), the scratch buffers are shared anew over the phases kept
-(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: docs/benchmarks.md, run 16.
+(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: results/measurement-log.md, the epilogue study.
 """
 
 import copy
@@ -33,10 +33,16 @@ from rosenna.emit.cuda.field_rewrite import (boxes, index_values, namer, rewrite
 from rosenna.loopir import Assign, Comment, Idx, Loop, Ref, Var, walk, walk_expr
 from rosenna.parallel import Launch, Member
 
-#: The forms of ``<name>_run`` whose phases have the epilogues (:func:`whole_field.schedules`):
-#: any of "launches" (the default schedule of :func:`rosenna.emit.cuda.field_fuse.schedule`),
-#: "persistent" and "cluster".
-FORMS = frozenset()
+#: The forms of ``<name>_run`` that may have the epilogues (:func:`whole_field.schedules`):
+#: "launches" (the default schedule of :func:`rosenna.emit.cuda.field_fuse.schedule`),
+#: "persistent" and "cluster"; the tuning's ``field_epilogues`` names those that do (:func:`forms`).
+ALL_FORMS = ("launches", "persistent", "cluster")
+
+
+def forms(tuning):
+    """The forms whose phases have the epilogues under ``tuning`` (its ``field_epilogues``)."""
+    chosen = tuning.field_epilogues
+    return frozenset(ALL_FORMS if chosen == "all" else (chosen,) if chosen else ())
 
 #: Which epilogues :func:`fuse` makes: window reductions pulled into their producer's phase,
 #: element maps pushed into it.

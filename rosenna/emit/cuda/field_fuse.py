@@ -19,8 +19,8 @@ plan's scratch buffers were shared by the op order (:func:`rosenna.plan.build`);
 get their own sharing (:func:`_storage`) by the same rule over the phases kept, a buffer free
 after the last phase that reads what it holds, directly or through a value function.
 
-Whether it pays is the H200's to say (docs/benchmarks.md, run 11): :data:`MAX_INLINE_LOADS` and
-:data:`DECODE` hold the generator's choice.
+Whether it pays is the H200's to say (results/measurement-log.md, run 11): the tuning's ``field_inline_loads`` and
+``field_decode`` hold the generator's choice.
 """
 
 import dataclasses
@@ -34,17 +34,12 @@ from rosenna.emit.cuda import field_epilogue, field_rewrite
 from rosenna.emit.cuda.field_index import digits, merged, radix
 from rosenna.parallel import launch_groups
 
-#: A phase is computed where it is read when one of its elements loads at most this many values
-#: of run-time data (a 2x2 average pool 4, an Add 2, a Concat's copy 1), loads of values computed
-#: in place counted at their own cost. 0: none is. Off by default: measured on the H200
-#: (docs/benchmarks.md, run 11), the U-Net with its Concats, Adds and pools computed where read
-#: (26 phases -> 10) took 181 µs at 1 sample against 84, 3929 at 256 against 616.
-MAX_INLINE_LOADS = 0
-
-#: Whether a reader may decode an element index at run time (divisions and a branch per region,
-#: at every load: the Concats of the U-Net's upsampling); without, a phase is computed in place
-#: only where every reader's indices give its loop indices exactly (:func:`digits`).
-DECODE = False
+# The tuning's field_inline_loads: a phase is computed where it is read when one of its elements
+# loads at most that many values of run-time data (a 2x2 average pool 4, an Add 2, a Concat's copy
+# 1), loads of values computed in place counted at their own cost; 0: none is. Its field_decode:
+# whether a reader may decode an element index at run time (divisions and a branch per region, at
+# every load: the Concats of the U-Net's upsampling); without, a phase is computed in place only
+# where every reader's indices give its loop indices exactly (:func:`digits`).
 
 #: The storage kind of a value computed in place; its identifier is the value function's name.
 INLINE = "v"
@@ -108,14 +103,14 @@ def pointers(plan, text, buffer=None):
 
 def schedule(plan, max_loads=None, decode=None, epilogues=None):
     """The plan's phases with the producer-side epilogues made (:mod:`field_epilogue`, with
-    ``epilogues``, by default where ``field_epilogue.FORMS`` has the launched phases) and every phase that qualifies computed in
-    place (see the module); ``max_loads`` and ``decode`` default to :data:`MAX_INLINE_LOADS` and
-    :data:`DECODE`."""
-    max_loads = MAX_INLINE_LOADS if max_loads is None else max_loads
-    decode = DECODE if decode is None else decode
+    ``epilogues``, by default where the tuning's ``field_epilogues`` has the launched phases) and every phase that qualifies computed in
+    place (see the module); ``max_loads`` and ``decode`` default to the tuning's
+    ``field_inline_loads`` and ``field_decode``."""
+    max_loads = plan.tuned.field_inline_loads if max_loads is None else max_loads
+    decode = plan.tuned.field_decode if decode is None else decode
     groups = launch_groups(plan)
     version = _versions(plan, groups)
-    epilogues = "launches" in field_epilogue.FORMS if epilogues is None else epilogues
+    epilogues = "launches" in field_epilogue.forms(plan.tuned) if epilogues is None else epilogues
     fewer = groups
     if version is not None and epilogues:
         fewer = field_epilogue.fuse(plan, groups, version, lambda launch: _value_of(plan, launch, version))

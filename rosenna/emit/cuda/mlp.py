@@ -1,10 +1,9 @@
-"""The shape the MLP kernels look for: a single-precision chain of dense layers from x to y."""
+"""What the FP32 MLP kernels share: their activation functions, the packed weight layout, arrays.
+The layers come from the strategy stage (rosenna.strategy.mlp.analysis)."""
 
 import numpy as np
 
-from rosenna import ops
 from rosenna.emit import fixed
-from rosenna.emit.chain import MLP_ACTIVATIONS, Layer, mlp_layers  # noqa: F401 (defined there)
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
@@ -21,14 +20,15 @@ def round_up(n, m):
 
 
 def activation_fn(name, layer, renderer, ctype="float"):
-    """``__device__ float name(float v)``: the layer's activation with its attributes (identity
-    without one), rendered from the op module's formula (``ctype`` double for a double plan's
-    renderer), or a call of its function in :data:`DEVICE_FORMS` (:func:`activation_library`
+    """``__device__ float name(float v)``: the layer's pointwise expression (its fused activation's
+    formula with its attributes, and any pointwise epilogue after it; identity without one:
+    the strategy's analysis, rosenna.strategy.mlp.analysis), ``ctype`` double for a double plan's
+    renderer, or a call of its function in :data:`DEVICE_FORMS` (:func:`activation_library`
     defines it)."""
     if layer.act in DEVICE_FORMS:
         value = f"{DEVICE_FORMS[layer.act]}(v)"
     else:
-        value = renderer.expr(ops.get(layer.act).expr(layer.attrs, Var("v")) if layer.act else Var("v"))
+        value = renderer.expr(layer.expr if layer.expr is not None else Var("v"))
     return f"__device__ __forceinline__ {ctype} {name}({ctype} v)\n{{\n    return {value};\n}}"
 
 
@@ -86,13 +86,13 @@ class PackedLayout:
 
     def host_packing(self):
         """C++ of ``<name>_device_upload`` filling ``float *packed`` (zeroed) from ``host`` (the
-        weights as the file holds them: ``host[2i]`` layer i's W as [N][K], ``host[2i+1]`` its
+        weights as the file holds them: ``host[layer.w_index]`` its W as [N][K], ``host[layer.b_index]`` its
         bias), the same packing as :meth:`packed`."""
         steps = []
         for li, (layer, (woff, boff, npad)) in enumerate(zip(self.layers, self.offsets)):
             steps.append(f"    for (int k = 0; k < {layer.k}; ++k)\n"
                          f"        for (int o = 0; o < {layer.n}; ++o)\n"
-                         f"            packed[{woff} + k * {npad} + o] = host[{2 * li}][o * {layer.k} + k];\n"
+                         f"            packed[{woff} + k * {npad} + o] = host[{layer.w_index}][o * {layer.k} + k];\n"
                          f"    for (int o = 0; o < {layer.n}; ++o)\n"
-                         f"        packed[{boff} + o] = host[{2 * li + 1}][o];")
+                         f"        packed[{boff} + o] = host[{layer.b_index}][o];")
         return "\n".join(steps)

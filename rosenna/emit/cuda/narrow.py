@@ -1,27 +1,20 @@
 """The FP32 narrow MLP kernel: chains of Gemm(+Relu/Sigmoid/Tanh) layers all narrower than
-``tiled.WIDE_LAYER`` (or too wide for a tiled block's shared memory).
+the tuning's ``wide_layer`` (or too wide for a tiled block's shared memory), at most
+``narrow_max_width`` wide (rosenna.strategy.mlp.Narrow).
 
 One thread per point, every layer unrolled with its activations in registers; the weights
 repacked input-major ``[K][N rounded up to 4]`` so that ``__constant__`` weights become FFMA
-operands, ``__device__`` weights up to :data:`NARROW_SHARED_LIMIT` bytes are copied into shared
+operands, ``__device__`` weights up to the tuning's ``narrow_shared_limit`` bytes are copied into shared
 memory once per block (a persistent grid), larger ones read as 16-byte ``__ldg`` loads. Its
 device code is ``rosenna/data/rosenna_narrow.cuh``. On CUDA sm_80+ the tensor-core chain
 (:mod:`rosenna.emit.cuda.tc_chain`) takes the chains it fits.
 """
 
 from rosenna.emit import fixed
-from rosenna.emit.cuda import tiled
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout
 from rosenna.emit.cuda.point import POINT_THREADS
 
-#: __device__ weights of the narrow kernel up to this many bytes are copied into shared memory
-#: once per block.
-NARROW_SHARED_LIMIT = 32 * 1024
-#: Widest layer the narrow kernel unrolls: a 256-wide layer is 65,536 unrolled FMAs per thread
-#: (nvcc ran for minutes on a 16-256x3-8 MLP); wider chains get the generic point kernel, and on
-#: CUDA sm_80+ the wide tensor-core kernel (rosenna/emit/cuda/tc_wide.py).
-NARROW_MAX_WIDTH = 128
 
 
 class Narrow(Kind):
@@ -30,16 +23,12 @@ class Narrow(Kind):
     def library(self):
         return fixed.load("rosenna_narrow.cuh")
 
-    def fits(self, choice):
-        return (bool(choice.layers) and not tiled.takes_shared(choice.layers)
-                and max(max(layer.k, layer.n) for layer in choice.layers) <= NARROW_MAX_WIDTH)
-
     def layout(self, choice):
         return PackedLayout.dense(choice.layers, 4, 4)
 
     @staticmethod
     def shared(choice):
-        return not choice.constant and choice.packed_size * 4 <= NARROW_SHARED_LIMIT
+        return not choice.constant and choice.packed_size * 4 <= choice.strategy.tuning.narrow_shared_limit
 
     def kernel(self, plan, choice, acts):
         n = plan.name
@@ -52,7 +41,7 @@ class Narrow(Kind):
         if shared:
             quads = choice.packed_size // 4
             weights = "w"
-            lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (run 2: 0.279 vs 0.357 ns for gemm_big). */",
+            lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (the second kernel study: 0.279 vs 0.357 ns for gemm_big). */",
                       f"    __shared__ float4 w4[{quads}];",
                       f"    for (int e = threadIdx.x; e < {quads}; e += {POINT_THREADS})",
                       f"        w4[e] = __ldg(reinterpret_cast<const float4 *>({n}_packed) + e);",

@@ -11,9 +11,6 @@ class Point(Kind):
     plan_weights = True
     point_fn = True
 
-    def fits(self, choice):
-        return True
-
     def kernel(self, plan, choice, acts):
         n, t = plan.name, plan.ctype
         return (f"__global__ void __launch_bounds__({POINT_THREADS}) {n}_batch_kernel(int n, const {t} *ROSENNA_RESTRICT x, "

@@ -7,7 +7,7 @@ FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops b
 
 - its one-thread body: every layer unrolled with the activations in registers, as the narrow
   batched kernel does it (``rosenna_dense``), the weights repacked input-major ``[K][N rounded up
-  to 4]`` in ``__constant__`` memory up to :data:`CONSTANT_BYTES` (FFMA operands straight from the
+  to 4]`` in ``__constant__`` memory up to the tuning's ``routine_constant_bytes`` (FFMA operands straight from the
   constant bank), else in global memory read as uniform 16-byte loads; a layer wider than
   :data:`REGISTER_WIDTH` accumulates its outputs in registers and reads its inputs from a local
   array, one at a time (``rosenna_dense_kouter``: 128 + 128 live values would not fit);
@@ -18,16 +18,16 @@ FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops b
 ``<name>_infer_warp(x, y)`` is the warp-cooperative routine: all 32 lanes of a warp must call it
 together (each with its own point; lanes without one pass a valid point, e.g. the last, and a y
 that may be written), and the 32 points are computed together (on CUDA behind the same
-``__activemask()`` test as ``<name>_infer``, :data:`WARP_MASK_TEST`):
+``__activemask()`` test as ``<name>_infer``, the tuning's ``warp_mask_test``):
 
 - an MLP chain the 3xTF32 tensor-core chain takes (:mod:`rosenna.emit.cuda.tc_chain`): that
   kernel's warp body, its fragments read from global memory (CUDA sm_80+);
 - an MLP chain the staged FP32 kernel takes (a hidden layer 96 to 128 wide, at most 8 outputs):
   on CUDA sm_80+ the same 3xTF32 layers (``rosenna_tc_layer`` in ``rosenna/data/rosenna_tf32.cuh``)
   with the whole of a layer's input in registers as A fragments, and a layer whose input and
-  sums would not fit :data:`WARP_REGISTERS` computed in groups of n8 tiles, every group's
+  sums would not fit the tuning's ``warp_registers`` computed in groups of n8 tiles, every group's
   activated outputs but the last parked in local memory until the layer ends
-  (``rosenna/data/rosenna_tc_routine.cuh``); :data:`WARP_TILES` 16-row tiles at once;
+  (``rosenna/data/rosenna_tc_routine.cuh``); ``warp_tiles`` 16-row tiles at once;
   elsewhere (HIP, older GPUs, ``-DROSENNA_NO_TENSOR_CORES``) ``rosenna/data/rosenna_routine.cuh``:
   FP32, two passes of 16 points, no shared memory (HIP: in each 32-lane half of a 64-wide
   wavefront);
@@ -39,63 +39,49 @@ that may be written), and the 32 points are computed together (on CUDA behind th
 The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
 rows after the first layer so that a layer's C fragments are the next one's A fragments) from
 global memory through the read-only data cache: every warp of an SM reads the same layer at
-about the same time. Measurements: docs/benchmarks.md.
+about the same time. Measurements: results/measurement-log.md.
 """
 
 from rosenna.emit import fixed
 from rosenna.emit.chain import WarpLayout  # noqa: F401 (defined there: the offload body shares it)
-from rosenna.emit.cuda import dmma, narrow, staged, tc_chain, tf32
+from rosenna.emit.cuda import dmma, staged, tc_chain, tf32
 from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
 from rosenna.emit.cuda.tf32 import tiles
 
-#: Packed weights up to this many bytes go to ``__constant__`` memory for the one-thread body (the
-#: batched kernels' limit is rosenna.limits.CONSTANT_LIMIT).
-CONSTANT_BYTES = 6 * 1024
 #: Layers at most this wide keep inputs and outputs in registers in the one-thread body.
 REGISTER_WIDTH = 64
-#: Whether ``<name>_infer`` takes the warp body when the whole warp calls it.
-AUTO_WARP = True
-#: Whether ``<name>_infer_warp`` (CUDA) runs its body behind ``<name>_infer``'s ``__activemask()``
-#: test. Without it nvcc compiled mlp128's FP32 shuffle body with more divergence fallbacks and
-#: spills than the same body inside ``<name>_infer`` (SASS: 5,720 against 5,400 instructions, 210 /
-#: 140 local loads / stores against 168 / 91), which ran 3.64 against 3.18 ns per point
-#: (docs/benchmarks.md, run 11 (pp17)); with it the two compile alike.
-WARP_MASK_TEST = True
-#: The tensor-core warp body of staged MLPs: 16-row tiles it carries through the layers at once
-#: (2: the warp's 32 points together; 1: two passes of 16), and the registers a layer's input
-#: and sums may take before its outputs are computed in parked groups (``_groups``).
-WARP_TILES = 2
-WARP_REGISTERS = 144
-#: Whether the tensor-core warp bodies read their fragments with ``__ldg`` (the read-only path).
-WARP_LDG = True
-#: Whether the staged MLPs' tensor-core warp body reads compact fragments (8 bytes per lane and
-#: tile, each weight once as big + small: half the bytes through L1, two instructions a weight).
-WARP_COMPACT = False
-#: Sums (registers) a layer of the staged MLPs' tensor-core warp body may hold when its input is
-#: in local memory (``rosenna_tc_layer_local``, used for the layers ``_groups`` would park and
-#: those after them); 0: the input stays in registers and such layers are parked. H200, mlp128
-#: (docs/benchmarks.md, run 13 (pp17)): 32 -> 2.11 ns per point (106 registers, 4 warps per SM
-#: sub-partition), 64 -> 3.65 (136 registers), 0 -> 2.61 (255 registers).
-WARP_LOCAL_SUMS = 32
+# The routine's tuning (rosenna.strategy.tuning.Tuning): routine_constant_bytes (packed weights
+# up to it go to __constant__ memory for the one-thread body), warp_auto (<name>_infer takes the
+# warp body when the whole warp calls), warp_mask_test (<name>_infer_warp behind the same
+# __activemask() test), warp_tiles and warp_registers (the tensor-core warp body's 16-row tiles at
+# once and its register budget before parked groups), warp_ldg, warp_compact (compact 8-byte
+# fragments) and warp_local_sums (sums a layer may hold when its input is in local memory,
+# rosenna_tc_layer_local; 0: parked groups).
 
 
 def fast(plan, choice):
-    """Whether the plan gets the MLP routines (else ``<name>_point`` serves both)."""
-    return bool(choice.layers)
+    """Whether the plan gets the MLP routines (else ``<name>_point`` serves both): the strategy's
+    choice (rosenna.strategy.mlp.ROUTINE)."""
+    return choice.routine == "routine-mlp"
 
 
 def _warp_kind(choice):
-    layers = choice.layers
-    if choice.base is narrow.KIND and tc_chain.chain_fits(layers):
+    """The warp body: the 3xTF32 chain's where the batched kernel has that chain beside it, the
+    parked 3xTF32 layers where the staged kernel serves, else none."""
+    if choice.tensor is tc_chain.KIND:
         return "chain"
     if choice.base is staged.KIND:
         return "parked"
     return None
 
 
+def _compact(choice):
+    return _warp_kind(choice) == "parked" and choice.strategy.tuning.warp_compact
+
+
 def _chain_layout(choice):
     """The tensor-core warp body's copy ``<name>_rchain`` (tc_chain.py's packing)."""
-    return tc_chain.ChainLayout(choice.layers, _warp_kind(choice) == "parked" and WARP_COMPACT)
+    return tc_chain.ChainLayout(choice.layers, _compact(choice))
 
 
 def _dense_layout(choice):
@@ -116,8 +102,9 @@ def _one_thread(plan, choice, weights, ld):
             lines.append(f"    rosenna_dense<{layer.k}, {layer.n}, {npad}, {ld}, rt_act{i}>({weights} + {woff}, h{i}, h{i + 1});")
         lines += ["#pragma unroll", f"    for (int e = 0; e < {plan.ny}; ++e)", f"        y[e] = h{len(layers)}[e];"]
         return lines
-    width = max(round_up(layer.n, 4) for layer in layers[:-1])
-    lines.append(f"    float a[{width}], b[{width}];  /* the activations, ping-pong (local memory) */")
+    width = max((round_up(layer.n, 4) for layer in layers[:-1]), default=0)
+    if width:  # (one layer: x to y directly)
+        lines.append(f"    float a[{width}], b[{width}];  /* the activations, ping-pong (local memory) */")
     src = "x"
     for i, (layer, (woff, _, npad)) in enumerate(zip(layers, layout.offsets)):
         dst = "y" if i == len(layers) - 1 else ("a" if i % 2 == 0 else "b")
@@ -127,28 +114,31 @@ def _one_thread(plan, choice, weights, ld):
     return lines
 
 
-def _groups(layer, mt, kt):
-    """n8 tiles per group of a layer whose input is ``kt`` k8 tiles (:data:`WARP_REGISTERS`):
+def _groups(layer, mt, kt, registers):
+    """n8 tiles per group of a layer whose input is ``kt`` k8 tiles (``registers``: the tuning's
+    ``warp_registers``):
     all of them (``rosenna_tc_layer``) when the input and every sum fit, else the most that fit
     and divide the layer's n8 tiles (``rosenna_tc_layer_parked``)."""
     nt = tiles(layer.n)
-    fit = [g for g in range(1, nt + 1) if nt % g == 0 and 4 * mt * (kt + g) <= WARP_REGISTERS]
+    fit = [g for g in range(1, nt + 1) if nt % g == 0 and 4 * mt * (kt + g) <= registers]
     return max(fit) if fit else 1
 
 
 def _tc_warp(plan, choice):
     """The 3xTF32 warp body for the lanes' 32 points (CUDA sm_80+): the chain's layers in
-    registers, 32 points at once (:data:`WARP_TILES` 16-row tiles a pass); a layer too wide for its
+    registers, 32 points at once (the tuning's ``warp_tiles`` 16-row tiles a pass); a layer too wide for its
     input and all its sums in registers computes its outputs in groups (``_groups``)."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
     parked = _warp_kind(choice) == "parked"
-    compact = parked and WARP_COMPACT
+    compact = _compact(choice)
+    tuning = choice.strategy.tuning
+    local_sums = tuning.warp_local_sums
     frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
     kt0 = tiles(layers[0].k)
-    mt = WARP_TILES if parked else 2
+    mt = tuning.warp_tiles if parked else 2
     passes = 2 // mt
-    ldg = f"{str(WARP_LDG).lower()}, {str(compact).lower()}"
+    ldg = f"{str(tuning.warp_ldg).lower()}, {str(compact).lower()}"
     ind = "    " * (2 if passes > 1 else 1)
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({n}_rchain);",
              f"    const float *bias = {n}_rchain + {4 * frag4};",
@@ -173,9 +163,9 @@ def _tc_warp(plan, choice):
     width = max([kt0] + [tiles(layer.n) for layer in layers])
     for i, layer in enumerate(layers):
         kt, nt = tiles(layer.k), tiles(layer.n)
-        ng = _groups(layer, mt, kt)
+        ng = _groups(layer, mt, kt, tuning.warp_registers)
         what = f"layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'}"
-        if parked and WARP_LOCAL_SUMS and (local or ng < nt):
+        if parked and local_sums and (local or ng < nt):
             if local is None:
                 local = "act0"
                 body += [f"float4 act0[{width}][{mt}], act1[{width}][{mt}];  /* A fragments [k8 tile][row tile] in local memory */",
@@ -183,7 +173,7 @@ def _tc_warp(plan, choice):
                          f"    for (int mi = 0; mi < {mt}; ++mi)",
                          f"        act0[kt][mi] = make_float4(h{i}[mi][kt][0], h{i}[mi][kt][1], h{i}[mi][kt][2], h{i}[mi][kt][3]);"]
             out = "act1" if local == "act0" else "act0"
-            ngl = max(g for g in range(1, nt + 1) if nt % g == 0 and (4 * mt * g <= WARP_LOCAL_SUMS or g == 1))
+            ngl = max(g for g in range(1, nt + 1) if nt % g == 0 and (4 * mt * g <= local_sums or g == 1))
             body.append(f"rosenna_tc_layer_local<{kt}, {nt}, {ngl}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
                         f"{local}, {out});  /* {what}; {nt // ngl} groups of {ngl} n8 tiles */")
             local = out
@@ -272,8 +262,8 @@ def _array(plan, storage, name, layout):
 def upload(plan, choice):
     """The lines of ``<name>_routine_upload`` (file-loaded weights) that pack and copy the MLP
     routines' copies, and the host helpers they need (``(helpers, lines)``)."""
-    if choice.tensor is dmma.KIND:
-        return "#include <stdlib.h>\n", dmma.routine_upload(plan)
+    if choice.routine == "routine-dmma":
+        return "#include <stdlib.h>\n", dmma.routine_upload(plan, choice.chain)
     if not fast(plan, choice):
         return "", ""
     n, layers = plan.name, choice.layers
@@ -306,15 +296,15 @@ def routine(plan, choice, renderer):
     sig = f"(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)"
     warp_note = ("/* The warp routine: all 32 lanes of the warp call it together, each with its own point "
                  "(rosenna/emit/cuda/routine.py). */")
-    if choice.tensor is dmma.KIND:
-        return dmma.routine_parts(plan, sig)
+    if choice.routine == "routine-dmma":
+        return dmma.routine_parts(plan, choice.chain, sig)
     if not fast(plan, choice):
         return (f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
                 f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n    {n}_point(x, y);\n}}\n\n"
                 f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_point(x, y);\n}}\n")
     layers = choice.layers
     dense = _dense_layout(choice)
-    constant = dense.size * 4 <= CONSTANT_BYTES
+    constant = dense.size * 4 <= choice.strategy.tuning.routine_constant_bytes
     parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
              _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)
@@ -350,7 +340,7 @@ def routine(plan, choice, renderer):
         warp_kind = "each lane its own point"
     parts.append(f"/* 32 points, one per lane: {warp_kind}. */\n"
                  f"static __device__ __forceinline__ void {n}_infer_warp_body{sig}\n{{\n" + "\n".join(warp) + "\n}\n")
-    if AUTO_WARP and kind:
+    if choice.strategy.tuning.warp_auto and kind:
         # CUDA: the one-thread path in a function of its own. Inlined beside the warp body, its
         # local arrays and registers were allocated for <name>_infer as a whole (mlp128: a
         # 1,720-byte frame and 424 bytes spilled, where the warp body alone has 520 / 252), and
@@ -369,11 +359,11 @@ def routine(plan, choice, renderer):
                 "#else\n"
                 f"    {n}_point_thread(x, y);\n"
                 "#endif\n")
-        # <name>_infer_warp behind the same test (WARP_MASK_TEST): the body then compiles as in
-        # <name>_infer (see WARP_MASK_TEST), and a warp that breaks the contract still gets its
+        # <name>_infer_warp behind the same test (the tuning's warp_mask_test): the body then compiles as in
+        # <name>_infer (see the tuning's warp_mask_test), and a warp that breaks the contract still gets its
         # points, one lane at a time.
         warp_call = body.replace(f"    {n}_point_thread(x, y);\n#endif", f"    {n}_infer_warp_body(x, y);\n#endif") \
-            if WARP_MASK_TEST else f"    {n}_infer_warp_body(x, y);\n"
+            if choice.strategy.tuning.warp_mask_test else f"    {n}_infer_warp_body(x, y);\n"
     else:
         body = f"    {n}_point_thread(x, y);\n"
         warp_call = f"    {n}_infer_warp_body(x, y);\n"

@@ -21,7 +21,7 @@ from rosenna.emit.cuda.mlp import activation_fn, activation_library, array, chun
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
-from rosenna.limits import CONSTANT_LIMIT
+from rosenna.strategy import Tuning, of as strategy_of
 
 
 def _plan_weights(plan):
@@ -36,8 +36,9 @@ def _plan_weights(plan):
     return "\n".join(out)
 
 
-def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
-    """The text of ``<name>_kernel.cu``.
+def kernel_source(strategy, stamp, constant_limit=None):
+    """The text of ``<name>_kernel.cu`` for ``strategy`` (a :class:`rosenna.strategy.Strategy`; a
+    plan is rendered with the default tuning, ``constant_limit`` replacing that one knob).
 
     The file is compiled twice (see :func:`makefile_rules`): plainly into ``<name>_kernel.o`` (the
     batched kernel and ``<name>_infer_batch``: whole-program code, and no device link needed), and
@@ -48,8 +49,10 @@ def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     Macro on the kernel file's compile line: ``-DROSENNA_NO_TENSOR_CORES`` keeps FP32 kernels
     everywhere (without it CUDA sm_80+ runs the 3xTF32 chain or wide kernel where one fits).
     """
+    strategy = strategy_of(strategy, None if constant_limit is None else Tuning().replace(constant_limit=constant_limit))
+    plan = strategy.plan
     n, t = plan.name, plan.ctype
-    choice = kinds.choose(plan, constant_limit)
+    choice = kinds.choose(strategy)
     base, tensor = choice.base, choice.tensor
     renderer = Renderer(C, plan.precision, resolver(plan, C))
     storage = CONSTANT_MEMORY if choice.constant else GLOBAL_MEMORY

@@ -1,10 +1,10 @@
 """The staged FP32 wide kernel of ``<name>_kernel.cu``: the default for mlp-wide chains that fit.
 
-A port of the design study's ``k_mlp128_stream<8>`` (bench/study/mlp_bench.cu, kernel family 4,
+A port of the design study's ``k_mlp128_stream<8>`` (bench/studies/design-mlp128/mlp_bench.cu, kernel family 4,
 "stream 64pt 8x8 cp.async": 1.60 ns/point for mlp128 on the H200 at 16M points, 1.62 at 1M, 69% of
 the FP32 peak, relative L2 error 1.1e-7), generalised as the wide tensor-core kernel was
-(:mod:`rosenna.emit.cuda.tc_wide`), and taking the same models (:func:`fits`: at least one hidden
-layer, input and hidden layers at most 128 wide, output at most 8):
+(:mod:`rosenna.emit.cuda.tc_wide`), and taking the same models (rosenna.strategy.mlp.Staged: at least
+one hidden layer, input and hidden layers at most 128 wide, output at most 8):
 
 - a block of :data:`POINTS` (64) points, :data:`THREADS` (128) threads, keeps its activations in
   shared memory input-major, ``act[k][LDA]`` (points contiguous), one buffer for every layer;
@@ -52,16 +52,6 @@ MIN_BLOCKS = 4
 MAX_OUT = 8
 
 
-def fits(layers):
-    """Whether an MLP chain takes the staged kernel: at least one hidden layer, input and hidden
-    layers at most :data:`WIDTH` wide, output at most :data:`MAX_OUT` (the wide tensor-core
-    kernel's conditions too)."""
-    if not layers or len(layers) < 2:
-        return False
-    return (layers[0].k <= WIDTH and all(layer.n <= WIDTH for layer in layers[:-1])
-            and layers[-1].n <= MAX_OUT)
-
-
 def _round(n, m):
     return (n + m - 1) // m * m
 
@@ -104,9 +94,6 @@ class Staged(Kind):
 
     def library(self):
         return library()
-
-    def fits(self, choice):
-        return bool(choice.layers) and tiled.takes_shared(choice.layers) and fits(choice.layers)
 
     def layout(self, choice):
         return StagedLayout(choice.layers)

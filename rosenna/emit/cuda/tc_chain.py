@@ -1,7 +1,9 @@
 """The narrow 3xTF32 tensor-core chain (CUDA sm_80+), beside the FP32 narrow kernel.
 
-The ``chain`` kernel (MLPs whose layers are all at most :data:`CHAIN_MAX_WIDTH` wide): a warp runs
-32 points (two 16-row tiles), or 16 where a layer is wider than :data:`CHAIN_TWO_TILES_WIDTH`,
+The ``chain`` kernel (MLPs whose layers are all at most 64 wide: rosenna.strategy.mlp.TensorChain says
+which; 64 columns = 8 n8 tiles, one 16-row tile of 8 x 4 accumulators plus the input fragments;
+ptxas, sm_90: a 5-64-64-3 SiLU MLP 105 registers, no spill): a warp runs
+32 points (two 16-row tiles), or 16 where a layer is wider than the tuning's ``chain_two_tiles_width``,
 through every layer in registers. The C fragment of one layer, with
 its activation applied, is the A fragment of the next once that layer's weight rows are stored
 in the order the C fragment leaves them (``paired`` below); no shared memory between layers.
@@ -13,44 +15,20 @@ The 3xTF32 split and the fragment layouts: :mod:`rosenna.emit.cuda.tf32`.
 
 import numpy as np
 
-from rosenna.emit.cuda import narrow, tf32
+from rosenna.emit.cuda import tf32
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
+from rosenna.strategy import Tuning
 
-#: Widest layer the register chain takes: 64 columns = 8 n8 tiles, one 16-row tile of 8 x 4
-#: accumulators (see :func:`points_per_warp`) plus the input fragments (ptxas, sm_90: a 5-64-64-3
-#: SiLU MLP 105 registers, no spill; gemm_big, 40 wide with two row tiles, 132).
-CHAIN_MAX_WIDTH = 64
-#: Below this many multiply-adds per point the FP32 kernel keeps the chain: such models are
-#: memory-bound (gemm_small, 10 MACs, runs at the memory floor from __constant__ weights) and the
-#: chain's strided 32-point fragments would not load x any faster. gemm_big has 2,780.
-CHAIN_MIN_MACS = 512
-#: Packed fragments and biases the chain kernel keeps in (static) shared memory per block: a
-#: 5-64-64-3 MLP needs 41,504 bytes; static shared memory ends at 48 KB.
-CHAIN_SMEM_LIMIT = 48 * 1024
+DEFAULT_TUNING = Tuning()
+
 #: Threads per block of the chain kernel: 4 warps, 128 points per pass.
 CHAIN_THREADS = 128
-#: Widest layer for which a warp carries two 16-row tiles (32 points) through the chain; beyond it
-#: one (16 points). Measured on the H200 (docs/benchmarks.md, run 9), a 5-64-64-3 MLP: two tiles
-#: hold 2 x 8 n8 tiles of split-accumulated sums per thread (SiLU 188 registers, 0.432 ns per
-#: point), one tile half that (0.324 ns; GELU 0.336 -> 0.319), every output within tolerance.
-CHAIN_TWO_TILES_WIDTH = 48
-
-
-def points_per_warp(layers):
-    """Points a warp carries through the chain kernel: 32, or 16 for layers over
-    :data:`CHAIN_TWO_TILES_WIDTH` wide."""
+def points_per_warp(layers, tuning=DEFAULT_TUNING):
+    """Points a warp carries through the chain kernel: 32, or 16 for layers over the tuning's
+    ``chain_two_tiles_width``."""
     widest = max(max(layer.k, layer.n) for layer in layers)
-    return 16 if widest > CHAIN_TWO_TILES_WIDTH else 32
-
-
-def chain_fits(layers):
-    """Whether an MLP chain takes the register-chain kernel."""
-    if not layers or max(max(layer.k, layer.n) for layer in layers) > CHAIN_MAX_WIDTH:
-        return False
-    if sum(layer.k * layer.n for layer in layers) < CHAIN_MIN_MACS:
-        return False
-    return chain_bytes(layers) <= CHAIN_SMEM_LIMIT
+    return 16 if widest > tuning.chain_two_tiles_width else 32
 
 
 def chain_offsets(layers, compact=False):
@@ -93,7 +71,7 @@ def chain_kernel(plan, layers, acts):
     size4 = frag4 + nbias // 4
     warps = CHAIN_THREADS // 32
     kt0 = _tiles(layers[0].k)
-    points = points_per_warp(layers)
+    points = points_per_warp(layers, plan.tuned)
     mt = points // 16
     lines = [f"/* Tensor-core chain: a warp carries {points} points through all {len(layers)} layers in "
              f"registers; {16 * frag4} bytes of",
@@ -166,7 +144,7 @@ def chain_launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the chain kernel and return, when usable: a
     persistent grid of as many blocks as the GPU holds at once, each copying the weights once."""
     n = plan.name
-    per_block = CHAIN_THREADS // 32 * points_per_warp(layers)
+    per_block = CHAIN_THREADS // 32 * points_per_warp(layers, plan.tuned)
     return f"""    if ({n}_tc_usable()) {{
         static int resident;
         if (!resident) {{
@@ -186,7 +164,7 @@ def chain_launch(plan, layers):
 
 def host_packing(layers, dest="tc", compact=False):
     """C++ for ``<name>_device_upload``: the same packing as :func:`chain_packed`, from the weights
-    as the file holds them (``host[2i]`` is layer i's W as [N][K], ``host[2i+1]`` its bias), into
+    as the file holds them (``host[layer.w_index]`` is its W as [N][K], ``host[layer.b_index]`` its bias), into
     ``float *{dest}`` (zeroed beforehand)."""
     frags, biases, frag4, _ = chain_offsets(layers, compact)
     return "\n".join(tf32.host_layer(i, layer, _tiles(layer.k), _tiles(layer.n), frags[i], 4 * frag4 + biases[i], i > 0, dest,
@@ -200,9 +178,6 @@ class Chain(Kind):
     note = (" (on CUDA sm_80+: the 3xTF32 tensor-core chain; compile with -DROSENNA_NO_TENSOR_CORES for the\n"
             " * FP32 kernel everywhere)")
     guard = tf32.GUARD
-
-    def fits(self, choice):
-        return choice.base is narrow.KIND and chain_fits(choice.layers)
 
     def layout(self, choice):
         return ChainLayout(choice.layers)

@@ -1,6 +1,6 @@
 """The wide 3xTF32 tensor-core kernel (CUDA sm_80+), beside the FP32 kernel of wide MLPs.
 
-The ``wide`` kernel (:func:`wide_fits`: a hidden layer at least 64 wide, input and hidden layers at
+The ``wide`` kernel (rosenna.strategy.mlp.TensorWide: a hidden layer at least 64 wide, input and hidden layers at
 most 512, output at most 8; grown from the design study's hand-written mlp128 kernel): a block
 of points keeps its activations in shared memory, act[p][width + 4], and every hidden layer,
 padded to the block's width, is one points x width product of its warps (32 points x 8 ni
@@ -15,9 +15,9 @@ The output layer is one m16n8 tile per warp with its fragments read through L1.
 Accuracy: each stage's products (two k8 tiles, six MMAs) are summed by the tensor cores from zero
 and added to the running sums in fp32, round to nearest (split accumulation). Accumulating a
 whole 128-deep layer in the MMAs (48 per output, each truncating the running sum) left ~1 output
-in a million outside verify's elementwise tolerance on mlp128 (docs/benchmarks.md), which kept
+in a million outside verify's elementwise tolerance on mlp128 (results/measurement-log.md), which kept
 this kernel opt-in; with split accumulation it is the default, and ``-DROSENNA_NO_TENSOR_CORES``
-keeps the FP32 kernels. Measurements: docs/benchmarks.md.
+keeps the FP32 kernels. Measurements: results/measurement-log.md.
 
 The 3xTF32 split and the fragment layouts: :mod:`rosenna.emit.cuda.tf32`.
 """
@@ -33,11 +33,6 @@ from rosenna.emit.cuda.tf32 import tiles as _tiles
 #: output MMA.
 WIDE_MAX_WIDTH = 512
 WIDE_MAX_OUT = 8
-#: Below this hidden width the chain kernel (or the FP32 kernels) serve: a 32-wide block tile
-#: would leave most of the wide kernel's 8 warps with one n8 tile.
-WIDE_MIN_HIDDEN = 64
-#: Below this many multiply-adds per point the FP32 kernels keep the model (as for the chain).
-WIDE_MIN_MACS = 512
 
 
 class WideShape:
@@ -65,10 +60,10 @@ class WideShape:
     #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
     #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap). Off: on the H200
     #: it was slower at 96, 128 and 512 wide (mlp128 1.121 -> 1.198 ns) and 2% faster at 256
-    #: (docs/benchmarks.md, run 11 (tc17), round B); the study switches it on.
+    #: (results/measurement-log.md, the wide tensor-core kernel study, round B); the study switches it on.
     PERSISTENT = False
     PERSISTENT_COMPACT = False
-    #: Widest layer from which the fragments are compact (the study, bench/study/tc17, measures
+    #: Widest layer from which the fragments are compact (the study, bench/studies/tc17, measures
     #: other choices by changing it).
     COMPACT_FROM = 257
 
@@ -97,17 +92,6 @@ class WideShape:
 def widest(layers):
     """The widest of the input and the hidden layers: what the act buffer holds."""
     return max([layers[0].k] + [layer.n for layer in layers[:-1]])
-
-
-def wide_fits(layers):
-    """Whether an MLP chain takes the wide kernel: a hidden layer at least :data:`WIDE_MIN_HIDDEN`
-    wide, input and hidden layers at most :data:`WIDE_MAX_WIDTH`, output at most
-    :data:`WIDE_MAX_OUT`."""
-    if not layers or len(layers) < 2 or layers[-1].n > WIDE_MAX_OUT:
-        return False
-    if max(layer.n for layer in layers[:-1]) < WIDE_MIN_HIDDEN or widest(layers) > WIDE_MAX_WIDTH:
-        return False
-    return sum(layer.k * layer.n for layer in layers) >= WIDE_MIN_MACS
 
 
 class WideLayout:
@@ -327,9 +311,6 @@ class Wide(Kind):
     note = (" (on CUDA sm_80+: the wide 3xTF32 tensor-core kernel; compile with -DROSENNA_NO_TENSOR_CORES for\n"
             " * the FP32 kernel everywhere)")
     guard = tf32.GUARD
-
-    def fits(self, choice):
-        return wide_fits(choice.layers)
 
     def layout(self, choice):
         return WideLayout(choice.layers)

@@ -8,8 +8,8 @@ instructions (:func:`split`; ``rosenna_tf32_split``): big is the value with its 
 cleared, small the exact remainder rounded by adding half a TF32 ulp to its bits, as the tensor
 cores truncate what they read of an fp32 register to its top 19 bits. big + small is within
 2^-22 |a| of a (two ``cvt.rna.tf32.f32``, ten instructions on sm_90, gave 2^-23 |a|). The
-error stays at fp32 level (6e-8 on gemm_big against a float64 reference, docs/benchmarks.md run
-5), at a fraction of the FP32 pipe's cost: gemm_big 0.18 ns per point against 0.23-0.28 for the
+error stays at fp32 level (6e-8 on gemm_big against a float64 reference, results/measurement-log.md,
+the staged and tensor-core kernel study), at a fraction of the FP32 pipe's cost: gemm_big 0.18 ns per point against 0.23-0.28 for the
 best FP32-FMA kernels measured.
 
 The kernels: :mod:`rosenna.emit.cuda.tc_chain` (narrow chains) and :mod:`rosenna.emit.cuda.tc_wide`
@@ -127,12 +127,12 @@ def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest, compact=
         for (int nt = 0; nt < {nt_tiles}; ++nt)
             for (int lane = 0; lane < 32; ++lane) {{
                 const int g = lane / 4, t = lane % 4, c = nt * 8 + g, k0 = {k0}, k1 = {k1};
-                const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{2 * i}][c * {layer.k} + k0] : 0.0f;
-                const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{2 * i}][c * {layer.k} + k1] : 0.0f;
+                const float v0 = c < {layer.n} && k0 < {layer.k} ? host[{layer.w_index}][c * {layer.k} + k0] : 0.0f;
+                const float v1 = c < {layer.n} && k1 < {layer.k} ? host[{layer.w_index}][c * {layer.k} + k1] : 0.0f;
 {store}
             }}
     for (int o = 0; o < {layer.n}; ++o)
-        {dest}[{bias} + o] = host[{2 * i + 1}][o];"""
+        {dest}[{bias} + o] = host[{layer.b_index}][o];"""
 
 
 def device_lib():

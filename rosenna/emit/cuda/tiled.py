@@ -1,5 +1,5 @@
-"""The FP32 tile kernel: MLP chains with a hidden layer at least :data:`WIDE_LAYER` wide that the
-staged kernel does not take (wider than 128, or an output wider than 8).
+"""The FP32 tile kernel: MLP chains with a hidden layer at least the tuning's ``wide_layer`` wide
+that the staged kernel does not take (wider than 128, or an output wider than 8).
 
 A block of :data:`WIDE_POINTS` points keeps its activations in shared memory input-major, and
 each thread computes an 8-point x 8-column tile per pass over the input vector (the output
@@ -10,19 +10,10 @@ from rosenna.emit import fixed
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout, round_up
 
-#: A hidden layer at least this wide sends an MLP to a shared-memory kernel (staged or tiled).
-WIDE_LAYER = 96
-#: Points per block and threads per block of the tiled kernel.
+#: Points per block and threads per block of the tiled kernel (rosenna.strategy.mlp.TILED_POINTS
+#: and TILED_THREADS, where its shared memory is decided: tests/test_strategy_sweep.py checks them equal).
 WIDE_POINTS = 64
 WIDE_THREADS = 128
-#: Shared memory the tiled kernel may ask for, per block.
-WIDE_SMEM_LIMIT = 100 * 1024
-
-
-def is_wide(layers):
-    """Whether an MLP chain has a hidden layer at least :data:`WIDE_LAYER` wide."""
-    hidden = [layer.n for layer in layers[:-1]]
-    return bool(hidden) and max(hidden) >= WIDE_LAYER
 
 
 def layout(layers):
@@ -44,20 +35,11 @@ def smem(layers):
     return buffers * rows(layers) * (WIDE_POINTS + 4) * 4
 
 
-def takes_shared(layers):
-    """Whether a wide chain's activations fit the shared memory a tiled block may have; chains
-    that do not fall back to the narrow kernel."""
-    return is_wide(layers) and smem(layers) <= WIDE_SMEM_LIMIT
-
-
 class Tiled(Kind):
     label = "mlp-wide"
 
     def library(self):
         return fixed.load("rosenna_tile.cuh")
-
-    def fits(self, choice):
-        return bool(choice.layers) and takes_shared(choice.layers)
 
     def layout(self, choice):
         return layout(choice.layers)

@@ -20,7 +20,6 @@ from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_epilog
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
-from rosenna import limits
 from rosenna.emit.host_field import jam
 from rosenna.parallel import Launch, Member
 
@@ -37,10 +36,10 @@ PERSISTENT_WAVES = 1
 
 def batch_samples(plan):
     """Samples one step of the kernel file's batch computes together: a power of two up to
-    ``limits.WHOLE_BATCH_SAMPLES`` whose intermediates fit ``limits.CUDA_WHOLE_BATCH_BYTES``."""
+    the tuning's ``whole_batch_samples`` whose intermediates fit ``cuda_whole_batch_bytes``."""
     per_sample = max(1, sum(plan.scratch) * plan.itemsize)
-    count = 1
-    while count * 2 <= limits.WHOLE_BATCH_SAMPLES and count * 2 * per_sample <= limits.CUDA_WHOLE_BATCH_BYTES:
+    count, tuning = 1, plan.tuned
+    while count * 2 <= tuning.whole_batch_samples and count * 2 * per_sample <= tuning.cuda_whole_batch_bytes:
         count *= 2
     return count
 
@@ -126,8 +125,8 @@ def infer_one(plan):
     per op) but those computed where they are read (:func:`field_fuse.schedule`) are the phases, each over every element of its member regions' collapsed loops for up to
     :func:`batch_samples` samples (a serial region is one thread per sample). ``<name>_run`` runs
     them as one launch of ``<name>_cluster`` (:mod:`field_cluster`) for up to
-    ``limits.CUDA_CLUSTER_SAMPLES`` samples where the binary and the GPU have clusters (sm_90) and the
-    plan has at least ``limits.CUDA_CLUSTER_MIN_PHASES`` phases, else
+    ``cluster_samples`` samples (the tuning's) where the binary and the GPU have clusters (sm_90) and
+    the plan has at least ``cluster_min_phases`` phases, else
     one of two ways, chosen per call by how much work the widest phase has:
 
     - when the GPU holds a thread for every element of every phase at once, one cooperative
@@ -140,7 +139,7 @@ def infer_one(plan):
     In every form a conv that :mod:`conv_smem` takes runs as shared-memory tiles, and in the
     launched phases one that :mod:`conv_igemm` takes as a 3xTF32 implicit GEMM.
 
-    H200 measurements that chose this rule are in docs/benchmarks.md ("whole-field launches"). The
+    H200 measurements that chose this rule are in results/measurement-log.md ("whole-field launches"). The
     intermediates of those samples live in static ``__device__`` buffers. ``<name>_infer_one`` is
     this for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan
     has no ``<name>_infer_one``.
@@ -207,7 +206,7 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
     int device = 0;
     if (rosennaGetDevice(&device) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
-{field_cluster.choice(n, few)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
+{field_cluster.choice(n, few, plan.tuned.cluster_per_call)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
     if (resident == 0) {{
         int sms = 0, per_sm = 0, cooperative = 0;
         if (rosennaDeviceGetAttribute(&cooperative, rosennaDevAttrCooperativeLaunch, device) != rosennaSuccess ||
@@ -237,14 +236,14 @@ extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 
 def schedules(plan):
     """The phases of each form of ``<name>_run``: ``(launched, persistent, clustered)``, each
-    :func:`field_fuse.schedule`'s with the producer-side epilogues where ``field_epilogue.FORMS``
-    names the form (the launched phases' is the default schedule, which :mod:`conv_igemm` packs
-    weights for). With phases computed where read (``field_fuse.MAX_INLINE_LOADS``) all three
+    :func:`field_fuse.schedule`'s with the producer-side epilogues where the tuning's
+    ``field_epilogues`` names the form (the launched phases' is the default schedule, which :mod:`conv_igemm` packs
+    weights for). With phases computed where read (the tuning's ``field_inline_loads``) all three
     are the default one."""
-    if field_fuse.MAX_INLINE_LOADS:
+    if plan.tuned.field_inline_loads:
         return (field_fuse.schedule(plan),) * 3
     made = {}
-    forms = [form in field_epilogue.FORMS for form in ("launches", "persistent", "cluster")]
+    forms = [form in field_epilogue.forms(plan.tuned) for form in field_epilogue.ALL_FORMS]
     for fused in forms:
         made.setdefault(fused, field_fuse.schedule(plan, epilogues=fused))
     return tuple(made[fused] for fused in forms)
@@ -271,10 +270,10 @@ def cluster_buffer(plan):
 
 def cluster_phases(sched, buffer=None, tiles=None):
     """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`): :func:`launches`'
-    jammed ones when ``field_cluster.JAM``, else the schedule's; ``buffer``: its intermediates'
+    jammed ones with the tuning's ``cluster_jam``, else the schedule's; ``buffer``: its intermediates'
     arrays (:func:`cluster_buffer`); the tiled convs' (:mod:`conv_smem`) as the cluster's blocks
     looping over their sample's tiles (``tiles``: :func:`conv_smem.choose`'s)."""
-    groups = launches(sched) if field_cluster.JAM else sched.phases
+    groups = launches(sched) if sched.plan.tuned.cluster_jam else sched.phases
     tiles = conv_smem.choose(sched, "cluster") if tiles is None else tiles
     out = [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
                                      launch_body(sched.plan, launch, sched.renderer(), depth=2), buffer)
@@ -326,7 +325,7 @@ def _launched(sched, groups, samples, convs, tiles):
         direct = (conv_smem.launch(sched.plan, k, tiles[k]) if k in tiles else
                   f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
                   f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
-        igemm = k in convs and (conv_smem.IGEMM_FIRST or k not in tiles)
+        igemm = k in convs and (sched.plan.tuned.smem_igemm_first or k not in tiles)
         calls.append((conv_igemm.launch(sched.plan, k, convs[k]) if igemm else "") + direct)
     return ("/* The phases as separate launches, each convolution unrolled-and-jammed over output channels. */\n"
             + "\n\n".join(kernels) + "\n\n"
@@ -369,9 +368,6 @@ __global__ void __launch_bounds__({PERSISTENT_THREADS}) {n}_field(const {t} *ROS
 class WholeField(Kind):
     label = "whole-field"
     plan_weights = True
-
-    def fits(self, choice):
-        return choice.plan.path == "whole"
 
     def launch(self, plan, choice):
         n, samples = plan.name, batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))  # as infer_one's buffers

@@ -1,0 +1,107 @@
+"""Generate every zoo, example and bench model with the default options and record the sha256 of
+each generated file: the check that a refactoring of the generator leaves its output unchanged.
+
+    python bench/snapshot_generated.py record DIR        # generate into DIR/gen, write DIR/sha256.json
+    python bench/snapshot_generated.py compare DIR NEW   # generate into NEW, list files that differ from DIR's
+
+The models: the zoo's three MLPs in float32 and float64, embedded and file-loaded; the examples'
+ONNX files; the bench MLP shapes of bench/frontier.py (built with onnx.helper, so no PyTorch is
+needed); tests/op_models' conv net, U-Net, LSTM cell and sequence; bench/science_models.py's 3-D
+U-Net and Fourier-feature MLP. ``compare`` exits 1 when a file differs, is new or is gone.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
+
+from rosenna import generate as gen, zoo  # noqa: E402
+
+#: bench/frontier.py's MLP shapes (input width, [(width, activation op)]) as zoo.mlp models.
+FRONTIER = {
+    "silu_like": (5, [(64, "Sigmoid"), (64, "Sigmoid"), (3, None)]),
+    "tanh96": (7, [(96, "Tanh")] * 4 + [(5, None)]),
+    "tanh64": (5, [(64, "Tanh"), (64, "Tanh"), (3, None)]),
+    "softsign": (5, [(64, "Softsign"), (64, "Softsign"), (3, None)]),
+    "mlp256": (16, [(256, "Relu")] * 3 + [(8, None)]),
+    "mlp512": (16, [(512, "Relu")] * 2 + [(8, None)]),
+}
+
+
+def models(tmp):
+    """[(label, onnx path, generate options)]: every model of the snapshot."""
+    import op_models
+    import science_models
+
+    out = []
+    for name in zoo.MODELS:
+        for dtype, tag in ((np.float32, "f32"), (np.float64, "f64")):
+            path = zoo.save(name, os.path.join(tmp, f"{name}_{tag}.onnx"), dtype)
+            out.append((f"{name}_{tag}", path, {}))
+            out.append((f"{name}_{tag}_file", path, {"embed": False}))
+    out.append(("mlp128_infer_one", os.path.join(tmp, "mlp128_f32.onnx"), {"infer_one": True}))
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.onnx"), recursive=True)):
+        out.append((os.path.splitext(os.path.basename(path))[0], path, {}))
+    for name, (nx, layers) in FRONTIER.items():
+        sizes = [nx] + [w for w, _ in layers]
+        path = os.path.join(tmp, f"{name}.onnx")
+        onnx.save(zoo.mlp(name, sizes, [a for _, a in layers], seed=5), path)
+        out.append((name, path, {}))
+    path = os.path.join(tmp, "d4_f64.onnx")
+    onnx.save(zoo.mlp("d4", [4, 32, 32, 2], ["Tanh", "Tanh", None], np.float64, seed=4), path)
+    out.append(("d4_f64", path, {}))
+    out.append(("convnet", op_models.convnet(os.path.join(tmp, "convnet.onnx")), {}))
+    out.append(("convnet_small", op_models.convnet(os.path.join(tmp, "convnet_small.onnx"), 8, 8), {}))
+    out.append(("unet", op_models.unet(os.path.join(tmp, "unet.onnx")), {}))
+    out.append(("lstm_cell", op_models.lstm_cell(os.path.join(tmp, "lstm_cell.onnx")), {}))
+    out.append(("lstm_sequence", op_models.lstm_sequence(os.path.join(tmp, "lstm_sequence.onnx")), {}))
+    out.append(("conv_dw", op_models.conv(os.path.join(tmp, "conv_dw.onnx"), 8, 16, 16, 8, group=8, act="Relu"), {}))
+    out.append(("unet3d", science_models.unet3d(os.path.join(tmp, "unet3d.onnx"), 8), {}))
+    out.append(("fourier_mlp", science_models.fourier_mlp(os.path.join(tmp, "fourier_mlp.onnx")), {}))
+    return out
+
+
+def generate_all(dest):
+    """Generate every model into ``dest/<label>``; returns {label/file: sha256}."""
+    models_dir = os.path.join(dest, "models")
+    os.makedirs(models_dir, exist_ok=True)
+    digests = {}
+    for label, path, opts in models(models_dir):
+        out = os.path.join(dest, "gen", label)
+        gen.generate(path, out, gen.Options(name=label, **opts))
+        for fname in sorted(os.listdir(out)):
+            with open(os.path.join(out, fname), "rb") as fh:
+                digests[f"{label}/{fname}"] = hashlib.sha256(fh.read()).hexdigest()
+    return digests
+
+
+def main(argv):
+    if len(argv) == 2 and argv[0] == "record":
+        digests = generate_all(argv[1])
+        with open(os.path.join(argv[1], "sha256.json"), "w") as fh:
+            json.dump(digests, fh, indent=1, sort_keys=True)
+        print(f"{len(digests)} files recorded in {argv[1]}")
+        return 0
+    if len(argv) == 3 and argv[0] == "compare":
+        with open(os.path.join(argv[1], "sha256.json")) as fh:
+            before = json.load(fh)
+        after = generate_all(argv[2])
+        differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        for key in differ:
+            what = "new" if key not in before else "gone" if key not in after else "differs"
+            print(f"{what}: {key}")
+        print(f"{len(after)} files, {len(differ)} differ")
+        return 1 if differ else 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

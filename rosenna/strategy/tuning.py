@@ -1,0 +1,303 @@
+"""The tuning: every threshold and switch that decides how fast generated code runs, as one typed,
+frozen value.
+
+A default is a measurement on one GPU (the H200 unless a field says otherwise; the numbers are in
+results/measurement-log.md, cited by section title), not a law: a toolchain profile's ``tuning:`` section
+sets fields per GPU architecture (``default`` first, then the section named by the target's
+architecture: ``sm_90``, ``sm_80``, ``gfx90a`` ...), ``--tune KEY=VALUE`` on generate, verify and
+gpu-gate sets one for a run, and a benchmark varies one by building a value
+(``Tuning().replace(cluster_min_phases=0)``), never by patching a module. The tuning used is
+recorded in the provenance line of every generated file when it differs from the defaults.
+
+:data:`MEASURED` names the fields a calibration run can time, with their candidate values:
+``gpu-gate --tune`` times each and writes a ``tuning:`` overlay for the profile.
+
+This module imports nothing of rosenna's but the error types: configuration sits below the code
+it configures.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from rosenna.errors import UsageError
+
+
+class TuningError(UsageError):
+    """An unknown tuning key or a value of the wrong type or range (one line: what, where, what to do)."""
+
+
+def _knob(default, doc, choices=None, minimum=0):
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum})
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """One field per knob; each field's ``doc`` (``Tuning.doc(name)``) says what it decides and
+    where its default was measured."""
+
+    # -- where weights live ----------------------------------------------------------------------
+    constant_limit: int = _knob(
+        6144, "Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory. H200, "
+        "benchmarks.md 'Run 1': __constant__ 1.2-2.2x faster than global loads up to 5.7 KB, 2-5x slower from 9.6 KB.")
+    whole_constant_limit: int = _knob(
+        60 * 1024, "The same for a whole-field plan's kernel file (a warp reads one weight at a time). H200, "
+        "benchmarks.md 'Run 13 (field18)' round B: the U-Net's 19 KB 157 / 413 us at 16 / 256 samples "
+        "in __constant__ against 167 / 475 in global memory.")
+    const_bank_bytes: int = _knob(
+        48 * 1024, "Embedded weights above this many bytes use ROSENNA_CONST_LARGE in the C file (GCC's nvptx "
+        "offload puts const data in the 64 KiB constant bank). Not measured: the bank's size less a margin.")
+    # -- which path a plan takes ------------------------------------------------------------------
+    whole_threshold: int = _knob(
+        32 * 1024, "Per-point scratch bytes above which a plan runs over the whole field per sample. "
+        "32 KiB of locals already costs a GPU thread most of its occupancy (not timed: the occupancy rule).")
+    # -- host -------------------------------------------------------------------------------------
+    host_block_single: int = _knob(32, "Points per host block in single precision (SIMD lanes innermost), "
+                                   "halved until a block's scratch fits host_block_bytes. x86-64 host, "
+                                   "benchmarks.md 'Host MLP batch at the hardware's pace'.", minimum=1)
+    host_block_double: int = _knob(16, "The same in double precision.", minimum=1)
+    host_block_bytes: int = _knob(64 * 1024, "Scratch bytes a host block may take (an L2's share per core).",
+                                  minimum=1)
+    # -- whole-field batches ----------------------------------------------------------------------
+    whole_batch_samples: int = _knob(
+        256, "Samples one launch of each op of the whole-field batch computes together (host and device files).",
+        minimum=1)
+    whole_batch_bytes: int = _knob(
+        64 * 1024 * 1024, "Device memory the C/Fortran whole-field batch keeps for those samples' intermediates.",
+        minimum=1)
+    cuda_whole_batch_bytes: int = _knob(
+        128 * 1024 * 1024, "The same for the CUDA/HIP kernel file: the U-Net then takes 256 samples per step, "
+        "477 us for 256 on an H200 against 606 in two steps of 128 (benchmarks.md 'Run 11 — whole-field phases computed where read').",
+        minimum=1)
+    cluster_samples: int = _knob(
+        16, "Calls of up to this many samples run as one launch of thread-block clusters on sm_90+ (0: never). "
+        "H200, benchmarks.md 'Run 13 (field18)': the U-Net 75.5 / 139.6 us at 1 / 16 samples against "
+        "82.6 / 164.4 for the persistent kernel.")
+    cluster_min_phases: int = _knob(
+        6, "... and only for plans of at least this many phases. H200, benchmarks.md 'Shared-memory conv tiles' "
+        "round B: the gate's conv net (3 phases) 23.4 / 28.2 us clustered against 14.5 / 22.4 not; the depthwise "
+        "net (6) 15.6 / 19.4 against 18.0 / 21.3.")
+    igemm_min_k: int = _knob(
+        32, "2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs from this many input channels x "
+        "taps. H200, benchmarks.md '3xTF32 implicit-GEMM convs' round B.")
+    igemm_min_cout: int = _knob(8, "... and at least this many output channels (an n8 tile).")
+    igemm_min_rows: int = _knob(
+        16384, "... and, per call, at least this many output pixels x samples: the 64x64 conv nets gain from "
+        "4 samples (16,384 rows) on (same study).")
+    smem_conv: str = _knob(
+        "all", "Which 2-D convs of the whole-field path run as shared-memory tiled direct convolutions: '' none, "
+        "'depthwise', 'all'. H200, benchmarks.md 'Shared-memory conv tiles' round A: the U-Net 50.9 / 126.4 / "
+        "317.1 us at 1 / 16 / 256 samples tiled against 81.1 / 137.7 / 337.4 direct.",
+        choices=("", "depthwise", "all"))
+    # -- the FP32 MLP kernels ---------------------------------------------------------------------
+    narrow_max_width: int = _knob(
+        128, "Widest layer the narrow FP32 kernel unrolls (nvcc ran for minutes on a 256-wide layer: a "
+        "compile-time bound, not timed).", minimum=1)
+    wide_layer: int = _knob(
+        96, "A hidden layer at least this wide sends an FP32 MLP to a shared-memory kernel (staged or tiled). "
+        "H200, benchmarks.md 'Run 5'.", minimum=1)
+    tiled_smem_limit: int = _knob(
+        100 * 1024, "Shared memory the tiled FP32 kernel may ask for per block (the H100/H200 allow 227 KB; "
+        "two blocks per SM fit this).")
+    chain_min_macs: int = _knob(
+        512, "Below this many multiply-adds per point the FP32 kernel keeps a chain the 3xTF32 register chain "
+        "would take (memory-bound: gemm_small runs at the memory floor). H200, benchmarks.md 'Run 9 — issue #17 items 1-2'.")
+    wide_min_macs: int = _knob(512, "The same floor for the wide 3xTF32 kernel.")
+    wide_min_hidden: int = _knob(
+        64, "Below this hidden width the wide 3xTF32 kernel leaves the chain to the others (a 32-wide tile would "
+        "leave most of its 8 warps one n8 tile).")
+    # -- the per-point routine (<name>_infer for the user's kernels) ---------------------------------
+    routine_constant_bytes: int = _knob(
+        6 * 1024, "Packed weights of the one-thread routine up to this many bytes go to __constant__ memory "
+        "(the batched kernels' constant_limit measurement).")
+    routine_max_width: int = _knob(
+        512, "Widest layer the one-thread MLP routine takes (its sums live in registers or local memory); "
+        "wider chains get the plan's loops. A compile-time bound, not timed.", minimum=1)
+    warp_local_sums: int = _knob(
+        32, "Sums a layer of the staged MLPs' tensor-core warp body may hold when its input is in local memory "
+        "(0: parked groups instead). H200, mlp128, benchmarks.md 'Run 13 (pp17)': 32 -> 2.11 ns per "
+        "point, 64 -> 3.65, 0 -> 2.61.")
+    warp_compact: bool = _knob(
+        False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
+        "through L1, two instructions per weight). Off: slower on the H200 (benchmarks.md 'Run 13 (pp17)').")
+
+    narrow_shared_limit: int = _knob(
+        32 * 1024, "__device__ weights of the narrow FP32 kernel up to this many bytes are copied into shared "
+        "memory once per block (a persistent grid); larger ones are read as 16-byte __ldg loads.")
+    chain_two_tiles_width: int = _knob(
+        48, "Widest layer for which a warp of the 3xTF32 register chain carries two 16-row tiles (32 points); "
+        "beyond it one. H200, benchmarks.md 'Run 9 — issue #17 items 1-2', a 5-64-64-3 SiLU MLP: two tiles "
+        "0.432 ns per point (188 registers), one 0.324.")
+    warp_auto: bool = _knob(
+        True, "Whether <name>_infer takes the warp body when all 32 lanes call it (benchmarks.md 'Run 11 (pp17)').")
+    warp_mask_test: bool = _knob(
+        True, "Whether <name>_infer_warp runs its body behind <name>_infer's __activemask() test: without it nvcc "
+        "compiled mlp128's FP32 shuffle body with more spills, 3.64 against 3.18 ns per point (benchmarks.md "
+        "'Run 11 (pp17)').")
+    warp_tiles: int = _knob(
+        2, "16-row tiles the staged MLPs' tensor-core warp body carries through the layers at once (2: the warp's "
+        "32 points together; 1: two passes of 16).", minimum=1)
+    warp_registers: int = _knob(
+        144, "Registers a layer's input and sums may take in that body before its outputs are computed in "
+        "parked groups.", minimum=1)
+    warp_ldg: bool = _knob(True, "Whether the tensor-core warp bodies read their fragments through __ldg.")
+    igemm_prefer_launches: bool = _knob(
+        False, "Whether <name>_run takes the launched phases for every call an implicit-GEMM conv takes. Off: on "
+        "the H200 it cost the U-Net 11% at 4 samples (benchmarks.md '3xTF32 implicit-GEMM convs', round B).")
+    smem_igemm_first: bool = _knob(
+        True, "Whether a conv the implicit GEMM takes keeps it where a shared-memory tile would also serve.")
+    field_inline_loads: int = _knob(
+        0, "A whole-field phase is computed where it is read when an element loads at most this many values "
+        "(0: never). Off: the U-Net took 181 against 84 us at 1 sample on the H200 (benchmarks.md 'Run 11 — "
+        "whole-field phases computed where read').")
+    field_decode: bool = _knob(
+        False, "Whether a reader may decode an element index at run time to compute a phase in place (same study).")
+    cluster_per_call: bool = _knob(
+        False, "Whether the clustered kernel's blocks per cluster are chosen per call and read at run time. Off: "
+        "96.3 against 75.5 us for the U-Net at 1 sample on the H200 (benchmarks.md 'Run 16 (epi18)').")
+    cluster_jam: bool = _knob(
+        False, "Whether the clustered kernel's convolutions are unrolled-and-jammed over output channels. Off: "
+        "91.9 against 75.5 us for the U-Net at 1 sample on the H200 (benchmarks.md 'Run 13 (field18)').")
+    field_epilogues: str = _knob(
+        "", "Which forms of the CUDA whole-field <name>_run fuse producer-side epilogues (a pool pulled into its "
+        "conv's phase, an upsampling and Add pushed into it): '' none, one form, or 'all'. Off: on the H200 the "
+        "U-Net's clustered kernel took 75.6 / 140.9 us at 1 / 16 samples with them against 75.5 / 139.6 without "
+        "(benchmarks.md 'Run 16 (epi18)').", choices=("", "launches", "persistent", "cluster", "all"))
+    cluster_min_blocks: int = _knob(
+        0, "Blocks of <name>_cluster ptxas keeps resident per SM (__launch_bounds__' second argument; 0: none).")
+
+    # -- the API ----------------------------------------------------------------------------------
+
+    @classmethod
+    def names(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def doc(cls, name):
+        return cls.__dataclass_fields__[name].metadata["doc"]
+
+    def as_dict(self):
+        """``{field: value}`` in declaration order."""
+        return {name: getattr(self, name) for name in self.names()}
+
+    def changed(self):
+        """``{field: value}`` of the fields that differ from the defaults."""
+        default = Tuning()
+        return {k: v for k, v in self.as_dict().items() if getattr(default, k) != v}
+
+    def describe(self):
+        """``tuning=default`` or ``tuning=key=value,key=value``: the provenance line's part."""
+        changed = self.changed()
+        if not changed:
+            return "tuning=default"
+        return "tuning=" + ",".join(f"{k}={_text(v)}" for k, v in changed.items())
+
+    def replace(self, where="tuning", **values):
+        """A copy with ``values`` set, each checked (:class:`TuningError` for an unknown key or a bad value)."""
+        checked = {key: _check(key, value, where) for key, value in values.items()}
+        return dataclasses.replace(self, **checked)
+
+    def parse_overrides(self, items, where="--tune"):
+        """A copy with ``["KEY=VALUE", ...]`` applied (``where`` names the source in errors)."""
+        values = {}
+        for item in items or ():
+            key, eq, text = str(item).partition("=")
+            key = key.strip().replace("-", "_")
+            if not eq or not key:
+                raise TuningError(f"{where} {item!r}: expected KEY=VALUE, e.g. {where} cluster_min_phases=0")
+            values[key] = _parse(key, text.strip(), where)
+        return self.replace(where, **values)
+
+    @classmethod
+    def for_target(cls, profile_tuning=None, arch=None, where="tuning"):
+        """The defaults, overlaid by ``profile_tuning["default"]`` then ``profile_tuning[arch]``
+        (a profile's ``tuning:`` mapping; ``arch`` e.g. ``sm_90``, ``gfx90a``, or None)."""
+        tuning = cls()
+        if not profile_tuning:
+            return tuning
+        if not isinstance(profile_tuning, dict):
+            raise TuningError(f"{where}: expected a mapping of sections (default, sm_90, ...)")
+        for section in ("default", arch):
+            values = profile_tuning.get(section) if section else None
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise TuningError(f"{where}.{section}: expected a mapping of tuning keys to values")
+            tuning = tuning.replace(f"{where}.{section}", **values)
+        return tuning
+
+
+def _text(value):
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _known(key, where):
+    if key not in Tuning.__dataclass_fields__:
+        close = [n for n in Tuning.names() if key.split("_")[0] in n][:3]
+        hint = f" (did you mean {', '.join(close)}?)" if close else "; `rosenna info --tuning` lists them"
+        raise TuningError(f"{where}: unknown tuning key {key!r}{hint}")
+    return Tuning.__dataclass_fields__[key]
+
+
+def _check(key, value, where):
+    spec = _known(key, where)
+    kind = type(spec.default)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise TuningError(f"{where}: {key} must be true or false, not {value!r}")
+    elif kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TuningError(f"{where}: {key} must be an integer, not {value!r}")
+        if value < spec.metadata["minimum"]:
+            raise TuningError(f"{where}: {key} must be at least {spec.metadata['minimum']}, not {value}")
+    elif kind is str:
+        if not isinstance(value, str) or value not in spec.metadata["choices"]:
+            choices = ", ".join(repr(c) for c in spec.metadata["choices"])
+            raise TuningError(f"{where}: {key} must be one of {choices}, not {value!r}")
+    return value
+
+
+def _parse(key, text, where):
+    spec = _known(key, where)
+    kind = type(spec.default)
+    if kind is bool:
+        if text.lower() not in ("true", "false", "1", "0", "on", "off"):
+            raise TuningError(f"{where}: {key} must be true or false, not {text!r}")
+        return text.lower() in ("true", "1", "on")
+    if kind is int:
+        try:
+            return int(text.replace("_", ""), 0)
+        except ValueError:
+            raise TuningError(f"{where}: {key} must be an integer, not {text!r}") from None
+    return text.strip("'\"")
+
+
+def tuning_schema():
+    """The JSON schema of a toolchain profile's ``tuning:`` section: sections named ``default``,
+    ``sm_<digits>[a]`` or ``gfx<hex>``, each a mapping of :class:`Tuning` fields to values."""
+    fields = {}
+    for spec in dataclasses.fields(Tuning):
+        kind = type(spec.default)
+        if kind is bool:
+            fields[spec.name] = {"type": "boolean"}
+        elif kind is int:
+            fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"]}
+        else:
+            fields[spec.name] = {"type": "string", "enum": list(spec.metadata["choices"])}
+    section = {"type": "object", "additionalProperties": False, "properties": fields}
+    return {"type": "object", "additionalProperties": False,
+            "patternProperties": {"^(default|sm_[0-9]{2,3}a?|gfx[0-9a-f]+)$": section}}
+
+
+#: The fields a calibration run (``gpu-gate --tune``) can time on the GPU at hand, each with the
+#: candidate values to try: (field, (candidates...)). The first candidate is the default.
+MEASURED = (
+    ("constant_limit", (6144, 0, 16384, 65536)),
+    ("whole_constant_limit", (60 * 1024, 0, 16384)),
+    ("cluster_samples", (16, 0, 64)),
+    ("cluster_min_phases", (6, 0, 12)),
+    ("igemm_min_rows", (16384, 4096, 65536)),
+    ("smem_conv", ("all", "depthwise", "")),
+    ("chain_min_macs", (512, 0, 2048)),
+    ("wide_layer", (96, 64, 128)),
+    ("warp_local_sums", (32, 0, 64)),
+)
