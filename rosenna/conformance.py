@@ -723,6 +723,11 @@ def parse_rows(text):
     return {m.group(1): tuple(int(g) for g in m.groups()[1:]) for m in map(_ROW.match, text.splitlines()) if m}
 
 
+def parse_markdown(text):
+    """``{op: (row, [])}``: the per-op rows of a report (the form rosenna.docs reads)."""
+    return {op: (row, []) for op, row in parse_rows(text).items()}
+
+
 def _one_line(text):
     text = " ".join(text.split())
     for prefix in ("the model uses 1 unsupported construct(s): ",):
