@@ -1,8 +1,9 @@
 """The ops the whole node-test suite brought in, on every path: one model of many of them (scans,
 arg-reductions, top-k, integer and bitwise ops, inverse hyperbolic functions, NaN/Inf tests,
 triangular masks, norms, a one-hot of run-time indices, a fixed GridSample) against onnxruntime in
-C and Fortran, and its CUDA and HIP kernel files and libraries built with nvcc and hipcc (compile
-only: the loop IR renders the same statements for the device)."""
+C and Fortran, its whole-field form against its per-point form, and its CUDA and HIP kernel files
+and libraries built with nvcc and hipcc (compile only: the loop IR renders the same statements for
+the device)."""
 
 import os
 import shutil
@@ -101,3 +102,37 @@ def test_hipcc_builds_the_mixed_model(tmp_path):
     generate(mixed_model(str(tmp_path / "mixed.onnx")), str(tmp_path / "g"), Options(lang="c", embed=True))
     _build(tmp_path / "g", "mixed", "hip", f"{devflags.HIPCC} --offload-arch=gfx90a",
            env=dict(os.environ, HIP_PLATFORM="amd"))
+
+
+WHOLE_FIELD_DRIVER = r"""#include <stdio.h>
+#include "mixed.h"
+int main(void)
+{
+    float x[MIXED_NX], a[MIXED_NY], b[MIXED_NY];
+    int bad = 0;
+    for (int i = 0; i < MIXED_NX; ++i)
+        x[i] = (float)((i * 37) % 11) / 7.0f - 0.7f;
+    mixed_infer(x, a);
+    if (mixed_infer_one(x, b, NULL) != 0)
+        return 2;
+    for (int i = 0; i < MIXED_NY; ++i)
+        if (a[i] != b[i] && !(a[i] != a[i] && b[i] != b[i])) {
+            printf("y[%d]: per point %.9g, whole field %.9g\n", i, a[i], b[i]);
+            bad = 1;
+        }
+    return bad;
+}
+"""
+
+
+def test_the_whole_field_form_computes_what_the_point_form_does(tmp_path):
+    """``<name>_infer_one`` (one parallel loop per op over the field) gives the per-point routine's
+    numbers, bit for bit, on the host (no offload device: host pointers)."""
+    generate(mixed_model(str(tmp_path / "mixed.onnx")), str(tmp_path / "g"), Options(lang="c", embed=True,
+                                                                                   infer_one=True))
+    (tmp_path / "g" / "driver.c").write_text(WHOLE_FIELD_DRIVER)
+    build = subprocess.run(["gcc", "-O1", "-fopenmp", "driver.c", "mixed.c", "-lm", "-o", "driver"],
+                           cwd=tmp_path / "g", capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-2000:]
+    run = subprocess.run(["./driver"], cwd=tmp_path / "g", capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
