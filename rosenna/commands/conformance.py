@@ -23,6 +23,8 @@ def register(subparsers):
 
 
 def run(args):
+    if args.write and not os.path.isdir(os.path.dirname(os.path.abspath(args.write))):
+        raise UsageError(f"--write {args.write}: no such directory; give a path in an existing directory")
     found = conformance.collect(args.op)
     unknown = sorted(set(args.op or ()) - set(found))
     if unknown:
@@ -49,7 +51,12 @@ def run(args):
     print(f"{len(outcomes)} cases: {totals['passed']} passed, {totals['refused']} refused, "
           f"{totals['failed']} failed ({seconds:.0f} s, {os.cpu_count()} cores)", flush=True)
     text = conformance.markdown(results, seconds, subset=bool(args.op or args.fast))
-    if args.write:
-        with open(args.write, "w") as fh:
-            fh.write(text)
+    if args.write:  # whole or not at all
+        partial = args.write + ".partial"
+        try:
+            with open(partial, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(partial, args.write)
+        except OSError as exc:
+            raise UsageError(f"--write {args.write}: cannot write it ({exc.strerror})") from None
     return 1 if totals["failed"] else 0
