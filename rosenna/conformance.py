@@ -644,12 +644,15 @@ def _percent(part, whole):
     return f"{100.0 * part / whole:.1f} %" if whole else "-"
 
 
-def markdown(results, seconds=None, subset=False):
-    """docs/conformance.md from ``{op: [Outcome]}``."""
+def markdown(results, seconds=None, defined=None):
+    """docs/conformance.md from ``{op: [Outcome]}``; ``defined``: how many cases onnx defines (the
+    run's own count when None: a run of every case)."""
     import onnx
 
     outcomes = [o for outs in results.values() for o in outs]
     total = len(outcomes)
+    defined = total if defined is None else defined
+    subset = total < defined
     count = {k: sum(o.status == k for o in outcomes) for k in ("passed", "refused", "failed")}
     classes = {}
     for o in outcomes:
@@ -663,11 +666,11 @@ def markdown(results, seconds=None, subset=False):
         f"(onnx {onnx.__version__}); `tests/test_conformance.py` runs a fast selection of the same cases "
         "(`ROSENNA_CONFORMANCE=all` runs every one).",
         "",
-        f"onnx {onnx.__version__} defines {total:,} node test cases "
+        f"onnx {onnx.__version__} defines {defined:,} node test cases "
         "(`onnx.backend.test.case.node.collect_testcases()`: "
         "every op of every domain, and the `_expanded` cases, where onnx writes an op as its function body). "
-        + ("This report covers a selection of them." if subset else "Every one is run here; the denominator "
-                                                                     f"of every figure below is {total:,}.") + timing,
+        + (f"This report covers a selection of them, {total:,} cases; the figures below are of those." if subset
+           else f"Every one is run here; the denominator of every figure below is {total:,}.") + timing,
         "",
         "Each case is generated, compiled and run in C and in Fortran, and compared with the expected outputs at",
         f"the ONNX runner's tolerance (rtol {RTOL}, atol {ATOL}); {' and '.join(EXACT_OPS)}, whose results are exactly",

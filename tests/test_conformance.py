@@ -181,3 +181,17 @@ def test_the_cache_names_the_op_of_every_case():
     assert names["test_celu_expanded"] == "Celu" and names["test_softmax_axis_0_expanded"] == "Softmax"
     assert names["test_ai_onnx_ml_binarizer"] == "ai.onnx.ml.Binarizer"
     assert all(c.expanded == ("_expanded" in c.name) for cases in found.values() for c in cases)
+
+
+def test_the_command_writes_a_report_of_a_selection(tmp_path, capsys):
+    from rosenna.cli import main
+
+    assert main(["conformance", "--op", "Abs", "--write", str(tmp_path / "missing" / "x.md")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    report = tmp_path / "abs.md"
+    assert main(["conformance", "--op", "Abs", "--op", "Celu", "--write", str(report)]) == 0
+    text = report.read_text()
+    assert f"defines {sum(map(len, all_cases().values())):,} node test cases" in text
+    assert "This report covers a selection of them, 7 cases" in text
+    assert "| Abs | 1 | 1 (0) | 0 | 0 |" in text and "| Celu | 6 | 6 (0) | 0 | 0 |" in text
+    assert not (tmp_path / "abs.md.partial").exists()
