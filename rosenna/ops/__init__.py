@@ -151,6 +151,7 @@ _OPS = (
     axis.Compress,
     space.CenterCropPad,
     axis.ReverseSequence,
+    space.Col2Im,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

@@ -1,4 +1,4 @@
-"""DepthToSpace and SpaceToDepth (and CenterCropPad, its class docstring): blocks of channels moved
+"""DepthToSpace and SpaceToDepth (and CenterCropPad and Col2Im, their class docstrings): blocks of channels moved
 to blocks of pixels and back (pixel shuffle), pure index remaps of a [N, C, H, W] tensor with block
 size b.
 
@@ -133,3 +133,75 @@ class CenterCropPad(Op):
                 b.assign(Ref(node.outputs[0], y), value)
 
             b.nest(tuple(p[1] for p in combo), body)
+
+
+class Col2Im(Op):
+    """Col2Im: the image whose sliding blocks are the columns of the input (the inverse of im2col,
+    overlaps summed): Y[n, c, p] = sum of X[n, (c, k), b] over the kernel offsets k and block
+    positions b that land on pixel p (p = b*stride - pad_begin + k*dilation per axis);
+    ``image_shape`` and ``block_shape`` constants."""
+
+    name = "Col2Im"
+    attributes = {"dilations": None, "pads": None, "strides": None}
+
+    def _geometry(self, node, graph):
+        image, block = const_input(graph, node, 1), const_input(graph, node, 2)
+        if image is None or block is None:
+            return None
+        image = [int(v) for v in np.asarray(image).reshape(-1)]
+        block = [int(v) for v in np.asarray(block).reshape(-1)]
+        r = len(image)
+        dil = [int(v) for v in (self.attr(node, "dilations") or [1] * r)]
+        pads = [int(v) for v in (self.attr(node, "pads") or [0] * (2 * r))]
+        strides = [int(v) for v in (self.attr(node, "strides") or [1] * r)]
+        counts = [(image[d] + pads[d] + pads[d + r] - (dil[d] * (block[d] - 1) + 1)) // strides[d] + 1
+                  for d in range(r)]
+        return image, block, dil, pads[:r], strides, counts
+
+    def shape(self, node, graph):
+        geometry = self._geometry(node, graph)
+        if geometry is None:
+            raise ValueError("image_shape or block_shape is computed at run time")
+        x = graph.shape_of(node.inputs[0])
+        return [(x[0], x[1] // int(np.prod(geometry[1]))) + tuple(geometry[0])]
+
+    def check(self, node, graph):
+        geometry = self._geometry(node, graph)
+        if geometry is None:
+            return ["image_shape or block_shape is computed at run time; rosenna needs them constant"]
+        x = graph.shape_of(node.inputs[0])
+        if x[2] != int(np.prod(geometry[5])) or x[1] % int(np.prod(geometry[1])):
+            return [f"the input's shape {tuple(x)} does not match the blocks of the image"]
+        return []
+
+    def lower(self, node, graph, b):
+        import itertools
+
+        image, block, dil, pad, strides, counts = self._geometry(node, graph)
+        x_shape = graph.shape_of(node.inputs[0])
+        n_, channels = x_shape[0], x_shape[1] // int(np.prod(block))
+        y_shape = (n_, channels) + tuple(image)
+        size = int(np.prod(y_shape))
+        b.loop(size, lambda i: b.assign(Ref(node.outputs[0], Idx.of(i)), Num(0.0)))
+        kernel = int(np.prod(block))
+        for k_index, offsets in enumerate(itertools.product(*(range(k) for k in block))):
+            runs = []  # per axis: (first block, how many) of the blocks whose pixel is inside the image
+            for d, k in enumerate(offsets):
+                shift = k * dil[d] - pad[d]
+                first = max(0, -(-(-shift) // strides[d]))
+                last = min(counts[d] - 1, (image[d] - 1 - shift) // strides[d])
+                runs.append((first, last - first + 1, shift))
+            if any(count <= 0 for _, count, _ in runs):
+                continue
+
+            def body(idx, runs=runs, k_index=k_index):
+                n, c, *js = idx
+                blocks = [Idx.of(j) + first for j, (first, _, _) in zip(js, runs)]
+                pixel = [bl * s + shift for bl, s, (_, _, shift) in zip(blocks, strides, runs)]
+                column = flat_index(blocks, tuple(counts))
+                row = Idx.of(n) * (channels * kernel) + Idx.of(c) * kernel + k_index
+                source = row * int(np.prod(counts)) + column
+                b.assign(Ref(node.outputs[0], flat_index([n, c] + pixel, y_shape)), Ref(node.inputs[0], source),
+                         accumulate=True)
+
+            b.nest((n_, channels) + tuple(count for _, count, _ in runs), body)
