@@ -48,7 +48,8 @@ def mixed_model(path):
         helper.make_node("GridSample", ["image", "grid"], ["warped"], mode="linear", padding_mode="border"),
     ]
     rng = np.random.default_rng(3)
-    inits = [_c("axis1", np.asarray(1, np.int64)), _c("axes1", np.asarray([1], np.int64)), _c("two", np.asarray([2], np.int64)),
+    inits = [_c("axis1", np.asarray(1, np.int64)), _c("axes1", np.asarray([1], np.int64)),
+             _c("two", np.asarray([2], np.int64)),
              _c("period", np.asarray(0.7, np.float32)), _c("four", np.asarray(4.0, np.float32)),
              _c("mask", np.asarray(6, np.int32)), _c("depth", np.asarray(5, np.int64)),
              _c("onoff", np.asarray([-1.0, 2.0], np.float32)), _c("image_shape", np.asarray([1, 2, 2, 3], np.int64)),
