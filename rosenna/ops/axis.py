@@ -28,6 +28,8 @@ def _rank_axis(axis, rank):
 
 
 class Hardmax(Op):
+    """Hardmax: 1 at the first largest element along an axis, 0 elsewhere."""
+
     name = "Hardmax"
 
     def _axis(self, node, graph):
@@ -69,6 +71,8 @@ class Hardmax(Op):
 
 
 class LpNormalization(Op):
+    """LpNormalization: x divided by its L1 or L2 norm along an axis."""
+
     name = "LpNormalization"
     attributes = {"axis": -1, "p": 2}
 
@@ -102,6 +106,8 @@ class LpNormalization(Op):
 
 
 class TopK(Op):
+    """TopK: the k largest or smallest elements along an axis and their indices (k a constant)."""
+
     name = "TopK"
     attributes = {"axis": -1, "largest": 1, "sorted": 1}
 

@@ -260,6 +260,8 @@ class Where(Binary):
 
 
 class Xor(Compare):
+    """Xor: the logical exclusive or of two masks."""
+
     name, numpy_fn = "Xor", staticmethod(np.logical_xor)
 
     def combine(self, operands):
@@ -267,6 +269,8 @@ class Xor(Compare):
 
 
 class Mean(Variadic):
+    """Mean: the elementwise mean of its inputs."""
+
     name = "Mean"
 
     def evaluate(self, node, inputs):

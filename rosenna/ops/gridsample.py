@@ -93,6 +93,8 @@ def taps(point, sizes, mode, padding, align):
 
 
 class GridSample(Op):
+    """GridSample: X sampled at a constant grid (linear, nearest, cubic; zeros, border, reflection)."""
+
     name = "GridSample"
     attributes = {"align_corners": 0, "mode": "linear", "padding_mode": "zeros"}
 

@@ -29,6 +29,8 @@ def _out_dtype(node, graph):
 
 
 class Mod(Binary):
+    """Mod: the remainder, with the divisor's sign (fmod=0) or the dividend's (fmod=1)."""
+
     name = "Mod"
     attributes = {"fmod": 0}
 
@@ -48,6 +50,8 @@ class Mod(Binary):
 
 
 class BitShift(Binary):
+    """BitShift: integers shifted left (wrapped to the type) or right (arithmetic)."""
+
     name = "BitShift"
     attributes = {"direction": None}
 
@@ -108,18 +112,26 @@ class _Bitwise(Binary):
 
 
 class BitwiseAnd(_Bitwise):
+    """BitwiseAnd: the bitwise and of integers."""
+
     name, fn, numpy_fn = "BitwiseAnd", "bitand", staticmethod(np.bitwise_and)
 
 
 class BitwiseOr(_Bitwise):
+    """BitwiseOr: the bitwise or of integers."""
+
     name, fn, numpy_fn = "BitwiseOr", "bitor", staticmethod(np.bitwise_or)
 
 
 class BitwiseXor(_Bitwise):
+    """BitwiseXor: the bitwise exclusive or of integers."""
+
     name, fn, numpy_fn = "BitwiseXor", "bitxor", staticmethod(np.bitwise_xor)
 
 
 class BitwiseNot(Op):
+    """BitwiseNot: the bitwise complement of integers."""
+
     name = "BitwiseNot"
 
     def check(self, node, graph):

@@ -19,6 +19,8 @@ from rosenna.ops.base import Op
 
 
 class NegativeLogLikelihoodLoss(Op):
+    """NegativeLogLikelihoodLoss: -x[target] * weight, with ignore_index and a reduction; run-time targets."""
+
     name = "NegativeLogLikelihoodLoss"
     attributes = {"reduction": "mean", "ignore_index": None}
 

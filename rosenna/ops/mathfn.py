@@ -23,6 +23,8 @@ from rosenna.ops.activation import Unary, _Fn, _get
 
 
 class Celu(Unary):
+    """Celu: x > 0 ? x : alpha*(exp(x/alpha) - 1)."""
+
     name = "Celu"
     attributes = {"alpha": 1.0}
 
@@ -36,6 +38,8 @@ class Celu(Unary):
 
 
 class ThresholdedRelu(Unary):
+    """ThresholdedRelu: x > alpha ? x : 0."""
+
     name = "ThresholdedRelu"
     attributes = {"alpha": 1.0}
 
@@ -47,6 +51,8 @@ class ThresholdedRelu(Unary):
 
 
 class Shrink(Unary):
+    """Shrink: x < -lambd ? x + bias : (x > lambd ? x - bias : 0)."""
+
     name = "Shrink"
     attributes = {"lambd": 0.5, "bias": 0.0}
 
@@ -61,6 +67,8 @@ class Shrink(Unary):
 
 
 class IsNaN(Unary):
+    """IsNaN: 1 where x is NaN, else 0."""
+
     name = "IsNaN"
 
     def expr(self, attrs, x):
@@ -74,6 +82,8 @@ class IsNaN(Unary):
 
 
 class IsInf(Unary):
+    """IsInf: 1 where x is +inf or -inf (as detect_positive, detect_negative say), else 0."""
+
     name = "IsInf"
     attributes = {"detect_negative": 1, "detect_positive": 1}
 
@@ -94,40 +104,60 @@ class IsInf(Unary):
 
 
 class Round(_Fn):
+    """Round: to the nearest integer, ties to even."""
+
     name, fn, numpy_fn = "Round", "rint", staticmethod(np.round)
 
 
 class Tan(_Fn):
+    """Tan: the tangent."""
+
     name, fn, numpy_fn = "Tan", "tan", staticmethod(np.tan)
 
 
 class Asin(_Fn):
+    """Asin: the arcsine."""
+
     name, fn, numpy_fn = "Asin", "asin", staticmethod(np.arcsin)
 
 
 class Acos(_Fn):
+    """Acos: the arccosine."""
+
     name, fn, numpy_fn = "Acos", "acos", staticmethod(np.arccos)
 
 
 class Atan(_Fn):
+    """Atan: the arctangent."""
+
     name, fn, numpy_fn = "Atan", "atan", staticmethod(np.arctan)
 
 
 class Sinh(_Fn):
+    """Sinh: the hyperbolic sine."""
+
     name, fn, numpy_fn = "Sinh", "sinh", staticmethod(np.sinh)
 
 
 class Cosh(_Fn):
+    """Cosh: the hyperbolic cosine."""
+
     name, fn, numpy_fn = "Cosh", "cosh", staticmethod(np.cosh)
 
 
 class Asinh(_Fn):
+    """Asinh: the inverse hyperbolic sine."""
+
     name, fn, numpy_fn = "Asinh", "asinh", staticmethod(np.arcsinh)
 
 
 class Acosh(_Fn):
+    """Acosh: the inverse hyperbolic cosine."""
+
     name, fn, numpy_fn = "Acosh", "acosh", staticmethod(np.arccosh)
 
 
 class Atanh(_Fn):
+    """Atanh: the inverse hyperbolic tangent."""
+
     name, fn, numpy_fn = "Atanh", "atanh", staticmethod(np.arctanh)

@@ -25,6 +25,8 @@ DET_MAX = 5
 
 
 class Trilu(Op):
+    """Trilu: the upper or lower triangle of matrices (k a constant)."""
+
     name = "Trilu"
     attributes = {"upper": 1}
 
@@ -73,6 +75,8 @@ class Trilu(Op):
 
 
 class Det(Op):
+    """Det: determinants of small matrices (up to 5x5)."""
+
     name = "Det"
 
     def shape(self, node, graph):
@@ -112,6 +116,8 @@ class Det(Op):
 
 
 class EyeLike(Op):
+    """EyeLike: ones on a diagonal, a constant of the input's shape."""
+
     name = "EyeLike"
     attributes = {"dtype": None, "k": 0}
 

@@ -111,6 +111,8 @@ class AveragePool(_Pool):
 
 
 class LpPool(_Pool):
+    """LpPool: (sum of abs(x)^p over each window)^(1/p)."""
+
     name = "LpPool"
     attributes = dict(_Pool.attributes, p=2)
 

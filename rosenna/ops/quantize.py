@@ -81,6 +81,8 @@ class _Linear(Op):
 
 
 class DequantizeLinear(_Linear):
+    """DequantizeLinear: (x - zero_point) * scale, per tensor, axis or block."""
+
     name = "DequantizeLinear"
 
     def evaluate(self, node, inputs):
@@ -91,6 +93,8 @@ class DequantizeLinear(_Linear):
 
 
 class QuantizeLinear(_Linear):
+    """QuantizeLinear: x / scale rounded and saturated to an integer or float8 type, per tensor, axis or block."""
+
     name = "QuantizeLinear"
 
     def evaluate(self, node, inputs):

@@ -384,6 +384,8 @@ class GRU(_Recurrent):
 
 
 class RNN(_Recurrent):
+    """RNN: the one-gate recurrent cell h' = f(W x + R h + b), any direction and layout."""
+
     name = "RNN"
     gates = 1
 

@@ -123,51 +123,71 @@ class _Reduce(Op):
 
 
 class ReduceMean(_Reduce):
+    """ReduceMean: the mean over constant axes."""
+
     name = "ReduceMean"
     kind = "mean"
 
 
 class ReduceSum(_Reduce):
+    """ReduceSum: the sum over constant axes."""
+
     name = "ReduceSum"
     kind = "sum"
 
 
 class ReduceMax(_Reduce):
+    """ReduceMax: the largest element over constant axes."""
+
     name = "ReduceMax"
     kind = "max"
 
 
 class ReduceMin(_Reduce):
+    """ReduceMin: the smallest element over constant axes."""
+
     name = "ReduceMin"
     kind = "min"
 
 
 class ReduceProd(_Reduce):
+    """ReduceProd: the product over constant axes."""
+
     name = "ReduceProd"
     kind = "prod"
 
 
 class ReduceL1(_Reduce):
+    """ReduceL1: the sum of abs(x) over constant axes."""
+
     name = "ReduceL1"
     kind = "l1"
 
 
 class ReduceL2(_Reduce):
+    """ReduceL2: sqrt(sum x*x) over constant axes (torch.linalg.vector_norm)."""
+
     name = "ReduceL2"
     kind = "l2"
 
 
 class ReduceSumSquare(_Reduce):
+    """ReduceSumSquare: sum x*x over constant axes."""
+
     name = "ReduceSumSquare"
     kind = "sum_square"
 
 
 class ReduceLogSum(_Reduce):
+    """ReduceLogSum: log(sum x) over constant axes."""
+
     name = "ReduceLogSum"
     kind = "log_sum"
 
 
 class ReduceLogSumExp(_Reduce):
+    """ReduceLogSumExp: log(sum exp(x)) over constant axes, in the overflow-free form."""
+
     name = "ReduceLogSumExp"
     kind = "log_sum_exp"
 
@@ -230,10 +250,14 @@ class _Arg(Op):
 
 
 class ArgMax(_Arg):
+    """ArgMax: the index of the largest element along an axis (first, or last with select_last_index)."""
+
     name = "ArgMax"
     cmp = ">"
 
 
 class ArgMin(_Arg):
+    """ArgMin: the index of the smallest element along an axis (first, or last with select_last_index)."""
+
     name = "ArgMin"
     cmp = "<"

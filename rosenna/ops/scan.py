@@ -72,10 +72,14 @@ class _Cumulative(Op):
 
 
 class CumSum(_Cumulative):
+    """CumSum: running sums along a constant axis (exclusive, reverse)."""
+
     name = "CumSum"
 
 
 class CumProd(_Cumulative):
+    """CumProd: running products along a constant axis (exclusive, reverse)."""
+
     name = "CumProd"
     symbol = "*"
     identity = 1.0

@@ -17,6 +17,8 @@ from rosenna.ops.base import Op, const_input
 
 
 class DepthToSpace(Op):
+    """DepthToSpace: blocks of channels moved to blocks of pixels (DCR or CRD)."""
+
     name = "DepthToSpace"
     attributes = {"blocksize": None, "mode": "DCR"}
 
@@ -49,6 +51,8 @@ class DepthToSpace(Op):
 
 
 class SpaceToDepth(Op):
+    """SpaceToDepth: blocks of pixels moved to blocks of channels."""
+
     name = "SpaceToDepth"
     attributes = {"blocksize": None, "mode": "DCR"}
 
