@@ -599,9 +599,9 @@ REFUSAL_CLASSES = (
     ("training or random", "training-only ops (ai.onnx.preview.training, Dropout in training mode) and random "
                            "ops (Bernoulli, RandomUniformLike, ...): rosenna generates deterministic inference"),
     ("quantized integer semantics", "integer matrix products with requantization (QLinearConv, QLinearMatMul, "
-                                    "MatMulInteger, ConvInteger, DynamicQuantizeLinear) and bit reinterpretation "
-                                    "(BitCast), which need integer arithmetic or bit patterns rosenna does not offer "
-                                    "(it holds integers in the float type)"),
+                                    "MatMulInteger, ConvInteger) and bit reinterpretation (BitCast), which need "
+                                    "integer arithmetic or bit patterns rosenna does not offer (it holds integers in "
+                                    "the float type)"),
     ("empty tensors", "an input or output with no element (a dimension 0): the generated code computes at "
                       "least one element per input and output"),
     ("no run-time input", "every input decides a shape, so none is left to compute per point"),
@@ -615,7 +615,7 @@ _DATA_SHAPE_OPS = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "Range"
                    "HammingWindow", "BlackmanWindow", "MelWeightMatrix"}
 _STRING_OPS = {"StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch", "ai.onnx.ml.LabelEncoder"}
 _RANDOM_OPS = {"Bernoulli", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
-_QUANTIZED_OPS = {"DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "BitCast"}
+_QUANTIZED_OPS = {"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "BitCast"}
 
 
 def refusal_class(outcome):
