@@ -12,7 +12,8 @@ import signal
 import sys
 
 from rosenna import __version__
-from rosenna.errors import RosennaError
+from rosenna.errors import BuildError, RosennaError
+from rosenna.quoting import terminal_text
 
 # The subcommand modules, in the order `rosenna --help` lists them. One line per command.
 SUBCOMMANDS = (
@@ -72,7 +73,9 @@ def main(argv=None):
     try:
         return args.func(args)
     except RosennaError as exc:
-        print(f"rosenna {args.command}: error: {exc}", file=sys.stderr)
+        # names in a message come from model files and profiles: no control character reaches the terminal
+        text = terminal_text(exc, keep_newlines=isinstance(exc, BuildError))  # a compiler's output keeps its lines
+        print(f"rosenna {args.command}: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rosenna: interrupted", file=sys.stderr)

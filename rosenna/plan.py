@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rosenna import abi, limits, ops
+from rosenna.errors import ModelError
 from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
@@ -171,6 +172,15 @@ def comment_text(text, limit=60):
     return safe[:limit]
 
 
+def _within_nest_budget(graph, node, nests):
+    """Refuse an op whose code took more than the budget's loop nests (statements at the op's top
+    level: a loop nest, or one unrolled assignment): generated code grows with ops, not pixels."""
+    budget = graph.max_op_nests or limits.MAX_OP_NESTS
+    if nests > budget:
+        raise ModelError(f"node {node.name!r} ({node.op}): its code takes {nests} loop nests, over the budget of "
+                         f"{budget} per op; raise it with --max-op-nests N if the model means it")
+
+
 def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False, tuning=None):
     """Lay out the graph (after the passes) and lower every node. ``infer_one``: emit
     ``<name>_infer_one`` for a per-point plan too; ``tuning``: see :attr:`Plan.tuning`."""
@@ -257,7 +267,9 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
                             window=window(node, graph) if window else {})
         op_list.append(planned)
         b.emit(Comment(f"{planned.label}: {label}", planned))
+        first = len(b.stmts)
         ops.get(node.op).lower(node, graph, b)
+        _within_nest_budget(graph, node, len(b.stmts) - first)
     for r, ybuf, size, vname in copies:
         b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))
         copy_lowering(b, r, ybuf, size)

@@ -22,6 +22,7 @@ import numpy as np
 
 from rosenna import frontend
 from rosenna import generate as gen
+from rosenna import outdir
 from rosenna.compare import RULE, Comparison, compare
 from rosenna.errors import ModelError, UsageError
 from rosenna.toolrun import compiler, run
@@ -250,7 +251,9 @@ def _stored_sets(path, graph):
 
         return [(path, pick(graph.inputs, "input"), pick(graph.outputs, "output"))]
     if not os.path.isdir(path):
-        raise UsageError(f"--reference {path}: no such file or folder; give a test_data_set folder or a .npz file")
+        kind = frontend.file_kind(path)  # a FIFO or device is named, never opened
+        raise UsageError(f"--reference {path}: {'no such file or folder' if kind == 'no such file' else kind}; give a "
+                         "test_data_set folder or a .npz file")
     folders = sorted(glob.glob(os.path.join(path, "test_data_set_*")))
     folders = [f for f in folders if os.path.isdir(f)] or [path]
     sets = []
@@ -327,7 +330,7 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
     else:
         ref = ort_reference(model_path, graph, cases, seed, frontend.load_frozen(options.freeze))
     cases = ref.cases
-    workdir = os.path.abspath(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
+    workdir = outdir.private_folder(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
     try:
         results = _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cflags, fflags, profile)
     finally:
@@ -344,18 +347,18 @@ def verify(model_path, options, **kwargs):
 
 def _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cflags, fflags, profile):
     plan, _ = gen.generate(model_path, workdir, options)
-    pack(plan, ref.inputs, plan.inputs, cases, plan.nx).tofile(os.path.join(workdir, "x.bin"))
+    pack(plan, ref.inputs, plan.inputs, cases, plan.nx).tofile(outdir.fresh(os.path.join(workdir, "x.bin")))
     weights = [] if plan.embed else [os.path.join(workdir, f"{plan.name}.rwt")]
     fmt = {"name": plan.name, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
     results = []
     model_dtype = "float64" if graph.dtype == np.float64 else "float32"
     langs = ("c", "fortran") if options.lang == "both" else (options.lang,)
     for lang in langs:
-        exe = os.path.join(workdir, f"verify_{lang}")
+        exe = outdir.fresh(os.path.join(workdir, f"verify_{lang}"))  # every file in a kept folder is new
         if lang == "c":
             init = "" if plan.embed else (
                 f"    if ({plan.name}_init(argv[4]) != 0) {{ fprintf(stderr, \"init failed\\n\"); return 4; }}\n")
-            with open(os.path.join(workdir, "verify_c.c"), "w") as fh:
+            with open(outdir.fresh(os.path.join(workdir, "verify_c.c")), "x") as fh:
                 fh.write(C_HARNESS.format(init=init, **fmt))
             cmd = cc + shlex.split(profile.optimize_c) + shlex.split(cflags) + [
                 "-I", workdir, os.path.join(workdir, "verify_c.c"), os.path.join(workdir, f"{plan.name}.c"),
@@ -364,14 +367,15 @@ def _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cfla
             init = "" if plan.embed else (
                 "  call get_command_argument(4, arg)\n"
                 f"  call {plan.name}_init(trim(arg), status)\n  if (status /= 0) error stop 4\n")
-            with open(os.path.join(workdir, "verify_f.f90"), "w") as fh:
+            with open(outdir.fresh(os.path.join(workdir, "verify_f.f90")), "x") as fh:
                 fh.write(F_HARNESS.format(init=init, **fmt))
+            outdir.fresh(os.path.join(workdir, f"{plan.name.lower()}_model.mod"))
             fc = fc or (compiler("FC", profile.fc) if options.compilers_from_env else shlex.split(profile.fc))
             cmd = fc + shlex.split(profile.optimize_fortran) + shlex.split(fflags) + [
                 "-J", workdir, os.path.join(workdir, f"{plan.name}_model.F90"),
                 os.path.join(workdir, "verify_f.f90"), "-o", exe]
         run(cmd, workdir, f"compiling the {lang} verify harness")
-        y_path = os.path.join(workdir, f"y_{lang}.bin")
+        y_path = outdir.fresh(os.path.join(workdir, f"y_{lang}.bin"))
         run([exe, str(cases), os.path.join(workdir, "x.bin"), y_path] + weights, workdir,
             f"running the {lang} verify harness")
         dtype = np.float64 if plan.precision == "double" else np.float32

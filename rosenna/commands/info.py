@@ -5,6 +5,7 @@ from rosenna import ops
 from rosenna.commands.generate import add_model_options, options_from
 from rosenna.errors import UsageError
 from rosenna.generate import build_plan, decide, target_arch
+from rosenna.quoting import terminal_text
 from rosenna.strategy import Tuning
 
 
@@ -40,7 +41,7 @@ def describe(plan):
         f"path: {_path(plan)}",
         f"plan hash: {plan.hash}",
     ]
-    return "\n".join(lines)
+    return "\n".join(terminal_text(line) for line in lines)  # names come from the model file
 
 
 def _path(plan):

@@ -5,6 +5,7 @@ from rosenna.emit import c_reader, fixed, offload_mlp, whole
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.quoting import make_quote
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
@@ -228,7 +229,8 @@ def source(strategy, stamp):
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
     includes = [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
-        includes += ["#include <stdio.h>", "#include <string.h>"]
+        includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
+                     "#if defined(__unix__) || defined(__APPLE__)", "#include <sys/stat.h>", "#endif"]
     includes += [""]
     offload = _offload(strategy)
     reader = c_reader.reader(plan, offload_mlp.repack(plan, *offload) if offload else "") if not plan.embed else ""
@@ -318,10 +320,10 @@ def makefile(plan, stamp, profile, native_rules):
 ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ROSENNA_BACKEND ?= {profile.backend}
 ifeq ($(origin CC),default)
-CC = {profile.cc}
+CC = {make_quote(profile.cc, "compilers.c")}
 endif
-CFLAGS ?= {profile.optimize_c}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
+CFLAGS ?= {make_quote(profile.optimize_c, "optimize.c")}
+ROSENNA_OFFLOAD_FLAGS ?= {make_quote(profile.offload_flags, "flags")}
 
 {native_rules}
 all: $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_EXTRA)

@@ -155,10 +155,43 @@ static int {n}_read(FILE *file)
 int {n}_device_upload(const {t} *const *host);
 #endif
 
+/* The weights file at path, as Fortran's OPEN and INQUIRE read a path: trailing blanks are not part
+   of it. A path that holds no bytes by its size (an empty file, a FIFO, a device) is not opened: a
+   FIFO would block the read until a writer came, a device never end. *status: OPEN when the path
+   does not open, READ when it holds no bytes. */
+static FILE *{n}_open_weights(const char *path, int *status)
+{{
+    size_t len = strlen(path);
+    char *name;
+    FILE *file = NULL;
+
+    while (len > 0 && path[len - 1] == ' ')
+        len--;
+    name = (char *)malloc(len + 1);
+    if (name == NULL)
+        return NULL;
+    memcpy(name, path, len);
+    name[len] = '\\0';
+#if defined(__unix__) || defined(__APPLE__)
+    {{
+        struct stat info;
+
+        if (stat(name, &info) == 0 && !S_ISDIR(info.st_mode) && info.st_size == 0)
+            *status = ROSENNA_STATUS_READ;
+        else
+            file = fopen(name, "rb");
+    }}
+#else
+    file = fopen(name, "rb");
+#endif
+    free(name);
+    return file;
+}}
+
 int {n}_init(const char *path)
 {{
     int status = ROSENNA_STATUS_OPEN;
-    FILE *file = fopen(path, "rb");
+    FILE *file = {n}_open_weights(path, &status);
 
     if (file != NULL) {{
         status = {n}_read(file);

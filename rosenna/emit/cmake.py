@@ -24,6 +24,8 @@ compiler for its family at generate time, else by the executable's name); otherw
 OpenMP flags are used and a warning says how to choose the profile's compiler.
 """
 
+from rosenna.quoting import cmake_quote
+
 #: archspec's compiler family (see rosenna.toolchain.detection) -> CMake's compiler ids.
 CMAKE_IDS = {
     "gcc": ("GNU",),
@@ -37,12 +39,16 @@ CMAKE_IDS = {
 
 def quote(text):
     """``text`` as a CMake quoted argument."""
-    return '"' + " ".join(str(text).split()).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") \
-        .replace(";", "\\;") + '"'
+    return cmake_quote(text, "a toolchain profile's value in a CMake file")
 
 
 def _comment(text):
     return " ".join(str(text).split())
+
+
+def _in_quotes(text):
+    """``text`` inside a CMake quoted argument (a message's words)."""
+    return quote(text)[1:-1]
 
 
 def _basename(command):
@@ -74,10 +80,10 @@ def _language_target(n, lang, target, alias, sources, command, family, profile_n
         '        "$<$<LINK_LANGUAGE:CXX>:${_rosenna_flag}>" "$<$<LINK_LANGUAGE:Fortran>:${_rosenna_flag}>")',
         "    endforeach()",
         "  else()",
-        f'    message(WARNING "rosenna {n}: toolchain profile {profile_name} is for {_comment(command)}; this project '
+        f'    message(WARNING "rosenna {n}: toolchain profile {_in_quotes(profile_name)} is for {_in_quotes(command)}; this project '
         f'compiles {lang} with ${{CMAKE_{lang}_COMPILER_ID}} (${{CMAKE_{lang}_COMPILER}}), so the profile\'s flags are '
         f'not used and OpenMP comes from find_package(OpenMP). Configure with -DCMAKE_{lang}_COMPILER='
-        f'{_comment(command).split(" ")[0]} to build with them.")',
+        f'{_in_quotes(_comment(command).split(" ")[0])} to build with them.")',
         f"    find_package(OpenMP REQUIRED COMPONENTS {lang})",
         f"    target_link_libraries({target} PUBLIC OpenMP::OpenMP_{lang})",
         "  endif()",

@@ -5,6 +5,7 @@ from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
+from rosenna.quoting import make_quote
 
 VALUES_PER_LINE = 4
 #: Arrays up to this many values are initialised in their declaration; larger ones by DATA
@@ -197,10 +198,10 @@ def makefile(plan, stamp, profile):
 
 ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ifeq ($(origin FC),default)
-FC = {profile.fc}
+FC = {make_quote(profile.fc, "compilers.fortran")}
 endif
-FFLAGS ?= {profile.optimize_fortran}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
+FFLAGS ?= {make_quote(profile.optimize_fortran, "optimize.fortran")}
+ROSENNA_OFFLOAD_FLAGS ?= {make_quote(profile.offload_flags, "flags")}
 
 all: $(ROSENNA_DIR)/lib{n}_f.a
 

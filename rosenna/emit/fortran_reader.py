@@ -105,10 +105,18 @@ def reader(plan):
     character(len=*), intent(in) :: path
     integer, intent(out) :: status
     integer :: unit, ios
+    integer(int64) :: bytes
 
-    open (newunit=unit, file=path, access='stream', form='unformatted', status='old', &
-          action='read', iostat=ios)
-    if (ios /= 0) then
+    ! A path that holds no bytes by its size (an empty file, a FIFO, a device) is not opened: a FIFO
+    ! would block the read until a writer came. Trailing blanks are not part of path (as in C's reader).
+    bytes = -1
+    inquire (file=path, size=bytes)
+    ios = 0
+    if (bytes /= 0) open (newunit=unit, file=path, access='stream', form='unformatted', status='old', &
+                          action='read', iostat=ios)
+    if (bytes == 0) then
+      status = {st['READ']}
+    else if (ios /= 0) then
       status = {st['OPEN']}
     else
       call read_weights(unit, status)

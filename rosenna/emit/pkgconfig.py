@@ -9,10 +9,11 @@ toolchain profile's OpenMP flags, which both the solver's code (its offload loop
 """
 
 from rosenna import __version__
+from rosenna.quoting import pc_quote
 
 
 def _flags(text):
-    return " ".join(str(text).split())
+    return pc_quote(text, "a toolchain profile's value in a .pc file")
 
 
 def _head(stamp, profile, what, recipe, name):

@@ -45,6 +45,7 @@ from pathlib import Path
 from dataclasses import dataclass, fields, replace
 
 from rosenna.errors import RosennaError, UsageError
+from rosenna.quoting import sh_dquote, sh_quote
 
 JOB_NAME = "rosenna-gpu-gate"
 
@@ -292,10 +293,10 @@ def render_job(kind, profile=None, *, job=None, partition=None, account=None, to
             origin += "\n# Regenerate: python -m rosenna.gate.jobs gate"
         profile_modules = ""
     else:
-        toolchain = profile.name
-        origin = f"rosenna {__version__}, for profile '{profile.name}' and its modules."
-        modules = " ".join(profile.modules)
-        profile_modules = f'ROSENNA_PROFILE_MODULES=${{ROSENNA_PROFILE_MODULES-"{modules}"}}'
+        toolchain = sh_quote(profile.name, "the toolchain profile's name")
+        origin = f"rosenna {__version__}, for profile '{profile.name}' and its modules."  # a NAME: no quote, no newline
+        modules = sh_dquote(" ".join(profile.modules), "the toolchain profile's modules")
+        profile_modules = f'ROSENNA_PROFILE_MODULES=${{ROSENNA_PROFILE_MODULES-{modules}}}'
     if toolchain_path:
         path_lines = (f"ROSENNA_TOOLCHAIN_PATH=${{ROSENNA_TOOLCHAIN_PATH-{shlex.quote(toolchain_path)}}}\n"
                       "export ROSENNA_TOOLCHAIN_PATH")

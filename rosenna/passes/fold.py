@@ -6,11 +6,18 @@ or Size node is evaluated from its input's static shape. Every other node gets i
 from its op's shape rule, so the Shape->Gather->Unsqueeze->Concat->Reshape chains of
 dynamic-shape exports fold completely. Folding and shapes share one walk because each needs the
 other.
+
+Folding is bounded: no folded output may hold more than the budget's elements
+(:data:`rosenna.limits.MAX_FOLD_ELEMENTS`, ``--max-fold-elements``), checked from the op's shape
+rule before anything is allocated and again on the result; a 187-byte model of ConstantOfShape
+[20000, 20000] is refused at once instead of taking 11 s and 1.6 GB.
 """
+
+import math
 
 import numpy as np
 
-from rosenna import ops
+from rosenna import limits, ops
 from rosenna.passes import support
 from rosenna.errors import ModelError
 
@@ -43,12 +50,42 @@ def _try_fold(graph, node, op):
     if any(name and not graph.is_const(name) and None in (graph.values[name].shape, graph.values[name].dtype)
            for name in node.inputs):
         return None
+    shapes = None
+    if op is not None:
+        try:
+            shapes = op.shape(node, graph)
+        except Exception:  # a rule that needs what folding gives: ONNX's inferred shapes, if any
+            shapes = None
+    if shapes is None:
+        shapes = [graph.values[name].shape for name in node.outputs if name in graph.values]
+    for shape in shapes:
+        if shape is not None and all(isinstance(d, (int, np.integer)) for d in shape):
+            _within_budget(graph, node, [int(d) for d in shape])
     inputs = [graph.weights[name] if graph.is_const(name) else
               np.zeros(graph.values[name].shape, graph.values[name].dtype) if name else None for name in node.inputs]
     result = op.evaluate(node, inputs) if op is not None else None
     if result is None:
         result = _fold_with_onnxruntime(graph, node)
+    for array in result or ():
+        if array is not None:
+            _within_budget(graph, node, list(np.shape(array)))
     return result
+
+
+def _within_budget(graph, node, shape):
+    """Refuse folding ``node`` into an output of ``shape`` with a negative dimension or more
+    elements than the folding budget."""
+    label = f"node {node.name!r} ({node.op})"
+    negative = next((axis for axis, d in enumerate(shape) if d < 0), None)
+    if negative is not None:
+        raise ModelError(f"{label}: its output would have the negative dimension {shape[negative]} at axis "
+                         f"{negative} (shape {tuple(shape)}); the model is inconsistent")
+    budget = graph.max_fold_elements or limits.MAX_FOLD_ELEMENTS
+    count = math.prod(shape)
+    if count > budget:
+        raise ModelError(f"{label}: folding it makes a constant of {count} elements (shape {tuple(shape)}), over "
+                         f"the folding budget of {budget}; raise it with --max-fold-elements N if the model "
+                         "means it")
 
 
 def _fold_with_onnxruntime(graph, node):

@@ -23,6 +23,7 @@ import archspec.cpu
 
 from rosenna.errors import ToolchainError, UsageError
 from rosenna.toolchain import detection as detect_mod
+from rosenna.toolchain import schema
 from rosenna.toolchain.catalog import PROBE_PLACEHOLDERS
 from rosenna.toolchain.schema import DEFAULT_CONSTANT_LIMIT_BYTES, DEFAULT_EMBED_THRESHOLD, OPTIMIZE_LANGS
 from rosenna.toolchain.template import TemplateError, expand_env, fill, placeholders_in
@@ -355,6 +356,19 @@ def _check_archspec_use(data, source):
                                  "optimize.fortran (it depends on that language's compiler)")
 
 
+def _check_plain(source, values, modules):
+    """Refuse a resolved value that is not plain arguments (``${VAR}`` expanded from the environment
+    can bring what the schema refused in the file), or a module name that is not one."""
+    for key, text in values.items():
+        problem = schema.plain_arguments_problem(text)
+        if problem:
+            raise ToolchainError(f"{source}: key '{key}' (as resolved, ${{...}} expanded): {problem}")
+    for i, module in enumerate(modules):
+        if not re.fullmatch(schema.MODULE, module):
+            raise ToolchainError(f"{source}: key 'modules[{i}]' (as resolved): {ascii(module)[:80]} is not a module "
+                                 "name (letters, digits and . _ + / @ : = , -)")
+
+
 def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, reason="", target=None,
           gpu_arch=None):
     """Resolve one profile file of ``catalog`` into a :class:`Profile`.
@@ -412,6 +426,12 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
                  host=flags.get("host", "")),
         )
     thresholds = data.get("thresholds", {})
+    _check_plain(profile_file.path, dict(
+        {f"compilers.{role}": compilers.get(role, "") for role in ROLES},
+        **{f"flags.{k}": v for k, v in flags.items()},
+        **{f"optimize.{k}": v for k, v in resolved_optimize.items()},
+        devflags=fill(data.get("devflags", ""), values), device_link_flags=fill(data.get("device_link_flags", ""), values)),
+        data.get("modules", ()))
     return Profile(
         name=profile_file.name,
         source=profile_file.path,

@@ -5,6 +5,8 @@ rendered once into ``rosenna_rt.h`` (``rosennaStream_t`` is ``cudaStream_t`` or 
 ...), and by the compiler and libraries of :data:`BACKENDS`.
 """
 
+from rosenna.quoting import make_quote
+
 #: The runtime API as CUDA and HIP spell it: name used in generated code -> (CUDA, HIP).
 RUNTIME_API = (
     ("rosennaStream_t", "cudaStream_t", "hipStream_t"),
@@ -79,8 +81,8 @@ def makefile_rules(name, profile):
         devcc, devflags = profile.device_compiler(backend), profile.device_flags(backend)
         keyword = "ifeq" if backend == "cuda" else "else ifeq"
         lines += [f"{keyword} ($(ROSENNA_BACKEND),{backend})",
-                  f"DEVCC ?= {devcc}",
-                  f"DEVFLAGS ?= {devflags}",
+                  f"DEVCC ?= {make_quote(devcc, 'compilers.device')}",
+                  f"DEVFLAGS ?= {make_quote(devflags, 'devflags')}",
                   f"ROSENNA_RDC = {conf['RDC']}",
                   f"ROSENNA_DEVICE_LIBDIR ?= {conf['LIBDIR']}",
                   f"ROSENNA_DEVICE_LIBS ?= {conf['LIBS']}"]
