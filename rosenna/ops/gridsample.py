@@ -16,7 +16,8 @@ x, y, z order, i.e. the spatial axes reversed) is unnormalized to ((g + 1) / 2) 
 reflection: reflected at the borders (the edges' centres with align_corners, else their outer
 sides), then clamped (cubic: each tap's index reflected or clamped). The generated code is one
 statement per output position (taps with weight 0 dropped) in a loop over the channels: meant
-for grids of moderate size. Refused: a grid computed at run time (its taps would be data).
+for grids of moderate size (a grid of more positions than ``--max-op-nests`` is refused, naming
+the option). Refused: a grid computed at run time (its taps would be data).
 """
 
 import itertools
