@@ -308,6 +308,14 @@ def import_model(path, dims=None, freeze=None):
     _freeze_inputs(model, load_frozen(freeze), dims or {}, path)
     _bind_input_dims(model, dims or {}, path)
     model = infer_shapes(model, path)
+    from rosenna.passes import control, functions  # subgraphs unrolled, ops known by their ONNX function body
+
+    try:
+        for step in (control.unroll_control_flow, functions.expand_functions, control.unroll_control_flow,
+                     functions.expand_functions):
+            model = step(model, lambda m: infer_shapes(m, path))
+    except ModelError as exc:
+        raise ModelError(str(exc) if str(exc).startswith(f"{path}: ") else f"{path}: {exc}") from None
     for info in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
         shape = _static_shape(info.type)
         if shape is not None:

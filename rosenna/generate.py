@@ -78,10 +78,13 @@ class Options:
 
 
 def target_arch(profile):
-    """The GPU architecture a profile's ``tuning:`` section is looked up by (``sm_90``, ``gfx90a``),
-    or None for a host profile."""
+    """The GPU architecture a profile's ``tuning:`` section is looked up by (``sm_90``, ``gfx90a``):
+    the profile's GPU (its ``cuda_arch`` / ``amdgpu_target``, else the one detected), or None for a
+    host profile on a node without one."""
     gpu = getattr(profile, "gpu", None)
-    return gpu.offload_arch if gpu is not None and gpu.vendor else None
+    if gpu is None or (not gpu.vendor and gpu.source == "default"):
+        return None
+    return gpu.gfx if gpu.vendor == "amd" or gpu.source == "amdgpu_target" else f"sm_{gpu.cc}"
 
 
 def mangled(text):

@@ -58,7 +58,7 @@ def test_checker_failure(tmp_path, capsys):
 
 def test_unsupported_ops_listed_together(model, tmp_path, capsys):
     rc, _, err = run_cli(["generate", model("unsupported_ops"), "--out", str(tmp_path / "o")], capsys)
-    assert_refused(rc, err, "'the_det' (Det)", "'the_hardmax' (Hardmax)", "docs/reference/operators.md")
+    assert_refused(rc, err, "'the_coin' (Bernoulli)", "'the_noise' (RandomUniformLike)", "docs/reference/operators.md")
     assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
 
 

@@ -3,7 +3,7 @@
 Each test submits what ``rosenna gpu-gate --print-job slurm`` prints, unedited, with the gate's
 arguments and environment passed through ``sbatch --export`` only, exactly as an admin would; the
 gate itself runs for real in host-fallback mode on its cheapest harness set (the small model, C
-harnesses, embedded weights). One cluster serves the session; each test starts from an empty queue,
+harnesses, embedded weights). One cluster serves the whole test run; each test starts from an empty queue,
 every node idle and no per-node environment.
 """
 
@@ -46,7 +46,7 @@ def slurm(tmp_path_factory):
 
 @pytest.fixture
 def cluster(slurm, tmp_path, monkeypatch, capsys):
-    """The session's cluster, reset, and a submit folder with `rosenna` (this checkout) on PATH."""
+    """The test run's cluster, reset, and a submit folder with `rosenna` (this checkout) on PATH."""
     slurm.reset()
     monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
     monkeypatch.chdir(tmp_path)

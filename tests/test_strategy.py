@@ -225,3 +225,75 @@ def test_an_epilogue_not_finite_at_zero_keeps_the_generic_kernel(tmp_path):
     plan = _plan(_pointwise_mlp(tmp_path / "nan.onnx", "nan_at_0"))
     s = strategy.decide(plan)
     assert not s.chain and "not finite at 0" in s.chain.reason and s.batched.chosen == "point"
+
+
+def _site_profile(tmp_path, monkeypatch, text):
+    """A user profile ``site`` (extends gcc, GPU sm_90) on the search path."""
+    folder = tmp_path / "profiles"
+    folder.mkdir(exist_ok=True)
+    (folder / "site.yaml").write_text("extends: gcc\ncuda_arch: 90\n" + text)
+    monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(folder))
+
+
+def test_a_profiles_tuning_section_reaches_generate_info_and_the_provenance(tmp_path, monkeypatch, capsys):
+    from rosenna.cli import main
+
+    _site_profile(tmp_path, monkeypatch, "tuning:\n  default: {chain_min_macs: 100000}\n  sm_90: {chain_min_macs: 0}\n"
+                                         "  sm_80: {chain_min_macs: 7}\n")
+    model = zoo.save("gemm_small", str(tmp_path / "gemm_small.onnx"))
+    assert main(["info", model, "--toolchain", "site"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy (tuning=chain_min_macs=0):" in out and "cuda tensor-core kernel: tc-chain" in out
+    assert main(["info", model, "--toolchain", "site", "--tune", "chain_min_macs=600"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy (tuning=chain_min_macs=600):" in out and "under chain_min_macs 600" in out
+    assert main(["generate", model, "--toolchain", "site", "--lang", "c", "--out", str(tmp_path / "g")]) == 0
+    head = (tmp_path / "g" / "gemm_small.c").read_text().splitlines()[0]
+    assert "gpu=sm_90 tuning=chain_min_macs=0. Do not edit." in head
+    assert main(["generate", model, "--lang", "c", "--out", str(tmp_path / "d")]) == 0  # the defaults: not recorded
+    assert "tuning=" not in (tmp_path / "d" / "gemm_small.c").read_text().splitlines()[0]
+    assert main(["info", "--tuning", "--toolchain", "site"]) == 0
+    out = capsys.readouterr().out
+    assert "chain_min_macs = 0  (set)" in out and "cluster_min_phases = 6\n" in out
+
+
+@pytest.mark.parametrize("text,words", [
+    ("tuning:\n  sm_90: {no_such_knob: 1}\n", "tuning.sm_90"),
+    ("tuning:\n  sm_90: {smem_conv: some}\n", "tuning.sm_90.smem_conv"),
+    ("tuning:\n  volta: {constant_limit: 1}\n", "tuning"),
+])
+def test_a_broken_tuning_section_is_refused_in_one_line(tmp_path, monkeypatch, capsys, text, words):
+    from rosenna.cli import main
+
+    _site_profile(tmp_path, monkeypatch, text)
+    model = zoo.save("gemm_small", str(tmp_path / "gemm_small.onnx"))
+    assert main(["generate", model, "--toolchain", "site", "--out", str(tmp_path / "g")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "g").exists() or not list((tmp_path / "g").iterdir())
+
+
+def test_tune_on_the_command_line_is_checked(tmp_path, capsys):
+    from rosenna.cli import main
+
+    model = zoo.save("gemm_small", str(tmp_path / "gemm_small.onnx"))
+    for bad in ("bogus=1", "constant_limit=lots", "warp_compact"):
+        assert main(["generate", model, "--tune", bad, "--out", str(tmp_path / "g")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--tune" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "g").exists()
+
+
+def test_the_plans_loops_and_weights_only_where_a_compile_reads_them(models, tmp_path):
+    """The kernel file's <name>_point and the plan's weight arrays: gone where neither the batched
+    kernel nor the routine reads them (mlp128: the staged kernel and the MLP routine read their own
+    copies), in the batched compile alone where only the point kernel calls them."""
+    plan, _ = generate(models[1]["mlp128"], str(tmp_path / "m"), Options(lang="c", embed=False))
+    text = (tmp_path / "m" / "mlp128_kernel.cu").read_text()
+    assert "mlp128_point(" not in text and "mlp128_w0_" not in text and "mlp128_routine_upload" in text
+    path = str(tmp_path / "lin.onnx")
+    onnx.save(zoo.mlp("lin", [300, 300], [None]), path)
+    generate(path, str(tmp_path / "l"), Options(lang="c"))
+    text = (tmp_path / "l" / "lin_kernel.cu").read_text()
+    assert "#if !defined(ROSENNA_DEVICE_ROUTINE)\n/* One point: the same loops" in text
+    assert "#if !defined(ROSENNA_DEVICE_ROUTINE)\n/* The weights as the per-point routine reads them" in text

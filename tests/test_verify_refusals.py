@@ -21,25 +21,25 @@ def _save(path, nodes, inputs, outputs, inits=(), opsets=(("", 17),)):
 
 
 def test_many_unsupported_nodes_give_one_line_per_kind(tmp_path, capsys):
-    """A scikit-learn-like chain of 120 Hardmax nodes (between supported Relus) and a Det: 121
+    """A chain of 120 Bernoulli nodes (between supported Relus) and a RandomUniformLike: 121
     refused nodes of two kinds, two lines."""
     nodes, value = [], "x"
     for k in range(60):
-        nodes.append(helper.make_node("Hardmax", [value], [f"h{k}"], name=f"poly_feature_hardmax_{k}"))
+        nodes.append(helper.make_node("Bernoulli", [value], [f"h{k}"], name=f"poly_feature_bernoulli_{k}"))
         nodes.append(helper.make_node("Relu", [f"h{k}"], [f"r{k}"], name=f"relu_{k}"))
-        nodes.append(helper.make_node("Hardmax", [f"r{k}"], [f"g{k}"], name=f"second_{k}"))
+        nodes.append(helper.make_node("Bernoulli", [f"r{k}"], [f"g{k}"], name=f"second_{k}"))
         value = f"g{k}"
-    nodes.append(helper.make_node("Det", [value], ["d"], name="det"))
+    nodes.append(helper.make_node("RandomUniformLike", [value], ["d"], name="det"))
     path = _save(tmp_path / "poly.onnx", nodes, [helper.make_tensor_value_info("x", F, [3, 3])],
-                 [helper.make_tensor_value_info("d", F, [])])
+                 [helper.make_tensor_value_info("d", F, [3, 3])])
     rc = main(["generate", path, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) <= 4, err
     assert "the model uses 121 unsupported construct(s) of 2 kinds:" in lines[0]
-    assert lines[1].strip().startswith("Hardmax, 120 nodes ('poly_feature_hardmax_0', 'second_0', "
-                                       "'poly_feature_hardmax_1' and 117 more): not an op rosenna supports"), err
-    assert lines[2].strip() == "node 'det' (Det): not an op rosenna supports"
+    assert lines[1].strip().startswith("Bernoulli, 120 nodes ('poly_feature_bernoulli_0', 'second_0', "
+                                       "'poly_feature_bernoulli_1' and 117 more): not an op rosenna supports"), err
+    assert lines[2].strip() == "node 'det' (RandomUniformLike): not an op rosenna supports"
     assert "rosenna info --ops" in lines[3]
 
 
@@ -67,10 +67,13 @@ def test_contrib_and_quantized_ops_name_the_workaround(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "com.microsoft.FastGelu" in err and "as the exporter wrote it" in err, err
     scale, zero = numpy_helper.from_array(np.array(0.1, np.float32), "s"), numpy_helper.from_array(np.array(0, np.uint8), "z")
-    path = _save(tmp_path / "quant.onnx", [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
-                                           helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
-                 [helper.make_tensor_value_info("x", F, [1, 4])], [helper.make_tensor_value_info("y", F, [1, 4])],
-                 [scale, zero])
+    w = numpy_helper.from_array(np.arange(16, dtype=np.uint8).reshape(4, 4), "w")
+    U8, I32 = onnx.TensorProto.UINT8, onnx.TensorProto.INT32
+    path = _save(tmp_path / "quant.onnx", [helper.make_node("MatMulInteger", ["x", "w"], ["q"]),
+                                           helper.make_node("QLinearMatMul", ["x", "s", "z", "w", "s", "z", "s", "z"], ["y"])],
+                 [helper.make_tensor_value_info("x", U8, [1, 4])],
+                 [helper.make_tensor_value_info("q", I32, [1, 4]), helper.make_tensor_value_info("y", U8, [1, 4])],
+                 [scale, zero, w])
     rc = main(["generate", path, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("the float model from before quantization") == 2, err

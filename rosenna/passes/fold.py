@@ -44,7 +44,11 @@ def _try_fold(graph, node, op):
         shape = graph.values[present[0]].shape if present[0] in graph.values else graph.shape_of(present[0])
         if shape is not None:
             return [op.from_shape(node, shape)]
-    if not all(graph.is_const(name) for name in present):
+    unread = getattr(op, "unread_inputs", ())  # inputs of which only the shape and type count
+    if not all(graph.is_const(name) for k, name in enumerate(node.inputs) if name and k not in unread):
+        return None
+    if any(name and not graph.is_const(name) and None in (graph.values[name].shape, graph.values[name].dtype)
+           for name in node.inputs):
         return None
     shapes = None
     if op is not None:
@@ -57,7 +61,8 @@ def _try_fold(graph, node, op):
     for shape in shapes:
         if shape is not None and all(isinstance(d, (int, np.integer)) for d in shape):
             _within_budget(graph, node, [int(d) for d in shape])
-    inputs = [graph.weights[name] if name else None for name in node.inputs]
+    inputs = [graph.weights[name] if graph.is_const(name) else
+              np.zeros(graph.values[name].shape, graph.values[name].dtype) if name else None for name in node.inputs]
     result = op.evaluate(node, inputs) if op is not None else None
     if result is None:
         result = _fold_with_onnxruntime(graph, node)

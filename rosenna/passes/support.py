@@ -133,6 +133,10 @@ def check_supported(graph):
         problems.extend((node, reason) for reason in reasons)
     if problems:
         raise unsupported(problems, graph)
+    for name in graph.outputs:
+        if 0 in graph.shape_of(name):
+            raise ModelError(f"output {name!r} is empty (shape {tuple(graph.shape_of(name))}); the generated code "
+                             "computes outputs of at least one element")
     for name, value in graph.values.items():
         if value.dtype is not None and value.dtype not in FLOAT_DTYPES + HELD_DTYPES + NARROW_DTYPES:
             raise ModelError(

@@ -204,16 +204,7 @@ def kernel(plan, layers):
               "#endif",
               "}",
               "",
-              f"/* Whether this device runs {n}_tc_kernel's sm_80+ body: the binary the runtime picked for it. */",
-              f"static bool {n}_tc_usable()",
-              "{",
-              "    static int usable = -1;",
-              "    if (usable < 0) {",
-              "        cudaFuncAttributes attributes;",
-              f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80;",
-              "    }",
-              "    return usable == 1;",
-              "}"]
+              *tf32.usable(n)]
     return "\n".join(lines)
 
 

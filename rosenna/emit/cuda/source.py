@@ -64,10 +64,12 @@ def kernel_source(strategy, stamp, constant_limit=None):
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
     note = base.note + (tensor.note if tensor else "")
     body = "\n".join(cemit.point_body(plan, renderer))
-    # The plan's own weight layout serves the per-point routine, the kinds that read it and
-    # infer_one; the per-point function serves the routine and the kinds that call it.
-    point_fn_always = base.point_fn
-    weights_always = _plan_weights_needed(plan, base)
+    # The plan's own weight layout serves the per-point routine (unless it is the MLP routine,
+    # which reads its own copies), the kinds that read it and infer_one; the per-point function
+    # serves the same routine and the kinds that call it. Each is emitted only where it is read.
+    routine_reads = choice.routine != "routine-mlp"
+    weights_where = _where(_plan_weights_needed(plan, base), routine_reads)
+    point_where = _where(base.point_fn, routine_reads)
 
     parts = [f"""/* {stamp}
  * {n}_kernel.cu: the native batched kernel ({n}_infer_batch) and, compiled with
@@ -84,16 +86,15 @@ def kernel_source(strategy, stamp, constant_limit=None):
 """]
     if activation_library(plan):
         parts.append(f"namespace {{\n{activation_library(plan)}}}  // namespace\n")
-    only_routine = "#if defined(ROSENNA_DEVICE_ROUTINE)\n"
-    if plan.weights:
-        parts.append(("" if weights_always else only_routine)
-                     + "/* The weights as the per-point routine reads them (the C file's layout). */")
+    if plan.weights and weights_where is not None:
+        parts.append(weights_where + "/* The weights as the per-point routine reads them (the C file's layout). */")
         parts.append(_plan_weights(plan))
-        if not weights_always:
+        if weights_where:
             parts.append("#endif")
-    parts.append(("" if point_fn_always else only_routine) + f"/* One point: the same loops as {n}.c's {n}_infer. */\n"
-                 f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                 f"{{\n{body}\n}}\n" + ("" if point_fn_always else "#endif\n"))
+    if point_where is not None:
+        parts.append(point_where + f"/* One point: the same loops as {n}.c's {n}_infer. */\n"
+                     f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                     f"{{\n{body}\n}}\n" + ("#endif\n" if point_where else ""))
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
 {routine.routine(plan, choice, renderer)}
 {_routine_upload(plan, choice) if not plan.embed else ''}#else /* the batched kernel */
@@ -148,6 +149,16 @@ def _copies(plan):
                      for i, w in enumerate(plan.weights))
 
 
+def _where(batched, routine_reads):
+    """The guard a part of the kernel file goes under: "" (both compiles read it), the routine's or
+    the batched kernel's ``#if`` alone, or None (neither reads it: not emitted)."""
+    if batched and routine_reads:
+        return ""
+    if routine_reads:
+        return "#if defined(ROSENNA_DEVICE_ROUTINE)\n"
+    return "#if !defined(ROSENNA_DEVICE_ROUTINE)\n" if batched else None
+
+
 def _routine_upload(plan, choice):
     n, t = plan.name, plan.ctype
     helpers, packing = routine.upload(plan, choice)
@@ -155,7 +166,7 @@ def _routine_upload(plan, choice):
 /* Called by {n}_device_upload when this object is linked: fills the per-point routines' copies. */
 extern "C" int {n}_routine_upload(const {t} *const *host)
 {{
-{_copies(plan)}
+{_copies(plan) if choice.routine != "routine-mlp" else ""}
 {packing}
     return ROSENNA_STATUS_OK;
 }}

@@ -255,21 +255,7 @@ def wide_kernel(plan, layers, acts):
               "#endif",
               "}",
               "",
-              f"/* Whether this device runs {n}_tc_kernel: its binary for the device is sm_80+ (the runtime picked it), and",
-              f"   the kernel may have its {shape.smem} bytes of shared memory. Otherwise the FP32 kernel runs. */",
-              f"static bool {n}_tc_usable()",
-              "{",
-              "    static int usable = -1;",
-              "    if (usable < 0) {",
-              "        cudaFuncAttributes attributes;",
-              f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80 &&",
-              f"                 cudaFuncSetAttribute({n}_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {shape.smem}) == "
-              "cudaSuccess;",
-              "        if (!usable)",
-              "            (void)cudaGetLastError();  /* a refused attribute is no error of the caller's launch */",
-              "    }",
-              "    return usable == 1;",
-              "}"]
+              *tf32.usable(n, shape.smem)]
     return "\n".join(lines)
 
 

@@ -144,3 +144,23 @@ def host_tf32():
     """``rosenna/data/rosenna_host_tf32.h``: TF32 rounding on the host for the C++ packing (the bit
     operation :func:`tf32` does in numpy)."""
     return fixed.load("rosenna_host_tf32.h")
+
+
+def usable(n, smem=0):
+    """The lines of ``<name>_tc_usable()``, the one generator of it for every tensor-core kind:
+    whether this device runs ``<name>_tc_kernel``'s sm_80+ body (the binary the runtime picked
+    for it), and with ``smem`` whether the kernel may have that many bytes of dynamic shared memory
+    (else the FP32 kernel runs)."""
+    if smem:
+        note = [f"/* Whether this device runs {n}_tc_kernel: its binary for the device is sm_80+ (the runtime picked it), and",
+                f"   the kernel may have its {smem} bytes of shared memory. Otherwise the FP32 kernel runs. */"]
+        test = [f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80 &&",
+                f"                 cudaFuncSetAttribute({n}_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem}) == "
+                "cudaSuccess;",
+                "        if (!usable)",
+                "            (void)cudaGetLastError();  /* a refused attribute is no error of the caller's launch */"]
+    else:
+        note = [f"/* Whether this device runs {n}_tc_kernel's sm_80+ body: the binary the runtime picked for it. */"]
+        test = [f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80;"]
+    return note + [f"static bool {n}_tc_usable()", "{", "    static int usable = -1;", "    if (usable < 0) {",
+                   "        cudaFuncAttributes attributes;", *test, "    }", "    return usable == 1;", "}"]

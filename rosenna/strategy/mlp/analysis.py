@@ -210,7 +210,7 @@ def analyse(plan):
         if op is None:
             return no("an output is a copy of another value")
         if op.op != "Gemm":
-            return no(f"a {op.label} node where a Gemm should be, or not pointwise after one")
+            return no(f"the first computed node is a {op.label}, not a Gemm")
         if op.activation and op.activation not in ACTIVATIONS:
             return no(f"activation {op.activation} is not one the MLP kernels take")
         read = _weights_read(plan, stmts, index)

@@ -43,6 +43,7 @@ def vector_bytes(profile):
 def host(plan, tuning, vector):
     """The host batch's :class:`Decision`: points per block and vector bytes."""
     block = host_block(plan, tuning)
-    return Decision("host batch", "host-blocks", why=f"{block} points per block within host_block_bytes "
+    points = f"{block} point{'s' if block > 1 else ''}"
+    return Decision("host batch", "host-blocks", why=f"{points} per block within host_block_bytes "
                     f"{tuning.host_block_bytes}, {vector}-byte vectors",
                     values=(("points_per_block", block), ("vector_bytes", vector)))
