@@ -35,6 +35,13 @@ CMAKE_IDS = {
 }
 
 
+#: Every language CMake may link an executable with that holds the archive. A static library's
+#: link language propagates to what links it (LINKER_PREFERENCE: CUDA and HIP outrank C and C++),
+#: so with the cuda backend a C program is linked as CUDA: by nvcc's host link launcher (the host
+#: compiler, which takes the OpenMP flags as they are) or by clang for HIP.
+LINK_LANGUAGES = ("C", "CXX", "Fortran", "CUDA", "HIP")
+
+
 def quote(text):
     """``text`` as a CMake quoted argument."""
     return '"' + " ".join(str(text).split()).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") \
@@ -70,8 +77,9 @@ def _language_target(n, lang, target, alias, sources, command, family, profile_n
         "    endforeach()",
         f"    foreach(_rosenna_flag IN LISTS _rosenna_{n}_omp)",
         f'      target_compile_options({target} PUBLIC "$<$<COMPILE_LANGUAGE:{lang}>:${{_rosenna_flag}}>")',
-        f'      target_link_options({target} INTERFACE "$<$<LINK_LANGUAGE:C>:${{_rosenna_flag}}>"',
-        '        "$<$<LINK_LANGUAGE:CXX>:${_rosenna_flag}>" "$<$<LINK_LANGUAGE:Fortran>:${_rosenna_flag}>")',
+        f'      target_link_options({target} INTERFACE',
+        *[f'        "$<$<LINK_LANGUAGE:{link}>:${{_rosenna_flag}}>"' + (")" if link == LINK_LANGUAGES[-1] else "")
+          for link in LINK_LANGUAGES],
         "    endforeach()",
         "  else()",
         f'    message(WARNING "rosenna {n}: toolchain profile {profile_name} is for {_comment(command)}; this project '
