@@ -1,7 +1,7 @@
 """Emitters: the plan rendered as files. C and Fortran differ only through emit.lang's tables."""
 
 from rosenna import limits
-from rosenna.emit import c, cmake, cuda, fortran, host_field, pkgconfig
+from rosenna.emit import c, cmake, cuda, fortran, host_field, make, pkgconfig
 
 
 def host_block(plan):
@@ -33,13 +33,13 @@ def render(plan, lang, stamp, profile, constant_limit=None):
         files["rosenna_rt.h"] = runtime_header()
         files[f"{plan.name}.h"] = c.header(plan, stamp)
         files[f"{plan.name}.c"] = c.source(plan, stamp, block)
-        files[f"{plan.name}.mk"] = c.makefile(plan, stamp, profile, cuda.makefile_rules(plan.name, profile))
+        files[f"{plan.name}.mk"] = make.c_makefile(plan, stamp, profile)
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(
             plan, stamp, limits.CONSTANT_LIMIT if constant_limit is None else constant_limit)
         files[f"{plan.name}.pc"] = pkgconfig.c_pc(plan, stamp, profile)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, block)
-        files[f"{plan.name}_fortran.mk"] = fortran.makefile(plan, stamp, profile)
+        files[f"{plan.name}_fortran.mk"] = make.fortran_makefile(plan, stamp, profile)
         files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile)
     files[f"{plan.name}Config.cmake"] = cmake.config(plan, stamp, profile, lang)
     return files

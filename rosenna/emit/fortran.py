@@ -184,34 +184,3 @@ def layout_constants(plan):
             lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_offset = {s.offset}")
             lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_size = {s.size}")
     return "\n".join(lines) + "\n"
-
-
-def makefile(plan, stamp, profile):
-    from rosenna.emit.c import profile_comment
-
-    n = plan.name
-    return f"""# {stamp}
-# Builds lib{n}_f.a and {n.lower()}_model.mod beside this file:
-#   make -f {n}_fortran.mk
-{profile_comment(profile, f"make -f {n}_fortran.mk FC=nvfortran FFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
-
-ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-ifeq ($(origin FC),default)
-FC = {profile.fc}
-endif
-FFLAGS ?= {profile.optimize_fortran}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
-
-all: $(ROSENNA_DIR)/lib{n}_f.a
-
-$(ROSENNA_DIR)/lib{n}_f.a: $(ROSENNA_DIR)/{n}_model.o
-\t$(AR) rcs $@ $^
-
-$(ROSENNA_DIR)/{n}_model.o: $(ROSENNA_DIR)/{n}_model.F90
-\t$(FC) $(FFLAGS) $(ROSENNA_OFFLOAD_FLAGS) -J$(ROSENNA_DIR) -c $< -o $@
-
-clean:
-\trm -f $(ROSENNA_DIR)/{n}_model.o $(ROSENNA_DIR)/{n.lower()}_model.mod $(ROSENNA_DIR)/lib{n}_f.a
-
-.PHONY: all clean
-"""

@@ -39,7 +39,7 @@ def _plan_weights(plan):
 def kernel_source(plan, stamp, constant_limit=CONSTANT_LIMIT):
     """The text of ``<name>_kernel.cu``.
 
-    The file is compiled twice (see :func:`makefile_rules`): plainly into ``<name>_kernel.o`` (the
+    The file is compiled twice (see :func:`rosenna.emit.make.native_rules`): plainly into ``<name>_kernel.o`` (the
     batched kernel and ``<name>_infer_batch``: whole-program code, and no device link needed), and
     with ``-DROSENNA_DEVICE_ROUTINE`` as relocatable device code into ``<name>_device.o`` (the
     ``__device__`` ``<name>_infer`` for the user's kernels). Relocatable code for the batched
