@@ -40,6 +40,6 @@ def render(plan, lang, stamp, profile, constant_limit=None):
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, block)
         files[f"{plan.name}_fortran.mk"] = make.fortran_makefile(plan, stamp, profile)
-        files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile)
+        files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile, with_c=lang == "both")
     files[f"{plan.name}Config.cmake"] = cmake.config(plan, stamp, profile, lang)
     return files
