@@ -157,6 +157,16 @@ def test_c_cxx_fortran_consumers_with_and_without_openmp_run(tmp_path_factory, t
         got = numbers(proc.stdout)
         assert got.shape == want.shape, (exe, proc.stdout)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=exe)
+    # the CPU flags are the building machine's, resolved when CMake configures ...
+    compile_c = next(line for line in log.splitlines() if f"-c " in line and line.rstrip().endswith(f"/{N}.c"))
+    assert "-march=native" in compile_c.split(), compile_c
+    # ... or the family's with the cache variable
+    env = clean_env()
+    cfg = run(["cmake", f"-D{N}_TARGET=generic", str(build)], env=env).stdout
+    assert f"rosenna {N}: CPU {N}_TARGET=generic" in cfg
+    rebuilt = run(["cmake", "--build", str(build), "--verbose", "--target", "c_plain"], env=env).stdout
+    compile_c = next(line for line in rebuilt.splitlines() if line.rstrip().endswith(f"/{N}.c"))
+    assert "-march" not in compile_c and "-mcpu" not in compile_c, compile_c
     # each link line carries OpenMP, whatever the link language
     links = [line for line in log.splitlines() if " -o " in line and "CMakeFiles" in line and " -c " not in line]
     assert len(links) == 6 and all("-fopenmp" in line.split() for line in links), links

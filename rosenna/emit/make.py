@@ -16,6 +16,7 @@ anyway; the stamp keeps the generated folder's layout as it was. The stamp is re
 with make's ``$(file ...)`` (GNU make 4.2 or later), so flags holding quotes need no shell quoting.
 """
 
+from rosenna.emit import cpu_flags
 from rosenna.emit.cuda.runtime import BACKENDS
 
 #: The strong definitions ``nm`` prints (text, data, bss, read-only); weak (W, V) and common (C)
@@ -23,12 +24,19 @@ from rosenna.emit.cuda.runtime import BACKENDS
 STRONG_SYMBOLS = "BDGRST"
 
 
+def cpu_sentence(profile):
+    """Which CPU the build files build for, in words (the .mk, CMake and .pc comments)."""
+    if profile.target_source == "--target":
+        return f"for CPU {profile.target} (--target)"
+    return "for the CPU of the machine that builds (native)"
+
+
 def profile_comment(profile, example):
     """The .mk lines that say where its defaults come from, and how to override them."""
-    lines = [f"Defaults: toolchain profile {profile.name}, for CPU {profile.target} ({profile.target_source})",
+    lines = [f"Defaults: toolchain profile {profile.name}, {cpu_sentence(profile)},",
              f"and GPU {profile.gpu.offload_arch} ({profile.gpu.source}). Override any on the command line:",
              f"  {example}"]
-    lines += [f"note: {note}" for note in profile.notes]
+    lines += [f"note: {note}" for note in cpu_flags.notes(profile)]
     return "".join("# " + " ".join(line.split()) + "\n" if not line.startswith("  ") else "#   " + line.strip() + "\n"
                    for line in lines)
 
@@ -135,7 +143,8 @@ def native_rules(name, profile):
 def c_makefile(plan, stamp, profile):
     """``<name>.mk``: lib<name>.a (and lib<name>_device.a for cuda/hip) beside itself."""
     n = plan.name
-    config = ("backend=$(ROSENNA_BACKEND) | cc=$(CC) | cflags=$(CFLAGS) | offload=$(ROSENNA_OFFLOAD_FLAGS)"
+    config = ("backend=$(ROSENNA_BACKEND) | cc=$(CC) | target=$(ROSENNA_TARGET) | cflags=$(CFLAGS) | "
+              "offload=$(ROSENNA_OFFLOAD_FLAGS)"
               "$(if $(ROSENNA_DEVICE_CONFIG), | $(ROSENNA_DEVICE_CONFIG))")
     return f"""# {stamp}
 # Builds lib{n}.a beside this file:
@@ -151,7 +160,8 @@ ROSENNA_BACKEND ?= {profile.backend}
 ifeq ($(origin CC),default)
 CC = {profile.cc}
 endif
-CFLAGS ?= {profile.optimize_c}
+{cpu_flags.make_block(profile, "c")}
+CFLAGS ?= {cpu_flags.mk_flags(profile, "c")}
 ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
 
 {native_rules(n, profile)}
@@ -175,7 +185,7 @@ $(ROSENNA_DIR)/lib{n}_device.a $(ROSENNA_DIR)/{n}.config
 def fortran_makefile(plan, stamp, profile):
     """``<name>_fortran.mk``: lib<name>_f.a and the module file beside itself."""
     n = plan.name
-    config = "fc=$(FC) | fflags=$(FFLAGS) | offload=$(ROSENNA_OFFLOAD_FLAGS)"
+    config = "fc=$(FC) | target=$(ROSENNA_TARGET) | fflags=$(FFLAGS) | offload=$(ROSENNA_OFFLOAD_FLAGS)"
     return f"""# {stamp}
 # Builds lib{n}_f.a and {n.lower()}_model.mod beside this file:
 #   make -f {n}_fortran.mk
@@ -186,7 +196,8 @@ ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 ifeq ($(origin FC),default)
 FC = {profile.fc}
 endif
-FFLAGS ?= {profile.optimize_fortran}
+{cpu_flags.make_block(profile, "fortran")}
+FFLAGS ?= {cpu_flags.mk_flags(profile, "fortran")}
 ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
 NM ?= nm
 .DEFAULT_GOAL := all

@@ -22,8 +22,8 @@ def _head(stamp, profile, what, recipe, name):
     lines = [f"# {stamp}",
              f"# pkg-config file of {what}, built by make -f {recipe}:",
              f"#   PKG_CONFIG_PATH=<this folder> pkg-config --cflags --libs {name}",
-             f"# Flags of toolchain profile {_flags(profile.name)} (backend {profile.backend}, CPU {_flags(profile.target)},"
-             f" GPU {profile.gpu.offload_arch}).",
+             f"# Flags of toolchain profile {_flags(profile.name)} (backend {profile.backend}, GPU "
+             f"{profile.gpu.offload_arch}); the archives' CPU is the one {recipe} built for (ROSENNA_TARGET).",
              "prefix=${pcfiledir}",
              "includedir=${prefix}",
              "libdir=${prefix}",

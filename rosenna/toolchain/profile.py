@@ -33,6 +33,8 @@ DEFAULT_GFX = "gfx90a"  # MI200
 DEFAULTS_PROFILE = "gcc"
 #: Per native backend: the device compiler and architecture flag of the .mk branch that a profile
 #: does not build itself (the gcc profile names nvcc; its hip branch needs hipcc all the same).
+#: Stands for ``{archspec}`` while the other placeholders of an optimisation template are filled.
+CPU_SLOT = "@ROSENNA_CPU_FLAGS@"
 DEVICE_BACKENDS = {"cuda": ("nvcc", "-arch=sm_{cc}"), "hip": ("hipcc", "--offload-arch={gfx}")}
 OFFLOAD_TRIPLES = {"nvidia": "nvptx64-nvidia-cuda", "amd": "amdgcn-amd-amdhsa", "intel": "spir64"}
 
@@ -169,6 +171,9 @@ class Profile:
     target_source: str = ""  # "--target" or "archspec: this host"
     notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
     families: tuple = ("", "")  # (C, Fortran) compiler family from the banner (archspec's names), "" unknown
+    #: (C, Fortran) optimisation flags with ``{archspec}`` left unfilled: the generated build files
+    #: put the CPU flags resolved when they build there (rosenna.emit.cpu_flags).
+    optimize_templates: tuple = ("", "")
 
     @property
     def device_backend(self):
@@ -219,8 +224,10 @@ class Profile:
         }
 
     def describe(self):
-        """One line for provenance: profile, CPU target, GPU architecture."""
-        return f"toolchain={self.name} target={self.target or '?'} gpu={self.gpu.offload_arch}"
+        """One line for provenance: profile, CPU target, GPU architecture. Without ``--target`` the
+        build files choose the CPU when they build (``native``: the building machine's)."""
+        target = (self.target or "?") if self.target_source == "--target" else "native"
+        return f"toolchain={self.name} target={target} gpu={self.gpu.offload_arch}"
 
     def compiler(self, role):
         """The command for a role: "c", "cxx", "fortran" or "device"."""
@@ -389,9 +396,10 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
     cpu, target_source = microarchitecture(target)
     optimize = dict(_defaults_optimize(catalog, environ), **data.get("optimize", {}))
     compilers_by_lang = {"c": data["compilers"]["c"], "fortran": data["compilers"]["fortran"]}
-    resolved_optimize = {}
+    resolved_optimize, templates = {}, {}
     for lang in OPTIMIZE_LANGS:
         text = optimize.get(lang, "")
+        templates[lang] = " ".join(fill(fill(text, {"archspec": CPU_SLOT}), values).split()).replace(CPU_SLOT, "{archspec}")
         if "{archspec}" in text:
             found, note = archspec_flags(compilers_by_lang[lang], cpu, f"optimize.{lang}")
             if note:
@@ -441,4 +449,5 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         target_source=target_source,
         notes=tuple(notes),
         families=tuple(_family(compilers_by_lang[lang], cpu) for lang in ("c", "fortran")),
+        optimize_templates=(templates["c"], templates["fortran"]),
     )
