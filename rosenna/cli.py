@@ -23,6 +23,7 @@ SUBCOMMANDS = (
     "rosenna.commands.toolchain",
     "rosenna.commands.gpu_gate",
     "rosenna.commands.conformance",
+    "rosenna.commands.weights",
 )
 
 

@@ -86,6 +86,8 @@ def test_backend_switches_rebuild_and_never_mix(built, tmp_path_factory):
         if what == "cuda":
             assert members(lib) == [f"{N}.o", f"{N}_kernel.o"], step
             assert status == 10, f"step {step}: the CUDA path returns ROSENNA_STATUS_DEVICE without a GPU, got {status}"
+            # <name>_reload's device update is the kernel file's, linked in
+            assert f" T {N}_device_reload" in run(["nm", str(lib)]).stdout
         else:
             assert members(lib) == [f"{N}.o"], (step, members(lib))
             assert status == 0, (step, status)

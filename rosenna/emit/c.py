@@ -2,6 +2,7 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit.c_reader import reload_prototypes
 from rosenna.limits import CONST_BANK_BYTES
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
@@ -109,7 +110,7 @@ def header(plan, stamp):
     guard = f"{n.upper()}_H"
     init = (f"\n/* Read the weights file (<name>.rwt) and copy the weights to the device. Call once,\n"
             f"   before any offload region that calls {n}_infer. Returns a ROSENNA_STATUS_* code. */\n"
-            f"int {n}_init(const char *path);\n") if not plan.embed else ""
+            f"int {n}_init(const char *path);\n" + reload_prototypes(n)) if not plan.embed else ""
     return f"""/* {stamp}
 {layout_comment(plan)}
  */
@@ -117,7 +118,7 @@ def header(plan, stamp):
 #define {guard}
 
 #include "rosenna_rt.h"
-
+{"#include <stddef.h> /* size_t of " + n + "_set_weights */" + chr(10) if not plan.embed else ""}
 #ifdef __cplusplus
 extern "C" {{
 #endif

@@ -60,7 +60,7 @@ def module(plan, stamp, block):
     for tag, slices in (("x", plan.inputs), ("y", plan.outputs)):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
-    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init"])
+    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init", f"{n}_reload", f"{n}_set_weights"])
     publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
@@ -130,7 +130,7 @@ module {n}_model
 {statuses}
 
 {chr(10).join(_weight_decls(plan) + whole_fortran.declarations(plan))}
-{'  logical :: ready = .false.' if file_loaded else ''}
+{chr(10).join(['  logical :: ready = .false.'] + fortran_reader.declarations(plan)) if file_loaded else ''}
 
   interface
     !> The C library's {n}_infer_batch over device pointers (link lib{n}.a).

@@ -15,6 +15,7 @@ RUNTIME_API = (
     ("rosennaMemcpyHostToDevice", "cudaMemcpyHostToDevice", "hipMemcpyHostToDevice"),
     ("rosennaFuncSetAttribute", "cudaFuncSetAttribute", "hipFuncSetAttribute"),
     ("rosennaGetDevice", "cudaGetDevice", "hipGetDevice"),
+    ("rosennaDeviceSynchronize", "cudaDeviceSynchronize", "hipDeviceSynchronize"),
     ("rosennaDeviceGetAttribute", "cudaDeviceGetAttribute", "hipDeviceGetAttribute"),
     ("rosennaDevAttrMultiProcessorCount", "cudaDevAttrMultiProcessorCount", "hipDeviceAttributeMultiprocessorCount"),
     ("rosennaDevAttrCooperativeLaunch", "cudaDevAttrCooperativeLaunch", "hipDeviceAttributeCooperativeLaunch"),

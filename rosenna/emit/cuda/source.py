@@ -200,6 +200,21 @@ extern "C" int {n}_device_upload(const {t} *const *host)
     ready = 1;
     return ROSENNA_STATUS_OK;
 }}
+{reload_upload(plan)}"""
+
+
+def reload_upload(plan):
+    """``<name>_device_reload`` (``<name>_reload`` / ``_set_weights``): the device's queued work
+    (every stream) ends before the weights are copied over in place, so no batch reads them half
+    copied; no device memory is allocated."""
+    n, t = plan.name, plan.ctype
+    return f"""
+extern "C" int {n}_device_reload(const {t} *const *host)
+{{
+    if (rosennaDeviceSynchronize() != rosennaSuccess)
+        return ROSENNA_STATUS_DEVICE;
+    return {n}_device_upload(host);
+}}
 """
 
 
