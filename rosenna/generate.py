@@ -130,6 +130,8 @@ def generate(model_path, out_dir, options):
     data = {fname: text.encode("ascii") for fname, text in files.items()}
     if not plan.embed:
         data[f"{plan.name}.rwt"] = abi.rwt_bytes(plan)
+    if options.lang in ("fortran", "both"):  # the folder as an fpm package (shared by its models)
+        data["fpm.toml"] = emit.fpm.manifest().encode("ascii")
     return plan, write_set(out_dir, plan.name, data)
 
 

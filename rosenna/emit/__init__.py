@@ -1,7 +1,7 @@
 """Emitters: the plan rendered as files. C and Fortran differ only through emit.lang's tables."""
 
 from rosenna import limits
-from rosenna.emit import c, cmake, cuda, fortran, host_field, make, pkgconfig
+from rosenna.emit import c, cmake, cuda, fortran, fpm, host_field, make, pkgconfig  # noqa: F401 (fpm: generate.py)
 
 
 def host_block(plan):
