@@ -114,6 +114,8 @@ def test_flag_and_compiler_changes_rebuild(built):
     assert "Nothing to be done" in built.make(recipe=f"{N}_fortran.mk", target="")
     assert "-fopenacc" in built.make("ROSENNA_OFFLOAD_FLAGS=-fopenacc", recipe=f"{N}_fortran.mk", target="")
     assert "-O1" in built.make("FFLAGS=-O1", recipe=f"{N}_fortran.mk", target="")
+    assert "gfortran -fno-range-check" in built.make("FFLAGS=-O1", "FC=gfortran -fno-range-check",
+                                                     recipe=f"{N}_fortran.mk", target="")
 
 
 def test_an_archive_defining_a_symbol_twice_fails_the_build(built):
