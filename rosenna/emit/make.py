@@ -12,8 +12,9 @@ check after ``ar`` refuses an archive in which a strong symbol is defined twice.
 
 Objects per configuration (one folder each) would save recompiling when switching back, but
 ``lib<name>.a`` is the one archive a solver's link line names, so it is remade on each switch
-anyway; the stamp keeps the generated folder's layout as it was. The stamp is read and written
-with make's ``$(file ...)`` (GNU make 4.2 or later), so flags holding quotes need no shell quoting.
+anyway; the stamp keeps the generated folder's layout as it was. The stamp is read with make's
+``$(file <...)`` (GNU make 4.2 or later) and written by the shell from an exported variable, so
+flags holding quotes need no shell quoting and ``make -n`` writes nothing.
 """
 
 from rosenna.emit import cpu_flags
