@@ -31,10 +31,10 @@ DEFAULT_CC = "80"  # sm_80 (A100) when no GPU is detected and nothing names one
 DEFAULT_GFX = "gfx90a"  # MI200
 #: The profile whose ``optimize`` flags fill in for a profile that sets none.
 DEFAULTS_PROFILE = "gcc"
-#: Per native backend: the device compiler and architecture flag of the .mk branch that a profile
-#: does not build itself (the gcc profile names nvcc; its hip branch needs hipcc all the same).
 #: Stands for ``{archspec}`` while the other placeholders of an optimisation template are filled.
 CPU_SLOT = "@ROSENNA_CPU_FLAGS@"
+#: Per native backend: the device compiler and architecture flag of the .mk branch that a profile
+#: does not build itself (the gcc profile names nvcc; its hip branch needs hipcc all the same).
 DEVICE_BACKENDS = {"cuda": ("nvcc", "-arch=sm_{cc}"), "hip": ("hipcc", "--offload-arch={gfx}")}
 OFFLOAD_TRIPLES = {"nvidia": "nvptx64-nvidia-cuda", "amd": "amdgcn-amd-amdhsa", "intel": "spir64"}
 
