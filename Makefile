@@ -26,7 +26,7 @@ install: $(VENV)/.installed
 # a few for newer Pythons).
 $(VENV)/.test-installed: $(PY) setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e '.[verify,test,docs]' torch==2.13.0 onnxscript build scikit-learn skl2onnx onnxmltools xgboost
+	$(PY) -m pip install -q --no-compile -e '.[verify,test,docs]' torch==2.13.0 onnxscript build scikit-learn skl2onnx onnxmltools xgboost fpm==0.12.0
 	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $(VENV)/.installed $(VENV)/.docs-installed $@
 

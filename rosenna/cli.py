@@ -25,6 +25,7 @@ SUBCOMMANDS = (
     "rosenna.commands.gpu_gate",
     "rosenna.commands.conformance",
     "rosenna.commands.doctor",
+    "rosenna.commands.weights",
 )
 
 

@@ -179,6 +179,8 @@ def generate(model_path, out_dir, options):
                                f"{limits.MAX_SOURCE_BYTES} bytes of one source file; nothing was written")
     if not plan.embed:
         data[f"{plan.name}.rwt"] = abi.rwt_bytes(plan)
+    if options.lang in ("fortran", "both"):  # the folder as an fpm package (shared by its models)
+        data["fpm.toml"] = emit.fpm.manifest().encode("ascii")
     return plan, write_set(out_dir, plan.name, data)
 
 

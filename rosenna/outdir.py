@@ -64,9 +64,9 @@ from rosenna.errors import RosennaError, UsageError
 GENERATED = ("{n}.h", "{n}.c", "{n}.mk", "{n}_kernel.cu", "{n}.rwt", "{n}_model.F90", "{n}_fortran.mk",
              "{n}Config.cmake", "{n}ConfigVersion.cmake", "{n}.pc", "{n}_fortran.pc")
 BUILT = ("{n}.o", "{n}_kernel.o", "{n}_device.o", "lib{n}.a", "lib{n}_device.a", "{n}_model.o",
-         "{lower}_model.mod", "lib{n}_f.a")
+         "{lower}_model.mod", "lib{n}_f.a", "{n}.config", "{n}_fortran.config")
 SET_FILES = GENERATED + BUILT
-SHARED_FILES = ("rosenna_rt.h",)
+SHARED_FILES = ("rosenna_rt.h", "fpm.toml")
 
 STAGING_PREFIX = ".rosenna-"
 JOURNAL = "JOURNAL.json"

@@ -2,11 +2,11 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit.c_reader import reload_prototypes
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
 from rosenna.loopir import FAULT, counts_faults
-from rosenna.quoting import make_quote
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
@@ -110,7 +110,7 @@ def header(plan, stamp):
     guard = f"{n.upper()}_H"
     init = (f"\n/* Read the weights file (<name>.rwt) and copy the weights to the device. Call once,\n"
             f"   before any offload region that calls {n}_infer. Returns a ROSENNA_STATUS_* code. */\n"
-            f"int {n}_init(const char *path);\n") if not plan.embed else ""
+            f"int {n}_init(const char *path);\n" + reload_prototypes(n)) if not plan.embed else ""
     return f"""/* {stamp}
 {layout_comment(plan)}
  */
@@ -118,7 +118,7 @@ def header(plan, stamp):
 #define {guard}
 
 #include "rosenna_rt.h"
-
+{"#include <stddef.h> /* size_t of " + n + "_set_weights */" + chr(10) if not plan.embed else ""}
 #ifdef __cplusplus
 extern "C" {{
 #endif
@@ -305,47 +305,3 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     if one:  # the kernel file provides the CUDA/HIP <name>_infer_one
         one = f"\n#ifndef ROSENNA_NATIVE_KERNEL{one}#endif /* ROSENNA_NATIVE_KERNEL */\n"
     return head + batch + one
-
-
-def profile_comment(profile, example):
-    """The .mk lines that say where its defaults come from, and how to override them."""
-    lines = [f"Defaults: toolchain profile {profile.name}, for CPU {profile.target} ({profile.target_source})",
-             f"and GPU {profile.gpu.offload_arch} ({profile.gpu.source}). Override any on the command line:",
-             f"  {example}"]
-    lines += [f"note: {note}" for note in profile.notes]
-    return "".join("# " + " ".join(line.split()) + "\n" if not line.startswith("  ") else "#   " + line.strip() + "\n"
-                   for line in lines)
-
-
-def makefile(plan, stamp, profile, native_rules):
-    """``<name>.mk``; ``native_rules``: the CUDA/HIP part (:func:`rosenna.emit.cuda.makefile_rules`)."""
-    n = plan.name
-    return f"""# {stamp}
-# Builds lib{n}.a beside this file:
-#   make -f {n}.mk
-{profile_comment(profile, f"make -f {n}.mk CC=nvc CFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
-# ROSENNA_OFFLOAD_FLAGS selects the offload model, e.g. -fopenmp -foffload=nvptx-none (GCC),
-# -mp=gpu -gpu=cc90 (nvc), -fopenacc (GCC OpenACC).
-
-ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-ROSENNA_BACKEND ?= {profile.backend}
-ifeq ($(origin CC),default)
-CC = {make_quote(profile.cc, "compilers.c")}
-endif
-CFLAGS ?= {make_quote(profile.optimize_c, "optimize.c")}
-ROSENNA_OFFLOAD_FLAGS ?= {make_quote(profile.offload_flags, "flags")}
-
-{native_rules}
-all: $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_EXTRA)
-
-$(ROSENNA_DIR)/lib{n}.a: $(ROSENNA_OBJS)
-\t$(AR) rcs $@ $^
-
-$(ROSENNA_DIR)/{n}.o: $(ROSENNA_DIR)/{n}.c $(ROSENNA_DIR)/{n}.h $(ROSENNA_DIR)/rosenna_rt.h
-\t$(CC) $(CFLAGS) $(ROSENNA_OFFLOAD_FLAGS) $(ROSENNA_NATIVE) -c $< -o $@
-
-clean:
-\trm -f $(ROSENNA_DIR)/{n}.o $(ROSENNA_DIR)/{n}_kernel.o $(ROSENNA_DIR)/{n}_device.o $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_DIR)/lib{n}_device.a
-
-.PHONY: all clean
-"""

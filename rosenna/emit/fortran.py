@@ -6,7 +6,6 @@ from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
 from rosenna.loopir import FAULT, counts_faults
-from rosenna.quoting import make_quote
 
 VALUES_PER_LINE = 4
 #: Arrays up to this many values are initialised in their declaration; larger ones by DATA
@@ -62,7 +61,7 @@ def module(plan, stamp, block):
     for tag, slices in (("x", plan.inputs), ("y", plan.outputs)):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
-    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init"])
+    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init", f"{n}_reload", f"{n}_set_weights"])
     publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
@@ -139,7 +138,7 @@ module {n}_model
 {statuses}
 
 {chr(10).join(_weight_decls(plan) + whole_fortran.declarations(plan))}
-{'  logical :: ready = .false.' if file_loaded else ''}
+{chr(10).join(['  logical :: ready = .false.'] + fortran_reader.declarations(plan)) if file_loaded else ''}
 
   interface
     !> The C library's {n}_infer_batch over device pointers (link lib{n}.a).
@@ -193,34 +192,3 @@ def layout_constants(plan):
             lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_offset = {s.offset}")
             lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_size = {s.size}")
     return "\n".join(lines) + "\n"
-
-
-def makefile(plan, stamp, profile):
-    from rosenna.emit.c import profile_comment
-
-    n = plan.name
-    return f"""# {stamp}
-# Builds lib{n}_f.a and {n.lower()}_model.mod beside this file:
-#   make -f {n}_fortran.mk
-{profile_comment(profile, f"make -f {n}_fortran.mk FC=nvfortran FFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
-
-ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-ifeq ($(origin FC),default)
-FC = {make_quote(profile.fc, "compilers.fortran")}
-endif
-FFLAGS ?= {make_quote(profile.optimize_fortran, "optimize.fortran")}
-ROSENNA_OFFLOAD_FLAGS ?= {make_quote(profile.offload_flags, "flags")}
-
-all: $(ROSENNA_DIR)/lib{n}_f.a
-
-$(ROSENNA_DIR)/lib{n}_f.a: $(ROSENNA_DIR)/{n}_model.o
-\t$(AR) rcs $@ $^
-
-$(ROSENNA_DIR)/{n}_model.o: $(ROSENNA_DIR)/{n}_model.F90
-\t$(FC) $(FFLAGS) $(ROSENNA_OFFLOAD_FLAGS) -J$(ROSENNA_DIR) -c $< -o $@
-
-clean:
-\trm -f $(ROSENNA_DIR)/{n}_model.o $(ROSENNA_DIR)/{n.lower()}_model.mod $(ROSENNA_DIR)/lib{n}_f.a
-
-.PHONY: all clean
-"""

@@ -32,6 +32,8 @@ DEFAULT_CC = "80"  # sm_80 (A100) when no GPU is detected and nothing names one
 DEFAULT_GFX = "gfx90a"  # MI200
 #: The profile whose ``optimize`` flags fill in for a profile that sets none.
 DEFAULTS_PROFILE = "gcc"
+#: Stands for ``{archspec}`` while the other placeholders of an optimisation template are filled.
+CPU_SLOT = "@ROSENNA_CPU_FLAGS@"
 #: Per native backend: the device compiler and architecture flag of the .mk branch that a profile
 #: does not build itself (the gcc profile names nvcc; its hip branch needs hipcc all the same).
 DEVICE_BACKENDS = {"cuda": ("nvcc", "-arch=sm_{cc}"), "hip": ("hipcc", "--offload-arch={gfx}")}
@@ -172,6 +174,9 @@ class Profile:
     notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
     families: tuple = ("", "")  # (C, Fortran) compiler family from the banner (archspec's names), "" unknown
     tuning: dict = None  # the ``tuning:`` section ({"default": {...}, "sm_90": {...}}), or None
+    #: (C, Fortran) optimisation flags with ``{archspec}`` left unfilled: the generated build files
+    #: put the CPU flags resolved when they build there (rosenna.emit.cpu_flags).
+    optimize_templates: tuple = ("", "")
 
     @property
     def device_backend(self):
@@ -222,8 +227,10 @@ class Profile:
         }
 
     def describe(self):
-        """One line for provenance: profile, CPU target, GPU architecture."""
-        return f"toolchain={self.name} target={self.target or '?'} gpu={self.gpu.offload_arch}"
+        """One line for provenance: profile, CPU target, GPU architecture. Without ``--target`` the
+        build files choose the CPU when they build (``native``: the building machine's)."""
+        target = (self.target or "?") if self.target_source == "--target" else "native"
+        return f"toolchain={self.name} target={target} gpu={self.gpu.offload_arch}"
 
     def compiler(self, role):
         """The command for a role: "c", "cxx", "fortran" or "device"."""
@@ -406,9 +413,10 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
     cpu, target_source = microarchitecture(target)
     optimize = dict(_defaults_optimize(catalog, environ), **data.get("optimize", {}))
     compilers_by_lang = {"c": data["compilers"]["c"], "fortran": data["compilers"]["fortran"]}
-    resolved_optimize = {}
+    resolved_optimize, templates = {}, {}
     for lang in OPTIMIZE_LANGS:
         text = optimize.get(lang, "")
+        templates[lang] = " ".join(fill(fill(text, {"archspec": CPU_SLOT}), values).split()).replace(CPU_SLOT, "{archspec}")
         if "{archspec}" in text:
             found, note = archspec_flags(compilers_by_lang[lang], cpu, f"optimize.{lang}")
             if note:
@@ -466,4 +474,5 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         notes=tuple(notes),
         families=tuple(_family(compilers_by_lang[lang], cpu) for lang in ("c", "fortran")),
         tuning=data.get("tuning"),
+        optimize_templates=(templates["c"], templates["fortran"]),
     )

@@ -23,6 +23,6 @@ results/measurement-log.md.
 """
 
 from rosenna.emit.cuda.kinds import BATCH_KINDS, TENSOR_KINDS, Choice, choose  # noqa: F401
-from rosenna.emit.cuda.runtime import BACKENDS, RUNTIME_API, makefile_rules, runtime_mapping  # noqa: F401
+from rosenna.emit.cuda.runtime import BACKENDS, RUNTIME_API, runtime_mapping  # noqa: F401
 from rosenna.emit.cuda.source import kernel_filename, kernel_source  # noqa: F401
 from rosenna.limits import CONSTANT_LIMIT  # noqa: F401 (the default of the tuning's constant_limit)

@@ -37,6 +37,7 @@
 #define rosennaMemcpyHostToDevice                        hipMemcpyHostToDevice
 #define rosennaFuncSetAttribute                          hipFuncSetAttribute
 #define rosennaGetDevice                                 hipGetDevice
+#define rosennaDeviceSynchronize                         hipDeviceSynchronize
 #define rosennaDeviceGetAttribute                        hipDeviceGetAttribute
 #define rosennaDevAttrMultiProcessorCount                hipDeviceAttributeMultiprocessorCount
 #define rosennaDevAttrCooperativeLaunch                  hipDeviceAttributeCooperativeLaunch
@@ -53,6 +54,7 @@
 #define rosennaMemcpyHostToDevice                        cudaMemcpyHostToDevice
 #define rosennaFuncSetAttribute                          cudaFuncSetAttribute
 #define rosennaGetDevice                                 cudaGetDevice
+#define rosennaDeviceSynchronize                         cudaDeviceSynchronize
 #define rosennaDeviceGetAttribute                        cudaDeviceGetAttribute
 #define rosennaDevAttrMultiProcessorCount                cudaDevAttrMultiProcessorCount
 #define rosennaDevAttrCooperativeLaunch                  cudaDevAttrCooperativeLaunch
