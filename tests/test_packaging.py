@@ -404,11 +404,11 @@ def test_pip_install_is_quiet(tmp_path):
     prints the backend's output."""
     source = _copy_tree(tmp_path / "src")
     (source / "rosenna" / "__pycache__").mkdir(exist_ok=True)  # a used checkout has these
-    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
+    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--ignore-installed",
                       "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
                      timeout=300, cwd=tmp_path, env=_QUIET_ENV)
     _assert_no_setuptools_warning("pip install -e .", installed)
-    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
+    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--ignore-installed",
                       "--prefix", str(tmp_path / "prefix2"), str(source)], timeout=300, cwd=tmp_path, env=_QUIET_ENV)
     _assert_no_setuptools_warning("pip install .", installed)
 
