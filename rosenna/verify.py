@@ -85,6 +85,34 @@ def depth(graph):
     return max(longest.values(), default=1)
 
 
+#: Ops whose outputs are sums over one input axis, and that axis: ``(input index, axis)``.
+_SUMMED_AXIS = {"Gemm": (0, -1), "MatMul": (0, -1), "Conv": (1, None), "ConvTranspose": (1, None)}
+
+
+def reduction_length(graph):
+    """The longest sum one output element of a Gemm, MatMul or Conv takes (at least 1): a float
+    sum's rounding error grows with its length (see :func:`rosenna.compare.judging_tolerance`)."""
+    longest = 1
+    for node in graph.nodes:
+        where = _SUMMED_AXIS.get(node.op)
+        if where is None or len(node.inputs) <= where[0]:
+            continue
+        try:
+            shape = tuple(graph.shape_of(node.inputs[where[0]]))
+        except Exception:  # a value without a static shape sums nothing we can count
+            continue
+        if where[1] is not None:
+            n = shape[where[1]] if shape else 1
+        else:  # a convolution's weight (M, C/group, k...) sums C/group x prod(k) products
+            n = 1
+            for d in shape[1:]:
+                n *= d
+        if node.op == "Gemm" and shape and node.attrs.get("transA", 0):
+            n = shape[0]
+        longest = max(longest, int(n))
+    return longest
+
+
 def _ort_reason(exc):
     """onnxruntime's message without its ``[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED :`` prefix."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -337,7 +365,7 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
                             frontend.load_frozen(options.freeze), draws)
         ref.draws = {name: d for name, d in draws.items() if d != Draw()}
     calls = calls_for(plan, entries, ref.cases)
-    tolerance, why = judging_tolerance(plan.precision, graph.dtype, depth(graph))
+    tolerance, why = judging_tolerance(plan.precision, graph.dtype, depth(graph), reduction_length(graph))
     workdir = outdir.private_folder(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
     try:
         results = _build_and_run(model_path, options, ref, calls, tolerance, workdir, cc, fc, cflags, fflags, profile)

@@ -4,6 +4,9 @@ bug in the batch tail, a write past the last point and a whole-field plan's infe
 import dataclasses
 import re
 
+import numpy as np
+import onnx
+
 import op_models
 import pytest
 
@@ -117,3 +120,26 @@ def test_batch_counts_follow_the_host_block(model):
     assert batch_counts(double) == (1, 15, 16, 17, 1000) and host_block(double, double.tuned) == 16
     wide = dataclasses.replace(double, nx=40_000)  # 40,000 inputs a point: 4M elements hold 104 points
     assert batch_counts(wide)[-1] == (1 << 22) // (wide.nx + wide.ny + sum(wide.scratch))
+
+
+
+def test_the_absolute_tolerance_grows_with_the_longest_sum(tmp_path):
+    """Sums of up to 64 terms keep float32's atol; a Linear(1100, n) gets sqrt(1100/64) of it, said in why."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rosenna import frontend
+    from rosenna.compare import judging_tolerance
+    from rosenna.verify import reduction_length
+
+    short, why = judging_tolerance("single", np.float32, 1, 64)
+    assert short.atol == 1e-6 and "sums of" not in why
+    wide, why = judging_tolerance("single", np.float32, 1, 1100)
+    assert abs(wide.atol - 1e-6 * np.sqrt(1100 / 64)) < 1e-12 and "for sums of 1100 terms" in why
+    w = numpy_helper.from_array(np.zeros((3, 1100), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1100])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "wide.onnx"))
+    assert reduction_length(frontend.import_model(str(tmp_path / "wide.onnx"))) == 1100
