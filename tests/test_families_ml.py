@@ -3,7 +3,7 @@ batch: scikit-learn pipelines through skl2onnx (scalers, normalizers, imputers, 
 regressors, random forests and gradient boosting, classifiers' probabilities), XGBoost through
 onnxmltools, TreeEnsemble of ai.onnx.ml opset 5, and hand-built ensembles that use what converters
 rarely do (every branch mode, NaN routing, MIN/MAX/AVERAGE, several targets). Then the refusals:
-ZipMap, Scan (Gaussian process), a model onnx's shape inference rejects."""
+ZipMap, a Gaussian process (its Scan unrolled), a model onnx's shape inference rejects."""
 
 import os
 import warnings
@@ -269,12 +269,18 @@ def test_zipmap_is_refused_with_the_converter_option(tmp_path):
         _generate(tmp_path, proto)
 
 
-def test_gaussian_process_scan_is_refused_naming_the_estimator(tmp_path):
+def test_gaussian_process_scan_unrolls_and_verifies(tmp_path):
+    """skl2onnx's Gaussian process (a Scan over the training points, unrolled: its trip count is the
+    training set's size) verifies in float64 and float32 against onnxruntime."""
     from sklearn.gaussian_process import GaussianProcessRegressor
 
-    proto = with_rows(convert(fitted(GaussianProcessRegressor(), x=X_TRAIN[:20], y=Y_TRAIN[:20])), 1)
-    with pytest.raises(ModelError, match=r"Scan.*GaussianProcessRegressor.*matrix products"):
-        _generate(tmp_path, proto)
+    from rosenna.cli import main
+
+    for dtype in (np.float64, np.float32):
+        proto = with_rows(convert(fitted(GaussianProcessRegressor(), x=X_TRAIN[:20], y=Y_TRAIN[:20]), dtype=dtype), 1)
+        path = tmp_path / f"gp_{np.dtype(dtype).name}.onnx"
+        onnx.save(proto, str(path))
+        assert main(["verify", str(path), "--lang", "c", "--entry", "infer", "--cases", "16"]) == 0, dtype
 
 
 def test_shape_inference_rejection_names_the_node_and_what_to_try(tmp_path):
