@@ -75,6 +75,21 @@ def test_embedding_indices_take_the_table_size(tmp_path):
     assert (values[:, 1] != values[:, 0]).all()
 
 
+def test_embedding_verifies_on_every_category(tmp_path):
+    """An embedding (a Gather on a constant table, indices from an int64 input) feeding a Tanh, end
+    to end: verify's cases cover every row of the table, in C and Fortran, per point and in batch."""
+    rng = np.random.default_rng(5)
+    table = numpy_helper.from_array(rng.standard_normal((7, 3)).astype(np.float32), "table")
+    path = _save(tmp_path / "embed.onnx", [helper.make_node("Gather", ["table", "cat"], ["e"], axis=0),
+                                           helper.make_node("Tanh", ["e"], ["y"])],
+                 [helper.make_tensor_value_info("cat", I64, [1])],
+                 [helper.make_tensor_value_info("y", F, [1, 3])], [table])
+    v = run_verify(path, Options(lang="both"), cases=14, entries=["infer", "infer_batch"])
+    assert v.passed, [r.message() for r in v.results]
+    assert sorted(set(v.reference.inputs["cat"].ravel())) == list(range(7))
+    assert {r.lang for r in v.results} == {"c", "fortran"}
+
+
 def test_input_range_and_its_refusals(regimes, capsys):
     v = run_verify(regimes, Options(lang="c"), cases=40, entries=["infer"],
                    input_ranges={"x": (-3.0, 3.0), "regime": (2, 3)})
