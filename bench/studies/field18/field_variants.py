@@ -31,7 +31,8 @@ DEFAULT = Tuning()
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
 MB = 1 << 20
-#: The generator's settings every variant starts from (the defaults of the round-B study of run 11;
+#: The generator's settings every variant starts from (the defaults of round B of results/measurement-log.md,
+#: "The whole-field phase study";
 #: the cluster kernel off), and per variant what it changes: tuning fields as "tuning.NAME": value, study switches
 #: (module attributes) as "module.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
 #: generated choice, "persist": the persistent kernel on min(needed, resident) blocks, "launch":
@@ -50,13 +51,13 @@ VARIANTS = {"main": {},
             "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
             "launch": {"form": "launch"},
             # (programmatic dependent launch of the launched phases, "pdl" and "pdl-launch", was
-            # measured in round A of 2026-12-03 on commit e330fdb: results/measurement-log.md, the clustered whole-field study)
+            # measured in round A of 2026-12-03 on commit e330fdb: results/measurement-log.md, "The clustered whole-field study")
             # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
             **{f"c{b}x{t}{'' if jam else 'p'}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": b,
                                                "field_cluster.THREADS": t, "tuning.cluster_jam": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
 # the clustered kernel, its blocks per cluster chosen per call (up to 16) and read at run time (main's
-# default from f28daa8 to run 16), 256, 512 or 1024 threads per block
+# default from f28daa8 until the epilogue study), 256, 512 or 1024 threads per block
 VARIANTS.update({f"auto{t}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
                               "tuning.cluster_jam": False, "tuning.cluster_per_call": True} for t in (256, 512, 1024)})
 # the weights in __device__ memory, not __constant__ (the tuning's whole_constant_limit 0)

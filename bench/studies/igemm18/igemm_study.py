@@ -1,5 +1,5 @@
 """The implicit-GEMM convs of the CUDA whole-field path against the direct kernels and PyTorch, on
-one GPU (results/measurement-log.md, "3xTF32 implicit-GEMM convs"; rosenna/emit/cuda/conv_igemm.py).
+one GPU (results/measurement-log.md, "3xTF32 implicit-GEMM convs on the whole-field path"; rosenna/emit/cuda/conv_igemm.py).
 
     .venv/bin/python bench/studies/igemm18/igemm_study.py build/dev-igemm18     # here: export, generate, build
     bash build/dev-igemm18/run.sh                              # there: time, check

@@ -71,7 +71,7 @@ GENERATE = {
 }
 
 #: (binary tag, model, generator switch, patches, extra nvcc flags)
-VARIANTS = [  # round B (round A's list: results/measurement-log.md, the whole-field phase study)
+VARIANTS = [  # round B (round A's list: results/measurement-log.md, "The whole-field phase study")
     ("mish_new", "mish", "", [], ""),
     ("mish_main", "mish", "formula", ["cvt"], ""),
     ("mlp128_new", "mlp128", "", [], ""),

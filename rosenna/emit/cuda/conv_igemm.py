@@ -40,7 +40,8 @@ WARPS = 4
 
 #: Accumulator fragments a lane holds (m16 tiles x n8 tiles of its warp's tile): a warp takes up to
 #: MAX_NT n8 tiles of the output channels (more channels: groups of warps on the same pixels), and
-#: as many m16 tiles as fit, at most MAX_MT. H200, round A of results/measurement-log.md's study: MT 2
+#: as many m16 tiles as fit, at most MAX_MT. H200, results/measurement-log.md, "3xTF32 implicit-GEMM convs on the whole-field path",
+#: round A: MT 2
 #: against 4 on the U-Net (72 registers against 148) 331 against 385 µs at 256 samples; NT 8, MT 1
 #: on the 64-channel net (193 registers) 34 µs per sample where MT 2, NT 4 on 32 channels ran at
 #: 33 TFLOP/s.

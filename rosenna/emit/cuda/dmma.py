@@ -32,7 +32,7 @@ from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
 
 #: Tiles of 8 points a warp carries, by the widest layer (padded to 8; registers ~4 M width / 4):
-#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: results/measurement-log.md, the float64 study).
+#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: results/measurement-log.md, "The float64 study").
 M_TILES = ((32, 2), (64, 2), (128, 1))
 #: Threads per block: 8 warps.
 THREADS = 256

@@ -14,11 +14,12 @@ with which every cluster of the call is resident at once) and read at run time.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
 output channels) with the tuning's ``cluster_jam``, else the plain ones (a thread per element); the convs that
-:mod:`conv_smem` takes run as its shared-memory tiles instead (the default, H200 run 17). A plan of
+:mod:`conv_smem` takes run as its shared-memory tiles instead (the default: results/measurement-log.md, "The table of main cd0ccd7"). A plan of
 fewer than the tuning's ``cluster_min_phases`` phases gets no clustered kernel. Compiled for an
 older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
 (it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
-``__HIPCC__``. Measured on the H200: results/measurement-log.md, the clustered whole-field study, the epilogue study and the table of main cd0ccd7.
+``__HIPCC__``. Measured on the H200: results/measurement-log.md, "The clustered whole-field study",
+"The epilogue study" and "The table of main cd0ccd7".
 """
 
 from rosenna.emit.cuda import field_fuse
@@ -27,7 +28,7 @@ from rosenna.emit.render import count
 #: The most blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
 BLOCKS = 16
 
-#: Threads per block of ``<name>_cluster`` (256: results/measurement-log.md, the clustered whole-field study).
+#: Threads per block of ``<name>_cluster`` (256: results/measurement-log.md, "The clustered whole-field study").
 THREADS = 256
 
 # (the tuning's cluster_per_call: the blocks per cluster chosen per call and read at run time;

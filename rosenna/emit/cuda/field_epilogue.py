@@ -20,7 +20,7 @@ Two shapes, recognised in the loop IR by their index maps (not by op names):
 
 Each sum keeps its terms and their order: the results do not change by a bit. A store nothing
 else reads is dropped (:func:`finish`), the scratch buffers are shared anew over the phases kept
-(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: results/measurement-log.md, the epilogue study.
+(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: results/measurement-log.md, "The epilogue study".
 """
 
 import copy

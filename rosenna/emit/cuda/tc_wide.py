@@ -60,7 +60,7 @@ class WideShape:
     #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
     #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap). Off: on the H200
     #: it was slower at 96, 128 and 512 wide (mlp128 1.121 -> 1.198 ns) and 2% faster at 256
-    #: (results/measurement-log.md, the wide tensor-core kernel study, round B); the study switches it on.
+    #: (results/measurement-log.md, "The wide tensor-core kernel study", round B); the study switches it on.
     PERSISTENT = False
     PERSISTENT_COMPACT = False
     #: Widest layer from which the fragments are compact (the study, bench/studies/tc17, measures

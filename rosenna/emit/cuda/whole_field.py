@@ -139,7 +139,7 @@ def infer_one(plan):
     In every form a conv that :mod:`conv_smem` takes runs as shared-memory tiles, and in the
     launched phases one that :mod:`conv_igemm` takes as a 3xTF32 implicit GEMM.
 
-    H200 measurements that chose this rule are in results/measurement-log.md ("whole-field launches"). The
+    H200 measurements that chose this rule are in results/measurement-log.md, "The whole-field launch study". The
     intermediates of those samples live in static ``__device__`` buffers. ``<name>_infer_one`` is
     this for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan
     has no ``<name>_infer_one``.
