@@ -165,6 +165,28 @@ class Tuning:
         "(results/measurement-log.md, \"The epilogue study\").", choices=("", "launches", "persistent", "cluster", "all"))
     cluster_min_blocks: int = _knob(
         0, "Blocks of <name>_cluster ptxas keeps resident per SM (__launch_bounds__' second argument; 0: none).")
+    # -- the CUDA whole-field kernels' shapes -------------------------------------------------------
+    field_threads: int = _knob(
+        256, "Threads per block of the whole-field launched phases. H200, results/measurement-log.md, "
+        "\"The whole-field phase study\" (its t512 and t1024 variants).", minimum=1)
+    field_persistent_threads: int = _knob(
+        256, "Threads per block of the persistent whole-field kernel <name>_field (same study).", minimum=1)
+    field_persistent_waves: int = _knob(
+        1, "<name>_run takes the persistent kernel while the widest phase needs at most this many times the "
+        "resident blocks (each thread then strides over that many elements; 1: a thread per element). Same study.",
+        minimum=1)
+    cluster_blocks: int = _knob(
+        16, "Blocks per cluster of <name>_cluster (8 is the portable maximum; 16 needs the non-portable "
+        "attribute). H200, results/measurement-log.md, \"The clustered whole-field study\" (its cBxT variants).",
+        minimum=1)
+    cluster_threads: int = _knob(
+        256, "Threads per block of <name>_cluster (same study).", minimum=1)
+    epilogue_pull: bool = _knob(
+        True, "Where field_epilogues fuses, whether a pool is pulled into its conv's phase. "
+        "results/measurement-log.md, \"The epilogue study\".")
+    epilogue_push: bool = _knob(
+        True, "Where field_epilogues fuses, whether an upsampling or Add is pushed into its producer's phase "
+        "(same study).")
 
     # -- the API ----------------------------------------------------------------------------------
 
