@@ -55,3 +55,35 @@ def test_tiles_keep_to_the_block(convnet):
     text = kernel_text(convnet, **CLUSTERED, cluster_threads=32, field_persistent_threads=32)
     assert "convnet_sm, 32);" not in text and "convnet_sm, 256);" not in text
     assert "__launch_bounds__(32) convnet_cluster(" in text and "__launch_bounds__(32) convnet_field(" in text
+
+
+@pytest.fixture(scope="module")
+def mlp128(tmp_path_factory):
+    from rosenna import zoo
+
+    return zoo.save("mlp128", str(tmp_path_factory.mktemp("shapes") / "mlp128.onnx"))
+
+
+def wide_text(path, tmp_path, **values):
+    """``<name>_kernel.cu`` of mlp128 (the wide 3xTF32 kernel's model) under the defaults with ``values``."""
+    out = tmp_path / "_".join(f"{k}{v}" for k, v in values.items())
+    gen.generate(path, str(out), gen.Options(lang="c", tuning=Tuning().replace(**values)))
+    return (out / "mlp128_kernel.cu").read_text()
+
+
+def test_wide_kernel_shape(mlp128, tmp_path):
+    """wide_persistent gives the wide kernel a persistent grid (no more blocks than are resident);
+    wide_compact_from decides its compact fragments (the template's last argument), which a
+    persistent grid takes only with wide_persistent_compact."""
+    default = wide_text(mlp128, tmp_path)
+    assert "mlp128_tc_kernel<<<(unsigned)((long)n + 127) / 128" in default
+    assert "wanted < resident ? wanted : resident" not in default
+    persistent = wide_text(mlp128, tmp_path, wide_persistent=True)
+    assert "mlp128_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident)" in persistent
+    assert "rosenna_tcw_stage<17, 256, 2, 8, 2, 132, false>(" in default  # 16-byte fragments at 128 wide
+    compact = wide_text(mlp128, tmp_path, wide_compact_from=1, wide_persistent=True)
+    assert "rosenna_tcw_stage<17, 256, 2, 8, 2, 132, true>(" in compact
+    assert "wanted < resident ? wanted : resident" not in compact  # compact fragments: launched per block
+    both = wide_text(mlp128, tmp_path, wide_compact_from=1, wide_persistent=True, wide_persistent_compact=True)
+    assert "wanted < resident ? wanted : resident" in both
+    assert len(compact) < len(default)  # each weight once: the packed fragments are smaller

@@ -103,6 +103,18 @@ class Tuning:
         512, "Below this many multiply-adds per point the FP32 kernel keeps a chain the 3xTF32 register chain "
         "would take (memory-bound: gemm_small runs at the memory floor). H200, results/measurement-log.md, \"The tensor-core tolerance study\".")
     wide_min_macs: int = _knob(512, "The same floor for the wide 3xTF32 kernel.")
+    wide_compact_from: int = _knob(
+        257, "Widest layer from which the wide 3xTF32 kernel's hidden fragments are compact (each weight once as "
+        "big + small, 8 bytes per lane: half the weight stream). results/measurement-log.md, \"The wide tensor-core "
+        "kernel study\" (its compact_off, compact_256 and compact_all builds).", minimum=1)
+    wide_persistent: bool = _knob(
+        False, "Whether the wide 3xTF32 kernel runs as a persistent grid (each block on from one block of points "
+        "to the next) where its fragments are not compact. Off: on the H200 slower at 96, 128 and 512 wide "
+        "(mlp128 1.121 -> 1.198 ns), 2% faster at 256 (results/measurement-log.md, \"The wide tensor-core "
+        "kernel study\", round B).")
+    wide_persistent_compact: bool = _knob(
+        False, "... and also where they are compact (the compact 512-wide stage loop spilled 4 bytes inside the "
+        "tile loop at the 128-register cap; same study).")
     wide_min_hidden: int = _knob(
         64, "Below this hidden width the wide 3xTF32 kernel leaves the chain to the others (a 32-wide tile would "
         "leave most of its 8 warps one n8 tile).")
