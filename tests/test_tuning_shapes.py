@@ -87,3 +87,25 @@ def test_wide_kernel_shape(mlp128, tmp_path):
     both = wide_text(mlp128, tmp_path, wide_compact_from=1, wide_persistent=True, wide_persistent_compact=True)
     assert "wanted < resident ? wanted : resident" in both
     assert len(compact) < len(default)  # each weight once: the packed fragments are smaller
+
+
+def test_dmma_shape(tmp_path):
+    """dmma_tiles_32 sets the FP64 DMMA kernel's tiles per warp (its points per block) for a 32-wide
+    chain, dmma_blocks_32 its __launch_bounds__' blocks per SM."""
+    import numpy as np
+    import onnx
+
+    from rosenna import zoo
+
+    path = str(tmp_path / "d4.onnx")
+    onnx.save(zoo.mlp("d4", [4, 32, 32, 2], ["Tanh", "Tanh", None], np.float64, seed=4), path)
+
+    def text(**values):
+        out = tmp_path / ("gen" + "".join(f"_{k}{v}" for k, v in values.items()))
+        gen.generate(path, str(out), gen.Options(lang="c", tuning=Tuning().replace(**values)))
+        return (out / "d4_kernel.cu").read_text()
+
+    default, other = text(), text(dmma_tiles_32=4, dmma_blocks_32=1)
+    assert "__launch_bounds__(256, 2) d4_tc_kernel(int n, const double" in default
+    assert "__launch_bounds__(256) d4_tc_kernel(int n, const double" in other
+    assert "(long)n + 127) / 128" in default and "(long)n + 255) / 256" in other

@@ -115,6 +115,16 @@ class Tuning:
     wide_persistent_compact: bool = _knob(
         False, "... and also where they are compact (the compact 512-wide stage loop spilled 4 bytes inside the "
         "tile loop at the 128-register cap; same study).")
+    dmma_tiles_32: int = _knob(
+        2, "Tiles of 8 points a warp of the FP64 DMMA kernel carries when its widest layer is at most 32 wide "
+        "(registers ~ 4 x tiles x width / 4). 2, not 4: more warps hide the activations' FP64 latencies; the "
+        "4-32-32-2 Tanh MLP on the H200, results/measurement-log.md, \"The float64 study\".", minimum=1)
+    dmma_tiles_64: int = _knob(2, "The same up to 64 wide.", minimum=1)
+    dmma_tiles_128: int = _knob(1, "The same up to 128 wide.", minimum=1)
+    dmma_blocks_32: int = _knob(
+        2, "Blocks per SM the FP64 DMMA kernel asks of ptxas (__launch_bounds__' second argument; 1: none) up to "
+        "32 wide (same study).", minimum=1)
+    dmma_blocks_128: int = _knob(1, "The same up to 128 wide.", minimum=1)
     wide_min_hidden: int = _knob(
         64, "Below this hidden width the wide 3xTF32 kernel leaves the chain to the others (a 32-wide tile would "
         "leave most of its 8 warps one n8 tile).")
