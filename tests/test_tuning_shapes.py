@@ -109,3 +109,16 @@ def test_dmma_shape(tmp_path):
     assert "__launch_bounds__(256, 2) d4_tc_kernel(int n, const double" in default
     assert "__launch_bounds__(256) d4_tc_kernel(int n, const double" in other
     assert "(long)n + 127) / 128" in default and "(long)n + 255) / 256" in other
+
+
+def test_igemm_shape(convnet):
+    """igemm_warps sizes the implicit-GEMM conv's blocks and launch; igemm_max_mt, igemm_partial and
+    igemm_unroll_kt its tile template's arguments (m16 tiles, k8 tiles per partial sum, unrolled steps)."""
+    default = kernel_text(convnet)
+    assert "__launch_bounds__(128) convnet_igemm1(" in default
+    assert "convnet_igemm1<<<(unsigned)((count * 128l + 3) / 4), 128, 0, s>>>" in default
+    assert "9, 1, 1, 2, 8, false, 2, 5>(in, ty * 4, tx * 8, F, acc);" in default
+    text = kernel_text(convnet, igemm_warps=8, igemm_max_mt=1, igemm_partial=3, igemm_unroll_kt=4)
+    assert "__launch_bounds__(256) convnet_igemm1(" in text
+    assert "convnet_igemm1<<<(unsigned)((count * 256l + 7) / 8), 256, 0, s>>>" in text
+    assert "9, 1, 1, 1, 8, false, 3, 1>(in, ty * 2, tx * 8, F, acc);" in text

@@ -81,6 +81,25 @@ class Tuning:
         32, "2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs from this many input channels x "
         "taps. H200, results/measurement-log.md, \"3xTF32 implicit-GEMM convs on the whole-field path\" round B.")
     igemm_min_cout: int = _knob(8, "... and at least this many output channels (an n8 tile).")
+    igemm_warps: int = _knob(
+        4, "Warps per block of an implicit-GEMM conv kernel (one output tile each). H200, results/measurement-log.md, "
+        "\"3xTF32 implicit-GEMM convs on the whole-field path\" (its w2 and w8 builds).", minimum=1)
+    igemm_max_nt: int = _knob(
+        4, "n8 tiles of output channels a warp of the implicit GEMM takes at most (more channels: groups of warps on "
+        "the same pixels). Same study: NT 8, MT 1 on the 64-channel net used 193 registers.", minimum=1)
+    igemm_max_mt: int = _knob(
+        2, "m16 tiles of pixels a warp of the implicit GEMM takes at most. Same study, round A: MT 2 against 4 on the "
+        "U-Net (72 registers against 148) 331 against 385 us at 256 samples.", minimum=1)
+    igemm_tile_fragments: int = _knob(
+        8, "Accumulator fragments (m16 x n8 tiles) a lane of the implicit GEMM holds at most (same study: f4, f16).",
+        minimum=1)
+    igemm_partial: int = _knob(
+        2, "k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them "
+        "(same study: p1, p4).", minimum=1)
+    igemm_unroll_kt: int = _knob(
+        16, "K, in k8 tiles, up to which the implicit GEMM's loop over K is unrolled in full; a longer K is a loop "
+        "of igemm_partial tiles (fully unrolled, ptxas gave a 32 -> 32 channel 3x3 conv 255 registers and "
+        "spilled).")
     igemm_min_rows: int = _knob(
         16384, "... and, per call, at least this many output pixels x samples: the 64x64 conv nets gain from "
         "4 samples (16,384 rows) on (same study).")
