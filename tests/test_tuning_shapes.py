@@ -122,3 +122,21 @@ def test_igemm_shape(convnet):
     assert "__launch_bounds__(256) convnet_igemm1(" in text
     assert "convnet_igemm1<<<(unsigned)((count * 256l + 7) / 8), 256, 0, s>>>" in text
     assert "9, 1, 1, 1, 8, false, 3, 1>(in, ty * 2, tx * 8, F, acc);" in text
+
+
+def test_loop_jam_and_unroll(convnet, tmp_path):
+    """host_jam caps the output channels a host SIMD loop sums at once (8 per pass by default on
+    this net's 16-channel convs, 4 with host_jam=4); host_unroll keeps the tap loops as loops;
+    cuda_jam the channels a CUDA launched phase computes per thread."""
+    def c_text(**values):
+        out = tmp_path / ("c" + "".join(f"_{k}{v}" for k, v in values.items()))
+        gen.generate(convnet, str(out), gen.Options(lang="c", tuning=Tuning().replace(**values)))
+        return (out / "convnet.c").read_text()
+
+    default = c_text()
+    assert "acc_7" in default and default.count("for (int") == 712
+    narrow = c_text(host_jam=4)
+    assert "acc_3" in narrow and "acc_4" not in narrow
+    rolled = c_text(host_unroll=1, host_unroll_whole=0)
+    assert rolled.count("for (int") > 712
+    assert "acc_7" in kernel_text(convnet, smem_conv="") and "acc_7" not in kernel_text(convnet, smem_conv="", cuda_jam=2)

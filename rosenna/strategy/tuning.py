@@ -58,6 +58,19 @@ class Tuning:
     host_block_double: int = _knob(16, "The same in double precision.", minimum=1)
     host_block_bytes: int = _knob(64 * 1024, "Scratch bytes a host block may take (an L2's share per core).",
                                   minimum=1)
+    host_jam: int = _knob(
+        12, "Output channels the host whole-field loops sum at once, each input vector loaded once per block of "
+        "them: 12 accumulators and the input and weight vectors fit AVX2's 16 vector registers (a 24-channel 1x1 "
+        "conv is two passes of 12). A register count, not timed.", minimum=1)
+    jam_chains: int = _knob(
+        4, "Independent sums a SIMD loop should carry (the FMA latency times the FMA units, in vectors): where the "
+        "channels give fewer, rows are jammed too (host and CUDA whole-field loops). Not timed.", minimum=1)
+    host_unroll: int = _knob(
+        128, "Tap loops inside a host SIMD loop are unrolled below their outermost loop up to this many statements "
+        "(GCC vectorises an outer loop around one inner loop, not around a nest).", minimum=1)
+    host_unroll_whole: int = _knob(
+        48, "A nest of tap loops of at most this many statements is unrolled whole: a depthwise 3x3 conv with 4 "
+        "rows jammed (36 statements) then loads each input vector once for the rows that share it.")
     # -- whole-field batches ----------------------------------------------------------------------
     whole_batch_samples: int = _knob(
         256, "Samples one launch of each op of the whole-field batch computes together (host and device files).",
@@ -207,6 +220,10 @@ class Tuning:
     cluster_min_blocks: int = _knob(
         0, "Blocks of <name>_cluster ptxas keeps resident per SM (__launch_bounds__' second argument; 0: none).")
     # -- the CUDA whole-field kernels' shapes -------------------------------------------------------
+    cuda_jam: int = _knob(
+        8, "Output channels the CUDA whole-field launched phases (and the clustered kernel with cluster_jam) "
+        "compute per thread, unrolled-and-jammed. H200, results/measurement-log.md, \"The whole-field launch "
+        "study\".", minimum=1)
     field_threads: int = _knob(
         256, "Threads per block of the whole-field launched phases. H200, results/measurement-log.md, "
         "\"The whole-field phase study\" (its t512 and t1024 variants).", minimum=1)
