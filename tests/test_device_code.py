@@ -17,7 +17,7 @@ from rosenna.emit.cuda import staged, tc_wide, tf32
 CUDA_ONLY = {"rosenna_tf32.cuh", "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh", "rosenna_igemm.cuh"}
 NEEDS = {"rosenna_tc_wide.cuh": ["rosenna_tf32.cuh", "rosenna_cp_async.cuh"], "rosenna_staged.cuh": ["rosenna_cp_async.cuh"],
          "rosenna_tc_routine.cuh": ["rosenna_tf32.cuh"], "rosenna_igemm.cuh": ["rosenna_tf32.cuh"]}
-LIBS = ["rosenna_act.cuh", "rosenna_narrow.cuh", "rosenna_tile.cuh", "rosenna_cp_async.cuh", "rosenna_staged.cuh", "rosenna_tf32.cuh",
+LIBS = ["rosenna_act.cuh", "rosenna_narrow.cuh", "rosenna_lane.cuh", "rosenna_routine.cuh", "rosenna_tile.cuh", "rosenna_cp_async.cuh", "rosenna_staged.cuh", "rosenna_tf32.cuh",
         "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh", "rosenna_igemm.cuh"]
 
 

@@ -343,7 +343,7 @@ def routine_parts(plan, layers, sig):
     return "\n".join([
         f"{tf32.GUARD}\n/* The warp routine's copy: the FP64 tensor-core chain's fragments, then its biases. */",
         f"static {storage} __align__(16) double {n}_rdmma[{size}]{values};", "#endif",
-        "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, library(layers)]
+        "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, fixed.load("rosenna_lane.cuh"), library(layers)]
         + activations("rt_dact", layers, renderer) + ["#endif", "}  // namespace", "",
         f"/* 32 points, one per lane: the FP64 tensor-core chain's warp body, {passes} pass{'es' if passes > 1 else ''} of "
         f"{8 * m} points. */",
