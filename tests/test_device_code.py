@@ -56,9 +56,9 @@ def test_hipcc_checks_device_code(tmp_path, name):
 
 @pytest.mark.host
 def test_host_headers_compile(tmp_path):
-    for name in ("rosenna_host_math.h", "rosenna_host_tf32.h"):
+    for names in (["rosenna_host_math.h"], ["rosenna_host_tf32.h"], ["rosenna_host_tf32.h", "rosenna_host_compact.h"]):
         src = tmp_path / "unit.c"
-        src.write_text(f'#include "{fixed.path(name)}"\n')
+        src.write_text("".join(f'#include "{fixed.path(name)}"\n' for name in names))
         _compile(["gcc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-fsyntax-only", str(src)])
 
 

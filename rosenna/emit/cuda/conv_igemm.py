@@ -361,7 +361,8 @@ def upload(plan, helper):
                   "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
                   "    }"]
     lines.append("#endif")
-    return (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if helper else ""), "\n".join(lines) + "\n"
+    code = "\n".join(lines) + "\n"
+    return (f"{tf32.GUARD}\n{tf32.host_tf32(code)}#endif\n" if helper else ""), code
 
 
 def prefer(plan, convs):

@@ -281,7 +281,7 @@ class Dmma(Kind):
                 f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
                 f"#endif\n")
 
-    def upload_helper(self):
+    def upload_helper(self, code):
         return ""
 
     def kernel(self, plan, choice, acts):

@@ -313,8 +313,9 @@ def upload(plan, choice):
             f"        free({var});",
             "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
             "    }"] + (["#endif"] if guard else [])
-    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if kind in ("chain", "parked") else "")
-    return helpers, "\n".join(lines)
+    code = "\n".join(lines)
+    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32(code)}#endif\n" if kind in ("chain", "parked") else "")
+    return helpers, code
 
 
 def routine(plan, choice, renderer):

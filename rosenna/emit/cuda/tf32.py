@@ -140,10 +140,12 @@ def device_lib():
     return fixed.load("rosenna_tf32.cuh")
 
 
-def host_tf32():
+def host_tf32(code=""):
     """``rosenna/data/rosenna_host_tf32.h``: TF32 rounding on the host for the C++ packing (the bit
-    operation :func:`tf32` does in numpy)."""
-    return fixed.load("rosenna_host_tf32.h")
+    operation :func:`tf32` does in numpy), and ``rosenna_host_compact.h`` where the packing ``code``
+    writes compact fragments."""
+    compact = fixed.load("rosenna_host_compact.h") if "rosenna_host_compact(" in code else ""
+    return fixed.load("rosenna_host_tf32.h") + compact
 
 
 def usable(n, smem=0):
