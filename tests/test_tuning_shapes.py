@@ -140,3 +140,16 @@ def test_loop_jam_and_unroll(convnet, tmp_path):
     rolled = c_text(host_unroll=1, host_unroll_whole=0)
     assert rolled.count("for (int") > 712
     assert "acc_7" in kernel_text(convnet, smem_conv="") and "acc_7" not in kernel_text(convnet, smem_conv="", cuda_jam=2)
+
+
+def test_shape_fields_are_bounded():
+    """A block size past the hardware's 1,024 threads or a cluster past 16 blocks is refused with
+    a one-line error, on the command line and in a profile's schema alike."""
+    from rosenna.strategy.tuning import TuningError, tuning_schema
+
+    for item, words in (("cluster_threads=2048", "at most 1024"), ("cluster_blocks=32", "at most 16"),
+                        ("field_threads=0", "at least 1"), ("igemm_warps=33", "at most 32")):
+        with pytest.raises(TuningError, match=words):
+            Tuning().parse_overrides([item])
+    fields = tuning_schema()["patternProperties"]["^(default|sm_[0-9]{2,3}a?|gfx[0-9a-f]+)$"]["properties"]
+    assert fields["cluster_threads"]["maximum"] == 1024 and "maximum" not in fields["whole_threshold"]

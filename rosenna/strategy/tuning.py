@@ -27,8 +27,8 @@ class TuningError(UsageError):
     """An unknown tuning key or a value of the wrong type or range (one line: what, where, what to do)."""
 
 
-def _knob(default, doc, choices=None, minimum=0):
-    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum})
+def _knob(default, doc, choices=None, minimum=0, maximum=None):
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum})
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Tuning:
     igemm_min_cout: int = _knob(8, "... and at least this many output channels (an n8 tile).")
     igemm_warps: int = _knob(
         4, "Warps per block of an implicit-GEMM conv kernel (one output tile each). H200, results/measurement-log.md, "
-        "\"3xTF32 implicit-GEMM convs on the whole-field path\" (its w2 and w8 builds).", minimum=1)
+        "\"3xTF32 implicit-GEMM convs on the whole-field path\" (its w2 and w8 builds).", minimum=1, maximum=32)
     igemm_max_nt: int = _knob(
         4, "n8 tiles of output channels a warp of the implicit GEMM takes at most (more channels: groups of warps on "
         "the same pixels). Same study: NT 8, MT 1 on the 64-channel net used 193 registers.", minimum=1)
@@ -226,9 +226,9 @@ class Tuning:
         "study\".", minimum=1)
     field_threads: int = _knob(
         256, "Threads per block of the whole-field launched phases. H200, results/measurement-log.md, "
-        "\"The whole-field phase study\" (its t512 and t1024 variants).", minimum=1)
+        "\"The whole-field phase study\" (its t512 and t1024 variants).", minimum=1, maximum=1024)
     field_persistent_threads: int = _knob(
-        256, "Threads per block of the persistent whole-field kernel <name>_field (same study).", minimum=1)
+        256, "Threads per block of the persistent whole-field kernel <name>_field (same study).", minimum=1, maximum=1024)
     field_persistent_waves: int = _knob(
         1, "<name>_run takes the persistent kernel while the widest phase needs at most this many times the "
         "resident blocks (each thread then strides over that many elements; 1: a thread per element). Same study.",
@@ -236,9 +236,9 @@ class Tuning:
     cluster_blocks: int = _knob(
         16, "Blocks per cluster of <name>_cluster (8 is the portable maximum; 16 needs the non-portable "
         "attribute). H200, results/measurement-log.md, \"The clustered whole-field study\" (its cBxT variants).",
-        minimum=1)
+        minimum=1, maximum=16)
     cluster_threads: int = _knob(
-        256, "Threads per block of <name>_cluster (same study).", minimum=1)
+        256, "Threads per block of <name>_cluster (same study).", minimum=1, maximum=1024)
     epilogue_pull: bool = _knob(
         True, "Where field_epilogues fuses, whether a pool is pulled into its conv's phase. "
         "results/measurement-log.md, \"The epilogue study\".")
@@ -330,6 +330,8 @@ def _check(key, value, where):
             raise TuningError(f"{where}: {key} must be an integer, not {value!r}")
         if value < spec.metadata["minimum"]:
             raise TuningError(f"{where}: {key} must be at least {spec.metadata['minimum']}, not {value}")
+        if spec.metadata["maximum"] is not None and value > spec.metadata["maximum"]:
+            raise TuningError(f"{where}: {key} must be at most {spec.metadata['maximum']}, not {value}")
     elif kind is str:
         if not isinstance(value, str) or value not in spec.metadata["choices"]:
             choices = ", ".join(repr(c) for c in spec.metadata["choices"])
@@ -361,7 +363,8 @@ def tuning_schema():
         if kind is bool:
             fields[spec.name] = {"type": "boolean"}
         elif kind is int:
-            fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"]}
+            fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"],
+                                 **({"maximum": spec.metadata["maximum"]} if spec.metadata["maximum"] is not None else {})}
         else:
             fields[spec.name] = {"type": "string", "enum": list(spec.metadata["choices"])}
     section = {"type": "object", "additionalProperties": False, "properties": fields}
