@@ -153,3 +153,26 @@ def test_shape_fields_are_bounded():
             Tuning().parse_overrides([item])
     fields = tuning_schema()["patternProperties"]["^(default|sm_[0-9]{2,3}a?|gfx[0-9a-f]+)$"]["properties"]
     assert fields["cluster_threads"]["maximum"] == 1024 and "maximum" not in fields["whole_threshold"]
+
+
+def test_point_and_chain_blocks(tmp_path):
+    """point_threads sizes the one-point-per-thread kernel (gemm_small's narrow FP32 kernel);
+    chain_warps the 3xTF32 register-chain kernel's blocks (a 5-64-64-3 SiLU-like MLP)."""
+    import onnx
+
+    from rosenna import zoo
+
+    small = zoo.save("gemm_small", str(tmp_path / "gemm_small.onnx"))
+    onnx.save(zoo.mlp("c64", [5, 64, 64, 3], ["Sigmoid", "Sigmoid", None], seed=5), str(tmp_path / "c64.onnx"))
+
+    def text(path, name, **values):
+        out = tmp_path / (name + "".join(f"_{k}{v}" for k, v in values.items()))
+        gen.generate(path, str(out), gen.Options(lang="c", tuning=Tuning().replace(**values)))
+        return (out / f"{name}_kernel.cu").read_text()
+
+    assert "__launch_bounds__(256) gemm_small_batch_kernel(" in text(small, "gemm_small")
+    assert "__launch_bounds__(128) gemm_small_batch_kernel(" in text(small, "gemm_small", point_threads=128)
+    chain = text(str(tmp_path / "c64.onnx"), "c64")
+    assert "__launch_bounds__(128) c64_tc_kernel(" in chain and "base += (long)gridDim.x * 64)" in chain
+    chain8 = text(str(tmp_path / "c64.onnx"), "c64", chain_warps=8)
+    assert "__launch_bounds__(256) c64_tc_kernel(" in chain8 and "base += (long)gridDim.x * 128)" in chain8

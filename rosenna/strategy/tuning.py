@@ -175,6 +175,12 @@ class Tuning:
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
         "through L1, two instructions per weight). Off: slower on the H200 (results/measurement-log.md, \"The warp-routine study\").")
 
+    point_threads: int = _knob(
+        256, "Threads per block of the one-point-per-thread kernels (the point kernel and the narrow FP32 "
+        "kernel). Not timed against other sizes.", minimum=1, maximum=1024)
+    chain_warps: int = _knob(
+        4, "Warps per block of the 3xTF32 register-chain kernel (a persistent grid; each block copies the "
+        "weights to shared memory once). Not timed against other sizes.", minimum=1, maximum=32)
     narrow_shared_limit: int = _knob(
         32 * 1024, "__device__ weights of the narrow FP32 kernel up to this many bytes are copied into shared "
         "memory once per block (a persistent grid); larger ones are read as 16-byte __ldg loads.")
