@@ -47,3 +47,18 @@ def test_compact_packing_brings_its_helper(tmp_path):
     small = tmp_path / "small"
     gen.generate(zoo.save("mlp128", str(tmp_path / "mlp128.onnx")), str(small), gen.Options(lang="c", embed=False))
     assert "rosenna_host_compact" not in (small / "mlp128_kernel.cu").read_text()
+
+
+@pytest.mark.parametrize("flags", [[], ["-DROSENNA_DEVICE_ROUTINE", "-rdc=true"]])
+def test_float64_dmma_kernel_file_compiles_without_warnings(tmp_path, flags):
+    """The FP64 DMMA chain (a 4-32-32-2 Tanh MLP in float64) for sm_90, whose layers take the m16
+    pairs: the m8n8k4 step it does not call is no unused function."""
+    import numpy as np
+    import onnx
+
+    onnx.save(zoo.mlp("d4", [4, 32, 32, 2], ["Tanh", "Tanh", None], np.float64, seed=4), str(tmp_path / "d4.onnx"))
+    gen.generate(str(tmp_path / "d4.onnx"), str(tmp_path / "gen"), gen.Options(lang="c"))
+    proc = subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "--Werror", "all-warnings", *flags, "-I", str(tmp_path / "gen"),
+                           str(tmp_path / "gen" / "d4_kernel.cu"), "-o", str(tmp_path / "k.ptx")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
