@@ -62,3 +62,15 @@ def test_float64_dmma_kernel_file_compiles_without_warnings(tmp_path, flags):
                            str(tmp_path / "gen" / "d4_kernel.cu"), "-o", str(tmp_path / "k.ptx")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_whole_field_kernel_file_compiles_without_warnings(tmp_path):
+    """The conv net's whole-field kernel file (implicit-GEMM convs, which call no 3xTF32 MLP helper)."""
+    import op_models
+
+    path = op_models.convnet(tmp_path / "convnet.onnx")
+    gen.generate(str(path), str(tmp_path / "gen"), gen.Options(lang="c"))
+    proc = subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "--Werror", "all-warnings", "-I", str(tmp_path / "gen"),
+                           str(tmp_path / "gen" / "convnet_kernel.cu"), "-o", str(tmp_path / "k.ptx")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
