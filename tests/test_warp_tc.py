@@ -198,7 +198,7 @@ def test_warp_copy_host_packing_in_cpp_equals_numpy(generated, tmp_path, compact
     _, layers, _, _ = generated["odd"]
     layout = tc_chain.ChainLayout(layers, compact)
     body = f"    float *tc = (float *)calloc({layout.size}, sizeof(float));\n" + layout.host_packing("tc")
-    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", layout.size)
+    got = run_packing(tmp_path, layers, tf32.host_tf32(body), body, "tc", layout.size)
     want = layout.packed()
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 

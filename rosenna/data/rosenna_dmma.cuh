@@ -1,5 +1,8 @@
 /* FP64 tensor-core helpers (rosenna/emit/cuda/dmma.py says how the fragments are laid out): one
-   DMMA m8n8k4 and one dense layer for a warp's M tiles of 8 points, all in registers. */
+   DMMA m8n8k4 and one dense layer for a warp's M tiles of 8 points, all in registers. The m8n8k4
+   step is a template so that an sm_90 build, whose layers may all take the m16 pairs below, has
+   no unused function. */
+template <int = 0>
 __device__ __forceinline__ void rosenna_dmma(double (&d)[2], double a, double b)
 {
     asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"

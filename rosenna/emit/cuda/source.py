@@ -193,8 +193,8 @@ def _upload(plan, choice):
                 f"    if (failed)\n        return ROSENNA_STATUS_DEVICE;\n")
     tc_pack, tc_helper = "", ""
     if choice.tensor:
-        tc_helper = choice.tensor.upload_helper()
         tc_pack = choice.tensor.upload(plan, choice)
+        tc_helper = choice.tensor.upload_helper(tc_pack)
     igemm_helper, igemm_pack = conv_igemm.upload(plan, helper=not choice.tensor)
     return f"""#include <stdlib.h>
 {tc_helper}{igemm_helper}
