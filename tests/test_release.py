@@ -44,12 +44,22 @@ def checkout(tmp_path):
     return repo
 
 
+def _write_notes(repo):
+    """Release notes under ``## Unreleased`` in the copy, where there are none (right after a release)."""
+    path = repo / "CHANGELOG.md"
+    head, tail = path.read_text().split("## Unreleased\n", 1)
+    if "\n### " not in tail.split("\n## ", 1)[0]:
+        path.write_text(head + "## Unreleased\n\n### Fixed\n\n- A note for this test.\n" + tail)
+        _git(repo, "commit", "-q", "-am", "notes")
+
+
 def test_release_on_a_throwaway_copy(checkout, tmp_path):
     pytest.importorskip("build")
     release = _load_release()
     current = release.current_version(checkout)
     major, minor, patch, dev = release.version_tuple(current)
     version = f"{major}.{minor}.{patch}" if dev != float("inf") else f"{major}.{minor}.{patch + 1}"
+    _write_notes(checkout)
     said = []
     commit, sdist, sha256 = release.release(version, date="2030-01-02", root=str(checkout),
                                             outdir=str(tmp_path / "dist"), say=said.append)
