@@ -1,7 +1,7 @@
 #!/bin/bash
 # Every kind of H200 run, one subcommand each. Build here first, carry what the subcommand names,
 # run it there from the repository root; its results land in results/h200/<date>/ (RESULTS=DIR
-# overrides), which results/README.md indexes. The lead runs these; nothing else touches the GPU.
+# overrides), which results/README.md indexes. Only these runs touch the GPU.
 #
 #   bash bench/h200.sh prepare [study]  # HERE: build what the runs below carry (needs nvcc, and rosenna:
 #                                       #   ROSENNA="python -m rosenna" PYTHON=python for a venv): build/gen

@@ -1,4 +1,4 @@
-"""What the tests/test_build_*.py files share: one generated model folder per test session (built by
+"""What the tests/test_build_*.py files share: one generated model folder per test run (built by
 one `rosenna generate`, reused by every consumer build), the reference outputs of onnxruntime, and
 small helpers to run a command and fail with its output.
 
