@@ -158,6 +158,7 @@ def setup(tmp_path_factory):
     corrupt[len(corrupt) // 2] ^= 0x40  # one bit of one weight: only the checksum can tell
     (root / "corrupt.rwt").write_bytes(bytes(corrupt))
     (root / "truncated.rwt").write_bytes(good[:-9])
+    (root / "empty.rwt").write_bytes(b"")  # no bytes by its size: not opened, READ, as _init says
     other = root / "other"  # another model (5 -> 4 hidden units): another plan hash
     mlp(4, hidden=4, path=root / "other.onnx")
     assert main(["generate", str(root / "other.onnx"), "--name", N,
@@ -165,7 +166,7 @@ def setup(tmp_path_factory):
     # (op, file, the status the swap returns, the model in force after it)
     swaps = [("r", "w2", "OK", "w2"), ("m", "w3", "OK", "w3"), ("r", "corrupt", "CHECKSUM", "w3"),
              ("r", str(other / f"{N}.rwt"), "HASH", "w3"), ("m", "truncated", None, "w3"),
-             ("r", "missing", "OPEN", "w3"), ("m", "w1", "OK", "w1")]
+             ("r", "missing", "OPEN", "w3"), ("r", "empty", "READ", "w3"), ("m", "w1", "OK", "w1")]
     args = [str(EVERY), str(root / "w1.rwt")]
     for op, fname, _, _ in swaps:
         path = fname if fname.startswith("/") else str(root / f"{fname}.rwt")
