@@ -29,13 +29,21 @@ def _round(n, m):
     return (n + m - 1) // m * m
 
 
-def _chain_reasons(s, precision="single"):
+def _chain_reasons(s, precision="single", low=None):
+    """Why the chain cannot take a kernel of ``precision`` whose arithmetic is ``low`` ("bf16",
+    "fp16"; None: float32 or float64 throughout)."""
     if s.path == "whole":
         return ["the plan runs over the whole field"]
     if not s.chain:
         return [s.chain.reason]
     if s.plan.precision != precision:
         return [f"{s.plan.precision} precision, not {precision}"]
+    have = getattr(s.plan, "low_precision", None)
+    if have != low:
+        if have:
+            return [f"--precision {have}: it computes float32 activations without the {have} rounding (the "
+                    "per-point kernel rounds them as the host does)"]
+        return [f"{low} only (--precision {low})"]
     return []
 
 
@@ -185,7 +193,43 @@ class Dmma(Implementation):
         return out
 
 
-TENSOR = (TensorChain(), TensorWide(), Dmma())
+#: The 16-bit chain (bf16 / fp16 on mma.sync m16n8k16, float32 accumulators): widest layer (a
+#: 16-row tile's accumulators, 4 floats per n8 tile, and its next A fragments in registers), the
+#: width up to which a warp carries two 16-row tiles, and the dynamic shared memory its fragments
+#: and biases may take (within the 227 KiB an sm_80/sm_90 block may have).
+LOWP_MAX_WIDTH, LOWP_TWO_TILES_WIDTH, LOWP_SMEM_LIMIT = 128, 64, 160 * 1024
+
+
+def _tiles16(n):
+    return (n + 15) // 16
+
+
+def lowp_bytes(layers):
+    """The 16-bit chain's packed B fragments (8 bytes per lane per k16 x n8 tile) and float32
+    biases in bytes (rosenna/emit/cuda/tc_lowp.py's layout)."""
+    return sum(256 * _tiles16(layer.k) * _tiles(layer.n) + 4 * 8 * _tiles(layer.n) for layer in layers)
+
+
+class TensorLow(Implementation):
+    name, priority = "tc-lowp", 30
+    summary = ("bf16/fp16 tensor cores with float32 accumulators (mma.sync m16n8k16), a warp carries its points "
+               "through every layer in registers (CUDA sm_80+)")
+
+    def reasons(self, s, tuning):
+        low = getattr(s.plan, "low_precision", None)
+        if not low:
+            return ["the plan is not low precision (--precision bf16 or fp16)"]
+        out = _chain_reasons(s, "single", low)
+        if out:
+            return out
+        if s.chain.widest > LOWP_MAX_WIDTH:
+            out.append(f"a layer {s.chain.widest} wide, over {LOWP_MAX_WIDTH}")
+        elif lowp_bytes(s.layers) > LOWP_SMEM_LIMIT:
+            out.append(f"{lowp_bytes(s.layers)} bytes of fragments, over {LOWP_SMEM_LIMIT}")
+        return out
+
+
+TENSOR = (TensorLow(), TensorChain(), TensorWide(), Dmma())
 
 
 # -- the per-point routine and the offload body ---------------------------------------------------
@@ -240,7 +284,8 @@ REGISTER_WIDTH = 64
 def offload_warp(plan, chain):
     """Whether the offload body has the warp path: an FP32 chain with a layer wider than
     :data:`REGISTER_WIDTH` that :func:`warp_fits`."""
-    return plan.precision == "single" and chain.widest > REGISTER_WIDTH and warp_fits(chain.layers)
+    return (plan.precision == "single" and not getattr(plan, "low_precision", None) and chain.widest > REGISTER_WIDTH
+            and warp_fits(chain.layers))
 
 
 class OffloadMlp(Implementation):
