@@ -110,6 +110,10 @@ def kernel_source(strategy, stamp, constant_limit=None):
         parts.append("static int ready;")
     acts = []
     if choice.layout or (tensor and choice.layers):
+        # Read by the tensor-core kernel alone (beside the per-point kernel): under its guard.
+        alone = not choice.layout
+        if alone:
+            parts.append(tensor.guard)
         parts.append("\nnamespace {")
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"
@@ -118,6 +122,8 @@ def kernel_source(strategy, stamp, constant_limit=None):
         if choice.layout:
             parts.append(base.library())
         parts.append("}  // namespace\n")
+        if alone:
+            parts.append("#endif")
     parts.append(whole_field.infer_one(plan))
     setup, launch = base.launch(plan, choice)
     parts.append(base.kernel(plan, choice, acts))
