@@ -409,3 +409,21 @@ def test_host_error_is_no_more_than_pytorchs(models, tmp_path):
         assert 100 * np.finfo(np.float32).eps * np.abs(exact).max() < worst < tol.for_output(exact).atol / 3
         np.testing.assert_allclose(ours, _host_model(layers, x, precision), rtol=0,
                                    atol=2 ** (-7 if precision == "bf16" else -10) * np.abs(exact).max())
+
+
+# -- the gate -------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_gate_rows_for_bf16_pass_on_the_host(tmp_path):
+    """gpu-gate --precision bf16 in host fallback: the rows say bf16, pass under the bf16 tolerance,
+    and their error is bf16's (far over float32's tolerance: the gated code rounds)."""
+    import json
+
+    out = tmp_path / "gate"
+    assert cli.main(["gpu-gate", "--host-fallback", "--model", "gemm_big", "--precision", "bf16", "--points", "64",
+                     "--fc", "none", "--weights", "embedded", "--acc-flags", "", "--out", str(out)]) == 0
+    report = json.loads((out / "gate-report.json").read_text())
+    assert report["pass"] and report["precision"] == "bf16"
+    assert {r["weights"] for r in report["rows"]} == {"embedded bf16"}
+    assert all(r["status"] == "PASS" and 1e-4 < r["max_abs_err"] < 2e-2 for r in report["rows"]), report["rows"]
+    assert "generated with --precision bf16" in (out / "gate-report.md").read_text()
