@@ -31,15 +31,8 @@ FORMATS = {
     "bf16": (TensorProto.BFLOAT16, "bfloat16"),
     "fp16": (TensorProto.FLOAT16, "float16"),
 }
-#: The ``sources`` of the Cast nodes this step inserts: the strategy's chain analysis knows them by it.
-ROUNDING = "low-precision rounding"
-
-
-def is_rounding(sources):
-    """Whether a node (or planned op) with these ``sources`` is a rounding this step inserted."""
-    return tuple(sources) == (ROUNDING,)
-
-
+#: The ``sources`` of the Cast nodes this step inserts (defined with the IR: the strategy reads it).
+ROUNDING = ir.LOW_PRECISION_ROUNDING
 def round_to(values, precision):
     """``values`` (float32) rounded to ``precision`` ("bf16" or "fp16"), to nearest, ties to even,
     returned as float32. NaN stays NaN; past the format's largest value is +-inf."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import math
 
 from rosenna import ops
-from rosenna.passes.low_precision import is_rounding
+from rosenna.ir import is_rounding
 from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
 
 #: Activations every MLP kernel applies (narrow FP32, staged FP32, tile, 3xTF32 chain and wide, the
