@@ -69,7 +69,8 @@ def _host_model(layers, x, precision):
 def _torch(layers, x, precision):
     """The model in PyTorch at ``precision`` (weights, activations and every op's result in the type)."""
     t = TORCH_TYPES[precision]
-    acts = {"Tanh": torch.tanh, "Relu": torch.relu, "Swish": torch.nn.functional.silu, None: lambda v: v}
+    acts = {"Tanh": torch.tanh, "Relu": torch.relu, "Sigmoid": torch.sigmoid, "Swish": torch.nn.functional.silu,
+            None: lambda v: v}
     h = torch.tensor(x).to(t)
     for w, b, _, name in layers:
         h = acts[name](torch.nn.functional.linear(h, torch.tensor(w).to(t), torch.tensor(b).to(t)))
