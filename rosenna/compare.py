@@ -6,7 +6,9 @@ An element of ``got`` matches the element of ``want`` at the same index when
     |got - want| <= atol + rtol * |want|
 
 or both are NaN, or ``want`` is +Inf / -Inf and ``got`` is the same infinity. Every element must
-match; the tolerance is keyed on an element type (:data:`TOLERANCE`), or given. verify judges a
+match; the tolerance is keyed on an element type (:data:`TOLERANCE`), or given. The 16-bit builds
+(``--precision bf16`` / ``fp16``, :func:`low_precision_tolerance`) take ``atol`` as a fraction of
+the output's largest ``|want|`` (:attr:`Tolerance.scaled`). verify judges a
 build by the precision it computes in (:data:`PRECISIONS`, :func:`judging_tolerance`): a float32
 build of a float64 model at float32's tolerance, never tighter than the model's own type allows.
 On a mismatch :meth:`Comparison.message` names the output, the worst index, both values and the

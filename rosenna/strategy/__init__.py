@@ -54,7 +54,8 @@ class Strategy:
             widths = " -> ".join([str(self.layers[0].k)] + [str(layer.n) for layer in self.layers])
             acts = ", ".join(layer.act or "linear" for layer in self.layers)
             count = f"{len(self.layers)} layer{'s' if len(self.layers) > 1 else ''}"
-            out.append(f"  MLP chain: {count}, {widths} ({acts})")
+            low = f"; inputs and weights of every layer in {self.chain.low_precision}" if self.chain.low_precision else ""
+            out.append(f"  MLP chain: {count}, {widths} ({acts}){low}")
         for decision in self.parts:
             out += ["  " + line for line in decision.lines()]
         return out

@@ -42,7 +42,7 @@ def _chain_reasons(s, precision="single", low=None):
     if have != low:
         if have:
             return [f"--precision {have}: it computes float32 activations without the {have} rounding (the "
-                    "per-point kernel rounds them as the host does)"]
+                    "plan's loops round them as the host does)"]
         return [f"{low} only (--precision {low})"]
     return []
 
