@@ -28,12 +28,13 @@ TORCH_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 SHAPES = {
     "silu": ([5, 64, 64, 3], ["SiLU", "SiLU", None]),
     "tanh": ([7, 40, 40, 5], ["Tanh", "Tanh", None]),
+    "one": ([40, 3], ["Sigmoid"]),  # no hidden layer; an activation on the output; three k16 tiles of input
 }
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """name -> .onnx path: mlp128 (zoo), the SiLU MLP, an odd-width Tanh MLP."""
+    """name -> .onnx path: mlp128 (zoo), the SiLU MLP, an odd-width Tanh MLP, one Sigmoid layer."""
     folder = tmp_path_factory.mktemp("lowp")
     paths = {"mlp128": str(folder / "mlp128.onnx")}
     zoo.save("mlp128", paths["mlp128"])
@@ -246,7 +247,7 @@ def _emulate(layers, acts, words, x, precision, mt):
     return y
 
 
-@pytest.mark.parametrize("name,precision", [("silu", "bf16"), ("tanh", "fp16"), ("mlp128", "bf16")])
+@pytest.mark.parametrize("name,precision", [("silu", "bf16"), ("tanh", "fp16"), ("mlp128", "bf16"), ("one", "fp16")])
 def test_emulated_kernel_computes_the_hosts_rounding(models, name, precision):
     plan, layers = _layers(models[name], precision)
     mt = tc_lowp.points_per_warp(layers, plan.tuned) // 16
@@ -264,8 +265,8 @@ def test_emulated_kernel_computes_the_hosts_rounding(models, name, precision):
     assert np.mean(np.abs(got - want) <= 1e-6 * scale) > 0.8
     # The emulation can fail: b0 and b1 swapped (rows k+8.. for k..) break it.
     broken = words.copy()
-    frags, _, _ = tc_lowp.offsets(layers)
-    end = frags[1] if len(layers) > 1 else frags[0]
+    frags, biases, _ = tc_lowp.offsets(layers)
+    end = frags[1] if len(layers) > 1 else biases[0]
     pairs = broken[frags[0]:end].reshape(-1, 2)
     broken[frags[0]:end] = pairs[:, ::-1].reshape(-1)
     assert not np.allclose(_emulate(layers, acts, broken, x, precision, mt), want, atol=1e-2 * scale)
