@@ -429,3 +429,11 @@ def test_gate_rows_for_bf16_pass_on_the_host(tmp_path):
     assert {r["weights"] for r in report["rows"]} == {"embedded bf16"}
     assert all(r["status"] == "PASS" and 1e-4 < r["max_abs_err"] < 2e-2 for r in report["rows"]), report["rows"]
     assert "generated with --precision bf16" in (out / "gate-report.md").read_text()
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_verify_reports_the_precision_and_its_tolerance(models, capsys):
+    assert cli.main(["verify", models["silu"], "--precision", "fp16", "--lang", "c", "--entry", "infer_batch"]) == 0
+    out = capsys.readouterr().out
+    assert "precision fp16" in out and "float16's: eps 0.000976562 x 3 dense layer(s)" in out
+    assert "*max|want|" in out and out.rstrip().endswith("PASS")
