@@ -106,14 +106,13 @@ def test_every_fits_answers_and_every_file_renders(swept):
 
 def test_the_strategys_footprints_are_the_layouts_the_emitters_build(swept):
     """The sizes a choice depends on, computed in rosenna/strategy/mlp, against the emitters' layouts."""
-    assert (mlp.TILED_POINTS, mlp.TILED_THREADS) == (tiled.WIDE_POINTS, tiled.WIDE_THREADS)
-    assert (mlp.WIDE_MAX_WIDTH, mlp.WIDE_MAX_OUT) == (tc_wide.WIDE_MAX_WIDTH, tc_wide.WIDE_MAX_OUT)
+    assert mlp.WIDE_MAX_OUT == tc_wide.WIDE_MAX_OUT
     for name, (_, _, plan, s) in swept.items():
         if not s.layers:
             continue
         assert mlp.chain_bytes(s.layers) == tc_chain.chain_bytes(s.layers), name
         if s.chain.hidden:
-            assert mlp.tiled_smem(s.layers) == tiled.smem(s.layers), name
+            assert mlp.tiled_smem(s.layers, s.tuning) == tiled.smem(s.layers, s.tuning), name
 
 
 def _verified(item):
