@@ -12,9 +12,9 @@ kernel is emitted, and which convs run as implicit GEMMs or shared-memory tiles
 rosenna/emit/cuda/whole_field.py and its helpers only render it.
 """
 
+import types
 from dataclasses import dataclass
 
-from rosenna.parallel import launch_groups
 from rosenna.strategy.field import convs as _convs
 from rosenna.strategy.field import epilogue as _epilogue
 from rosenna.strategy.field.fusion import Schedule, schedule
@@ -68,7 +68,8 @@ class Field:
         widest: threads per sample of the persistent form's widest phase.
         igemm: ``{phase: GemmConv}`` of the launched phases run as implicit GEMMs (per call, from
             its ``min_samples``).
-        tiles: ``{form: {phase: TiledConv}}``: the phases of each form run as shared-memory tiles.
+        tiles: ``{form: {phase: TiledConv}}``: the phases of each form run as shared-memory tiles
+            (read-only mappings, as ``igemm``).
         decisions: the :class:`Decision` of each part, for `rosenna info`.
     """
 
@@ -80,8 +81,8 @@ class Field:
     scratch: tuple
     samples: int
     widest: int
-    igemm: dict
-    tiles: dict
+    igemm: types.MappingProxyType
+    tiles: types.MappingProxyType
     decisions: tuple
 
     def lines(self):
@@ -121,7 +122,8 @@ def schedules(plan):
     made = {}
     fused = [form in _epilogue.forms(plan.tuned) for form in _epilogue.ALL_FORMS]
     for each in fused:
-        made.setdefault(each, schedule(plan, epilogues=each))
+        if each not in made:
+            made[each] = schedule(plan, epilogues=each)
     return tuple(made[each] for each in fused)
 
 
@@ -140,7 +142,8 @@ def decide(plan, tuning):
     tiles = {form: _convs.choose_tiles(f, form, "" if f is launched else form[0]) for form, f in forms.items()}
     if "cluster" in tiles and own:
         tiles["cluster"] = {}  # (the tile functions use the other forms' arrays)
-    igemm = _convs.choose_igemm(launched)
+    igemm = types.MappingProxyType(_convs.choose_igemm(launched))
+    tiles = types.MappingProxyType({form: types.MappingProxyType(chosen) for form, chosen in tiles.items()})
     widest = max(launch.threads for launch in persistent.phases)
     decisions = (_schedule_decision(plan, launched, persistent, cluster, samples, scratch),
                  _forms_decision(cluster, few, refusal, widest, tuning))
@@ -150,7 +153,7 @@ def decide(plan, tuning):
 
 
 def _schedule_decision(plan, launched, persistent, cluster, samples, scratch):
-    ops = len(launch_groups(plan))
+    ops = launched.unfused
     values = [("phases_per_op", ops), ("phases_launched", len(launched.phases)),
               ("phases_persistent", len(persistent.phases)), ("phases_cluster", len(cluster.phases)),
               ("computed_where_read", len(launched.values)), ("samples_per_step", samples),

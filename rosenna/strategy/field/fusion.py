@@ -49,11 +49,13 @@ class Schedule:
             computed in place has storage ``(INLINE, "value<k>", 0)``).
         phases: the :class:`rosenna.parallel.Launch` kept, in order.
         values: ``(identifier, Launch)`` of each phase computed in place, in order.
+        unfused: the phases before any was fused or computed in place (one per op, in practice).
     """
 
     plan: object
     phases: tuple
     values: tuple = ()
+    unfused: int = 0
 
     INLINE = INLINE
 
@@ -73,6 +75,7 @@ def schedule(plan, max_loads=None, decode=None, epilogues=None):
     max_loads = plan.tuned.field_inline_loads if max_loads is None else max_loads
     decode = plan.tuned.field_decode if decode is None else decode
     groups = launch_groups(plan)
+    unfused = len(groups)
     version = _versions(plan, groups)
     epilogues = "launches" in epilogue.forms(plan.tuned) if epilogues is None else epilogues
     fewer = groups
@@ -81,7 +84,7 @@ def schedule(plan, max_loads=None, decode=None, epilogues=None):
     if len(fewer) < len(groups):
         plan, groups = _storage(plan, fewer, version, {}), fewer
     if version is None or not max_loads:
-        return Schedule(plan, tuple(groups))
+        return Schedule(plan, tuple(groups), (), unfused)
     stored_by = {}
     for k, launch in enumerate(groups):
         for m in launch.members:
@@ -104,7 +107,7 @@ def schedule(plan, max_loads=None, decode=None, epilogues=None):
             values.append(inline[target])
         else:
             kept.append(launch)
-    return Schedule(_storage(plan, kept, version, inline), tuple(kept), tuple(values))
+    return Schedule(_storage(plan, kept, version, inline), tuple(kept), tuple(values), unfused)
 
 
 def _exact(later, launch, target, version):
