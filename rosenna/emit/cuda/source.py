@@ -124,7 +124,7 @@ def kernel_source(strategy, stamp, constant_limit=None):
         parts.append("}  // namespace\n")
         if alone:
             parts.append("#endif")
-    parts.append(whole_field.infer_one(plan))
+    parts.append(whole_field.infer_one(strategy))
     setup, launch = base.launch(plan, choice)
     parts.append(base.kernel(plan, choice, acts))
     if tensor:
@@ -201,7 +201,7 @@ def _upload(plan, choice):
     if choice.tensor:
         tc_pack = choice.tensor.upload(plan, choice)
         tc_helper = choice.tensor.upload_helper(tc_pack)
-    igemm_helper, igemm_pack = conv_igemm.upload(plan, helper=not choice.tensor)
+    igemm_helper, igemm_pack = conv_igemm.upload(plan, choice.strategy.field, helper=not choice.tensor)
     return f"""#include <stdlib.h>
 {tc_helper}{igemm_helper}
 /* In <name>_device.o (lib{n}_device.a) when the program links it: a weak reference, so that a

@@ -49,8 +49,6 @@ def _chain_reasons(s, precision="single", low=None):
 
 # -- the FP32 batched kernels ---------------------------------------------------------------------
 
-#: The tiled kernel's block: points and threads per block (rosenna/data/rosenna_tile.cuh).
-TILED_POINTS, TILED_THREADS = 64, 128
 #: The staged kernel: hidden layers padded to this width, outputs at most STAGED_MAX_OUT.
 STAGED_WIDTH, STAGED_MAX_OUT = 128, 8
 
@@ -60,17 +58,18 @@ def is_wide(layers, tuning):
     return max((layer.n for layer in layers[:-1]), default=0) >= tuning.wide_layer
 
 
-def tiled_smem(layers):
+def tiled_smem(layers, tuning):
     """Dynamic shared memory per block of the tiled kernel (bytes): one activation buffer when
     every hidden layer's 8x8 tiles fit one per thread, else two."""
-    inplace = all((TILED_POINTS // 8) * (_round(layer.n, 8) // 8) <= TILED_THREADS for layer in layers[:-1])
+    points, threads = tuning.tiled_points, tuning.tiled_threads
+    inplace = all((points // 8) * (_round(layer.n, 8) // 8) <= threads for layer in layers[:-1])
     rows = max([layers[0].k] + [_round(layer.n, 8) for layer in layers[:-1]])
-    return (1 if inplace else 2) * rows * (TILED_POINTS + 4) * 4
+    return (1 if inplace else 2) * rows * (points + 4) * 4
 
 
 def takes_shared(layers, tuning):
     """A wide chain whose activations fit the shared memory a tiled block may have."""
-    return bool(layers) and is_wide(layers, tuning) and tiled_smem(layers) <= tuning.tiled_smem_limit
+    return bool(layers) and is_wide(layers, tuning) and tiled_smem(layers, tuning) <= tuning.tiled_smem_limit
 
 
 class Narrow(Implementation):
@@ -117,8 +116,8 @@ class Tiled(Implementation):
             return out
         if not is_wide(s.layers, tuning):
             return [f"no hidden layer at least wide_layer {tuning.wide_layer} wide"]
-        if tiled_smem(s.layers) > tuning.tiled_smem_limit:
-            return [f"{tiled_smem(s.layers)} bytes of shared memory, over tiled_smem_limit {tuning.tiled_smem_limit}"]
+        if tiled_smem(s.layers, tuning) > tuning.tiled_smem_limit:
+            return [f"{tiled_smem(s.layers, tuning)} bytes of shared memory, over tiled_smem_limit {tuning.tiled_smem_limit}"]
         return []
 
 
@@ -275,16 +274,11 @@ class RoutinePoint(Implementation):
 ROUTINE = (RoutineDmma(), RoutineMlp(), RoutinePoint())
 
 
-#: Layers at most this wide keep inputs and outputs in registers in the one-thread bodies (the CUDA
-#: routine's and the offload body's); a wider one accumulates its outputs in registers and reads its
-#: inputs from a local array.
-REGISTER_WIDTH = 64
-
-
 def offload_warp(plan, chain):
-    """Whether the offload body has the warp path: an FP32 chain with a layer wider than
-    :data:`REGISTER_WIDTH` that :func:`warp_fits`."""
-    return (plan.precision == "single" and not getattr(plan, "low_precision", None) and chain.widest > REGISTER_WIDTH
+    """Whether the offload body has the warp path: an FP32 chain (not ``--precision bf16`` / ``fp16``)
+    with a layer wider than the tuning's ``offload_register_width`` that :func:`warp_fits`."""
+    return (plan.precision == "single" and not getattr(plan, "low_precision", None)
+            and chain.widest > plan.tuned.offload_register_width
             and warp_fits(chain.layers))
 
 
