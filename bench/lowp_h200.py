@@ -42,9 +42,9 @@ VARIANTS = (
     ("fp32", None, ()),
     ("bf16", "bf16", ()),
     ("bf16 warps=4", "bf16", ("lowp_warps=4",)),
-    ("bf16 one tile", "bf16", ("lowp_two_tiles_width=0",)),
+    ("bf16 two tiles", "bf16", ("lowp_two_tiles_width=64",)),
     ("fp16", "fp16", ()),
-    ("fp16 one tile", "fp16", ("lowp_two_tiles_width=0",)),
+    ("fp16 two tiles", "fp16", ("lowp_two_tiles_width=64",)),
 )
 
 

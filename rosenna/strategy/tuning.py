@@ -247,12 +247,14 @@ class Tuning:
         "memory once per block (a persistent grid); larger ones are read as 16-byte __ldg loads.")
     lowp_warps: int = _knob(
         8, "Warps per block of the bf16/fp16 tensor-core chain (--precision bf16 / fp16; a persistent grid, "
-        "each block copies the 16-bit fragments to shared memory once). Not yet timed against other sizes: "
-        "bench/lowp_h200.sh varies it.", minimum=1, maximum=32)
+        "each block copies the 16-bit fragments to shared memory once). 8 and 4 within 1.5 % on an H100 "
+        "(results/measurement-log.md, \"Low precision on the GPU\").", minimum=1, maximum=32)
     lowp_two_tiles_width: int = _knob(
-        64, "Widest layer for which a warp of the bf16/fp16 chain carries two 16-row tiles (32 points; each "
+        0, "Widest layer for which a warp of the bf16/fp16 chain carries two 16-row tiles (32 points; each "
         "B fragment read from shared memory then feeds two MMAs); beyond it one (16 points). At most 64 "
-        "(registers). Not yet timed: bench/lowp_h200.sh varies it.", minimum=0, maximum=64)
+        "(registers). 0, one tile always: two tiles were 1.6x slower on the 5-64-64-3 SiLU MLP and level "
+        "on mlp128 on an H100 (results/measurement-log.md, \"Low precision on the GPU\").",
+        minimum=0, maximum=64)
     chain_two_tiles_width: int = _knob(
         48, "Widest layer for which a warp of the 3xTF32 register chain carries two 16-row tiles (32 points); "
         "beyond it one. H200, results/measurement-log.md, \"The tensor-core tolerance study\", a 5-64-64-3 SiLU MLP: two tiles "
