@@ -2,7 +2,7 @@
 
 Two models: mlp128 (rosenna.zoo, 16-128x3-8 ReLU) and a 5-64-64-3 SiLU MLP. Each is generated in
 float32 (the FP32 / 3xTF32 kernels), bf16 and fp16, and the 16-bit ones also with the tuning
-varied (``lowp_warps``, ``lowp_two_tiles_width``). On the GPU machine the generated kernel files
+varied (``lowp_warps``, ``lowp_two_tiles_width``, ``lowp_sigmoid``). On the GPU machine the generated kernel files
 are built as shared libraries and loaded into the one Python process that also runs PyTorch: each
 ``<name>_infer_batch(n, x, y, stream)`` and each PyTorch model (eager in float32, bfloat16 and
 float16, and ``torch.compile`` in bfloat16 and float16) is timed on the same device arrays with
@@ -43,8 +43,11 @@ VARIANTS = (
     ("bf16", "bf16", ()),
     ("bf16 warps=4", "bf16", ("lowp_warps=4",)),
     ("bf16 two tiles", "bf16", ("lowp_two_tiles_width=64",)),
+    ("bf16 exact sigmoid", "bf16", ("lowp_sigmoid=exact",)),
+    ("bf16 tanh sigmoid", "bf16", ("lowp_sigmoid=tanh",)),
     ("fp16", "fp16", ()),
     ("fp16 two tiles", "fp16", ("lowp_two_tiles_width=64",)),
+    ("fp16 exact sigmoid", "fp16", ("lowp_sigmoid=exact",)),
 )
 
 
@@ -105,7 +108,7 @@ def prepare(out):
                  **{f"w{i}": w for i, (w, _) in enumerate(layers)}, **{f"b{i}": b for i, (_, b) in enumerate(layers)})
         entries = []
         for label, precision, tune in VARIANTS:
-            name = f"{model}_{label.replace(' ', '_').replace('=', '')}"
+            name = f"{model}_{label.replace(', ', '_').replace(' ', '_').replace('=', '')}"
             d = os.path.join(out, name)
             tuning = Tuning().parse_overrides(list(tune))
             plan, _ = generate(path, d, Options(lang="c", name=name, precision=precision, embed=True, tuning=tuning))

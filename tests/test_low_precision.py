@@ -21,7 +21,7 @@ from rosenna.emit.cuda import tc_lowp
 from rosenna.errors import UsageError
 from rosenna.generate import Options, build_plan, generate
 from rosenna.passes.low_precision import round_to
-from rosenna.strategy import analyse, decide
+from rosenna.strategy import Tuning, analyse, decide
 
 torch = pytest.importorskip("torch")
 
@@ -277,6 +277,51 @@ def test_emulated_kernel_computes_the_hosts_rounding(models, name, precision):
     assert not np.allclose(_emulate(layers, acts, broken, x, precision, mt), want, atol=1e-2 * scale)
 
 
+def _fast_form(act, name, form, rng):
+    """The kernel's fast Sigmoid / SiLU (rosenna_lowp.cuh) as far as the host can know it: the exact
+    value off by the error bound docs/low-precision.md derives, with a random sign per value, so
+    every value sits at the bound's edge. ex2: relative |v| 2^-24 + 2^-21 (the argument's float32
+    rounding through ex2.approx, ex2's and rcp's own errors); tanh: the sigmoid's absolute 2^-17
+    (tanh.approx's relative 1.12e-5, halved), times |v| for SiLU."""
+    def approx(v):
+        sign = rng.choice([-1.0, 1.0], size=np.shape(v))
+        if form == "ex2":
+            return act(v) * (1 + sign * (np.abs(v) * 2.0 ** -24 + 2.0 ** -21))
+        return act(v) + sign * 0.56e-5 * (np.abs(v) if name == "Swish" else 1.0)
+    return approx
+
+
+@pytest.mark.parametrize("name,precision,form", [("silu", "bf16", "ex2"), ("silu", "fp16", "ex2"), ("one", "fp16", "ex2"),
+                                                 ("silu", "bf16", "tanh"), ("silu", "fp16", "tanh")])
+def test_fast_sigmoid_stays_within_the_rounding_and_pytorchs_error(models, name, precision, form):
+    """The fast Sigmoid / SiLU (the tuning's lowp_sigmoid: ex2 by default, tanh opt-in) differs from
+    the host's expf and division, so the kernel no longer computes the host's rounding bit for bit:
+    a hidden value near a rounding boundary of the type may land on the other side. Emulated lane by
+    lane with the approximation at its error bound, the result stays within the emulation's bound of
+    one unit in the type's last place per hidden value, and its error against float64 within
+    PyTorch's at that precision."""
+    _, plan = build_plan(models[name], Options(lang="c", precision=precision, tuning=Tuning(lowp_sigmoid=form)))
+    layers = analyse(plan).layers
+    fast = tc_lowp.fast(layers, plan.tuned)
+    assert any(fast) and not any(tc_lowp.fast(layers, replace(plan.tuned, lowp_sigmoid="exact")))
+    rng = np.random.default_rng(6)
+    acts = [activation(layer.act, layer.attrs) for layer in layers]
+    kernel_acts = [_fast_form(act, layer.act, form, rng) if f else act for layer, act, f in zip(layers, acts, fast)]
+    mt = tc_lowp.points_per_warp(layers, plan.tuned) // 16
+    words = tc_lowp.packed(layers, precision)
+    x = rng.uniform(-3, 3, size=(16 * mt, plan.nx)).astype(np.float32)
+    got = _emulate(layers, kernel_acts, words, x, precision, mt)
+    want = _host_model([(layer.w, layer.b, act, layer.act) for layer, act in zip(layers, acts)], x, precision)
+    scale = np.abs(want).max()
+    ulp = 2.0 ** -8 if precision == "bf16" else 2.0 ** -11
+    assert np.abs(got - want).max() <= 4 * ulp * scale, np.abs(got - want).max()
+    assert np.abs(got - want).max() > 0  # the approximation does move values across boundaries
+    float_layers = _float_layers(models[name])
+    exact = _exact(float_layers, x)
+    l2 = lambda v: np.linalg.norm(v - exact) / np.linalg.norm(exact)  # noqa: E731
+    assert l2(got) <= l2(_torch(float_layers, x, precision)), (l2(got), l2(_torch(float_layers, x, precision)))
+
+
 def _nvcc():
     return shutil.which("nvcc")
 
@@ -352,7 +397,10 @@ def test_kernel_file_compiles_for_sm_80_and_sm_90_without_spills(models, tmp_pat
         assert report and report.group(1) == arch, err[-2000:]
         assert "0 bytes spill stores" in report.group(2) and int(report.group(3)) <= 255
         kind = "bf16.bf16" if precision == "bf16" else "f16.f16"
-        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.f32" in (tmp_path / precision / "silu_kernel.cu").read_text()
+        source = (tmp_path / precision / "silu_kernel.cu").read_text()
+        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.f32" in source
+        # The fast SiLU (lowp_sigmoid=ex2) in both hidden layers, and no act<i> left unused (-Werror).
+        assert source.count("rosenna_lowp_silu, 1>(") == 2
 
 
 @pytest.mark.skipif(shutil.which("hipcc") is None, reason="needs hipcc")

@@ -96,3 +96,40 @@ __device__ __forceinline__ void rosenna_lowp_layer(const uint2 *F, const float *
             }
         }
 }
+
+/* Sigmoid and SiLU (Swish) without a division or expf (the tuning's lowp_sigmoid; docs/low-precision.md,
+   "The narrow chain"). ex2: 2^(-v log2 e) by ex2.approx, 1 / (1 + that) by rcp.approx, both flushing
+   subnormals: two MUFU and three other instructions and no branch, where expf and the IEEE division
+   cost about twenty and a slow-path call that keeps nvcc from overlapping one value's work with the
+   next. Relative error under |v| 2^-24 (v * log2 e rounded, through the exponential) + 2^-21 (ex2's
+   and rcp's own): far under the bf16 (2^-9) and fp16 (2^-12) rounding that follows. Very negative v:
+   2^(large) is +inf, rcp(inf) 0, the results -0 and 0, as the exact forms give there; NaN stays NaN.
+   tanh: 0.5 + 0.5 tanh.approx(v / 2), one MUFU; tanh.approx's relative error is about 1.1e-5, so the
+   sigmoid's absolute error is under 2^-17 (large relative errors where the sigmoid is tiny). */
+__device__ __forceinline__ float rosenna_lowp_sigmoid(float v)
+{
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return r;
+}
+
+__device__ __forceinline__ float rosenna_lowp_silu(float v)
+{
+    return v * rosenna_lowp_sigmoid(v);
+}
+
+__device__ __forceinline__ float rosenna_lowp_sigmoid_tanh(float v)
+{
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.5f * v));
+    return fmaf(0.5f, t, 0.5f);
+}
+
+__device__ __forceinline__ float rosenna_lowp_silu_tanh(float v)
+{
+    const float h = 0.5f * v;
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+    return fmaf(h, t, h);
+}

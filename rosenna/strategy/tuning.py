@@ -255,6 +255,14 @@ class Tuning:
         "(registers). 0, one tile always: two tiles were 1.6x slower on the 5-64-64-3 SiLU MLP and level "
         "on mlp128 on an H100 (results/measurement-log.md, \"Low precision on the GPU\").",
         minimum=0, maximum=64)
+    lowp_sigmoid: str = _knob(
+        "ex2", "How the bf16/fp16 chain computes Sigmoid and SiLU (Swish) layers. ex2: ex2.approx and rcp.approx "
+        "(rosenna_lowp_sigmoid: two MUFU and three other instructions, no branch; relative error under "
+        "|v| 2^-24 + 2^-21, far under the 16-bit rounding that follows). tanh: 0.5 + 0.5 tanh.approx(v/2) (one "
+        "MUFU; absolute error of the sigmoid under 2^-17, so large relative errors where it is tiny: opt-in). "
+        "exact: the host's expf and IEEE division, whose slow-path call per value serialised the 5-64-64-3 "
+        "SiLU MLP's activations (3.3x the instructions of ex2; docs/low-precision.md, \"The narrow chain\").",
+        choices=("ex2", "tanh", "exact"))
     chain_two_tiles_width: int = _knob(
         48, "Widest layer for which a warp of the 3xTF32 register chain carries two 16-row tiles (32 points); "
         "beyond it one. H200, results/measurement-log.md, \"The tensor-core tolerance study\", a 5-64-64-3 SiLU MLP: two tiles "

@@ -28,6 +28,11 @@ class Kind:
         """The kernel's source (``acts``: per MLP layer the name of its activation function)."""
         return ""
 
+    def own_activations(self, plan, choice):
+        """Per MLP layer whether the kernel computes its activation with a function of its own
+        instead of ``act<i>`` (which then is not written where no other kernel calls it)."""
+        return [False] * len(choice.layers)
+
     def arrays(self, plan, choice):
         """A tensor-core kind's packed copy in the kernel file (``<name>_tc_packed``), under its
         guard: 3xTF32 B fragments (floats) unless the kind says otherwise."""

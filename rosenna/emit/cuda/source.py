@@ -115,9 +115,11 @@ def kernel_source(strategy, stamp, constant_limit=None):
         if alone:
             parts.append(tensor.guard)
         parts.append("\nnamespace {")
+        own = tensor.own_activations(plan, choice) if tensor else [False] * len(choice.layers)
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"
-            parts.append(activation_fn(name, layer, renderer))
+            if choice.layout or not own[li]:
+                parts.append(activation_fn(name, layer, renderer))
             acts.append(name)
         if choice.layout:
             parts.append(base.library())

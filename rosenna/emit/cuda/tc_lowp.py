@@ -145,10 +145,30 @@ static unsigned rosenna_host_{precision}(float v)
 """
 
 
+#: Fused activations the chain computes with a function of rosenna_lowp.cuh under the tuning's
+#: ``lowp_sigmoid`` (ex2 or tanh: ex2.approx and rcp.approx, or tanh.approx; no expf, no IEEE
+#: division and its slow path), by the tuning's choice.
+FAST_FORMS = {"Sigmoid": "rosenna_lowp_sigmoid", "Swish": "rosenna_lowp_silu"}
+
+
+def fast(layers, tuning):
+    """Per layer whether its activation is one of :data:`FAST_FORMS` (alone: no epilogue, no
+    attributes) and the tuning's ``lowp_sigmoid`` takes a fast form."""
+    return [tuning.lowp_sigmoid != "exact" and layer.act in FAST_FORMS and not layer.epilogue and not layer.attrs
+            for layer in layers]
+
+
+def fast_acts(layers, acts, tuning):
+    """``acts`` with each layer :func:`fast` names renamed to its fast form (``<form>_tanh`` for tanh)."""
+    tail = "_tanh" if tuning.lowp_sigmoid == "tanh" else ""
+    return [FAST_FORMS[layer.act] + tail if f else act for layer, act, f in zip(layers, acts, fast(layers, tuning))]
+
+
 def kernel(plan, layers, acts, precision):
     """``<name>_tc_kernel`` (its body only where the device code is compiled for sm_80 or later)
     and ``<name>_tc_usable``."""
     n, ctype = plan.name, TYPES[precision][0]
+    acts = fast_acts(layers, acts, plan.tuned)
     frags, biases, size = offsets(layers)
     warps = plan.tuned.lowp_warps
     threads = 32 * warps
@@ -285,6 +305,9 @@ class LowChain(Kind):
 
     def launch(self, plan, choice):
         return self.guard + "\n" + launch(plan, choice.layers) + "#endif\n"
+
+    def own_activations(self, plan, choice):
+        return fast(choice.layers, plan.tuned)
 
     def arrays(self, plan, choice):
         tc = choice.tensor_layout
