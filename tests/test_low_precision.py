@@ -31,6 +31,7 @@ SHAPES = {
     "silu": ([5, 64, 64, 3], ["SiLU", "SiLU", None]),
     "tanh": ([7, 40, 40, 5], ["Tanh", "Tanh", None]),
     "one": ([40, 3], ["Sigmoid"]),  # no hidden layer; an activation on the output; three k16 tiles of input
+    "mix": ([6, 24, 24, 2], ["Tanh", "SiLU", "Sigmoid"]),  # exact and fast forms side by side
 }
 
 
@@ -376,8 +377,10 @@ static void pack{k}(void)
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
 def test_kernel_file_compiles_for_sm_80_and_sm_90_without_spills(models, tmp_path):
-    """File-loaded kernel files, warnings as errors, the three compiles at once: bf16 whole (host
-    side too) for sm_90 and its device code for sm_80, fp16 whole for sm_80; ptxas reports no spill."""
+    """File-loaded kernel files, warnings as errors, the four compiles at once: bf16 whole (host
+    side too) for sm_90 and its device code for sm_80, fp16 whole for sm_80, and a Tanh-SiLU-Sigmoid
+    chain under lowp_sigmoid=tanh for sm_90 (no act<i> left unused beside the fast forms); ptxas
+    reports no spill."""
     import re
 
     jobs = []
@@ -388,14 +391,25 @@ def test_kernel_file_compiles_for_sm_80_and_sm_90_without_spills(models, tmp_pat
         out = ["-c", "-o", str(folder / "k.o")] if whole else ["-cubin", "-o", str(folder / "k.cubin")]
         cmd = [_nvcc(), "-std=c++17", "-O3", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", "-Xptxas", "-v",
                f"-arch=sm_{arch}", "-I", str(folder), str(folder / "silu_kernel.cu"), *out]
-        jobs.append((precision, arch, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-    for precision, arch, job in jobs:
+        jobs.append(("silu", precision, arch, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                               text=True)))
+    mix = tmp_path / "mix"
+    generate(models["mix"], str(mix), Options(lang="c", precision="bf16", embed=False, tuning=Tuning(lowp_sigmoid="tanh")))
+    source = (mix / "mix_kernel.cu").read_text()
+    assert "bfloat16, 1, 3, act0, 1>(" in source and "rosenna_lowp_silu_tanh, 1>(" in source
+    assert source.count("= rosenna_lowp_sigmoid_tanh(acc[mi][nt]") == 4
+    cmd = [_nvcc(), "-std=c++17", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", "-arch=sm_90", "-I", str(mix),
+           str(mix / "mix_kernel.cu"), "-cubin", "-o", str(mix / "k.cubin")]
+    jobs.append(("mix", "bf16", "90", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    for name, precision, arch, job in jobs:
         _, err = job.communicate()
         assert job.returncode == 0, err[-3000:]
-        report = re.search(r"Compiling entry function '\w*silu_tc_kernel\w*' for 'sm_(\d+)'\n.*?\n\s*(.*?)\n.*?Used "
+        report = re.search(rf"Compiling entry function '\w*{name}_tc_kernel\w*' for 'sm_(\d+)'\n.*?\n\s*(.*?)\n.*?Used "
                            r"(\d+) registers", err)
         assert report and report.group(1) == arch, err[-2000:]
         assert "0 bytes spill stores" in report.group(2) and int(report.group(3)) <= 255
+        if name == "mix":
+            continue
         kind = "bf16.bf16" if precision == "bf16" else "f16.f16"
         source = (tmp_path / precision / "silu_kernel.cu").read_text()
         assert f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.f32" in source
