@@ -106,6 +106,36 @@ def _tree_node(modes, tracks=None, aggregate="SUM", targets=1, base=None, leaf_e
     return model, [x]
 
 
+def _membership(tracks):
+    """A TreeEnsemble (ai.onnx.ml opset 5) of two trees mixing BRANCH_MEMBER (sets with a negative
+    member, a zero, one member, unsorted) with BRANCH_LEQ and BRANCH_GT, fed members, other
+    integers and NaN; ``tracks``: nodes_missing_value_tracks_true of the member nodes."""
+    # tree 0: n0 x0 in {3, -1.5, 0} ? n1 : n2;  n1 x1 <= 0.5 ? L0 : L1;  n2 x2 in {7} ? L2 : L3
+    # tree 1: n3 x1 > 0.25 ? n4 : L5;  n4 x0 in {2, 3, 5, 11} ? L4 : L5
+    member = np.array([3, -1, 0, np.nan, 7, np.nan, 2, 3, 5, 11, np.nan], np.float32)
+    attrs = dict(nodes_featureids=[0, 1, 2, 1, 0], nodes_modes=numpy_helper.from_array(np.array([6, 0, 6, 3, 6], np.uint8)),
+                 nodes_splits=numpy_helper.from_array(np.array([0, 0.5, 0, 0.25, 0], np.float32)),
+                 nodes_truenodeids=[1, 0, 2, 4, 4], nodes_trueleafs=[0, 1, 1, 0, 1],
+                 nodes_falsenodeids=[2, 1, 3, 5, 5], nodes_falseleafs=[0, 1, 1, 1, 1],
+                 nodes_missing_value_tracks_true=[tracks, 0, tracks, 0, 0],
+                 membership_values=numpy_helper.from_array(member), tree_roots=[0, 3],
+                 leaf_targetids=[0, 0, 0, 0, 0, 0],
+                 leaf_weights=numpy_helper.from_array(np.array([1, 2, 4, 8, 16, 32], np.float32)),
+                 n_targets=1, aggregate_function=1, post_transform=0)
+    node = helper.make_node("TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "member", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 5)])
+    model.ir_version = 9
+    # category codes, as set-membership splits are used: onnxruntime takes integer members only,
+    # and for a feature between integers its answer depends on the set (docs/model-families.md)
+    picks = np.array([3, -1, 0, 7, 2, 5, 11, 1, 4, -2, -0.0, np.nan], np.float32)
+    x = RNG.choice(picks, size=(ROWS, 3)).astype(np.float32)
+    x[:, 1] = RNG.normal(size=ROWS).astype(np.float32)
+    x[0, 1] = np.nan
+    return model, [x]
+
+
 def _single(op, attrs, in_shapes, out_shape, feeds, out_type=TensorProto.FLOAT, consts=None):
     names = [f"x{i}" for i in range(len(in_shapes))]
     consts = consts or {}
@@ -181,6 +211,8 @@ MODELS = {
     "logistic_3": lambda: (convert(fitted(LogisticRegression(), y=LABELS3)), [inputs()]),
     "trees_leq_nan_tracks": lambda: _tree_node(["BRANCH_LEQ"] * 3, tracks=[1, 0, 0, 0, 0, 1, 0, 0, 0]),
     "trees_lt_gt_gte": lambda: _tree_node(["BRANCH_LT", "BRANCH_GT", "BRANCH_GTE"], tracks=[0, 1, 0, 0, 0, 0, 0, 0, 0]),
+    "trees_member": lambda: _membership(0),
+    "trees_member_nan_tracks": lambda: _membership(1),
     "trees_eq": lambda: _tree_node(["BRANCH_EQ"] * 3),
     "trees_neq": lambda: _tree_node(["BRANCH_NEQ"] * 3),
     "trees_average_base": lambda: _tree_node(["BRANCH_LEQ"] * 3, aggregate="AVERAGE", base=[0.5]),
