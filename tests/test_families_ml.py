@@ -106,6 +106,23 @@ def _tree_node(modes, tracks=None, aggregate="SUM", targets=1, base=None, leaf_e
     return model, [x]
 
 
+def _probit(built, opset=3):
+    """The ensemble with post_transform PROBIT and its leaf values scaled into (0, 1)."""
+    proto, feeds = built
+    node = proto.graph.node[0]
+    for attr in node.attribute:
+        if attr.name == "post_transform":
+            node.attribute.remove(attr)
+            break
+    node.attribute.append(helper.make_attribute("post_transform", "PROBIT" if opset == 3 else 4))
+    for attr in node.attribute:
+        if attr.name == "target_weights":
+            attr.floats[:] = [0.01 * v for v in attr.floats]
+        if attr.name == "leaf_weights":
+            attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t) / 70, "leaf_weights"))
+    return proto, feeds
+
+
 def _membership(tracks):
     """A TreeEnsemble (ai.onnx.ml opset 5) of two trees mixing BRANCH_MEMBER (sets with a negative
     member, a zero, one member, unsorted) with BRANCH_LEQ and BRANCH_GT, fed members, other
@@ -211,6 +228,8 @@ MODELS = {
     "logistic_3": lambda: (convert(fitted(LogisticRegression(), y=LABELS3)), [inputs()]),
     "trees_leq_nan_tracks": lambda: _tree_node(["BRANCH_LEQ"] * 3, tracks=[1, 0, 0, 0, 0, 1, 0, 0, 0]),
     "trees_lt_gt_gte": lambda: _tree_node(["BRANCH_LT", "BRANCH_GT", "BRANCH_GTE"], tracks=[0, 1, 0, 0, 0, 0, 0, 0, 0]),
+    "trees_probit": lambda: _probit(_tree_node(["BRANCH_LEQ"] * 3, targets=2, base=[0.5, 0.25])),
+    "trees_probit_opset5": lambda: _probit(_membership(1), 5),
     "trees_member": lambda: _membership(0),
     "trees_member_nan_tracks": lambda: _membership(1),
     "trees_eq": lambda: _tree_node(["BRANCH_EQ"] * 3),
@@ -330,7 +349,7 @@ def test_shape_inference_rejection_names_the_node_and_what_to_try(tmp_path):
      "mix BRANCH_EQ"),
     ({"nodes_truenodeids": [1, 7, 0, 0, 0, 1, 0, 0, 0]}, "links to node 7, which the tree lacks"),
     ({"nodes_truenodeids": [4, 2, 0, 0, 0, 1, 0, 0, 0]}, "tree 0 has 2 roots"),
-    ({"post_transform": "PROBIT"}, "PROBIT"),
+    ({"post_transform": "LOGISTIC"}, "computes NONE and PROBIT"),
     ({"nodes_featureids": [0, 5, 0, 0, 0, 2, 0, 0, 0]}, "tests feature 5 of 3"),
 ])
 def test_malformed_or_unsupported_ensembles_are_refused(tmp_path, change, reason):
