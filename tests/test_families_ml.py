@@ -106,6 +106,41 @@ def _tree_node(modes, tracks=None, aggregate="SUM", targets=1, base=None, leaf_e
     return model, [x]
 
 
+def _sklearn_label_encoder():
+    """scikit-learn's LabelEncoder of integer classes (skl2onnx: keys_int64s -> values_int64s)."""
+    from skl2onnx import to_onnx
+    from sklearn.preprocessing import LabelEncoder
+
+    classes = np.array([3, 7, 11, 42, -5])
+    return to_onnx(LabelEncoder().fit(classes), classes[:2]), [RNG.choice(classes, ROWS).astype(np.int64)]
+
+
+def _label_encoder(keys, values, key_type, value_type, opset=2, default=None):
+    """One LabelEncoder: keys and values as the ``*_floats`` / ``*_int64s`` attributes (opset 2) or
+    tensors (opset 4), fed every key, values beside them and (float keys) NaN."""
+    np_type = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64}
+    suffix = {TensorProto.FLOAT: "floats", TensorProto.INT64: "int64s"}
+    if opset == 4:
+        attrs = {"keys_tensor": numpy_helper.from_array(np.array(keys, np_type[key_type]), "keys"),
+                 "values_tensor": numpy_helper.from_array(np.array(values, np_type[value_type]), "values")}
+        if default is not None:
+            attrs["default_tensor"] = numpy_helper.from_array(np.array([default], np_type[value_type]), "default")
+    else:
+        attrs = {f"keys_{suffix[key_type]}": keys, f"values_{suffix[value_type]}": values}
+        if default is not None:
+            attrs[f"default_{suffix[value_type][:-1]}"] = default
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "labels", [helper.make_tensor_value_info("x", key_type, [ROWS, 2])],
+                              [helper.make_tensor_value_info("y", value_type, [ROWS, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", opset)])
+    model.ir_version = 9
+    feed = RNG.choice(np.concatenate([np.array(keys, np.float64), [0.5, -7, 100]]), size=(ROWS, 2))
+    feed = feed.astype(np_type[key_type])
+    if key_type == TensorProto.FLOAT:
+        feed[0, 0] = np.nan
+    return model, [feed]
+
+
 def _probit(built, opset=3):
     """The ensemble with post_transform PROBIT and its leaf values scaled into (0, 1)."""
     proto, feeds = built
@@ -230,6 +265,11 @@ MODELS = {
     "trees_lt_gt_gte": lambda: _tree_node(["BRANCH_LT", "BRANCH_GT", "BRANCH_GTE"], tracks=[0, 1, 0, 0, 0, 0, 0, 0, 0]),
     "trees_probit": lambda: _probit(_tree_node(["BRANCH_LEQ"] * 3, targets=2, base=[0.5, 0.25])),
     "trees_probit_opset5": lambda: _probit(_membership(1), 5),
+    "label_encoder_sklearn": lambda: _sklearn_label_encoder(),
+    "label_encoder_int_float": lambda: _label_encoder([1, -4, 9], [0.5, 2.25, -8.0], TensorProto.INT64,
+                                                      TensorProto.FLOAT, default=7.5),
+    "label_encoder_float_int_opset4": lambda: _label_encoder([0.25, -1.5, 3.0], [10, 20, 30], TensorProto.FLOAT,
+                                                             TensorProto.INT64, opset=4, default=-9),
     "trees_member": lambda: _membership(0),
     "trees_member_nan_tracks": lambda: _membership(1),
     "trees_eq": lambda: _tree_node(["BRANCH_EQ"] * 3),
