@@ -433,3 +433,17 @@ def test_kernel_file_compiles_and_sets_the_flag_without_atomics(batch_programs):
     assert "idx_index_faults" in ptx and "atom." not in ptx and "st.global.u32" in ptx
     text = (work / "idx_kernel.cu").read_text()
     assert "rosennaStreamSynchronize((rosennaStream_t)stream)" in text and "DeviceSynchronize" not in text
+
+
+def test_infer_one_asked_for_a_plan_with_run_time_indices_says_why_not(tmp_path, capsys):
+    """--infer-one on a gather with run-time indices: the files are written (per point and batch),
+    and a note says why there is no <name>_infer_one and what to call instead."""
+    from rosenna.cli import main
+
+    model = _graph([helper.make_node("Gather", ["data", "rows"], ["g"], axis=0)], [("rows", I64, [2])],
+                   [("g", [2, 3])], {"data": DATA})
+    onnx.save(model, str(tmp_path / "gat.onnx"))
+    assert main(["generate", str(tmp_path / "gat.onnx"), "--out", str(tmp_path / "out"), "--infer-one"]) == 0
+    err = capsys.readouterr().err
+    assert "--infer-one: no gat_infer_one: it loads or stores at offsets computed at run time" in err
+    assert "call gat_infer_batch" in err and "gat_infer_one" not in (tmp_path / "out" / "gat.h").read_text()
