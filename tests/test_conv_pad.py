@@ -1,7 +1,7 @@
-"""A Conv over more than rosenna.passes.conv_pad.PAD_ABOVE border regions reads a zero-padded copy
-of its input (one loop nest instead of one per region): 3-D convs with symmetric and asymmetric
-pads, stride, dilation, groups and a fused ReLU, in C and Fortran against onnxruntime,
-one batch; 2-D convs keep their copy-free nests."""
+"""A 3-D Conv over more than rosenna.passes.conv_pad.PAD_ABOVE border regions reads a zero-padded
+copy of its input (one loop nest instead of one per region): symmetric and asymmetric pads,
+stride, dilation, groups and a fused ReLU, in C and Fortran against onnxruntime, one batch; 2-D
+convs keep their copy-free nests."""
 
 import numpy as np
 import onnx
@@ -11,7 +11,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rosenna import conformance, generate as gen
 from rosenna.loopir import Comment, Loop
-from rosenna.passes.conv_pad import PAD_ABOVE
 
 RNG = np.random.default_rng(30)
 
@@ -82,6 +81,8 @@ def test_a_3d_conv_is_one_nest_after_its_pad(tmp_path):
     assert counts["Conv"] == 1 and counts["Pad"] == 27, counts
 
 
-def test_a_2d_conv_keeps_its_border_nests(tmp_path):
-    counts = _nests(tmp_path, _model((1, 2, 8, 8), (3, 2, 3, 3), {"pads": [1] * 4}, True))
-    assert "Pad" not in counts and 1 < counts["Conv"] <= PAD_ABOVE, counts
+@pytest.mark.parametrize("kernel, pads", [((3, 3), [1] * 4), ((5, 5), [2] * 4)])
+def test_a_2d_conv_keeps_its_border_nests(tmp_path, kernel, pads):
+    """Also past PAD_ABOVE nests (5x5 with padding 2: 25): 2-D convs are what the CUDA conv kernels take."""
+    counts = _nests(tmp_path, _model((1, 2, 8, 8), (3, 2) + kernel, {"pads": pads}, True))
+    assert "Pad" not in counts and counts["Conv"] == (9 if kernel == (3, 3) else 25), counts

@@ -1,5 +1,5 @@
-"""Give a padded Conv over many border regions a padded copy of its input: ``Pad`` (constant 0),
-then the Conv without padding.
+"""Give a padded 3-D Conv over many border regions a padded copy of its input: ``Pad`` (constant
+0), then the Conv without padding.
 
 Why: :mod:`rosenna.ops.conv` lowers a Conv to one loop nest per combination of its axes' runs
 (outputs reading the same taps), so the border costs no run-time test. Per axis a 3-wide kernel
@@ -9,10 +9,11 @@ the time of its build. After the Pad the Conv reads every tap of every output: o
 27 nests too, but each a single copy or store of zero.
 
 Cost: one more buffer the size of the padded input, and one copy of it per call (a few percent of
-a 3x3x3 conv's work). Only where a Conv has more than :data:`PAD_ABOVE` nests: the 2-D convs
-(9 nests at most for a 3x3 kernel with stride 1) keep the copy-free form that the CUDA conv
-kernels and the host's jammed loops are tuned for. Not for ConvTranspose (its runs are phases of
-the stride, not borders), nor for a Conv whose input is a constant.
+a 3x3x3 conv's work). Only for a Conv over 3 or more spatial axes with more than
+:data:`PAD_ABOVE` nests: 1-D and 2-D convs keep the copy-free form that the CUDA conv kernels
+(rank 4) and the host's jammed loops are tuned for, whatever their nests (a 5x5 kernel with
+padding 2 has 25). Not for ConvTranspose (its runs are phases of the stride, not borders), nor for
+a Conv whose input is a constant.
 """
 
 import numpy as np
@@ -37,7 +38,7 @@ def _padded(graph, node):
 
     op = ops.get("Conv")
     x = graph.shape_of(node.inputs[0])
-    if x is None or graph.is_const(node.inputs[0]) or graph.shape_of(node.inputs[1]) is None:
+    if x is None or len(x) < 5 or graph.is_const(node.inputs[0]) or graph.shape_of(node.inputs[1]) is None:
         return [node]
     strides, dilations, begin, end, out = op._geometry(node, graph)
     kernel = graph.shape_of(node.inputs[1])[2:]
