@@ -153,6 +153,16 @@ class Plan:
         return not any(op.op in SEQUENTIAL_OPS for op in self.ops) and not runtime_indexed(self.body)
 
     @property
+    def infer_one_obstacle(self):
+        """Why the plan has no ``<name>_infer_one`` ("" when it has one)."""
+        if any(op.op in SEQUENTIAL_OPS for op in self.ops):
+            return "its LSTM or GRU runs its time steps in sequence"
+        if runtime_indexed(self.body):
+            return ("it loads or stores at offsets computed at run time (gathers, scatters, tree walks), which the "
+                    f"whole-field loop analyses do not model yet; call {self.name}_infer_batch")
+        return ""
+
+    @property
     def emits_infer_one(self):
         """Whether the generated files hold ``<name>_infer_one``: for a whole-field plan, whose
         batch runs it, or on request. A per-point MLP without it is a third of the code (the

@@ -7,6 +7,7 @@ out-of-range indices, which onnxruntime refuses to run, against numpy: the eleme
 have filled are NaN, nothing else changes."""
 
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -270,10 +271,75 @@ end program main
 """
 
 
+#: The C batch with its OpenMP-offload branch taken: libgomp runs the target region on the host.
+C_OFFLOAD = """#include "rosenna_rt.h"
+#undef ROSENNA_OMP_DEVICE
+#define ROSENNA_OMP_DEVICE() 1
+#include "idx.c"
+""" + C_BATCH
+
+#: What the CUDA/HIP kernel file needs to run on the host, compiled as C++: its launches become
+#: loops over blocks and threads (in order), its symbol copies memcpy, each counted.
+CUDA_HOST = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+struct rosenna_index { unsigned x; };
+static rosenna_index blockIdx, threadIdx;
+static int transfers, waits;
+#define __global__
+#define __device__
+#define __launch_bounds__(threads)
+#define ROSENNA_CONSTANT_MEMORY const
+#define ROSENNA_GLOBAL_MEMORY const
+typedef void *rosennaStream_t;
+enum { rosennaSuccess, rosennaMemcpyHostToDevice, rosennaMemcpyDeviceToHost };
+static int rosennaGetLastError(void) { return rosennaSuccess; }
+static int rosennaStreamSynchronize(rosennaStream_t) { ++waits; return rosennaSuccess; }
+template <class T> static int rosennaMemcpyFromSymbolAsync(void *to, const T &symbol, size_t size, size_t at, int, rosennaStream_t)
+{ memcpy(to, (const char *)&symbol + at, size); ++transfers; return rosennaSuccess; }
+template <class T> static int rosennaMemcpyToSymbolAsync(T &symbol, const void *from, size_t size, size_t at, int, rosennaStream_t)
+{ memcpy((char *)&symbol + at, from, size); ++transfers; return rosennaSuccess; }
+#define ROSENNA_LAUNCH(kernel, blocks, threads, ...) \
+    for (blockIdx.x = 0; blockIdx.x < (blocks); ++blockIdx.x) \
+        for (threadIdx.x = 0; threadIdx.x < (threads); ++threadIdx.x) kernel(__VA_ARGS__)
+#include "idx_kernel_host.cu"
+#include "idx.h"
+
+int main(int argc, char **argv)
+{
+    int n = atoi(argv[1]);
+    float *x = (float *)malloc(sizeof(float) * (size_t)n * IDX_NX), *y = (float *)malloc(sizeof(float) * (size_t)n * IDX_NY);
+    FILE *f = fopen(argv[2], "rb");
+    if (!x || !y || !f || fread(x, sizeof(float), (size_t)n * IDX_NX, f) != (size_t)n * IDX_NX) return 3;
+    fclose(f);
+    int status = idx_infer_batch(n, x, y, NULL);
+    fwrite(&status, sizeof(int), 1, stdout);
+    fwrite(y, sizeof(float), (size_t)n * IDX_NY, stdout);
+    int counts[4] = {transfers, waits, 0, 0};
+    counts[2] = idx_infer_batch(1, x, y, NULL); /* point 0 alone, a good one: the flag was cleared */
+    counts[3] = transfers - counts[0];
+    fwrite(counts, sizeof(int), 4, stdout);
+    (void)argc;
+    return 0;
+}
+"""
+
+
+def _host_kernel(text):
+    """The kernel file with each ``kernel<<<blocks, threads, 0, stream>>>(args)`` as ROSENNA_LAUNCH."""
+    import re
+
+    launch = re.compile(r"(\w+)<<<(.+?), (\d+), 0, \(rosennaStream_t\)stream>>>\((.*?)\);")
+    assert launch.search(text), "no launch in the kernel file"
+    return launch.sub(r"ROSENNA_LAUNCH(\1, \2, \3, \4);", text)
+
+
 @pytest.fixture(scope="module")
 def batch_programs(tmp_path_factory):
-    """The host batch of a Gather + ScatterElements(add) model with run-time indices, built in C
-    and Fortran: {lang: executable}."""
+    """A Gather + ScatterElements(add) model with run-time indices, built as the host batch in C
+    and Fortran, with the OpenMP-offload branch taken (GCC's host fallback runs the target
+    region), and as the CUDA/HIP kernel file run on the host: {form: executable}."""
+    import re
     import subprocess
 
     from rosenna.generate import Options, generate
@@ -287,9 +353,23 @@ def batch_programs(tmp_path_factory):
     generate(str(work / "idx.onnx"), str(work), Options(lang="both", name="idx", embed=True))
     (work / "main.c").write_text(C_BATCH)
     (work / "main.f90").write_text(F_BATCH)
-    subprocess.run(["gcc", "-O2", "-fopenmp", "main.c", "idx.c", "-lm", "-o", "c_batch"], cwd=work, check=True)
-    subprocess.run(["gfortran", "-O2", "-fopenmp", "idx_model.F90", "main.f90", "-o", "f_batch"], cwd=work, check=True)
-    return work, {"c": work / "c_batch", "fortran": work / "f_batch"}
+    (work / "offload.c").write_text(C_OFFLOAD)
+    (work / "cuda.cpp").write_text(CUDA_HOST)
+    (work / "idx_kernel_host.cu").write_text(_host_kernel((work / "idx_kernel.cu").read_text()))
+    (work / "offload").mkdir()
+    module = (work / "idx_model.F90").read_text()
+    forced, taken = re.subn(r"!\$ on_device = .*", "on_device = .true.", module)
+    assert taken == 1
+    (work / "offload" / "idx_model.F90").write_text(forced)
+    builds = [["gcc", "-O2", "-fopenmp", "main.c", "idx.c", "-lm", "-o", "c_batch"],
+              ["gfortran", "-O2", "-fopenmp", "idx_model.F90", "main.f90", "-o", "f_batch"],
+              ["gcc", "-O2", "-Wall", "-Werror", "-fopenmp", "offload.c", "-lm", "-o", "c_offload"],
+              ["gfortran", "-O2", "-fopenmp", "-Joffload", "offload/idx_model.F90", "main.f90", "-o", "f_offload"],
+              ["g++", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Werror", "cuda.cpp", "-lm", "-o", "cuda_host"]]
+    procs = [subprocess.Popen(cmd, cwd=work) for cmd in builds]
+    assert [p.wait() for p in procs] == [0] * len(procs)
+    return work, {"c": work / "c_batch", "fortran": work / "f_batch", "c_offload": work / "c_offload",
+                  "fortran_offload": work / "f_offload", "cuda_host": work / "cuda_host"}
 
 
 def _points(bad=None, count=40):
@@ -312,12 +392,14 @@ def _points(bad=None, count=40):
     return x, np.concatenate([g.reshape(count, -1), se.reshape(count, -1)], axis=1)
 
 
-@pytest.mark.parametrize("lang", ["c", "fortran"])
+@pytest.mark.parametrize("lang", ["c", "fortran", "c_offload", "fortran_offload", "cuda_host"])
 @pytest.mark.parametrize("bad", [None, 37])
 def test_batch_returns_the_index_status(batch_programs, lang, bad):
     """40 points (a partial block): with every index in range the status is OK and the outputs
     exact; with one point's index past its axis the status is INDEX (rosenna.abi), that point's
-    gathered row NaN, every other output exact."""
+    gathered row NaN, every other output exact. Host batch, the OpenMP-offload branch (C and
+    Fortran) and the CUDA/HIP kernel file alike; the kernel's call brings back one int and waits
+    once, and clears the flag (one more int) only when it was set: the next call is OK."""
     import subprocess
 
     from rosenna import abi
@@ -327,6 +409,41 @@ def test_batch_returns_the_index_status(batch_programs, lang, bad):
     x.tofile(work / f"x{bad}.bin")
     out = subprocess.run([str(programs[lang]), "40", str(work / f"x{bad}.bin")], capture_output=True, check=True).stdout
     status = int(np.frombuffer(out[:4], np.int32)[0])
-    got = np.frombuffer(out[4:], np.float32).reshape(40, -1)
+    got = np.frombuffer(out[4:4 + want.nbytes], np.float32).reshape(40, -1)
     assert status == (abi.STATUS["OK"] if bad is None else abi.STATUS["INDEX"])
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    if lang == "cuda_host":
+        transfers, waits, again, again_transfers = np.frombuffer(out[4 + want.nbytes:], np.int32)
+        assert (transfers, waits) == ((1, 1) if bad is None else (2, 2))
+        assert (again, again_transfers) == (abi.STATUS["OK"], 1)
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_kernel_file_compiles_and_sets_the_flag_without_atomics(batch_programs):
+    """nvcc compiles the kernel file clean; its PTX sets the fault flag with a plain store (no
+    atomic that could reorder anything) and the batch waits on the caller's stream only."""
+    import subprocess
+
+    work, _ = batch_programs
+    proc = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-Xcompiler", "-Wall", "-ptx", "idx_kernel.cu", "-o", "idx.ptx"],
+                          cwd=work, capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    ptx = (work / "idx.ptx").read_text()
+    assert "idx_index_faults" in ptx and "atom." not in ptx and "st.global.u32" in ptx
+    text = (work / "idx_kernel.cu").read_text()
+    assert "rosennaStreamSynchronize((rosennaStream_t)stream)" in text and "DeviceSynchronize" not in text
+
+
+def test_infer_one_asked_for_a_plan_with_run_time_indices_says_why_not(tmp_path, capsys):
+    """--infer-one on a gather with run-time indices: the files are written (per point and batch),
+    and a note says why there is no <name>_infer_one and what to call instead."""
+    from rosenna.cli import main
+
+    model = _graph([helper.make_node("Gather", ["data", "rows"], ["g"], axis=0)], [("rows", I64, [2])],
+                   [("g", [2, 3])], {"data": DATA})
+    onnx.save(model, str(tmp_path / "gat.onnx"))
+    assert main(["generate", str(tmp_path / "gat.onnx"), "--out", str(tmp_path / "out"), "--infer-one"]) == 0
+    err = capsys.readouterr().err
+    assert "--infer-one: no gat_infer_one: it loads or stores at offsets computed at run time" in err
+    assert "call gat_infer_batch" in err and "gat_infer_one" not in (tmp_path / "out" / "gat.h").read_text()

@@ -106,6 +106,88 @@ def _tree_node(modes, tracks=None, aggregate="SUM", targets=1, base=None, leaf_e
     return model, [x]
 
 
+def _sklearn_label_encoder():
+    """scikit-learn's LabelEncoder of integer classes (skl2onnx: keys_int64s -> values_int64s)."""
+    from skl2onnx import to_onnx
+    from sklearn.preprocessing import LabelEncoder
+
+    classes = np.array([3, 7, 11, 42, -5])
+    return to_onnx(LabelEncoder().fit(classes), classes[:2]), [RNG.choice(classes, ROWS).astype(np.int64)]
+
+
+def _label_encoder(keys, values, key_type, value_type, opset=2, default=None):
+    """One LabelEncoder: keys and values as the ``*_floats`` / ``*_int64s`` attributes (opset 2) or
+    tensors (opset 4), fed every key, values beside them and (float keys) NaN."""
+    np_type = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64}
+    suffix = {TensorProto.FLOAT: "floats", TensorProto.INT64: "int64s"}
+    if opset == 4:
+        attrs = {"keys_tensor": numpy_helper.from_array(np.array(keys, np_type[key_type]), "keys"),
+                 "values_tensor": numpy_helper.from_array(np.array(values, np_type[value_type]), "values")}
+        if default is not None:
+            attrs["default_tensor"] = numpy_helper.from_array(np.array([default], np_type[value_type]), "default")
+    else:
+        attrs = {f"keys_{suffix[key_type]}": keys, f"values_{suffix[value_type]}": values}
+        if default is not None:
+            attrs[f"default_{suffix[value_type][:-1]}"] = default
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "labels", [helper.make_tensor_value_info("x", key_type, [ROWS, 2])],
+                              [helper.make_tensor_value_info("y", value_type, [ROWS, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", opset)])
+    model.ir_version = 9
+    feed = RNG.choice(np.concatenate([np.array(keys, np.float64), [0.5, -7, 100]]), size=(ROWS, 2))
+    feed = feed.astype(np_type[key_type])
+    if key_type == TensorProto.FLOAT:
+        feed[0, 0] = np.nan
+    return model, [feed]
+
+
+def _probit(built, opset=3):
+    """The ensemble with post_transform PROBIT and its leaf values scaled into (0, 1)."""
+    proto, feeds = built
+    node = proto.graph.node[0]
+    for attr in node.attribute:
+        if attr.name == "post_transform":
+            node.attribute.remove(attr)
+            break
+    node.attribute.append(helper.make_attribute("post_transform", "PROBIT" if opset == 3 else 4))
+    for attr in node.attribute:
+        if attr.name == "target_weights":
+            attr.floats[:] = [0.01 * v for v in attr.floats]
+        if attr.name == "leaf_weights":
+            attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t) / 70, "leaf_weights"))
+    return proto, feeds
+
+
+def _membership(tracks):
+    """A TreeEnsemble (ai.onnx.ml opset 5) of two trees mixing BRANCH_MEMBER (sets with a negative
+    member, a zero, one member, unsorted) with BRANCH_LEQ and BRANCH_GT, fed members, other
+    integers and NaN; ``tracks``: nodes_missing_value_tracks_true of the member nodes."""
+    # tree 0: n0 x0 in {3, -1.5, 0} ? n1 : n2;  n1 x1 <= 0.5 ? L0 : L1;  n2 x2 in {7} ? L2 : L3
+    # tree 1: n3 x1 > 0.25 ? n4 : L5;  n4 x0 in {2, 3, 5, 11} ? L4 : L5
+    member = np.array([3, -1, 0, np.nan, 7, np.nan, 2, 3, 5, 11, np.nan], np.float32)
+    attrs = dict(nodes_featureids=[0, 1, 2, 1, 0], nodes_modes=numpy_helper.from_array(np.array([6, 0, 6, 3, 6], np.uint8)),
+                 nodes_splits=numpy_helper.from_array(np.array([0, 0.5, 0, 0.25, 0], np.float32)),
+                 nodes_truenodeids=[1, 0, 2, 4, 4], nodes_trueleafs=[0, 1, 1, 0, 1],
+                 nodes_falsenodeids=[2, 1, 3, 5, 5], nodes_falseleafs=[0, 1, 1, 1, 1],
+                 nodes_missing_value_tracks_true=[tracks, 0, tracks, 0, 0],
+                 membership_values=numpy_helper.from_array(member), tree_roots=[0, 3],
+                 leaf_targetids=[0, 0, 0, 0, 0, 0],
+                 leaf_weights=numpy_helper.from_array(np.array([1, 2, 4, 8, 16, 32], np.float32)),
+                 n_targets=1, aggregate_function=1, post_transform=0)
+    node = helper.make_node("TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "member", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 5)])
+    model.ir_version = 9
+    # category codes, as set-membership splits are used: onnxruntime takes integer members only,
+    # and for a feature between integers its answer depends on the set (docs/model-families.md)
+    picks = np.array([3, -1, 0, 7, 2, 5, 11, 1, 4, -2, -0.0, np.nan], np.float32)
+    x = RNG.choice(picks, size=(ROWS, 3)).astype(np.float32)
+    x[:, 1] = RNG.normal(size=ROWS).astype(np.float32)
+    x[0, 1] = np.nan
+    return model, [x]
+
+
 def _single(op, attrs, in_shapes, out_shape, feeds, out_type=TensorProto.FLOAT, consts=None):
     names = [f"x{i}" for i in range(len(in_shapes))]
     consts = consts or {}
@@ -181,6 +263,15 @@ MODELS = {
     "logistic_3": lambda: (convert(fitted(LogisticRegression(), y=LABELS3)), [inputs()]),
     "trees_leq_nan_tracks": lambda: _tree_node(["BRANCH_LEQ"] * 3, tracks=[1, 0, 0, 0, 0, 1, 0, 0, 0]),
     "trees_lt_gt_gte": lambda: _tree_node(["BRANCH_LT", "BRANCH_GT", "BRANCH_GTE"], tracks=[0, 1, 0, 0, 0, 0, 0, 0, 0]),
+    "trees_probit": lambda: _probit(_tree_node(["BRANCH_LEQ"] * 3, targets=2, base=[0.5, 0.25])),
+    "trees_probit_opset5": lambda: _probit(_membership(1), 5),
+    "label_encoder_sklearn": lambda: _sklearn_label_encoder(),
+    "label_encoder_int_float": lambda: _label_encoder([1, -4, 9], [0.5, 2.25, -8.0], TensorProto.INT64,
+                                                      TensorProto.FLOAT, default=7.5),
+    "label_encoder_float_int_opset4": lambda: _label_encoder([0.25, -1.5, 3.0], [10, 20, 30], TensorProto.FLOAT,
+                                                             TensorProto.INT64, opset=4, default=-9),
+    "trees_member": lambda: _membership(0),
+    "trees_member_nan_tracks": lambda: _membership(1),
     "trees_eq": lambda: _tree_node(["BRANCH_EQ"] * 3),
     "trees_neq": lambda: _tree_node(["BRANCH_NEQ"] * 3),
     "trees_average_base": lambda: _tree_node(["BRANCH_LEQ"] * 3, aggregate="AVERAGE", base=[0.5]),
@@ -298,7 +389,7 @@ def test_shape_inference_rejection_names_the_node_and_what_to_try(tmp_path):
      "mix BRANCH_EQ"),
     ({"nodes_truenodeids": [1, 7, 0, 0, 0, 1, 0, 0, 0]}, "links to node 7, which the tree lacks"),
     ({"nodes_truenodeids": [4, 2, 0, 0, 0, 1, 0, 0, 0]}, "tree 0 has 2 roots"),
-    ({"post_transform": "PROBIT"}, "PROBIT"),
+    ({"post_transform": "LOGISTIC"}, "computes NONE and PROBIT"),
     ({"nodes_featureids": [0, 5, 0, 0, 0, 2, 0, 0, 0]}, "tests feature 5 of 3"),
 ])
 def test_malformed_or_unsupported_ensembles_are_refused(tmp_path, change, reason):

@@ -67,9 +67,11 @@ def register(subparsers):
 
 def run(args):
     options = options_from(args)
-    _, written = generate(args.model, args.out, options)
+    plan, written = generate(args.model, args.out, options)
     for path in written:
         print(path)
+    if options.infer_one and not plan.has_infer_one:
+        print(f"rosenna generate: note: --infer-one: no {plan.name}_infer_one: {plan.infer_one_obstacle}", file=sys.stderr)
     for note in options.toolchain.notes:
         print(f"rosenna generate: note: {note}", file=sys.stderr)
     return 0

@@ -101,6 +101,15 @@ def layout_macros(plan):
     return "\n".join(lines) + "\n"
 
 
+def _batch_returns(plan):
+    """What the header says ``<name>_infer_batch`` moves and returns."""
+    if not counts_faults(plan.body):
+        return "Never allocates or\n   transfers; returns ROSENNA_STATUS_OK, _DEVICE (not initialised) or _LAUNCH."
+    return ("Never allocates; on a\n   device it brings back one int (whether any point had an index outside its "
+            "axis) and\n   waits for it. Returns ROSENNA_STATUS_OK, _DEVICE (not initialised), _LAUNCH or _INDEX\n"
+            "   (an index outside its axis: the outputs it would have filled are NaN).")
+
+
 def io_key_limit(plan):
     """Longest io key: ``<name>_x_<key>_offset`` stays within Fortran's 63 characters."""
     return 63 - len(plan.name) - len("_x__offset")
@@ -145,8 +154,7 @@ __device__ void {n}_infer_warp(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTR
 #endif
 
 /* n points, point-major: x[n][{n.upper()}_NX] -> y[n][{n.upper()}_NY]. Pointers are device
-   pointers when an offload device is present, host pointers otherwise. Never allocates or
-   transfers; returns ROSENNA_STATUS_OK, _DEVICE (not initialised) or _LAUNCH. */
+   pointers when an offload device is present, host pointers otherwise. {_batch_returns(plan)} */
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream);
 {whole.c_prototype(plan)}
 #ifdef __cplusplus
@@ -215,6 +223,18 @@ def _thread_private_scratch(count):
             "#endif"]
 
 
+def offload_batch(plan):
+    """The OpenMP-offload branch of ``<name>_infer_batch`` for a plan that counts faults
+    (rosenna.loopir.FAULT): every point as in ``<name>_infer``, the points' faults reduced into one
+    int that the end of the target region brings back (its only transfer), then the status."""
+    n = plan.name
+    return (f"        int faults = 0;\n"
+            f"#pragma omp target teams distribute parallel for is_device_ptr(x, y) reduction(|: faults)\n"
+            f"        for (int i = 0; i < n; ++i)\n"
+            f"            faults |= {n}_point(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY);\n"
+            f"        return faults ? ROSENNA_STATUS_INDEX : ROSENNA_STATUS_OK;")
+
+
 def _offload(strategy):
     """``(layers, warp)`` when the strategy gives ``<name>_infer`` the offload MLP body, else None."""
     if strategy.offload.chosen != "offload-mlp":
@@ -248,17 +268,24 @@ def source(strategy, stamp):
         acts = f"{offload_mlp.BODY_GUARD}\n#pragma omp declare target\n{acts}\n#pragma omp end declare target\n#endif\n"
     else:
         acts = ""
+    faults = counts_faults(plan.body)
+    if faults:  # the offload batch needs each point's faults: the body returns them, <name>_infer drops them
+        point_text = (f"{point_text}\n    return {FAULT} > 0;\n}}\n\n"
+                      f"ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                      f"{{\n    (void){n}_point(x, y);")
+    signature = (f"/* One point; returns 1 when one of its indices was outside its axis (its outputs are NaN). */\n"
+                 f"#if defined(_OPENACC)\n#pragma acc routine seq\n#endif\nstatic int {n}_point" if faults
+                 else f"ROSENNA_DEVICE void {n}_infer")
     head = f"""/* {stamp} */
 {chr(10).join(includes)}
 {chr(10) + weights + chr(10) if weights else ''}{reader}
 {acts}#pragma omp declare target
-ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+{signature}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
 {point_text}
 }}
 #pragma omp end declare target
 """
-    faults = counts_faults(plan.body)
     call = f"{n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym})"
     if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
         fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    for (int p = 0; p < count; ++p)\n"
@@ -270,6 +297,9 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
         fault_return = ""
         host_batch = (f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
                       f"        {call};\n    return ROSENNA_STATUS_OK;")
+    device_batch = offload_batch(plan) if faults else (
+        f"#pragma omp target teams distribute parallel for is_device_ptr(x, y)\n        for (int i = 0; i < n; ++i)\n"
+        f"            {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});\n        return ROSENNA_STATUS_OK;")
     batch = f"""
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
@@ -290,10 +320,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
 {ready_check}    if (ROSENNA_OMP_DEVICE()) {{
-#pragma omp target teams distribute parallel for is_device_ptr(x, y)
-        for (int i = 0; i < n; ++i)
-            {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});
-        return ROSENNA_STATUS_OK;
+{device_batch}
     }}
 {host_batch}
 }}

@@ -97,14 +97,18 @@ def module(plan, stamp, block):
                      f"      end do\n      if (faults > 0) status = {n}_status_index\n")
     else:
         host_loop = f"      !$omp parallel do schedule(static)\n      do start = 1, n, {block}\n        {call}\n      end do\n"
+    if faults:  # each point's faults reduced into one integer that the target region brings back
+        device_loop = ("      faults = 0\n      !$omp target teams distribute parallel do map(to: x) map(from: y) "
+                       "private(fault) reduction(max: faults)\n      do i = 1, n\n"
+                       "        call infer_point(x(:, i), y(:, i), fault)\n        faults = max(faults, fault)\n"
+                       f"      end do\n      if (faults > 0) status = {n}_status_index\n")
+    else:
+        device_loop = ("      !$omp target teams distribute parallel do map(to: x) map(from: y)\n      do i = 1, n\n"
+                       f"        call {n}_infer(x(:, i), y(:, i))\n      end do\n")
     batch_stmts = f"""    on_device = .false.
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
     if (on_device) then
-      !$omp target teams distribute parallel do map(to: x) map(from: y)
-      do i = 1, n
-        call {n}_infer(x(:, i), y(:, i))
-      end do
-    else
+{device_loop}    else
 {host_loop}    end if
 """
     block_sub = f"""
@@ -121,6 +125,37 @@ def module(plan, stamp, block):
     if plan.path == "whole":  # per-point locals too large: one region per op over the samples
         batch_doc, batch_decls, batch_stmts = whole_fortran.batch_statements(plan)
         block_sub = whole_fortran.batch_routines(plan)
+    point_subroutines = f"""  !> One point: x({n}_nx) -> y({n}_ny). Callable inside !$omp target and !$acc compute regions.
+  pure subroutine {n}_infer(x, y)
+    !$omp declare target
+    !$acc routine seq
+    real(rk), intent(in) :: x({n}_nx)
+    real(rk), intent(out) :: y({n}_ny)
+{chr(10).join(point_lines)}
+  end subroutine {n}_infer
+"""
+    if faults:  # the offload batch needs each point's faults: infer_point returns them, <name>_infer drops them
+        point_subroutines = f"""  !> One point, and faults = 1 when one of its indices was outside its axis (its outputs are NaN).
+  pure subroutine infer_point(x, y, faults)
+    !$omp declare target
+    !$acc routine seq
+    real(rk), intent(in) :: x({n}_nx)
+    real(rk), intent(out) :: y({n}_ny)
+    integer, intent(out) :: faults
+{chr(10).join(point_lines)}
+    faults = merge(1, 0, {FAULT} > 0)
+  end subroutine infer_point
+
+  !> One point: x({n}_nx) -> y({n}_ny). Callable inside !$omp target and !$acc compute regions.
+  pure subroutine {n}_infer(x, y)
+    !$omp declare target
+    !$acc routine seq
+    real(rk), intent(in) :: x({n}_nx)
+    real(rk), intent(out) :: y({n}_ny)
+    integer :: faults
+    call infer_point(x, y, faults)
+  end subroutine {n}_infer
+"""
     uses = "".join(line + "\n" for line in whole_fortran.uses(plan))
     text = f"""! {stamp}
 {chr(10).join(layout + whole_fortran.preamble(plan))}
@@ -156,15 +191,7 @@ module {n}_model
 
 contains
 
-  !> One point: x({n}_nx) -> y({n}_ny). Callable inside !$omp target and !$acc compute regions.
-  pure subroutine {n}_infer(x, y)
-    !$omp declare target
-    !$acc routine seq
-    real(rk), intent(in) :: x({n}_nx)
-    real(rk), intent(out) :: y({n}_ny)
-{chr(10).join(point_lines)}
-  end subroutine {n}_infer
-
+{point_subroutines}
   !> n points, x({n}_nx, n) -> y({n}_ny, n): {batch_doc}
   subroutine {n}_infer_batch(n, x, y, status)
     integer, intent(in) :: n

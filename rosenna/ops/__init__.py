@@ -110,6 +110,7 @@ _OPS = (
     ml_preprocess.Binarizer,
     ml_preprocess.FeatureVectorizer,
     ml_preprocess.ArrayFeatureExtractor,
+    ml_preprocess.LabelEncoder,
     ml_linear.LinearRegressor,
     ml_linear.LinearClassifier,
     ml_linear.SVMRegressor,

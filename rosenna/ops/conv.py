@@ -22,8 +22,9 @@ output_padding and output_shape. W and B must be constant (the layer's weights).
 Padding and striding cost nothing: each spatial axis's outputs are split into runs (:class:`Run`)
 inside which the same kernel taps reach X at input positions affine in the output and tap
 indices (for ConvTranspose, outputs ``stride`` apart in one phase), and each combination of runs
-gets its own loop nest whose tap loops cover only those taps. No padded or dilated copy of X is
-made and no tap is tested at run time. The bias is added after the dot product; an activation
+gets its own loop nest whose tap loops cover only those taps. No dilated copy of X is made and no
+tap is tested at run time; a zero-padded copy only for a conv over 3 or more axes whose nests
+would be more than rosenna.passes.conv_pad.PAD_ABOVE (3x3x3 with padding: 27), by that pass's Pad. The bias is added after the dot product; an activation
 that alone consumes the output is fused in by ``fuse_activation`` (attribute ``_activation``).
 
 Deviation: none in the arithmetic (the sum runs over c, then the taps, in float of the generated

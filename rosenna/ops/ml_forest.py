@@ -53,9 +53,6 @@ def _normalize(modes, thresholds, true, false, tracks, dtype):
     """One comparison form for every node (module docstring): ``(cmp, threshold, true, false, nan)``."""
     modes = list(modes)
     kinds = set(m for m in modes if m != "LEAF")
-    if "BRANCH_MEMBER" in kinds:
-        raise TreeError("BRANCH_MEMBER (set membership) nodes are not supported; export the model with "
-                        "numeric splits")
     unknown = kinds - set(MODES)
     if unknown:
         raise TreeError(f"unknown node mode {sorted(unknown)[0]!r}")
@@ -100,6 +97,8 @@ def legacy_forest(node, prefix, targets, dtype):
         raise TreeError("the ensemble has no nodes")
     features = onnx_ints(node.attrs.get("nodes_featureids", [0] * count))
     modes = list(node.attrs.get("nodes_modes", []))
+    if "BRANCH_MEMBER" in [m.decode() if isinstance(m, bytes) else m for m in modes]:
+        raise TreeError("BRANCH_MEMBER is a mode of TreeEnsemble (ai.onnx.ml opset 5) only")
     values = floats(node, "nodes_values")
     values = np.zeros(count) if values is None else values
     tn = onnx_ints(node.attrs.get("nodes_truenodeids", [0] * count))
@@ -190,6 +189,56 @@ def forest_5(node, dtype):
     roots = onnx_ints(node.attrs.get("tree_roots", []))
     if not roots or any(not 0 <= r < count for r in roots):
         raise TreeError(f"tree_roots must index the {count} nodes")
+    parts = [np.array(features + [0] * leaves), np.where(leaf, 0.0, thr), t, f, nan, weights, has, leaf]
+    members = [i for i, name in enumerate(names) if name == "BRANCH_MEMBER"]
+    if members:
+        parts = _membership_chains(parts, members, floats(node, "membership_values"), dtype)
     # a one-leaf tree is a node whose branches name the same leaf
-    return Forest(np.array(features + [0] * leaves), np.where(leaf, 0.0, thr), t, f, nan, weights, has, leaf, roots,
-                  cmp, _depth(t, f, leaf, roots))
+    return Forest(*parts, roots, cmp, _depth(parts[2], parts[3], parts[7], roots))
+
+
+def _membership_chains(parts, members, values, dtype):
+    """Each BRANCH_MEMBER node (feature in its set: true branch) as a chain of ``<=`` rows over its
+    sorted members m1 < ... < mk: row A_j tests ``v <= m_j`` (true: B_j, false: A_j+1, the last one
+    the node's false branch), row B_j ``v <= m_j``'s predecessor in the working type (true: not a
+    member, the false branch; false: ``v == m_j``, the true branch). A NaN feature goes where the node
+    sends it (``nodes_missing_value_tracks_true``: true, else false: down the chain, as ``<=`` sends it).
+    The node's own row becomes A_1; the others are appended. The sets are ``membership_values``,
+    one per BRANCH_MEMBER node in node order, each ended by a NaN."""
+    if values is None:
+        raise TreeError("BRANCH_MEMBER nodes need membership_values")
+    sets, current = [], []
+    for v in np.asarray(values, np.float64):
+        if np.isnan(v):
+            sets.append(current)
+            current = []
+        else:
+            current.append(v)
+    if current:
+        sets.append(current)
+    if len(sets) != len(members) or not all(sets):
+        raise TreeError(f"membership_values holds {len(sets)} sets (some may be empty) for {len(members)} "
+                        "BRANCH_MEMBER nodes")
+    feature, thr, true, false, nan, weights, has, leaf = (list(p) for p in parts)
+    targets = np.asarray(parts[5]).shape[1]
+
+    def add(feat, threshold, t, f, n):
+        for column, value in ((feature, feat), (thr, threshold), (true, t), (false, f), (nan, n), (leaf, False),
+                              (weights, np.zeros(targets)), (has, np.zeros(targets, bool))):
+            column.append(value)
+        return len(feature) - 1
+
+    for i, member_set in zip(members, sets):
+        ms = np.unique(np.asarray(member_set, dtype))
+        yes, no, missing = true[i], false[i], nan[i]
+        below = np.nextafter(ms, np.array(-np.inf, dtype))
+        nxt = no
+        for j in range(len(ms) - 1, -1, -1):  # built from the last member back to A_1
+            b = add(feature[i], float(below[j]), no, yes, yes)  # a NaN never reaches B_j
+            if j == 0:
+                thr[i], true[i], false[i] = float(ms[0]), b, nxt
+                nan[i] = missing if missing != no else nxt
+            else:
+                nxt = add(feature[i], float(ms[j]), b, nxt, missing if missing != no else nxt)
+    return [np.array(feature), np.array(thr, np.float64), np.array(true), np.array(false), np.array(nan),
+            np.array(weights), np.array(has), np.array(leaf)]

@@ -11,6 +11,9 @@ FeatureVectorizer:   Y[n, :] = the inputs' first ``inputdimensions[i]`` columns,
                      (a narrower input is padded with zeros)
 ArrayFeatureExtractor: Y[..., k] = X[..., I[k]]; a run-time I is read per element, an index
                      outside the last axis gives NaN (rosenna.ops.gather_scatter)
+LabelEncoder:        Y = values[k] where X == keys[k], else the default; numeric keys and values
+                     only (int64 ones held in the float type), the keys a table walked per
+                     element; a NaN X matches no key (a NaN key is refused)
 
 Constant tables (offsets, scales, imputed values) become weights of the model, appended to the
 node's inputs by ``canonicalize``; the helpers here are shared by every ai.onnx.ml op module.
@@ -277,3 +280,63 @@ class ArrayFeatureExtractor(MlOp):
                      Select(ok, Num(0.5), Ref(x, flat_index([r], (rows,)) * features, at=safe), Num(float("nan"))))
 
         b.nest((rows, count), body)
+
+
+class LabelEncoder(MlOp):
+    """Numeric LabelEncoder (ai.onnx.ml opsets 2 and 4): skl2onnx's LabelEncoder of integer
+    classes, and any float or int64 key -> float or int64 value map. String keys or values are
+    refused: the generated code computes numbers."""
+
+    name = "LabelEncoder"
+    attributes = {"default_float": -0.0, "default_int64": -1, "default_string": "_Unused", "default_tensor": None,
+                  "keys_floats": None, "keys_int64s": None, "keys_strings": None, "keys_tensor": None,
+                  "values_floats": None, "values_int64s": None, "values_strings": None, "values_tensor": None}
+
+    def _side(self, node, side):
+        """``(array, kind)`` of the keys or values: kind "float", "int64", "string" or None (absent)."""
+        tensor = node.attrs.get(f"{side}_tensor")
+        if tensor is not None:
+            arr = np.asarray(tensor).reshape(-1)
+            return arr, "string" if arr.dtype.kind in "OSU" else ("int64" if arr.dtype.kind in "iu" else "float")
+        for kind, key in (("float", f"{side}_floats"), ("int64", f"{side}_int64s"), ("string", f"{side}_strings")):
+            if node.attrs.get(key) is not None:
+                return np.asarray(node.attrs[key]).reshape(-1), kind
+        return None, None
+
+    def _default(self, node, kind):
+        tensor = node.attrs.get("default_tensor")
+        if tensor is not None:
+            return float(np.asarray(tensor).reshape(-1)[0])
+        return float(self.attr(node, "default_int64") if kind == "int64" else self.attr(node, "default_float"))
+
+    def check(self, node, graph):
+        keys, key_kind = self._side(node, "keys")
+        values, value_kind = self._side(node, "values")
+        if "string" in (key_kind, value_kind) or (node.attrs.get("default_tensor") is not None and
+                                                  np.asarray(node.attrs["default_tensor"]).dtype.kind in "OSU"):
+            return ["its keys or values are strings; the generated code computes numbers"]
+        if keys is None or values is None or keys.size != values.size or not keys.size:
+            return ["keys and values must be given, as many of each (at least one)"]
+        if np.isnan(keys.astype(np.float64)).any():
+            return ["a key is NaN, which equals nothing; drop it or map NaN with an Imputer first"]
+        return []
+
+    def canonicalize(self, node, graph):
+        keys, _ = self._side(node, "keys")
+        values, kind = self._side(node, "values")
+        add_table(node, graph, "keys", keys.astype(np.float64))
+        add_table(node, graph, "values", values.astype(np.float64))
+        node.attrs["_default"] = self._default(node, kind)
+
+    def lower(self, node, graph, b):
+        size = int(np.prod(graph.shape_of(node.inputs[0]), dtype=np.int64))
+        count = graph.weights[table(node, "keys")].size
+        x, y, hit = node.inputs[0], node.outputs[0], Var("label")
+
+        def element(i):
+            b.assign(hit, Num(float(node.attrs["_default"])))
+            b.loop(count, lambda k: b.assign(hit, Select(Ref(x, Idx.of(i)), Ref(table(node, "keys"), Idx.of(k)),
+                                                          Ref(table(node, "values"), Idx.of(k)), hit, "==")))
+            b.assign(Ref(y, Idx.of(i)), hit)
+
+        b.loop(size, element)

@@ -23,7 +23,10 @@ value of the working type; BRANCH_GT and BRANCH_GTE as the same with the branche
 than that form sends it (``nodes_missing_value_tracks_true``, a swapped node), the row holds a
 fourth link, taken when the feature is NaN.
 
-Refused, with the reason: BRANCH_MEMBER, BRANCH_EQ or BRANCH_NEQ mixed with other modes, PROBIT,
+BRANCH_MEMBER (opset 5) becomes a chain of ``<=`` rows per set (rosenna.ops.ml_forest); PROBIT is
+onnxruntime's approximation (rosenna.ops.ml_linear.probit).
+
+Refused, with the reason: BRANCH_EQ or BRANCH_NEQ mixed with other modes, PROBIT on a classifier,
 string class labels, MIN or MAX where a leaf lacks a target, malformed trees (a missing child,
 a cycle, a tree without exactly one root).
 """
@@ -152,8 +155,8 @@ class TreeEnsembleRegressor(_Trees):
         reasons = self.tree_reasons(node, graph)
         if reasons:
             return reasons
-        if self.attr(node, "post_transform") != "NONE":
-            reasons.append(f"post_transform {self.attr(node, 'post_transform')} (rosenna computes NONE only)")
+        if self.attr(node, "post_transform") not in ("NONE", "PROBIT"):
+            reasons.append(f"post_transform {self.attr(node, 'post_transform')} (rosenna computes NONE and PROBIT)")
         targets = int(self.attr(node, "n_targets"))
         base = floats(node, "base_values")
         if base is not None and base.size not in (0, targets):
@@ -172,6 +175,8 @@ class TreeEnsembleRegressor(_Trees):
         aggregate = self.attr(node, "aggregate_function")
         lower_forest(b, node, graph, forest, rows, features, scores, aggregate)
         _finish_regression(b, forest, rows, scores, aggregate, _base_values(node, targets))
+        if self.attr(node, "post_transform") == "PROBIT":
+            b.loop(rows, lambda r: post_transform(b, "PROBIT", [scores(r, k) for k in range(targets)], targets))
 
 
 class TreeEnsemble(_Trees):
@@ -197,9 +202,9 @@ class TreeEnsemble(_Trees):
         reasons = self.tree_reasons(node, graph)
         if reasons:
             return reasons
-        if self._transform(node) not in ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO"):
-            reasons.append(f"post_transform {self._transform(node)} (rosenna computes NONE, SOFTMAX, LOGISTIC "
-                           "and SOFTMAX_ZERO)")
+        if self._transform(node) not in ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"):
+            reasons.append(f"post_transform {self._transform(node)} (rosenna computes NONE, SOFTMAX, LOGISTIC, "
+                           "SOFTMAX_ZERO and PROBIT)")
         return reasons + _aggregate_reasons(self.forest(node, graph), self._aggregate(node))
 
     def lower(self, node, graph, b):

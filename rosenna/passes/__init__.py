@@ -9,7 +9,7 @@ import os
 import sys
 
 from rosenna import ir
-from rosenna.passes import batchnorm, fold, fuse, gelu, relabel, resize_split, runtime_gemm, support
+from rosenna.passes import batchnorm, conv_pad, fold, fuse, gelu, relabel, resize_split, runtime_gemm, support
 
 PIPELINE = (
     ("fold_constants", fold.fold_constants),
@@ -17,6 +17,7 @@ PIPELINE = (
     ("split_resize", resize_split.split_resize),
     ("runtime_gemm_operands", runtime_gemm.runtime_gemm_operands),
     ("check_supported", support.check_supported),
+    ("pad_conv_inputs", conv_pad.pad_conv_inputs),
     ("matmul_add_to_gemm", fuse.matmul_add_to_gemm),
     ("gated_activations", fuse.gated_activations),
     ("canonicalize", support.canonicalize),

@@ -16,11 +16,12 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 """
 
 from rosenna.emit import c as cemit
-from rosenna.emit.cuda import conv_igemm, kinds, routine, staged, whole_field
+from rosenna.emit.cuda import conv_igemm, kinds, point, routine, staged, whole_field
 from rosenna.emit.cuda.mlp import activation_fn, activation_library, array, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
+from rosenna.loopir import FAULT, counts_faults
 from rosenna.strategy import Tuning, of as strategy_of
 
 
@@ -64,6 +65,8 @@ def kernel_source(strategy, stamp, constant_limit=None):
         const_note = f"File-loaded: the weights live in __device__ storage that {plan.name}_init fills."
     note = base.note + (tensor.note if tensor else "")
     body = "\n".join(cemit.point_body(plan, renderer))
+    faults = counts_faults(plan.body)  # <name>_point returns them to the batched kernel (point.fault_check)
+    returns = f"    return {FAULT} > 0;\n" if faults else ""
     # The plan's own weight layout serves the per-point routine (unless it is the MLP routine,
     # which reads its own copies), the kinds that read it and infer_one; the per-point function
     # serves the same routine and the kinds that call it. Each is emitted only where it is read.
@@ -93,8 +96,9 @@ def kernel_source(strategy, stamp, constant_limit=None):
             parts.append("#endif")
     if point_where is not None:
         parts.append(point_where + f"/* One point: the same loops as {n}.c's {n}_infer. */\n"
-                     f"static __device__ void {n}_point(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                     f"{{\n{body}\n}}\n" + ("#endif\n" if point_where else ""))
+                     f"static __device__ {'int' if faults else 'void'} {n}_point(const {t} *ROSENNA_RESTRICT x, "
+                     f"{t} *ROSENNA_RESTRICT y)\n"
+                     f"{{\n{body}\n{returns}}}\n" + ("#endif\n" if point_where else ""))
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
 {routine.routine(plan, choice, renderer)}
 {_routine_upload(plan, choice) if not plan.embed else ''}#else /* the batched kernel */
@@ -134,20 +138,27 @@ def kernel_source(strategy, stamp, constant_limit=None):
         setup = tensor.launch(plan, choice) + setup
     ready_check = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     parts.append(f"""
-/* n points on the caller's stream: x[n][{plan.nx}] and y[n][{plan.ny}] are device pointers. Never
-   allocates, copies or synchronises. */
+/* n points on the caller's stream: x[n][{plan.nx}] and y[n][{plan.ny}] are device pointers. {_batch_moves(faults)} */
 extern "C" int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
 {ready_check}    if (n <= 0)
         return ROSENNA_STATUS_OK;
 {setup}{launch}
-    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+{point.fault_check(plan) if faults else "    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;"}
 }}
 """)
     if not plan.embed:
         parts.append(_upload(plan, choice))
     parts.append("#endif /* ROSENNA_DEVICE_ROUTINE */\n")
     return "\n".join(parts)
+
+
+def _batch_moves(faults):
+    """What the kernel file's ``<name>_infer_batch`` copies and waits for."""
+    if faults:
+        return ("Never\n   allocates; brings back one int (whether any point had an index outside its axis) and waits "
+                "for\n   it; clears it (one more int) only when it was set.")
+    return "Never\n   allocates, copies or synchronises."
 
 
 def _copies(plan):
