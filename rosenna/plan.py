@@ -70,6 +70,10 @@ class PlannedOp:
     #: A 2-D or N-D Conv's geometry (:meth:`rosenna.ops.conv.Conv.window`), for the kernels that
     #: compute it otherwise than the loops do (rosenna/emit/cuda/conv_igemm.py); {} for other ops
     window: dict = field(default_factory=dict, compare=False)
+    #: ``(inputs, outputs)``, each a tuple of ``(value name, shape)``: the computed values the node
+    #: reads (weights left out) and writes, for the comment over each of its loop nests
+    #: (rosenna/emit/notes.py)
+    values: tuple = field(default=((), ()), compare=False)
 
     @property
     def label(self):
@@ -266,7 +270,9 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
         activation, attrs = node.attrs.get("_activation") or (None, {})
         window = getattr(ops.get(node.op), "window", None)
         planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs),
-                            window=window(node, graph) if window else {})
+                            window=window(node, graph) if window else {},
+                            values=tuple(tuple((v, tuple(graph.shape_of(v))) for v in names if v and v not in graph.weights)
+                                         for names in (node.inputs, node.outputs)))
         op_list.append(planned)
         b.emit(Comment(f"{planned.label}: {label}", planned))
         first = len(b.stmts)

@@ -2,6 +2,7 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
@@ -198,7 +199,7 @@ def point_body(plan, renderer, scalar_len=None, depth=1):
         decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
     if plan.scratch and scalar_len is None:
         decl += _thread_private_scratch(len(plan.scratch))
-    return decl + renderer.lines(plan.body, depth)
+    return decl + renderer.lines(annotate(plan.body), depth)
 
 
 def _thread_private_scratch(count):
@@ -260,14 +261,17 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
     faults = counts_faults(plan.body)
     call = f"{n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym})"
     if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
-        fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    for (int p = 0; p < count; ++p)\n"
+        fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    /* whether a point met an index outside its axis */\n"
+                        f"    for (int p = 0; p < count; ++p)\n"
                         f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;")
-        host_batch = (f"    int status = ROSENNA_STATUS_OK;\n#pragma omp parallel for schedule(static) reduction(max:status)\n"
+        host_batch = (f"    int status = ROSENNA_STATUS_OK;\n    /* the points in blocks of {block}, a block per thread */\n"
+                      f"#pragma omp parallel for schedule(static) reduction(max:status)\n"
                       f"    for (int start = 0; start < n; start += {block}) {{\n        int s = {call};\n"
                       f"        status = s > status ? s : status;\n    }}\n    return status;")
     else:
         fault_return = ""
-        host_batch = (f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
+        host_batch = (f"    /* the points in blocks of {block}, a block per thread */\n"
+                      f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
                       f"        {call};\n    return ROSENNA_STATUS_OK;")
     batch = f"""
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
@@ -276,10 +280,12 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 static {'int' if faults else 'void'} {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
+    /* the block's inputs transposed, point index innermost (zeros past count) */
     for (int e = 0; e < {nxm}; ++e)
         for (int p = 0; p < {block}; ++p)
             xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
 {block_text}
+    /* the outputs back, one point a row */
     for (int p = 0; p < count; ++p)
         for (int e = 0; e < {nym}; ++e)
             y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}
@@ -289,6 +295,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
 {ready_check}    if (ROSENNA_OMP_DEVICE()) {{
+        /* one point per device thread */
 #pragma omp target teams distribute parallel for is_device_ptr(x, y)
         for (int i = 0; i < n; ++i)
             {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});

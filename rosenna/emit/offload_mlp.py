@@ -160,9 +160,11 @@ def repack(plan, layers, warp):
     lines = [COPY_GUARD, f"    /* the offload device body's copy (rosenna/emit/offload_mlp.py) */"]
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
         w, b = (C.symbol(plan.name, plan.weights[j].ident) for j in (layer.w_index, layer.b_index))
-        lines += [f"    for (int k = 0; k < {layer.k}; ++k)",
+        lines += [f"    /* layer {i}: W transposed, k-major, {npad} columns a row; then its bias */",
+                  f"    for (int k = 0; k < {layer.k}; ++k)",
                   f"        for (int o = 0; o < {layer.n}; ++o)",
                   f"            {name}[{_plus(woff)}k * {npad} + o] = {w}[o * {layer.k} + k];",
+                  f"    /* layer {i}'s bias */",
                   f"    for (int o = 0; o < {layer.n}; ++o)",
                   f"        {name}[{boff} + o] = {b}[o];"]
     lines += [f"#pragma omp target update to({name})", "#endif"]
@@ -257,6 +259,7 @@ def _warp(plan, layers):
     kc0 = lay.warp.offsets[0][1]
     private = "#pragma omp allocate({}) allocator(omp_thread_mem_alloc)"
     lines = ["    const int lane = ROSENNA_WARP_LANE(), py = lane / 16, cx = lane % 16;",
+             "    /* the warp's 32 points in two passes of 16, every layer in each */",
              "#pragma unroll 1",
              "    for (int pass = 0; pass < 2; ++pass) {",
              f"        float h0[8][{kc0}];", private.format("h0"),
@@ -275,11 +278,13 @@ def _warp(plan, layers):
                   private.format(f"h{i + 1}"),
                   "        {",
                   f"            float s[8][{nc}];", private.format("s"),
+                  "            /* the sums start at 0 */",
                   "#pragma unroll",
                   "            for (int i = 0; i < 8; ++i)",
                   "#pragma unroll",
                   f"                for (int o = 0; o < {nc}; ++o)",
                   "                    s[i][o] = 0.0f;",
+                  "            /* the input columns of the 16 lanes of this half-warp, in turn */",
                   "#pragma unroll 1",
                   "            for (int c = 0; c < 16; ++c) {",
                   "#pragma unroll",
@@ -295,6 +300,7 @@ def _warp(plan, layers):
                   "                    }",
                   "                }",
                   "            }",
+                  "            /* bias and activation */",
                   "#pragma unroll",
                   "            for (int i = 0; i < 8; ++i)",
                   "#pragma unroll",
@@ -347,7 +353,8 @@ def _warp(plan, layers):
 def _registers(plan, i, layer, woff, boff, npad, src, dst, zero, w):
     t = plan.ctype
     acc = [f"s{j}" for j in range(4)]
-    lines = ["#pragma unroll",
+    lines = [f"    /* layer {i}: four columns at a time, their sums in registers */",
+             "#pragma unroll",
              f"    for (int n0 = 0; n0 < {npad}; n0 += 4) {{",
              f"        {t} {', '.join(f'{a} = {zero}' for a in acc)};",
              "#pragma unroll",
@@ -368,9 +375,11 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
     return [f"    {{  {what}",
             f"        {t} s[{npad}];",
             "#pragma omp allocate(s) allocator(omp_thread_mem_alloc)",
+            "        /* the sums start at 0 */",
             "#pragma unroll",
             f"        for (int j = 0; j < {npad}; ++j)",
             f"            s[j] = {zero};",
+            f"        /* input by input, into all {npad} sums */",
             f"#pragma unroll {KOUTER_UNROLL}",
             f"        for (int k = 0; k < {layer.k}; ++k) {{",
             f"            const {t} v = {src}[k];",
@@ -379,6 +388,7 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
             f"            for (int j = 0; j < {npad}; ++j)",
             "                s[j] += wk[j] * v;",
             "        }",
+            "        /* bias and activation */",
             "#pragma unroll",
             f"        for (int j = 0; j < {layer.n}; ++j)",
             f"            {dst}[j] = {_act(plan, i)}(s[j] + {w}[{boff} + j]);",
