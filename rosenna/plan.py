@@ -23,6 +23,7 @@ from rosenna.loopir import (FAULT, Assign, Builder, Comment, Num, Ref, Var, coun
                             runtime_indexed, walk, walk_expr)
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
+from rosenna.quoting import comment_text  # noqa: F401 (the plan's comments; generate.py reads it here)
 from rosenna.strategy.tuning import Tuning
 
 # The thresholds live in rosenna.limits (configuration and code import them from there).
@@ -169,13 +170,6 @@ def sanitize(text, limit=24):
     frag = _IDENT_BAD.sub("_", text.lower()).strip("_")
     frag = re.sub(r"_+", "_", frag)
     return frag[:limit].rstrip("_")
-
-
-def comment_text(text, limit=60):
-    """``text`` made safe inside a C block comment and a Fortran comment: printable ASCII without
-    ``*/``, ``/*``, ``\\``, ``!``, ``&``, quotes or newlines."""
-    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in " _.,:;=+-()[]<>#@" else "_" for ch in text)
-    return safe[:limit]
 
 
 def _within_nest_budget(graph, node, nests):

@@ -14,7 +14,7 @@ import op_models
 from rosenna import zoo
 from rosenna.emit.notes import _axis_text
 from rosenna.generate import Options, generate
-from rosenna.plan import comment_text
+from rosenna.quoting import comment_text
 
 _C_LOOP = re.compile(r"^\s*for \(")
 _F_LOOP = re.compile(r"^\s*do (\w+ = |concurrent)", re.I)

@@ -6,7 +6,7 @@ from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_scalars
 from rosenna.loopir import FAULT, counts_faults
 
 VALUES_PER_LINE = 6
@@ -188,18 +188,22 @@ def _weights(plan, offload):
     return "\n".join(out) if plan.weights else ""
 
 
-def point_body(plan, renderer, scalar_len=None, depth=1):
-    """The per-point routine's lines: its locals, then the plan's statements."""
+def point_body(plan, renderer, scalar_len=None, depth=1, body=None):
+    """The per-point routine's lines: its locals, then the plan's statements (or ``body``: the
+    host batch's, with its epilogues folded, rosenna.strategy.point.epilogue)."""
     pad = C.indent * depth
     t = plan.ctype
+    body = plan.body if body is None else list(body)
     decl = []
-    for name in used_scalars(plan.body):
+    for name in used_scalars(body):
         decl.append(f"{pad}{t} {name}{f'[{scalar_len}]' if scalar_len else ''};")
+    used = scratch_used(plan, body)
     for i, size in enumerate(plan.scratch):
-        decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
+        if i in used:
+            decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
     if plan.scratch and scalar_len is None:
         decl += _thread_private_scratch(len(plan.scratch))
-    return decl + renderer.lines(annotate(plan.body), depth)
+    return decl + renderer.lines(annotate(body), depth)
 
 
 def _thread_private_scratch(count):
@@ -239,7 +243,7 @@ def source(strategy, stamp):
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     point_text = "\n".join(point_body(plan, point))
-    block_text = "\n".join(point_body(plan, blocked, scalar_len=block))
+    block_text = "\n".join(point_body(plan, blocked, scalar_len=block, body=strategy.host_body or None))
     weights = _weights(plan, offload)
     if offload:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
         layers, warp = offload

@@ -5,7 +5,7 @@ from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.notes import annotate
-from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
+from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_loop_vars, used_scalars
 from rosenna.loopir import FAULT, counts_faults
 
 VALUES_PER_LINE = 4
@@ -42,16 +42,21 @@ def _declarations(plan, stmts, block=0, extra_int=()):
     out = []
     for name in used_scalars(stmts):
         out.append(f"    real(rk) :: {name}{f'({block})' if block else ''}")
+    used = scratch_used(plan, stmts)
     for i, size in enumerate(plan.scratch):
-        out.append(f"    real(rk) :: t{i}({size * (block or 1)})")
+        if i in used:
+            out.append(f"    real(rk) :: t{i}({size * (block or 1)})")
     ints = list(used_loop_vars(stmts)) + list(extra_int)
     if ints:
         out.append(f"    integer :: {', '.join(ints)}")
     return out
 
 
-def module(plan, stamp, block):
+def module(plan, stamp, block, host_body=()):
+    """``<name>_model.F90``; ``host_body``: the host batch block's statements (the plan's when
+    empty), rosenna.strategy.Strategy.host_body."""
     n = plan.name
+    host_body = list(host_body) or plan.body
     point = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
     blocked = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, block), block=block)
     kind = "real64" if plan.precision == "double" else "real32"
@@ -67,7 +72,7 @@ def module(plan, stamp, block):
     file_loaded = not plan.embed
 
     point_lines = _declarations(plan, plan.body) + [""] + point.lines(annotate(plan.body), 2)
-    block_lines = (_declarations(plan, plan.body, block, extra_int=("p", "e"))
+    block_lines = (_declarations(plan, host_body, block, extra_int=("p", "e"))
                    + [f"    real(rk) :: xb({n}_nx * {block}), yb({n}_ny * {block})", "",
                       "    ! the block's inputs transposed, point index innermost (zeros past count)",
                       f"    do e = 0, {n}_nx - 1",
@@ -76,7 +81,7 @@ def module(plan, stamp, block):
                       f"        xb(e*{block} + p + 1) = merge(x(e + 1, min(p + 1, count)), 0.0_rk, p < count)",
                       "      end do",
                       "    end do"]
-                   + blocked.lines(annotate(plan.body), 2)
+                   + blocked.lines(annotate(host_body), 2)
                    + ["    ! the outputs back, one point a column",
                       "    do p = 0, count - 1",
                       f"      do e = 0, {n}_ny - 1",

@@ -7,7 +7,7 @@ stores, e.g.::
 An op is often several nests (a padded conv: its interior, edges and corners; a jammed Gemm: its
 column groups and remainder), so the element range is what tells them apart. Ranges are the
 model's tensor coordinates, 0-based and end-exclusive as ONNX and NumPy write them, in every
-language. Every name comes from the model file and goes through :func:`rosenna.plan.comment_text`
+language. Every name comes from the model file and goes through :func:`rosenna.quoting.comment_text`
 (printable ASCII without ``*/``, ``!``, quotes or newlines) before it reaches a comment.
 
 - :func:`annotate`: a statement list with a :class:`~rosenna.loopir.Comment` before each nest,
@@ -19,7 +19,7 @@ language. Every name comes from the model file and goes through :func:`rosenna.p
 """
 
 from rosenna.loopir import Assign, Comment, Loop, Note, Ref, Var, walk_expr
-from rosenna.plan import comment_text
+from rosenna.quoting import comment_text
 
 #: Elements of one axis listed one by one, at most (a longer irregular set prints its bounds).
 _LISTED = 6

@@ -270,6 +270,17 @@ def used_scalars(stmts):
     return sorted(names)
 
 
+def scratch_used(plan, stmts):
+    """The numbers ``i`` of the scratch buffers ``t<i>`` the statements load or store."""
+    used = set()
+    for stmt in walk(stmts):
+        if isinstance(stmt, Assign):
+            for e in (stmt.target, stmt.expr):
+                used.update(int(plan.storage[r.buf][1][1:]) for r in walk_expr(e)
+                            if isinstance(r, Ref) and plan.storage[r.buf][0] == "t")
+    return used
+
+
 def used_loop_vars(stmts):
     return sorted({stmt.var for stmt in walk(stmts) if isinstance(stmt, Loop)})
 
