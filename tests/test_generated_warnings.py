@@ -1,12 +1,14 @@
 """The generated C and Fortran of every zoo and examples/ model compile with no warning at all
 under gcc ``-Wall -Wextra -pedantic`` and gfortran ``-Wall`` (as the generated build files build
-them: with OpenMP; with OpenACC for two of the models), embedded and file-loaded, single and double precision.
+them: with OpenMP; with OpenACC for two of the models), embedded and file-loaded, in single and
+double precision.
 
 One batch: every file is generated first, then compiled by one ``make -j2`` at ``-O2`` (the
 optimiser's warnings, ``-Wmaybe-uninitialized`` and the like, need it); the Poisson guess conv net
 (6,000 lines of C, 14,000 of Fortran) through the compilers' front ends alone (``-fsyntax-only``:
-unused and unset variables, conversions, standard conformance; at -O2 it alone would take 25 s
-of the budget), which keeps the batch near five seconds on two cores. The warnings are counted, not just the exit status (``-Werror`` would stop at the first).
+unused and unset variables, conversions, standard conformance; at -O2 it alone would take 25 s),
+which keeps the batch near five seconds on two cores. The warnings are counted, not just the exit
+status (``-Werror`` would stop at the first).
 """
 
 import os

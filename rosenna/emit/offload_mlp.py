@@ -37,6 +37,7 @@ import numpy as np
 from rosenna.emit.chain import WarpLayout
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
+from rosenna.quoting import comment_text
 
 #: Layers at most this wide in and out keep their inputs and outputs in registers.
 REGISTER_WIDTH = 64
@@ -232,7 +233,7 @@ def _thread(plan, layers, warp):
     src = "x"
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
         last = i == len(layers) - 1
-        what = f"/* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */"
+        what = f"/* layer {i}, {_nodes(layer)}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */"
         if wide:
             dst = "y" if last else ("a" if i % 2 == 0 else "b")
             lines += _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w)
@@ -274,7 +275,8 @@ def _warp(plan, layers):
         _, kc, nc = lay.warp.offsets[i]
         aligned = nc % 4 == 0
         row = f"{w} + {_plus(woff)}(c * {kc} + j) * {npad} + cx * {nc}"
-        lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+        lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}, {_nodes(layer)}: {layer.k} -> {layer.n}, "
+                  f"{layer.act or 'no activation'} */",
                   private.format(f"h{i + 1}"),
                   "        {",
                   f"            float s[8][{nc}];", private.format("s"),
@@ -310,7 +312,8 @@ def _warp(plan, layers):
     last = len(layers) - 1
     woff, boff, _ = lay.offsets[-1]
     kc = lay.warp.offsets[-1][1]
-    lines += [f"        /* layer {last}: {layers[-1].k} -> {layers[-1].n}, {layers[-1].act or 'no activation'}: each lane sums its "
+    lines += [f"        /* layer {last}, {_nodes(layers[-1])}: {layers[-1].k} -> {layers[-1].n}, "
+              f"{layers[-1].act or 'no activation'}: each lane sums its "
               f"{kc} input column(s) for 8 points x 8 outputs,",
               "           then a reduce-scatter over its half-warp (xor 8, 4, 2, 1; the lane whose bit is set keeps the",
               "           upper half) leaves lane cx point 8py + cx / 2, outputs 4 (cx % 2) .. + 4 */",
@@ -393,6 +396,11 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
             f"        for (int j = 0; j < {layer.n}; ++j)",
             f"            {dst}[j] = {_act(plan, i)}(s[j] + {w}[{boff} + j]);",
             "    }"]
+
+
+def _nodes(layer):
+    """The layer's node names, made safe for a comment."""
+    return comment_text("+".join(layer.nodes) or "the layer", 40)
 
 
 def _plus(offset):

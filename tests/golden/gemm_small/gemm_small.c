@@ -56,7 +56,7 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
 #if ROSENNA_OFFLOAD_BODY
     float h1[2];
 #pragma omp allocate(h1) allocator(omp_thread_mem_alloc)
-    /* layer 0: 2 -> 2, Relu */
+    /* layer 0, fc0+act0: 2 -> 2, Relu */
     /* layer 0: four columns at a time, their sums in registers */
 #pragma unroll
     for (int n0 = 0; n0 < 4; n0 += 4) {
@@ -75,7 +75,7 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
         if (n0 + 2 < 2) h1[n0 + 2] = gemm_small_oact0(s2 + gemm_small_opacked[8 + n0 + 2]);
         if (n0 + 3 < 2) h1[n0 + 3] = gemm_small_oact0(s3 + gemm_small_opacked[8 + n0 + 3]);
     }
-    /* layer 1: 2 -> 3, Relu */
+    /* layer 1, fc1+act1: 2 -> 3, Relu */
     /* layer 1: four columns at a time, their sums in registers */
 #pragma unroll
     for (int n0 = 0; n0 < 4; n0 += 4) {
