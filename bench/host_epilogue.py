@@ -1,8 +1,9 @@
 """Host batch speed of MLPs that differ only in the pointwise epilogue after each hidden Gemm:
 Relu (an activation the passes fuse into the Gemm), GELU in its tanh form (the eight
 Pow/Mul/Add/Tanh nodes PyTorch's ``approximate='tanh'`` exports below opset 20), Softsign
-(Abs/Add/Div), a scaled tanh (Tanh, Mul) and a clamp (Clip), each folded into the Gemm's store
-on the host batch path (rosenna/strategy/point/epilogue.py).
+(Abs/Add/Div), x * sigmoid(x) (Sigmoid, Mul: the passes make it a fused Swish), a scaled tanh
+(Tanh, Mul) and a clamp (Clip), each folded into the Gemm's store on the host batch path
+(rosenna/strategy/point/epilogue.py).
 
     python bench/host_epilogue.py [--sizes 16 128 128 128 8] [--points 200000] [--repeats 5] [--threads 1]
                                   [--cflags "-O3 -march=native"] [--cpu-time] [--epilogue relu gelu_tanh ...]
@@ -32,6 +33,7 @@ EPILOGUES = {
                   ("Mul", ["s", "r"], "sr"), ("Tanh", ["sr"], "t"), ("Add", ["t", "one"], "a"),
                   ("Mul", ["h", "a"], "m"), ("Mul", ["m", "half"], "out")],
     "softsign": [("Abs", ["h"], "ab"), ("Add", ["ab", "one"], "d"), ("Div", ["h", "d"], "out")],
+    "swish": [("Sigmoid", ["h"], "sg"), ("Mul", ["h", "sg"], "out")],
     "scaled_tanh": [("Tanh", ["h"], "t"), ("Mul", ["t", "two"], "out")],
     "clamp": [("Clip", ["h", "lo", "hi"], "out")],
 }
