@@ -136,6 +136,13 @@ class Comment:
     op: object = None
 
 
+@dataclass
+class Note(Comment):
+    """The comment over one loop nest (rosenna/emit/notes.py). The blocked form of the host batch
+    writes it over the loop that the statements after it become, so it never splits their SIMD
+    loop the way an op's comment does."""
+
+
 def add(a, b):
     return Bin("+", a, b)
 

@@ -23,6 +23,7 @@ from rosenna.loopir import (FAULT, Assign, Builder, Comment, Num, Ref, Var, coun
                             runtime_indexed, walk, walk_expr)
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
+from rosenna.quoting import comment_text  # noqa: F401 (the plan's comments; generate.py reads it here)
 from rosenna.strategy.tuning import Tuning
 
 # The thresholds live in rosenna.limits (configuration and code import them from there).
@@ -70,6 +71,10 @@ class PlannedOp:
     #: A 2-D or N-D Conv's geometry (:meth:`rosenna.ops.conv.Conv.window`), for the kernels that
     #: compute it otherwise than the loops do (rosenna/emit/cuda/conv_igemm.py); {} for other ops
     window: dict = field(default_factory=dict, compare=False)
+    #: ``(inputs, outputs)``, each a tuple of ``(value name, shape)``: the computed values the node
+    #: reads (weights left out) and writes, for the comment over each of its loop nests
+    #: (rosenna/emit/notes.py)
+    values: tuple = field(default=((), ()), compare=False)
 
     @property
     def label(self):
@@ -180,13 +185,6 @@ def sanitize(text, limit=24):
     return frag[:limit].rstrip("_")
 
 
-def comment_text(text, limit=60):
-    """``text`` made safe inside a C block comment and a Fortran comment: printable ASCII without
-    ``*/``, ``/*``, ``\\``, ``!``, ``&``, quotes or newlines."""
-    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in " _.,:;=+-()[]<>#@" else "_" for ch in text)
-    return safe[:limit]
-
-
 def _within_nest_budget(graph, node, nests):
     """Refuse an op whose code took more than the budget's loop nests (statements at the op's top
     level: a loop nest, or one unrolled assignment): generated code grows with ops, not pixels."""
@@ -281,7 +279,9 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
         activation, attrs = node.attrs.get("_activation") or (None, {})
         window = getattr(ops.get(node.op), "window", None)
         planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs),
-                            window=window(node, graph) if window else {})
+                            window=window(node, graph) if window else {},
+                            values=tuple(tuple((v, tuple(graph.shape_of(v))) for v in names if v and v not in graph.weights)
+                                         for names in (node.inputs, node.outputs)))
         op_list.append(planned)
         b.emit(Comment(f"{planned.label}: {label}", planned))
         first = len(b.stmts)

@@ -17,7 +17,9 @@ flags) unless it says otherwise:
   argument shell-quoted when needed, then ``$`` doubled and ``#`` escaped for make;
 - :func:`cmake_quote`: one CMake quoted argument ``"..."``;
 - :func:`pc_quote`: a pkg-config value: plain arguments only (pkg-config and pkgconf split and
-  re-quote flags differently, so nothing that needs quoting is written at all).
+  re-quote flags differently, so nothing that needs quoting is written at all);
+- :func:`comment_text`: a name from the model file inside a comment of the generated C, Fortran
+  or CUDA (node and value names over each loop nest): reduced to characters no comment syntax uses.
 
 Control characters (a newline above all: it ends a make line, a CMake command, a .pc field) are
 refused everywhere.
@@ -111,3 +113,11 @@ def terminal_text(text, keep_newlines=False):
             return char
         return ascii(char)[1:-1]
     return _TERMINAL.sub(escape, str(text))
+
+
+def comment_text(text, limit=60):
+    """``text`` made safe inside a C block comment and a Fortran comment: printable ASCII without
+    ``*/``, ``/*``, ``\\``, ``!``, ``&``, ``$``, quotes or newlines (each becomes ``_``), at most
+    ``limit`` characters."""
+    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in " _.,:;=+-()[]<>#@" else "_" for ch in str(text))
+    return safe[:limit]

@@ -311,7 +311,7 @@ def test_blocking_forms(blocking):
     # the left border column of the first conv: a worksharing loop down the rows (stride 37), no SIMD
     assert re.search(r"#pragma omp for nowait\n\s+for \(int i1 = 0; i1 < 11; \+\+i1\) \{\n\s+float acc_0,", wide)
     assert not re.search(r"#pragma omp for simd nowait\n\s+for \(int i1 = 0; i1 < 11;", wide)
-    c37 = wide.split("/* Conv: Conv_4 */")[1].split("/* ")[0]
+    c37 = re.split(r"/\* \w+(?:\+\w+)*: ", wide.split("/* Conv: Conv_4 */")[1])[0]  # to the next op's comment
     assert "acc_9 = " in c37 and "acc_10" not in c37  # 10 channels a pass at most (37 = 10 x 3 + 7)
     fortran = (out / "blk64_model.F90").read_text()
     assert "!$omp simd simdlen(16)" in fortran and re.search(r"integer :: .*\bi2_v\b", fortran)

@@ -2,10 +2,11 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
 from rosenna.emit.host_field import HOST_MATH
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_scalars
 from rosenna.loopir import FAULT, counts_faults
 
 #: Fact of the output's format, not of its speed: weight literals per line.
@@ -196,18 +197,22 @@ def _weights(plan, offload):
     return "\n".join(out) if plan.weights else ""
 
 
-def point_body(plan, renderer, scalar_len=None, depth=1):
-    """The per-point routine's lines: its locals, then the plan's statements."""
+def point_body(plan, renderer, scalar_len=None, depth=1, body=None):
+    """The per-point routine's lines: its locals, then the plan's statements (or ``body``: the
+    host batch's, with its epilogues folded, rosenna.strategy.point.epilogue)."""
     pad = C.indent * depth
     t = plan.ctype
+    body = plan.body if body is None else list(body)
     decl = []
-    for name in used_scalars(plan.body):
+    for name in used_scalars(body):
         decl.append(f"{pad}{t} {name}{f'[{scalar_len}]' if scalar_len else ''};")
+    used = scratch_used(plan, body)
     for i, size in enumerate(plan.scratch):
-        decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
+        if i in used:
+            decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
     if plan.scratch and scalar_len is None:
         decl += _thread_private_scratch(len(plan.scratch))
-    return decl + renderer.lines(plan.body, depth)
+    return decl + renderer.lines(annotate(body), depth)
 
 
 def _thread_private_scratch(count):
@@ -259,7 +264,7 @@ def source(strategy, stamp):
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     point_text = "\n".join(point_body(plan, point))
-    block_text = "\n".join(point_body(plan, blocked, scalar_len=block))
+    block_text = "\n".join(point_body(plan, blocked, scalar_len=block, body=strategy.host_body or None))
     weights = _weights(plan, offload)
     if offload:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
         layers, warp = offload
@@ -288,16 +293,20 @@ def source(strategy, stamp):
 """
     call = f"{n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym})"
     if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
-        fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    for (int p = 0; p < count; ++p)\n"
+        fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    /* whether a point met an index outside its axis */\n"
+                        f"    for (int p = 0; p < count; ++p)\n"
                         f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;")
-        host_batch = (f"    int status = ROSENNA_STATUS_OK;\n#pragma omp parallel for schedule(static) reduction(max:status)\n"
+        host_batch = (f"    int status = ROSENNA_STATUS_OK;\n    /* the points in blocks of {block}, a block per thread */\n"
+                      f"#pragma omp parallel for schedule(static) reduction(max:status)\n"
                       f"    for (int start = 0; start < n; start += {block}) {{\n        int s = {call};\n"
                       f"        status = s > status ? s : status;\n    }}\n    return status;")
     else:
         fault_return = ""
-        host_batch = (f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
+        host_batch = (f"    /* the points in blocks of {block}, a block per thread */\n"
+                      f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
                       f"        {call};\n    return ROSENNA_STATUS_OK;")
     device_batch = offload_batch(plan) if faults else (
+        f"        /* one point per device thread */\n"
         f"#pragma omp target teams distribute parallel for is_device_ptr(x, y)\n        for (int i = 0; i < n; ++i)\n"
         f"            {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});\n        return ROSENNA_STATUS_OK;")
     batch = f"""
@@ -307,10 +316,12 @@ def source(strategy, stamp):
 static {'int' if faults else 'void'} {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
+    /* the block's inputs transposed, point index innermost (zeros past count) */
     for (int e = 0; e < {nxm}; ++e)
         for (int p = 0; p < {block}; ++p)
             xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
 {block_text}
+    /* the outputs back, one point a row */
     for (int p = 0; p < count; ++p)
         for (int e = 0; e < {nym}; ++e)
             y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}

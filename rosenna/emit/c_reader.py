@@ -21,7 +21,7 @@ def _checks(plan):
         status = abi.status_name(check.status)
         short = f"{n}_failed(src) ? ROSENNA_STATUS_OPEN : ROSENNA_STATUS_READ" if i == 0 else read_status
         if check.per_tensor and not in_loop:
-            out.append("    for (t = 0; t < count; ++t) {")
+            out += ["    /* each tensor of the file: its name, shape and values */", "    for (t = 0; t < count; ++t) {"]
             in_loop = True
         elif not check.per_tensor and in_loop:
             out.append("    }")
@@ -176,6 +176,7 @@ static int {n}_checksum(struct {n}_source *src, long end, unsigned long *crc)
     unsigned long table[256], c, k, j, m;
     long left = end;
 
+    /* the table of the CRC of each byte value */
     for (k = 0; k < 256; ++k) {{
         c = k;
         for (j = 0; j < 8; ++j)
@@ -190,6 +191,7 @@ static int {n}_checksum(struct {n}_source *src, long end, unsigned long *crc)
         m = left < (long)sizeof block ? (unsigned long)left : sizeof block;
         if ({n}_get(src, block, m) != m)
             return 0;
+        /* the block's bytes into the CRC */
         for (k = 0; k < m; ++k)
             c = table[(c ^ block[k]) & 0xfful] ^ (c >> 8);
         left -= (long)m;

@@ -4,7 +4,8 @@ from rosenna import abi, plan as planner
 from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.lang import FORTRAN
-from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
+from rosenna.emit.notes import annotate
+from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_loop_vars, used_scalars
 from rosenna.loopir import FAULT, counts_faults
 
 #: Fact of the output's format, not of its speed: weight literals per line.
@@ -44,16 +45,21 @@ def _declarations(plan, stmts, block=0, extra_int=()):
     out = []
     for name in used_scalars(stmts):
         out.append(f"    real(rk) :: {name}{f'({block})' if block else ''}")
+    used = scratch_used(plan, stmts)
     for i, size in enumerate(plan.scratch):
-        out.append(f"    real(rk) :: t{i}({size * (block or 1)})")
+        if i in used:
+            out.append(f"    real(rk) :: t{i}({size * (block or 1)})")
     ints = list(used_loop_vars(stmts)) + list(extra_int)
     if ints:
         out.append(f"    integer :: {', '.join(ints)}")
     return out
 
 
-def module(plan, stamp, block):
+def module(plan, stamp, block, host_body=()):
+    """``<name>_model.F90``; ``host_body``: the host batch block's statements (the plan's when
+    empty), rosenna.strategy.Strategy.host_body."""
     n = plan.name
+    host_body = list(host_body) or plan.body
     point = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
     blocked = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, block), block=block)
     kind = "real64" if plan.precision == "double" else "real32"
@@ -68,42 +74,47 @@ def module(plan, stamp, block):
     publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
-    point_lines = _declarations(plan, plan.body) + [""] + point.lines(plan.body, 2)
-    block_lines = (_declarations(plan, plan.body, block, extra_int=("p", "e"))
+    point_lines = _declarations(plan, plan.body) + [""] + point.lines(annotate(plan.body), 2)
+    block_lines = (_declarations(plan, host_body, block, extra_int=("p", "e"))
                    + [f"    real(rk) :: xb({n}_nx * {block}), yb({n}_ny * {block})", "",
+                      "    ! the block's inputs transposed, point index innermost (zeros past count)",
                       f"    do e = 0, {n}_nx - 1",
                       "      !$omp simd",
                       f"      do p = 0, {block - 1}",
                       f"        xb(e*{block} + p + 1) = merge(x(e + 1, min(p + 1, count)), 0.0_rk, p < count)",
                       "      end do",
                       "    end do"]
-                   + blocked.lines(plan.body, 2)
-                   + ["    do p = 0, count - 1",
+                   + blocked.lines(annotate(host_body), 2)
+                   + ["    ! the outputs back, one point a column",
+                      "    do p = 0, count - 1",
                       f"      do e = 0, {n}_ny - 1",
                       f"        y(e + 1, p + 1) = yb(e*{block} + p + 1)",
                       "      end do",
                       "    end do"])
     faults = counts_faults(plan.body)
     if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
-        block_lines += ["    faults = 0", "    do p = 0, count - 1", f"      if ({FAULT}(p + 1) > 0) faults = 1",
+        block_lines += ["    faults = 0", "    ! whether a point met an index outside its axis", "    do p = 0, count - 1", f"      if ({FAULT}(p + 1) > 0) faults = 1",
                         "    end do"]
     ready_check = ("    if (.not. ready) then\n"
                    f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
     batch_decls = "    logical :: on_device\n    integer :: i, start\n" + ("    integer :: faults, fault\n" if faults else "")
     call = f"call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:){', fault' if faults else ''})"
     if faults:
-        host_loop = (f"      faults = 0\n      !$omp parallel do schedule(static) private(fault) reduction(max: faults)\n"
+        host_loop = (f"      faults = 0\n      ! the points in blocks of {block}, a block per thread\n"
+                     f"      !$omp parallel do schedule(static) private(fault) reduction(max: faults)\n"
                      f"      do start = 1, n, {block}\n        {call}\n        faults = max(faults, fault)\n"
                      f"      end do\n      if (faults > 0) status = {n}_status_index\n")
     else:
-        host_loop = f"      !$omp parallel do schedule(static)\n      do start = 1, n, {block}\n        {call}\n      end do\n"
+        host_loop = (f"      ! the points in blocks of {block}, a block per thread\n"
+                     f"      !$omp parallel do schedule(static)\n      do start = 1, n, {block}\n        {call}\n      end do\n")
     if faults:  # each point's faults reduced into one integer that the target region brings back
         device_loop = ("      faults = 0\n      !$omp target teams distribute parallel do map(to: x) map(from: y) "
                        "private(fault) reduction(max: faults)\n      do i = 1, n\n"
                        "        call infer_point(x(:, i), y(:, i), fault)\n        faults = max(faults, fault)\n"
                        f"      end do\n      if (faults > 0) status = {n}_status_index\n")
     else:
-        device_loop = ("      !$omp target teams distribute parallel do map(to: x) map(from: y)\n      do i = 1, n\n"
+        device_loop = ("      ! one point per device thread\n"
+                       "      !$omp target teams distribute parallel do map(to: x) map(from: y)\n      do i = 1, n\n"
                        f"        call {n}_infer(x(:, i), y(:, i))\n      end do\n")
     batch_stmts = f"""    on_device = .false.
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()

@@ -27,7 +27,7 @@ def _checks(plan, st):
     out, in_loop = [], False
     for i, check in enumerate(abi.RWT_CHECKS):
         if check.per_tensor and not in_loop:
-            out.append("    do t = 1, int(count)")
+            out += ["    ! each tensor of the file: its name, shape and values", "    do t = 1, int(count)"]
             in_loop = True
         elif not check.per_tensor and in_loop:
             out.append("    end do")
@@ -230,6 +230,7 @@ def reader(plan):
     integer(int64) :: table(0:255), c, left, start
     integer :: i, j, m
 
+    ! the table of the CRC of each byte value
     do i = 0, 255
       c = i
       do j = 1, 8
@@ -249,6 +250,7 @@ def reader(plan):
       m = int(min(left, int(size(block), int64)))
       read (unit, pos=start, iostat=ios) block(1:m)
       if (ios /= 0) return
+      ! the block's bytes into the CRC
       do i = 1, m
         crc = ieor(table(iand(ieor(crc, int(block(i), int64)), 255_int64)), shiftr(crc, 8))
       end do

@@ -27,7 +27,9 @@ to the solver's team and wait for threads that never arrive.
 """
 
 from rosenna.emit.host_loops import Inner, contiguous, jam, simd_loops, unroll_taps
+from rosenna.emit.notes import annotate, note, op_of
 from rosenna.emit.render import used_loop_vars, used_scalars
+from rosenna.loopir import Loop
 from rosenna.parallel import launch_groups
 
 #: C's vectorisable exp and tanh (rosenna_host_math.h, inlined and branch-free): libm's are scalar
@@ -125,16 +127,28 @@ def host_lines(plan, lang, renderer, depth):
     lines = [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team)]
     lines += [pad + text for text in table["team_open"][1:]]
     inner = depth + (1 if table["block"] else 0)
+    planned, op = op_of(plan), None
     for kind, chain, body, notes, nowait in host_regions(plan):
-        for note in notes:
-            lines.append(lang.indent * inner + lang.comment.format(text=note))
+        for text in notes:
+            lines.append(lang.indent * inner + lang.comment.format(text=text))
+            op = planned.get(text)
         nowait = table["nowait"] if nowait else ""
         if kind == "parallel":
+            lines.append(lang.indent * inner + lang.comment.format(text=_nest_note(op, chain, body)))
             lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t)
         else:
-            lines += _serial(body, lang, table, renderer, inner, nowait, t)
+            lines += _serial(annotate(body, op), lang, table, renderer, inner, nowait, t)
     lines += [pad + text for text in table["team_close"]]
     return lines
+
+
+def _nest_note(op, chain, loops):
+    """:func:`rosenna.emit.notes.note` of a parallel region: its outer loops, and its innermost
+    variable as each of its SIMD loops (:class:`Inner`) runs it."""
+    outer = {loop.var: loop.extent for loop in chain[:-1]}
+    return note(op, [stmt for inner in loops for stmt in
+                     ([Loop(inner.vector_var, inner.vectors, [Loop(chain[-1].var, inner.extent, inner.body)])]
+                      if inner.vectors else [Loop(chain[-1].var, inner.extent, inner.body)])], outer)
 
 
 def _directive(lang, depth, text):

@@ -37,6 +37,7 @@ import numpy as np
 from rosenna.emit.chain import WarpLayout
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
+from rosenna.quoting import comment_text
 
 # The tuning's offload_register_width (layers at most this wide in and out keep their inputs and
 # outputs in registers) and offload_unroll (inputs per step of a wider layer's loop).
@@ -159,9 +160,11 @@ def repack(plan, layers, warp):
     lines = [COPY_GUARD, f"    /* the offload device body's copy (rosenna/emit/offload_mlp.py) */"]
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
         w, b = (C.symbol(plan.name, plan.weights[j].ident) for j in (layer.w_index, layer.b_index))
-        lines += [f"    for (int k = 0; k < {layer.k}; ++k)",
+        lines += [f"    /* layer {i}: W transposed, k-major, {npad} columns a row; then its bias */",
+                  f"    for (int k = 0; k < {layer.k}; ++k)",
                   f"        for (int o = 0; o < {layer.n}; ++o)",
                   f"            {name}[{_plus(woff)}k * {npad} + o] = {w}[o * {layer.k} + k];",
+                  f"    /* layer {i}'s bias */",
                   f"    for (int o = 0; o < {layer.n}; ++o)",
                   f"        {name}[{boff} + o] = {b}[o];"]
     lines += [f"#pragma omp target update to({name})", "#endif"]
@@ -229,7 +232,7 @@ def _thread(plan, layers, warp):
     src = "x"
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, lay.offsets)):
         last = i == len(layers) - 1
-        what = f"/* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */"
+        what = f"/* layer {i}, {_nodes(layer)}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */"
         if wide:
             dst = "y" if last else ("a" if i % 2 == 0 else "b")
             lines += _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w)
@@ -256,6 +259,7 @@ def _warp(plan, layers):
     kc0 = lay.warp.offsets[0][1]
     private = "#pragma omp allocate({}) allocator(omp_thread_mem_alloc)"
     lines = ["    const int lane = ROSENNA_WARP_LANE(), py = lane / 16, cx = lane % 16;",
+             "    /* the warp's 32 points in two passes of 16, every layer in each */",
              "#pragma unroll 1",
              "    for (int pass = 0; pass < 2; ++pass) {",
              f"        float h0[8][{kc0}];", private.format("h0"),
@@ -270,15 +274,18 @@ def _warp(plan, layers):
         _, kc, nc = lay.warp.offsets[i]
         aligned = nc % 4 == 0
         row = f"{w} + {_plus(woff)}(c * {kc} + j) * {npad} + cx * {nc}"
-        lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
+        lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}, {_nodes(layer)}: {layer.k} -> {layer.n}, "
+                  f"{layer.act or 'no activation'} */",
                   private.format(f"h{i + 1}"),
                   "        {",
                   f"            float s[8][{nc}];", private.format("s"),
+                  "            /* the sums start at 0 */",
                   "#pragma unroll",
                   "            for (int i = 0; i < 8; ++i)",
                   "#pragma unroll",
                   f"                for (int o = 0; o < {nc}; ++o)",
                   "                    s[i][o] = 0.0f;",
+                  "            /* the input columns of the 16 lanes of this half-warp, in turn */",
                   "#pragma unroll 1",
                   "            for (int c = 0; c < 16; ++c) {",
                   "#pragma unroll",
@@ -294,6 +301,7 @@ def _warp(plan, layers):
                   "                    }",
                   "                }",
                   "            }",
+                  "            /* bias and activation */",
                   "#pragma unroll",
                   "            for (int i = 0; i < 8; ++i)",
                   "#pragma unroll",
@@ -303,7 +311,8 @@ def _warp(plan, layers):
     last = len(layers) - 1
     woff, boff, _ = lay.offsets[-1]
     kc = lay.warp.offsets[-1][1]
-    lines += [f"        /* layer {last}: {layers[-1].k} -> {layers[-1].n}, {layers[-1].act or 'no activation'}: each lane sums its "
+    lines += [f"        /* layer {last}, {_nodes(layers[-1])}: {layers[-1].k} -> {layers[-1].n}, "
+              f"{layers[-1].act or 'no activation'}: each lane sums its "
               f"{kc} input column(s) for 8 points x 8 outputs,",
               "           then a reduce-scatter over its half-warp (xor 8, 4, 2, 1; the lane whose bit is set keeps the",
               "           upper half) leaves lane cx point 8py + cx / 2, outputs 4 (cx % 2) .. + 4 */",
@@ -346,7 +355,8 @@ def _warp(plan, layers):
 def _registers(plan, i, layer, woff, boff, npad, src, dst, zero, w):
     t = plan.ctype
     acc = [f"s{j}" for j in range(4)]
-    lines = ["#pragma unroll",
+    lines = [f"    /* layer {i}: four columns at a time, their sums in registers */",
+             "#pragma unroll",
              f"    for (int n0 = 0; n0 < {npad}; n0 += 4) {{",
              f"        {t} {', '.join(f'{a} = {zero}' for a in acc)};",
              "#pragma unroll",
@@ -367,9 +377,11 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
     return [f"    {{  {what}",
             f"        {t} s[{npad}];",
             "#pragma omp allocate(s) allocator(omp_thread_mem_alloc)",
+            "        /* the sums start at 0 */",
             "#pragma unroll",
             f"        for (int j = 0; j < {npad}; ++j)",
             f"            s[j] = {zero};",
+            f"        /* input by input, into all {npad} sums */",
             f"#pragma unroll {plan.tuned.offload_unroll}",
             f"        for (int k = 0; k < {layer.k}; ++k) {{",
             f"            const {t} v = {src}[k];",
@@ -378,10 +390,16 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
             f"            for (int j = 0; j < {npad}; ++j)",
             "                s[j] += wk[j] * v;",
             "        }",
+            "        /* bias and activation */",
             "#pragma unroll",
             f"        for (int j = 0; j < {layer.n}; ++j)",
             f"            {dst}[j] = {_act(plan, i)}(s[j] + {w}[{boff} + j]);",
             "    }"]
+
+
+def _nodes(layer):
+    """The layer's node names, made safe for a comment."""
+    return comment_text("+".join(layer.nodes) or "the layer", 40)
 
 
 def _plus(offset):

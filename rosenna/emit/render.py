@@ -17,7 +17,7 @@ The renderer knows two forms:
 """
 
 from rosenna.emit.lang import COMPOSITE
-from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Note, Num, Ref, Select, Var, walk, walk_expr
 
 #: Fact of C and Fortran: the binding strength of the arithmetic operators.
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
@@ -43,6 +43,8 @@ class Renderer:
         self.block = block
         self.math = math or {}
         self.lane_offset = 0  # blocked form: which half of the block a reduction statement serves
+        self._note = None  # blocked form: the last nest's note (see _notes)
+        self._commented = False  # blocked form: whether the last line written is a comment
 
     # -- expressions -----------------------------------------------------------------------------
     def index(self, idx, offset=0, scale=1):
@@ -107,12 +109,39 @@ class Renderer:
 
     # -- statements ------------------------------------------------------------------------------
     def lines(self, stmts, depth=0):
-        if self.block < 2:  # per point (or a block of one, which has no halves)
+        if not self.block:
             return self._lines(stmts, depth)
+        # Blocked: a nest's note (loopir.Note) goes over the SIMD loop its statements become.
+        notes, plain, waiting = {}, [], []
+        for stmt in stmts:
+            if isinstance(stmt, Note):
+                waiting.append(stmt.text)
+            else:
+                notes[id(stmt)], waiting = waiting, []
+                plain.append(stmt)
+        if len(plain) == len(stmts):
+            notes = None  # a loop's body, or statements the notes have not met
+        if self.block < 2:  # a block of one has no halves
+            return self._lines(plain, depth, notes=notes)
         out = []
-        for kind, group in _reduction_runs(stmts):
-            out.extend(self._lane_loop(group, depth) if kind == "reduction" else self._lines(group, depth))
+        for kind, group in _reduction_runs(plain):
+            if kind == "reduction" and notes is not None:
+                out += self._notes([text for s in group for text in notes.get(id(s), ())], depth)
+            if kind == "reduction":
+                out += self._lane_loop(group, depth)
+            else:
+                out += self._lines(group, depth, notes=notes)
         return out
+
+    def _notes(self, texts, depth):
+        """The comment lines over a nest of the blocked form: its statements' notes, else (a nest
+        that goes on with the statements of the last note: a sum's store) that note again, unless
+        a comment (an op's) is right above it."""
+        commented, self._commented = self._commented, False
+        if not texts and (self._note is None or commented):
+            return []
+        self._note = texts[-1] if texts else self._note
+        return [self.lang.indent * depth + self.lang.comment.format(text=text) for text in texts or [self._note]]
 
     def simd(self):
         """The SIMD directive of the blocked form. simdlen: half a block (16 floats, 8 doubles:
@@ -134,15 +163,20 @@ class Renderer:
         return ([self._directive_pad(pad) + self.simd(), pad + self.lang.loop_open.format(var=self.POINT, extent=half, last=half - 1)]
                 + self._lines(stmts, depth + 1, in_lane=True) + [pad + self.lang.loop_close])
 
-    def _lines(self, stmts, depth, in_lane=False):
+    def _lines(self, stmts, depth, in_lane=False, notes=None):
+        """``notes``: the blocked form's top level: each statement's notes (:meth:`lines`)."""
         out = []
         pad = self.lang.indent * depth
         run = []  # consecutive assignments: one SIMD loop over the block's points in blocked form
+        run_notes = []
 
         def flush():
             if not run:
                 return
             if self.block and not in_lane:
+                if notes is not None:
+                    out.extend(self._notes(run_notes, depth))
+                    run_notes.clear()
                 out.append(self._directive_pad(pad) + self.simd())
                 out.append(pad + self.lang.loop_open.format(var=self.POINT, extent=self.block, last=self.block - 1))
                 out.extend(pad + self.lang.indent + text for text in run)
@@ -152,6 +186,10 @@ class Renderer:
             run.clear()
 
         for stmt in stmts:
+            if notes is not None and not (isinstance(stmt, Assign) and run):
+                flush()  # where the statement starts a nest, its notes go over that nest
+            if notes is not None:
+                run_notes.extend(notes.get(id(stmt), ()))
             if isinstance(stmt, Assign):
                 form = self.lang.accumulate if stmt.accumulate else self.lang.assign
                 for offset in ((0, self.block // 2) if in_lane else (0,)):
@@ -162,7 +200,11 @@ class Renderer:
             flush()
             if isinstance(stmt, Comment):
                 out.append(pad + self.lang.comment.format(text=stmt.text))
+                self._commented = True
             elif isinstance(stmt, Loop):
+                if notes is not None:
+                    out.extend(self._notes(run_notes, depth))
+                    run_notes.clear()
                 out.append(pad + self.lang.loop_open.format(var=stmt.var, extent=stmt.extent, last=stmt.extent - 1))
                 if in_lane or self.block < 2:
                     out.extend(self._lines(stmt.body, depth + 1, in_lane))
@@ -227,6 +269,17 @@ def used_scalars(stmts):
             for e in (stmt.target, stmt.expr):
                 names.update(sub.name for sub in walk_expr(e) if isinstance(sub, Var))
     return sorted(names)
+
+
+def scratch_used(plan, stmts):
+    """The numbers ``i`` of the scratch buffers ``t<i>`` the statements load or store."""
+    used = set()
+    for stmt in walk(stmts):
+        if isinstance(stmt, Assign):
+            for e in (stmt.target, stmt.expr):
+                used.update(int(plan.storage[r.buf][1][1:]) for r in walk_expr(e)
+                            if isinstance(r, Ref) and plan.storage[r.buf][0] == "t")
+    return used
 
 
 def used_loop_vars(stmts):

@@ -24,6 +24,7 @@ table below. The C routines are here; the Fortran module's are in
 
 from rosenna.emit.host_field import HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
+from rosenna.emit.notes import annotate, note
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
 from rosenna.loopir import Idx
 from rosenna.parallel import regions
@@ -131,9 +132,11 @@ def region_lines(plan, lang, table, renderer, depth, samples=False, data="x, y")
     def directive(text, level):
         return (lang.indent * level if lang.indent_directives else "") + text
 
+    op = None
     for kind, chain, body in regions(plan.body):
         if kind == "comment":
             lines.append(pad + lang.comment.format(text=body[0].text))
+            op = body[0].op
             continue
         scalars = used_scalars(body)
         private = ", ".join(scalars + used_loop_vars(body))
@@ -142,6 +145,12 @@ def region_lines(plan, lang, table, renderer, depth, samples=False, data="x, y")
         if samples:
             loops.insert(0, (SAMPLE, "count", "count - 1"))
         level = depth
+        if kind == "parallel" and (op is not None or not lines or not lines[-1].lstrip().startswith(lang.comment[:2])):
+            lines.append(pad + lang.comment.format(text=note(op, chain[:1])))
+        elif kind != "parallel":
+            if samples:  # the region is a loop over the samples
+                lines.append(pad + lang.comment.format(text=note(op, body, {SAMPLE: 1})))
+            body = annotate(body, op)
         if loops:
             collapse = table["collapse"].format(n=len(loops)) if len(loops) > 1 else ""
             lines.append(directive(table["parallel"].format(collapse=collapse, private=priv, data=data), depth))
@@ -311,7 +320,8 @@ def c_batch(plan):
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: batch_buffer(plan, i))) if plan.scratch else ""
     ready = f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
-    chunks = [f"        for (int start = 0; start < n; start += {samples}) {{",
+    chunks = [f"        /* the samples in chunks of {samples}, each op one region over a chunk */",
+              f"        for (int start = 0; start < n; start += {samples}) {{",
               f"            const int count = n - start < {samples} ? n - start : {samples};",
               f"            const {t} *xb = x + (long)start * {n.upper()}_NX;",
               f"            {t} *yb = y + (long)start * {n.upper()}_NY;"]
@@ -323,6 +333,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;
 {ready}{branches}
+    /* on the host: one sample at a time, each through {n}_infer_one's host loops */
     for (int i = 0; i < n; ++i) {{
         int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
         if (status != ROSENNA_STATUS_OK)

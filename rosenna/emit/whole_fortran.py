@@ -160,6 +160,7 @@ def batch_statements(plan):
     for model in MODELS:
         table = DIRECTIVES[model]
         lines += _branch(table, f"{table['why']} over up to {samples} samples", [
+            f"      ! the samples in chunks of {samples}, each op one region over a chunk",
             f"      do i = 1, n, {samples}",
             f"        call {table['samples']}(min({samples}, n - i + 1), x(1, i), y(1, i))",
             "      end do"])

@@ -40,6 +40,10 @@ class Strategy:
     memory: Decision  # where the kernel file keeps embedded weights
     host: Decision  # the host batch's blocks and vectors
     field: object = None  # the whole-field kernels (a field.Field; None: the plan emits no <name>_infer_one)
+    #: The statements of the host batch's block: the plan's, with each pointwise chain after a
+    #: Gemm, MatMul or Conv folded into its store (rosenna.strategy.point.epilogue; () on the
+    #: whole-field path, which has no host batch block)
+    host_body: tuple = ()
 
     @property
     def parts(self):
@@ -82,8 +86,9 @@ def decide(plan, tuning=None, vector=32):
     routine = select("cuda per-point routine", mlp.ROUTINE, Subject(plan, chain, plan.path, tensor.chosen), tuning)
     offload = select("offload device body", mlp.OFFLOAD, subject, tuning,
                      values=(("warp", mlp.offload_warp(plan, chain)),) if chain else ())
+    body, fused = point.epilogue.fuse(plan) if plan.path == "point" else ((), ())
     return Strategy(plan, tuning, chain, batched, tensor, routine, offload, field.memory(plan, tuning),
-                    point.host(plan, tuning, vector), field.decide(plan, tuning))
+                    point.host(plan, tuning, vector, fused), field.decide(plan, tuning), body)
 
 
 def of(subject, tuning=None):

@@ -50,6 +50,8 @@ class Layer:
     expr: object = None  # None: linear
     #: True when ``expr`` came from pointwise nodes after the Gemm (not one fused activation).
     epilogue: bool = False
+    #: The model's node names the layer computes (the Gemm's, its epilogue's), for comments.
+    nodes: tuple = ()
 @dataclass(frozen=True)
 class Chain:
     """The analysis: ``layers`` (a tuple; empty when the plan is no MLP chain) and, then, ``reason``."""
@@ -243,7 +245,7 @@ def analyse(plan):
         attrs = dict(op.activation_attrs) if op.activation else {}
         expr = ops.get(op.activation).expr(attrs, Var("v")) if op.activation else None
         env = {_where(plan, io[1]): expr or Var("v")}
-        out, names = io[1], []
+        out, names, nodes = io[1], [], list(op.nodes)
         i += 1
         while i < len(segments) and segments[i][0] is not None and segments[i][0].op != "Gemm" \
                 and not rounding(segments[i]):
@@ -252,6 +254,7 @@ def analyse(plan):
                 return no(f"a {segments[i][0].label} node after layer {len(layers)} is not pointwise")
             out, env[_where(plan, step[0])] = step[0], step[1]
             names.append(segments[i][0].op)
+            nodes += segments[i][0].nodes
             i += 1
         if names:
             expr = env[_where(plan, out)]
@@ -259,7 +262,7 @@ def analyse(plan):
             if at0 is None or not math.isfinite(at0):
                 return no(f"the pointwise nodes after layer {len(layers)} are not finite at 0 ({at0})")
         act = "+".join(([op.activation] if op.activation else []) + names) or None
-        layers.append(Layer(k, n, act, w.reshape(n, k), b, attrs, read[0], read[1], expr, bool(names)))
+        layers.append(Layer(k, n, act, w.reshape(n, k), b, attrs, read[0], read[1], expr, bool(names), tuple(nodes)))
         k, current = n, _where(plan, out)
     if k != plan.ny or current[0] != "y":
         return no(f"the last layer's {k} outputs are not y's {plan.ny}")

@@ -1,10 +1,13 @@
 """Per point: the plan's loops for one point, run by one thread (a GPU thread, a host SIMD lane).
 
 Owns the fallbacks every plan fits (the CUDA/HIP one-point-per-thread kernel, :data:`BATCHED`)
-and the host batch's shape: the points per block (:func:`host_block`) and the width of the host
-CPU's vectors (:func:`vector_bytes`, from the toolchain profile's target).
+and the host batch's shape: the points per block (:func:`host_block`), the width of the host
+CPU's vectors (:func:`vector_bytes`, from the toolchain profile's target) and the pointwise
+epilogues folded into their producers' stores (:mod:`.epilogue`).
 """
 
+from rosenna.quoting import comment_text
+from rosenna.strategy.point import epilogue  # noqa: F401 (the host batch's epilogues)
 from rosenna.strategy.table import Decision, Implementation
 
 
@@ -40,10 +43,13 @@ def vector_bytes(profile):
     return 64 if target is not None and "avx512f" in target.features else 32
 
 
-def host(plan, tuning, vector):
-    """The host batch's :class:`Decision`: points per block and vector bytes."""
+def host(plan, tuning, vector, fused=()):
+    """The host batch's :class:`Decision`: points per block and vector bytes; ``fused``: the
+    pointwise epilogues folded into their producers' stores (:func:`epilogue.fuse`)."""
     block = host_block(plan, tuning)
     points = f"{block} point{'s' if block > 1 else ''}"
+    values = (("points_per_block", block), ("vector_bytes", vector))
+    if fused:
+        values += (("epilogues", "; ".join(f"{'+'.join(f.ops)} after {comment_text(f.nodes[0])}" for f in fused)),)
     return Decision("host batch", "host-blocks", why=f"{points} per block within host_block_bytes "
-                    f"{tuning.host_block_bytes}, {vector}-byte vectors",
-                    values=(("points_per_block", block), ("vector_bytes", vector)))
+                    f"{tuning.host_block_bytes}, {vector}-byte vectors", values=values)

@@ -56,7 +56,8 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
 #if ROSENNA_OFFLOAD_BODY
     float h1[2];
 #pragma omp allocate(h1) allocator(omp_thread_mem_alloc)
-    /* layer 0: 2 -> 2, Relu */
+    /* layer 0, fc0+act0: 2 -> 2, Relu */
+    /* layer 0: four columns at a time, their sums in registers */
 #pragma unroll
     for (int n0 = 0; n0 < 4; n0 += 4) {
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
@@ -74,7 +75,8 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
         if (n0 + 2 < 2) h1[n0 + 2] = gemm_small_oact0(s2 + gemm_small_opacked[8 + n0 + 2]);
         if (n0 + 3 < 2) h1[n0 + 3] = gemm_small_oact0(s3 + gemm_small_opacked[8 + n0 + 3]);
     }
-    /* layer 1: 2 -> 3, Relu */
+    /* layer 1, fc1+act1: 2 -> 3, Relu */
+    /* layer 1: four columns at a time, their sums in registers */
 #pragma unroll
     for (int n0 = 0; n0 < 4; n0 += 4) {
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
@@ -101,6 +103,7 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
 #pragma omp allocate(t0) allocator(omp_thread_mem_alloc)
 #endif
     /* Gemm+Relu: fc0+act0 */
+    /* fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2] */
     acc0 = 0.0f;
     acc1 = 0.0f;
     for (int i0 = 0; i0 < 2; ++i0) {
@@ -110,6 +113,7 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
     t0[0] = ((acc0 + gemm_small_w1_fc0_bias[0]) > 0.0f ? (acc0 + gemm_small_w1_fc0_bias[0]) : 0.0f);
     t0[1] = ((acc1 + gemm_small_w1_fc0_bias[1]) > 0.0f ? (acc1 + gemm_small_w1_fc0_bias[1]) : 0.0f);
     /* Gemm+Relu: fc1+act1 */
+    /* fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3] */
     acc0 = 0.0f;
     acc1 = 0.0f;
     acc2 = 0.0f;
@@ -132,6 +136,7 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
 static void gemm_small_infer_block(int count, const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
     float xb[GEMM_SMALL_NX * 32], yb[GEMM_SMALL_NY * 32];
+    /* the block's inputs transposed, point index innermost (zeros past count) */
     for (int e = 0; e < GEMM_SMALL_NX; ++e)
         for (int p = 0; p < 32; ++p)
             xb[e * 32 + p] = p < count ? x[(long)p * GEMM_SMALL_NX + e] : 0.0f;
@@ -140,6 +145,7 @@ static void gemm_small_infer_block(int count, const float *ROSENNA_RESTRICT x, f
     float acc2[32];
     float t0[64];
     /* Gemm+Relu: fc0+act0 */
+    /* fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2] */
 #pragma omp simd simdlen(16)
     for (int p = 0; p < 16; ++p) {
         acc0[p] = 0.0f;
@@ -153,12 +159,14 @@ static void gemm_small_infer_block(int count, const float *ROSENNA_RESTRICT x, f
             acc1[p + 16] += gemm_small_w0_fc0_weight[i0 + 2] * xb[32*i0 + p + 16];
         }
     }
+    /* fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2] */
 #pragma omp simd simdlen(16)
     for (int p = 0; p < 32; ++p) {
         t0[p] = ((acc0[p] + gemm_small_w1_fc0_bias[0]) > 0.0f ? (acc0[p] + gemm_small_w1_fc0_bias[0]) : 0.0f);
         t0[p + 32] = ((acc1[p] + gemm_small_w1_fc0_bias[1]) > 0.0f ? (acc1[p] + gemm_small_w1_fc0_bias[1]) : 0.0f);
     }
     /* Gemm+Relu: fc1+act1 */
+    /* fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3] */
 #pragma omp simd simdlen(16)
     for (int p = 0; p < 16; ++p) {
         acc0[p] = 0.0f;
@@ -176,12 +184,14 @@ static void gemm_small_infer_block(int count, const float *ROSENNA_RESTRICT x, f
             acc2[p + 16] += gemm_small_w2_fc1_weight[i0 + 4] * t0[32*i0 + p + 16];
         }
     }
+    /* fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3] */
 #pragma omp simd simdlen(16)
     for (int p = 0; p < 32; ++p) {
         yb[p] = ((acc0[p] + gemm_small_w3_fc1_bias[0]) > 0.0f ? (acc0[p] + gemm_small_w3_fc1_bias[0]) : 0.0f);
         yb[p + 32] = ((acc1[p] + gemm_small_w3_fc1_bias[1]) > 0.0f ? (acc1[p] + gemm_small_w3_fc1_bias[1]) : 0.0f);
         yb[p + 64] = ((acc2[p] + gemm_small_w3_fc1_bias[2]) > 0.0f ? (acc2[p] + gemm_small_w3_fc1_bias[2]) : 0.0f);
     }
+    /* the outputs back, one point a row */
     for (int p = 0; p < count; ++p)
         for (int e = 0; e < GEMM_SMALL_NY; ++e)
             y[(long)p * GEMM_SMALL_NY + e] = yb[e * 32 + p];
@@ -191,11 +201,13 @@ int gemm_small_infer_batch(int n, const float *x, float *y, void *stream)
 {
     (void)stream;
     if (ROSENNA_OMP_DEVICE()) {
+        /* one point per device thread */
 #pragma omp target teams distribute parallel for is_device_ptr(x, y)
         for (int i = 0; i < n; ++i)
             gemm_small_infer(x + (long)i * GEMM_SMALL_NX, y + (long)i * GEMM_SMALL_NY);
         return ROSENNA_STATUS_OK;
     }
+    /* the points in blocks of 32, a block per thread */
 #pragma omp parallel for schedule(static)
     for (int start = 0; start < n; start += 32)
         gemm_small_infer_block(n - start < 32 ? n - start : 32, x + (long)start * GEMM_SMALL_NX, y + (long)start * GEMM_SMALL_NY);

@@ -84,6 +84,7 @@ contains
     integer :: i0
 
     ! Gemm+Relu: fc0+act0
+    ! fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2]
     acc0 = 0.0_rk
     acc1 = 0.0_rk
     do i0 = 0, 1
@@ -93,6 +94,7 @@ contains
     t0(1) = merge((acc0 + w1_fc0_bias(1)), 0.0_rk, (acc0 + w1_fc0_bias(1)) > 0.0_rk)
     t0(2) = merge((acc1 + w1_fc0_bias(2)), 0.0_rk, (acc1 + w1_fc0_bias(2)) > 0.0_rk)
     ! Gemm+Relu: fc1+act1
+    ! fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3]
     acc0 = 0.0_rk
     acc1 = 0.0_rk
     acc2 = 0.0_rk
@@ -120,11 +122,13 @@ contains
     on_device = .false.
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
     if (on_device) then
+      ! one point per device thread
       !$omp target teams distribute parallel do map(to: x) map(from: y)
       do i = 1, n
         call gemm_small_infer(x(:, i), y(:, i))
       end do
     else
+      ! the points in blocks of 32, a block per thread
       !$omp parallel do schedule(static)
       do start = 1, n, 32
         call infer_block(min(32, n - start + 1), x(:, start:), y(:, start:))
@@ -144,6 +148,7 @@ contains
     integer :: i0, p, e
     real(rk) :: xb(gemm_small_nx * 32), yb(gemm_small_ny * 32)
 
+    ! the block's inputs transposed, point index innermost (zeros past count)
     do e = 0, gemm_small_nx - 1
       !$omp simd
       do p = 0, 31
@@ -151,6 +156,7 @@ contains
       end do
     end do
     ! Gemm+Relu: fc0+act0
+    ! fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2]
     !$omp simd simdlen(16)
     do p = 0, 15
       acc0(p + 1) = 0.0_rk
@@ -164,12 +170,14 @@ contains
         acc1(p + 17) = acc1(p + 17) + w0_fc0_weight(i0 + 3) * xb(32*i0 + p + 17)
       end do
     end do
+    ! fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2]
     !$omp simd simdlen(16)
     do p = 0, 31
       t0(p + 1) = merge((acc0(p + 1) + w1_fc0_bias(1)), 0.0_rk, (acc0(p + 1) + w1_fc0_bias(1)) > 0.0_rk)
       t0(p + 33) = merge((acc1(p + 1) + w1_fc0_bias(2)), 0.0_rk, (acc1(p + 1) + w1_fc0_bias(2)) > 0.0_rk)
     end do
     ! Gemm+Relu: fc1+act1
+    ! fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3]
     !$omp simd simdlen(16)
     do p = 0, 15
       acc0(p + 1) = 0.0_rk
@@ -187,12 +195,14 @@ contains
         acc2(p + 17) = acc2(p + 17) + w2_fc1_weight(i0 + 5) * t0(32*i0 + p + 17)
       end do
     end do
+    ! fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3]
     !$omp simd simdlen(16)
     do p = 0, 31
       yb(p + 1) = merge((acc0(p + 1) + w3_fc1_bias(1)), 0.0_rk, (acc0(p + 1) + w3_fc1_bias(1)) > 0.0_rk)
       yb(p + 33) = merge((acc1(p + 1) + w3_fc1_bias(2)), 0.0_rk, (acc1(p + 1) + w3_fc1_bias(2)) > 0.0_rk)
       yb(p + 65) = merge((acc2(p + 1) + w3_fc1_bias(3)), 0.0_rk, (acc2(p + 1) + w3_fc1_bias(3)) > 0.0_rk)
     end do
+    ! the outputs back, one point a column
     do p = 0, count - 1
       do e = 0, gemm_small_ny - 1
         y(e + 1, p + 1) = yb(e*32 + p + 1)
