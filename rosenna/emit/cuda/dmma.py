@@ -296,22 +296,20 @@ KIND = Dmma()
 
 
 def routine_parts(plan, layers, sig):
-    """The float64 chain's per-point routines (``-DROSENNA_DEVICE_ROUTINE``): its copy of the
-    fragments, ``<name>_infer_warp`` running the batched kernel's warp body for the 32 lanes' points
-    (CUDA sm_80+; elsewhere each lane its own point through ``<name>_point``), and ``<name>_infer``
-    taking that body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
+    """The float64 chain's per-point routines (``-DROSENNA_DEVICE_ROUTINE``): ``<name>_infer_warp``
+    running the batched kernel's warp body for the 32 lanes' points on its fragments
+    (``<name>_tc_packed``, which the kernel file holds for both of its compiles; CUDA sm_80+;
+    elsewhere each lane its own point through ``<name>_point``), and ``<name>_infer`` taking that
+    body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
     n, nx, ny = plan.name, plan.nx, plan.ny
-    frags, biases, size = offsets(layers)
+    frags, biases, _ = offsets(layers)
     m = m_tiles(layers, plan.tuned)
     passes = 32 // (8 * m)
-    layout = Layout(layers)
-    values = f" = {{\n    {_literals(layout.packed())}\n}}" if plan.embed else ""
-    storage = "__device__ const" if plan.embed else "__device__"
     renderer = Renderer(C, plan.precision, resolver(plan, C))
     guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
     body = [guard,
             "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;",
-            f"    const double *s = {n}_rdmma;",
+            f"    const double *s = {n}_tc_packed;",
             "#pragma unroll 1",
             f"    for (int pass = 0; pass < {passes}; ++pass) {{",
             f"        double h0[{m}][{_ktiles(layers[0], True)}];",
@@ -341,8 +339,6 @@ def routine_parts(plan, layers, sig):
              f"    {n}_point(x, y);",
              "#endif"]
     return "\n".join([
-        f"{tf32.GUARD}\n/* The warp routine's copy: the FP64 tensor-core chain's fragments, then its biases. */",
-        f"static {storage} __align__(16) double {n}_rdmma[{size}]{values};", "#endif",
         "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, fixed.load("rosenna_lane.cuh"), library(layers)]
         + activations("rt_dact", layers, renderer) + ["#endif", "}  // namespace", "",
         f"/* 32 points, one per lane: the FP64 tensor-core chain's warp body, {passes} pass{'es' if passes > 1 else ''} of "
@@ -365,10 +361,10 @@ def routine_parts(plan, layers, sig):
 
 
 def routine_upload(plan, layers):
-    """The lines of ``<name>_routine_upload`` packing and copying ``<name>_rdmma``."""
+    """The lines of ``<name>_routine_upload`` packing and copying the routine object's ``<name>_tc_packed``."""
     layout = Layout(layers)
     return (f"{tf32.GUARD}\n    {{\n        double *tc = (double *)calloc({layout.size}, sizeof(double));\n"
             f"        if (tc == NULL)\n            return ROSENNA_STATUS_DEVICE;\n{layout.host_packing()}\n"
-            f"        const int failed = cudaMemcpyToSymbol({plan.name}_rdmma, tc, sizeof(double) * {layout.size}, 0, "
+            f"        const int failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(double) * {layout.size}, 0, "
             "cudaMemcpyHostToDevice) != cudaSuccess;\n        free(tc);\n"
             "        if (failed)\n            return ROSENNA_STATUS_DEVICE;\n    }\n#endif")
