@@ -29,9 +29,10 @@ def test_kernel_file_compiles_without_warnings(tmp_path, model, options, flags):
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     if model == "mlp128" and options.get("embed", True):
-        # the FP32 warp body reads the one-thread body's copy (the same layout at these widths)
+        # the one-thread and FP32 warp bodies read the staged kernel's copy (its rows, their biases)
         text = kernel.read_text()
-        assert "mlp128_rwarp" not in text and "rosenna_warp_layer<8, 8, rt_act1>(mlp128_rpacked + 2176" in text
+        assert "mlp128_rwarp" not in text and "mlp128_rpacked" not in text
+        assert "rosenna_warp_layer<8, 8, 128, rt_act1>(mlp128_packed + 2048, mlp128_packed + 34944" in text
 
 
 def test_compact_packing_brings_its_helper(tmp_path):
