@@ -199,12 +199,7 @@ def kernel(plan, layers):
               "            }",
               "        }",
               "    }",
-              "#else",
-              "    (void)n; (void)x; (void)y;  /* no DMMA before sm_80: never launched (see the host side) */",
-              "#endif",
-              "}",
-              "",
-              *tf32.usable(n)]
+              *tf32.kernel_end(n, what="DMMA")]
     return "\n".join(lines)
 
 
@@ -213,21 +208,7 @@ def launch(plan, layers):
     persistent grid of as many blocks as the GPU holds at once."""
     n = plan.name
     per_block = THREADS // 32 * 8 * m_tiles(layers, plan.tuned)
-    return f"""    if ({n}_tc_usable()) {{
-        static int resident;
-        if (!resident) {{
-            int device = 0, sms = 0, per_sm = 0;
-            if (cudaGetDevice(&device) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {THREADS}, 0) != cudaSuccess)
-                return ROSENNA_STATUS_LAUNCH;
-            resident = sms * (per_sm > 0 ? per_sm : 1);
-        }}
-        const long wanted = ((long)n + {per_block - 1}) / {per_block};
-        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {THREADS}, 0, (cudaStream_t)stream>>>(n, x, y);
-        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
-    }}
-"""
+    return tf32.persistent_launch(n, THREADS, 0, f"((long)n + {per_block - 1}) / {per_block}")
 
 
 class Layout:
@@ -253,6 +234,7 @@ def _literals(values):
 class Dmma(Kind):
     label = "FP64 DMMA chain"
     copy = "DMMA chain"
+    ctype = "double"
     note = (" (on CUDA sm_80+: the float64 chain on the FP64 tensor cores, rosenna/emit/cuda/dmma.py; compile with\n"
             " * -DROSENNA_NO_TENSOR_CORES for the FMA kernel everywhere)")
     guard = tf32.GUARD
@@ -267,19 +249,6 @@ class Dmma(Kind):
         storage = "__device__ const" if plan.embed else "__device__"
         return (f"{self.guard}\n/* The FP64 tensor-core chain's copy: DMMA B fragments per layer, then the biases "
                 f"(rosenna/emit/cuda/dmma.py). */\nstatic {storage} __align__(16) double {plan.name}_tc_packed[{tc.size}]{values};\n#endif")
-
-    def upload(self, plan, choice):
-        """The lines of ``<name>_device_upload`` that pack and copy ``<name>_tc_packed``."""
-        size = choice.tensor_layout.size
-        return (f"{self.guard}\n"
-                f"    double *tc = (double *)calloc({size}, sizeof(double));\n"
-                f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
-                f"{choice.tensor_layout.host_packing()}\n"
-                f"    const int tc_failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(double) * {size}, 0, "
-                f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
-                f"    free(tc);\n"
-                f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
-                f"#endif\n")
 
     def upload_helper(self, code):
         return ""
