@@ -33,8 +33,9 @@ MODES = {"batched": ["-c"], "routine": ["-c", "-fgpu-rdc", "-DROSENNA_DEVICE_ROU
 WARNING = re.compile(r"warning", re.IGNORECASE)
 
 
-def commands(kernel, out, spills=False, opt=()):
-    """[(label, argv, env)] of the compiles of one kernel file (``out``: a scratch folder)."""
+def commands(kernel, out, spills=False, nvcc_opt=(), hipcc_opt=()):
+    """[(label, argv, env)] of the compiles of one kernel file (``out``: a scratch folder;
+    ``nvcc_opt``, ``hipcc_opt``: optimization flags, the compilers' defaults without)."""
     base = os.path.basename(kernel)
     include = ["-I", os.path.dirname(kernel)]
     jobs = []
@@ -42,12 +43,12 @@ def commands(kernel, out, spills=False, opt=()):
         extra = ["-Xptxas", "-warn-spills"] if spills else []
         for mode, flags in MODES.items():
             flags = [f.replace("-fgpu-rdc", "-rdc=true") for f in flags]
-            jobs.append((f"nvcc {mode} {base}", NVCC + list(opt) + extra + flags + include
+            jobs.append((f"nvcc {mode} {base}", NVCC + list(nvcc_opt) + extra + flags + include
                          + [kernel, "-o", os.path.join(out, f"{base}.{mode}.nvcc.o")], None))
     if shutil.which("hipcc"):
         env = dict(os.environ, HIP_PLATFORM="amd")
         for mode, flags in MODES.items():
-            jobs.append((f"hipcc {mode} {base}", HIPCC + list(opt) + flags + include
+            jobs.append((f"hipcc {mode} {base}", HIPCC + list(hipcc_opt) + flags + include
                          + [kernel, "-o", os.path.join(out, f"{base}.{mode}.hip.o")], env))
     return jobs
 
@@ -62,10 +63,10 @@ def run(job):
     return label, "\n".join(line for line in text.splitlines() if WARNING.search(line))
 
 
-def survey(kernels, spills=False, opt=(), jobs=None):
+def survey(kernels, spills=False, nvcc_opt=(), hipcc_opt=(), jobs=None):
     """{label: warnings} for every compile of ``kernels`` that warned or failed."""
     with tempfile.TemporaryDirectory() as out:
-        work = [job for k in kernels for job in commands(k, out, spills, opt)]
+        work = [job for k in kernels for job in commands(k, out, spills, nvcc_opt, hipcc_opt)]
         with concurrent.futures.ThreadPoolExecutor(jobs or int(os.environ.get("ROSENNA_JOBS", os.cpu_count() or 1))) as pool:
             return {label: text for label, text in pool.map(run, work) if text}
 

@@ -3,14 +3,17 @@ nvcc's warnings as errors, in the batched compile and in the per-point routine's
 (``-DROSENNA_DEVICE_ROUTINE``), for the models whose routines take the warp bodies (mlp128) and
 the plain one-thread body (gemm_small); file-loaded weights (host packing code) too."""
 
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from rosenna import generate as gen, zoo
 
 pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")]
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 
 
 @pytest.mark.parametrize("model, options, flags", [
@@ -75,3 +78,54 @@ def test_whole_field_kernel_file_compiles_without_warnings(tmp_path):
                            str(tmp_path / "gen" / "convnet_kernel.cu"), "-o", str(tmp_path / "k.ptx")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def warning_sample(tmp_path_factory):
+    """A bounded sample of kernel files, one of each way the kernel file is put together: the
+    narrow FP32 kernel with the 3xTF32 chain (gemm_big), the staged and wide kernels with the
+    parked warp routine, file-loaded (mlp128: every host packing), the FP64 tensor-core chain (a
+    4-32-32-2 Tanh MLP), the whole-field conv net."""
+    import numpy as np
+    import onnx
+    import op_models
+
+    tmp = tmp_path_factory.mktemp("warnings")
+    models = [(zoo.save("gemm_big", str(tmp / "gemm_big.onnx")), {}),
+              (zoo.save("mlp128", str(tmp / "mlp128.onnx")), {"embed": False}),
+              (str(op_models.convnet(tmp / "convnet.onnx")), {})]
+    onnx.save(zoo.mlp("d4", [4, 32, 32, 2], ["Tanh", "Tanh", None], np.float64, seed=4), str(tmp / "d4.onnx"))
+    models.append((str(tmp / "d4.onnx"), {}))
+    kernels = []
+    for path, options in models:
+        name = os.path.splitext(os.path.basename(path))[0]
+        gen.generate(path, str(tmp / name), gen.Options(lang="c", **options))
+        kernels.append(str(tmp / name / f"{name}_kernel.cu"))
+    return kernels
+
+
+@pytest.mark.hipcc
+def test_sample_compiles_without_any_warning(warning_sample):
+    """The sample's kernel files, each compiled as the makefile does (the batched kernel and the
+    per-point routine as relocatable device code) by nvcc with the host compiler's -Wall -Wextra and
+    every front-end warning, and by hipcc for AMD with -Wall -Wextra: not one warning
+    (bench/kernel_warnings.py runs the same over every zoo, example and bench model)."""
+    import devflags
+    import kernel_warnings
+
+    found = kernel_warnings.survey(warning_sample, nvcc_opt=devflags.NVCC_DEVICE.split(), hipcc_opt=devflags.HIPCC.split(),
+                                   jobs=2)
+    assert not found, "\n".join(f"{label}:\n{text[-1500:]}" for label, text in sorted(found.items()))
+
+
+def test_survey_catches_a_warning(tmp_path):
+    """The survey fails a kernel file with an unused function and passes it without."""
+    import kernel_warnings
+
+    (tmp_path / "rosenna_rt.h").write_text("")
+    clean = tmp_path / "clean_kernel.cu"
+    clean.write_text("__global__ void k(float *y) { y[0] = 1.0f; }\n")
+    dirty = tmp_path / "dirty_kernel.cu"
+    dirty.write_text("static __device__ float unused(float v) { return v; }\n" + clean.read_text())
+    found = kernel_warnings.survey([str(clean), str(dirty)], nvcc_opt=["-Xcicc", "-O0"], jobs=2)
+    assert found and all("dirty" in label for label in found), found

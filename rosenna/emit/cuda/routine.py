@@ -43,6 +43,7 @@ about the same time. Measurements: results/measurement-log.md.
 """
 
 import dataclasses
+import textwrap
 
 import numpy as np
 
@@ -355,7 +356,7 @@ def _array(plan, storage, name, layout):
     (``__constant__`` stays constant memory; the rest is ``__device__``)."""
     if plan.embed:
         return array(storage, name, layout.packed(), layout.size)
-    storage = "__constant__" if storage == "__constant__" else "__device__"
+    storage = "__constant__" if storage.startswith("__constant__") else storage.replace(" const", "")
     return f"static {storage} __align__(16) float {name}[{layout.size}];"
 
 
@@ -380,7 +381,7 @@ def upload(plan, choice):
             "    {",
             f"        float *{var} = (float *)calloc({layout.size}, sizeof(float));",
             f"        if ({var} == NULL)\n            return ROSENNA_STATUS_DEVICE;",
-            layout.host_packing(var) if var != "packed" else layout.host_packing(),
+            textwrap.indent(layout.host_packing(var) if var != "packed" else layout.host_packing(), "    "),
             f"        const int failed = rosennaMemcpyToSymbol({name}, {var}, sizeof(float) * {layout.size}, 0, "
             "rosennaMemcpyHostToDevice) != rosennaSuccess;",
             f"        free({var});",
@@ -419,7 +420,8 @@ def routine(plan, choice, renderer):
     if kind == "parked" and _warp_weights(plan, choice)[0] == f"{n}_rwarp":
         parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
                   "(emit/chain.py's WarpLayout). */",
-                  _array(plan, "__device__ const", f"{n}_rwarp", WarpLayout(layers))]
+                  # (read by the FP32 warp body only: not in a CUDA sm_80+ compile, which says so unless told)
+                  _array(plan, "__device__ const __attribute__((unused))", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
     libraries = len(parts)  # rosenna_narrow.cuh and rosenna_lane.cuh go here where the code calls them
@@ -476,7 +478,9 @@ def routine(plan, choice, renderer):
                  f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{body}}}\n\n"
                  f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n{warp_call}}}\n")
     code = "\n".join(parts[libraries:])
-    parts[libraries:libraries] = [fixed.load(name) for name, call in (("rosenna_narrow.cuh", "rosenna_dense<"),
-                                                                      ("rosenna_lane.cuh", "rosenna_lane()"))
-                                  if call in code]
+    # (the 3xTF32 chain's warp body is the one caller of rosenna_lane() there: CUDA's, under its guard)
+    lane = fixed.load("rosenna_lane.cuh")
+    parts[libraries:libraries] = [text for text, call in (
+        (fixed.load("rosenna_narrow.cuh"), "rosenna_dense<"),
+        (f"{tf32.GUARD}\n{lane}#endif\n" if kind == "chain" else lane, "rosenna_lane()")) if call in code]
     return "\n".join(parts)

@@ -113,6 +113,10 @@ def kernel_source(strategy, stamp, constant_limit=None):
         parts.append("static int ready;")
     acts = []
     if choice.layout or (tensor and choice.layers):
+        # (without a packed copy, the tensor-core kernel is their one caller: under its guard)
+        only_tensor = not choice.layout
+        if only_tensor:
+            parts.append(tensor.guard)
         parts.append("\nnamespace {")
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"
@@ -121,6 +125,8 @@ def kernel_source(strategy, stamp, constant_limit=None):
         if choice.layout:
             parts.append(base.library())
         parts.append("}  // namespace\n")
+        if only_tensor:
+            parts.append("#endif")
     parts.append(whole_field.infer_one(plan))
     setup, launch = base.launch(plan, choice)
     parts.append(base.kernel(plan, choice, acts))
