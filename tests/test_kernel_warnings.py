@@ -122,10 +122,10 @@ def test_survey_catches_a_warning(tmp_path):
     """The survey fails a kernel file with an unused function and passes it without."""
     import kernel_warnings
 
-    (tmp_path / "rosenna_rt.h").write_text("")
+    (tmp_path / "rosenna_rt.h").write_text("#if defined(__HIPCC__)\n#include <hip/hip_runtime.h>\n#endif\n")
     clean = tmp_path / "clean_kernel.cu"
-    clean.write_text("__global__ void k(float *y) { y[0] = 1.0f; }\n")
+    clean.write_text('#include "rosenna_rt.h"\n__global__ void k(float *y) { y[0] = 1.0f; }\n')
     dirty = tmp_path / "dirty_kernel.cu"
-    dirty.write_text("static __device__ float unused(float v) { return v; }\n" + clean.read_text())
+    dirty.write_text(clean.read_text() + "static __device__ float unused(float v) { return v; }\n")
     found = kernel_warnings.survey([str(clean), str(dirty)], nvcc_opt=["-Xcicc", "-O0"], jobs=2)
     assert found and all("dirty" in label for label in found), found
