@@ -36,10 +36,18 @@ that may be written), and the 32 points are computed together (on CUDA behind th
 - anything else (and the tensor-core chains where their guard fails): each lane computes its own
   point.
 
-The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
-rows after the first layer so that a layer's C fragments are the next one's A fragments) from
-global memory through the read-only data cache: every warp of an SM reads the same layer at
-about the same time. Measurements: results/measurement-log.md.
+The tensor-core bodies read their fragments (tc_chain.py's packing, paired rows after the first
+layer so that a layer's C fragments are the next one's A fragments) from global memory through the
+read-only data cache: every warp of an SM reads the same layer at about the same time.
+Measurements: results/measurement-log.md.
+
+Each body reads the batched kernel's copy of the weights where it can (:func:`shared`; the kernel
+file then holds that copy once, for both of its compiles): the one-thread body the batched
+kernel's ``<name>_packed`` (the same layout, or any with 16-byte rows: ``rosenna_dense_kouter``
+takes each layer's bias pointer and row stride), the FP32 warp body the same array where every
+block it reads is there, the tensor-core bodies the 3xTF32 chain's or the FP64 chain's
+``<name>_tc_packed``. Otherwise a body has its own copy: ``<name>_rpacked``, ``<name>_rwarp``,
+``<name>_rchain`` (beside the wide 3xTF32 kernel, whose fragments are not paired).
 """
 
 import dataclasses
@@ -181,7 +189,8 @@ def _warp_weights(plan, choice):
         if stride < cols or stride % 4 or woff + (rows - 1) * stride + cols > dense.size:
             return own
         mine = np.stack([got[woff + r * stride:woff + r * stride + cols] for r in range(rows)])
-        if not (np.array_equal(mine, want[off:bias].reshape(rows, cols)) and np.array_equal(got[boff:boff + cols], want[bias:bias + cols])):
+        if not (np.array_equal(mine, want[off:bias].reshape(rows, cols))
+                and np.array_equal(got[boff:boff + cols], want[bias:bias + cols])):
             return own
         places.append((woff, boff, stride))
     return _dense_name(plan, choice), places
