@@ -3,11 +3,14 @@ each generated file: the check that a refactoring of the generator leaves its ou
 
     python bench/snapshot_generated.py record DIR        # generate into DIR/gen, write DIR/sha256.json
     python bench/snapshot_generated.py compare DIR NEW   # generate into NEW, list files that differ from DIR's
+    python bench/snapshot_generated.py sizes DIR [NEW]   # bytes generated per model (DIR's, and NEW's beside)
 
 The models: the zoo's three MLPs in float32 and float64, embedded and file-loaded; the examples'
 ONNX files; the bench MLP shapes of bench/frontier.py (built with onnx.helper, so no PyTorch is
 needed); tests/op_models' conv net, U-Net, LSTM cell and sequence; bench/science_models.py's 3-D
 U-Net and Fourier-feature MLP. ``compare`` exits 1 when a file differs, is new or is gone.
+``sizes`` prints a Markdown table of the bytes of each model's ``<name>_kernel.cu`` and of all its
+files, from snapshots already generated (``record`` or ``compare`` wrote them).
 """
 
 import glob
@@ -82,6 +85,34 @@ def generate_all(dest):
     return digests
 
 
+def _bytes(dest):
+    """{label: (kernel file bytes, all files' bytes)} of a generated snapshot."""
+    out = {}
+    for label in sorted(os.listdir(os.path.join(dest, "gen"))):
+        folder = os.path.join(dest, "gen", label)
+        files = {f: os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)}
+        out[label] = (sum(b for f, b in files.items() if f.endswith("_kernel.cu")), sum(files.values()))
+    return out
+
+
+def sizes(dirs):
+    """The Markdown table of :func:`_bytes` for one snapshot, or two side by side."""
+    got = [_bytes(d) for d in dirs]
+    labels = sorted(set().union(*got))
+    def cell(table, label, i):
+        return f"{table[label][i]:,}" if label in table else "-"
+    if len(got) == 1:
+        lines = ["| model | `_kernel.cu` bytes | all files |", "|---|---:|---:|"]
+        lines += [f"| {lab} | {cell(got[0], lab, 0)} | {cell(got[0], lab, 1)} |" for lab in labels]
+    else:
+        lines = ["| model | `_kernel.cu` before | after | all files before | after |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {lab} | {cell(got[0], lab, 0)} | {cell(got[1], lab, 0)} | {cell(got[0], lab, 1)} | {cell(got[1], lab, 1)} |"
+                  for lab in labels]
+    totals = [(sum(v[0] for v in t.values()), sum(v[1] for v in t.values())) for t in got]
+    lines.append("| **all** | " + " | ".join(f"{t[0]:,}" for t in totals) + " | " + " | ".join(f"{t[1]:,}" for t in totals) + " |")
+    return "\n".join(lines)
+
+
 def main(argv):
     if len(argv) == 2 and argv[0] == "record":
         digests = generate_all(argv[1])
@@ -99,6 +130,9 @@ def main(argv):
             print(f"{what}: {key}")
         print(f"{len(after)} files, {len(differ)} differ")
         return 1 if differ else 0
+    if argv[:1] == ["sizes"] and len(argv) in (2, 3):
+        print(sizes(argv[1:]))
+        return 0
     print(__doc__)
     return 2
 

@@ -46,9 +46,13 @@ def test_warp_host_packing_in_cpp_equals_numpy(tmp_path):
     assert np.array_equal(got.view(np.uint32), layout.packed().view(np.uint32))
 
 
-def emulate_warp(layers, packed, x):
-    """rosenna_warp_layer / rosenna_warp_out for the 32 lanes, pass by pass (float64)."""
+def emulate_warp(layers, packed, x, places=None):
+    """rosenna_warp_layer / rosenna_warp_out for the 32 lanes, pass by pass (float64). ``places``:
+    per layer (weights, bias, row stride) in ``packed`` (default: :class:`WarpLayout`'s)."""
     layout = routine.WarpLayout(layers)
+    if places is None:
+        places = [(off, off + 16 * kc * (8 if i == len(layers) - 1 else 16 * nc), 8 if i == len(layers) - 1 else 16 * nc)
+                  for i, (off, kc, nc) in enumerate(layout.offsets)]
     lane = np.arange(32)
     py, cx = lane // 16, lane % 16
     points, nx = x.shape
@@ -60,8 +64,7 @@ def emulate_warp(layers, packed, x):
             for j in range(kc0):
                 k = cx * kc0 + j
                 h[:, i, j] = np.where(k < nx, x[16 * pas + 8 * py + i, np.minimum(k, nx - 1)], 0.0)
-        for layer, (off, kc, nc) in zip(layers[:-1], layout.offsets):
-            ldw = 16 * nc
+        for layer, (_, kc, nc), (off, boff, ldw) in zip(layers[:-1], layout.offsets, places):
             acc = np.zeros((32, 8, nc))
             for c in range(16):
                 for j in range(kc):
@@ -69,9 +72,9 @@ def emulate_warp(layers, packed, x):
                     for i in range(8):
                         a = h[py * 16 + c, i, j]  # the shuffle from lane (py, c)
                         acc[:, i, :] += w * a[:, None]
-            b = packed[off + 16 * kc * ldw + cx[:, None] * nc + np.arange(nc)]
+            b = packed[boff + cx[:, None] * nc + np.arange(nc)]
             h = act_of(layer)(acc + b[:, None, :])
-        off, kc, _ = layout.offsets[-1]
+        (_, kc, _), (off, boff, _) = layout.offsets[-1], places[-1]
         p = np.zeros((32, 64))
         for j in range(kc):
             w = packed[off + (cx[:, None] * kc + j) * 8 + np.arange(8)]  # [32, 8]
@@ -83,7 +86,7 @@ def emulate_warp(layers, packed, x):
             send = np.where(upper[:, None], p[:, :half], p[:, half:2 * half])
             keep = np.where(upper[:, None], p[:, half:2 * half], p[:, :half])
             p = keep + send[lane ^ bit]
-        b = packed[off + 16 * kc * 8 + 4 * (cx % 2)[:, None] + np.arange(4)]
+        b = packed[boff + 4 * (cx % 2)[:, None] + np.arange(4)]
         v = act_of(layers[-1])(p[:, :4] + b)
         for ln in range(32):
             point = 16 * pas + 8 * py[ln] + cx[ln] // 2
@@ -107,6 +110,63 @@ def test_emulated_warp_body_matches_the_model(tmp_path, sizes, acts):
     off, kc, _ = routine.WarpLayout(layers).offsets[-1]
     broken[off:off + 16 * kc * 8] = np.roll(broken[off:off + 16 * kc * 8], 8)
     assert not np.allclose(emulate_warp(layers, broken, x), evaluate(layers, x), atol=1e-3)
+
+
+@pytest.mark.parametrize("sizes,acts", [([16, 128, 128, 128, 8], ["Relu", "Relu", "Relu", None]),
+                                        ([7, 96, 96, 96, 96, 5], ["Tanh", "Tanh", "Tanh", "Tanh", None])])
+def test_routine_reads_the_staged_kernels_copy(tmp_path, sizes, acts):
+    """mlp128 and a 96-wide tanh chain: the one-thread body and the FP32 warp body read the staged
+    kernel's <name>_packed (rows 128 floats apart, the biases after the stages), the kernel file
+    holds no copy of its own for them, and both bodies, emulated from the generated calls on that
+    array, give the model."""
+    _, plan, choice = _plan(tmp_path, "staged", sizes, acts)
+    assert choice.staged and routine.shared(choice) == {"packed"}
+    source = cuda.kernel_source(plan, "stamp")
+    assert "staged_rpacked" not in source and "staged_rwarp" not in source and "staged_rchain" in source
+    assert source.count("float staged_packed[") == 1
+    assert source.index("float staged_packed[") < source.index("#if defined(ROSENNA_DEVICE_ROUTINE)")
+    layers, packed = choice.layers, choice.packed().astype(np.float64)
+    x = np.random.default_rng(3).uniform(-1, 1, size=(32, plan.nx))
+    # The one-thread body, layer by layer.
+    start = source.index("void staged_point_thread")
+    calls = re.findall(r"rosenna_dense_kouter<(\d+), (\d+), (\d+), rt_act(\d+)>\(staged_packed \+ (\d+), staged_packed \+ (\d+), ",
+                       source[start:source.index("\n}\n", start)])
+    assert len(calls) == len(layers)
+    h = x
+    for layer, (k, n, ldw, _, woff, boff) in zip(layers, calls):
+        k, n, ldw, woff, boff = map(int, (k, n, ldw, woff, boff))
+        w = np.stack([packed[woff + r * ldw:woff + r * ldw + n] for r in range(k)])
+        h = act_of(layer)(h @ w + packed[boff:boff + n])
+    np.testing.assert_allclose(h, evaluate(layers, x), rtol=1e-10, atol=1e-9)
+    # The FP32 warp body (HIP, pre-sm_80): its calls' places in the same array.
+    start = source.index("void staged_infer_warp_body")
+    body = source[start:source.index("\n}\n", start)]
+    places = [tuple(map(int, m)) for m in re.findall(r"rosenna_warp_layer<\d+, \d+, (\d+), rt_act\d+>\(staged_packed \+ (\d+), "
+                                                      r"staged_packed \+ (\d+),", body)]
+    places = [(w, b, ldw) for ldw, w, b in places]
+    out = re.search(r"rosenna_warp_out<\d+, rt_act\d+>\(staged_packed \+ (\d+), staged_packed \+ (\d+),", body)
+    places.append((int(out.group(1)), int(out.group(2)), 8))
+    assert len(places) == len(layers)
+    np.testing.assert_allclose(emulate_warp(layers, packed, x, places), evaluate(layers, x), rtol=1e-10, atol=1e-6)
+    # It can fail: a bias pointer one layer off.
+    wrong = places[:1] + [(places[1][0], places[2][1], places[1][2])] + places[2:]
+    assert not np.allclose(emulate_warp(layers, packed, x, wrong), evaluate(layers, x), atol=1e-3)
+
+
+def test_routine_shares_identical_copies(tmp_path):
+    """gemm_big (3xTF32 chain, narrow FP32 kernel): the routine reads <name>_packed and
+    <name>_tc_packed, once each in the file, before the routine's #if; file-loaded, its own
+    object's copies are filled by <name>_routine_upload."""
+    path, plan, choice = _plan(tmp_path, "gemm_big")
+    assert routine.shared(choice) == {"packed", "tc"}
+    source = cuda.kernel_source(plan, "stamp")
+    for name in ("gemm_big_packed[", "gemm_big_tc_packed["):
+        assert source.count(name) == 1 and source.index(name) < source.index("#if defined(ROSENNA_DEVICE_ROUTINE)")
+    assert "rpacked" not in source and "rchain" not in source
+    generate(path, str(tmp_path / "file"), Options(lang="c", embed=False))
+    text = (tmp_path / "file" / "gemm_big_kernel.cu").read_text()
+    upload = text[text.index("int gemm_big_routine_upload("):]
+    assert "rosennaMemcpyToSymbol(gemm_big_packed," in upload and "rosennaMemcpyToSymbol(gemm_big_tc_packed," in upload
 
 
 @pytest.fixture(scope="module")

@@ -29,14 +29,6 @@ __device__ __forceinline__ void rosenna_stage_commit()
 #endif
 }
 
-/* Every group has landed. */
-__device__ __forceinline__ void rosenna_stage_wait_all()
-{
-#if defined(ROSENNA_CP_ASYNC)
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
-}
-
 /* Every group but the newest has landed: the newest is the stage being prefetched. */
 __device__ __forceinline__ void rosenna_stage_wait_prev()
 {

@@ -2,6 +2,15 @@
    (wm, wn) = (warp / WN, warp % WN) owns points 32wm .. +32 and columns 8 NI wn .. +8 NI of every
    hidden layer, 2 x NI m16n8 tiles. A stage is KS k8 tiles of all WN NI n8 tiles; act[p][LDA]. */
 
+/* Every cp.async group has landed (rosenna_cp_async.cuh; the staged FP32 kernel waits for all but
+   the newest only). */
+__device__ __forceinline__ void rosenna_stage_wait_all()
+{
+#if defined(ROSENNA_CP_ASYNC)
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
 /* An A fragment split once into its TF32 halves: each serves the warp's NI n8 tiles. */
 struct rosenna_split {
     unsigned big[4], small[4];

@@ -48,14 +48,17 @@ class Kind:
         from rosenna.emit.cuda import tf32
         return self.guard + "\n" + tf32.host_tf32(code) + "#endif\n"
 
+    #: The element type of a tensor-core kind's copy.
+    ctype = "float"
+
     def upload(self, plan, choice):
         """The lines of ``<name>_device_upload`` that pack a tensor-core kind's copy and copy it."""
-        size = choice.tensor_layout.size
+        size, t = choice.tensor_layout.size, self.ctype
         return (f"{self.guard}\n"
-                f"    float *tc = (float *)calloc({size}, sizeof(float));\n"
+                f"    {t} *tc = ({t} *)calloc({size}, sizeof({t}));\n"
                 f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
                 f"{choice.tensor_layout.host_packing()}\n"
-                f"    const int tc_failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(float) * {size}, 0, "
+                f"    const int tc_failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof({t}) * {size}, 0, "
                 f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
                 f"    free(tc);\n"
                 f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"

@@ -126,7 +126,7 @@ static __device__ __forceinline__ void {f}_load(const float *ROSENNA_RESTRICT x,
 
 static __device__ __forceinline__ void {f}_sum(const float *sm, long tile, int c0, float acc[{s.cot}][{s.py}], int thread)
 {{
-{guard}{where("group") if s.ng > 1 else ""}{thread}""" + "\n".join(sum_body) + f"""
+{guard}{where("group") if s.ng > 1 else "    (void)tile;" + chr(10)}{thread}""" + "\n".join(sum_body) + f"""
 }}
 
 static __device__ __forceinline__ void {f}_store(float *ROSENNA_RESTRICT y, long tile, float acc[{s.cot}][{s.py}], int thread)
@@ -177,9 +177,15 @@ def source(tiles):
         return ""
     plan, chosen = tiles["launched"]
     launched = {name(plan, k, conv) for k, conv in chosen.items()}
+    # (a tiling only the clustered kernel takes is CUDA's alone, as that kernel is)
+    clustered_only = set(convs) - {name(p, k, c) for form, (p, ch) in tiles.items() if form != "cluster" for k, c in ch.items()}
     parts = []
     for f, (plan, k, conv) in sorted(convs.items(), key=lambda item: (item[1][1], item[0])):
         s = conv.tiling
+        if f in clustered_only:
+            parts.append("#if defined(__CUDACC__) && !defined(__HIPCC__)  /* the clustered kernel's */\n"
+                         + functions(plan, k, conv) + "\n\n" + tile(plan, k, conv) + "\n#endif")
+            continue
         parts.append(functions(plan, k, conv) + "\n\n" + tile(plan, k, conv) + ("" if f not in launched else f"""
 
 __global__ void __launch_bounds__({s.block}) {f}_kernel(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)

@@ -198,12 +198,7 @@ def kernel(plan, layers):
               "            }",
               "        }",
               "    }",
-              "#else",
-              "    (void)n; (void)x; (void)y;  /* no DMMA before sm_80: never launched (see the host side) */",
-              "#endif",
-              "}",
-              "",
-              *tf32.usable(n)]
+              *tf32.kernel_end(n, what="DMMA")]
     return "\n".join(lines)
 
 
@@ -212,21 +207,7 @@ def launch(plan, layers):
     persistent grid of as many blocks as the GPU holds at once."""
     n, threads = plan.name, plan.tuned.dmma_threads
     per_block = threads // 32 * 8 * m_tiles(layers, plan.tuned)
-    return f"""    if ({n}_tc_usable()) {{
-        static int resident;
-        if (!resident) {{
-            int device = 0, sms = 0, per_sm = 0;
-            if (cudaGetDevice(&device) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {threads}, 0) != cudaSuccess)
-                return ROSENNA_STATUS_LAUNCH;
-            resident = sms * (per_sm > 0 ? per_sm : 1);
-        }}
-        const long wanted = ((long)n + {per_block - 1}) / {per_block};
-        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {threads}, 0, (cudaStream_t)stream>>>(n, x, y);
-        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
-    }}
-"""
+    return tf32.persistent_launch(n, threads, 0, f"((long)n + {per_block - 1}) / {per_block}")
 
 
 class Layout:
@@ -252,6 +233,7 @@ def _literals(values):
 class Dmma(Kind):
     label = "FP64 DMMA chain"
     copy = "DMMA chain"
+    ctype = "double"
     note = (" (on CUDA sm_80+: the float64 chain on the FP64 tensor cores, rosenna/emit/cuda/dmma.py; compile with\n"
             " * -DROSENNA_NO_TENSOR_CORES for the FMA kernel everywhere)")
     guard = tf32.GUARD
@@ -266,19 +248,6 @@ class Dmma(Kind):
         storage = "__device__ const" if plan.embed else "__device__"
         return (f"{self.guard}\n/* The FP64 tensor-core chain's copy: DMMA B fragments per layer, then the biases "
                 f"(rosenna/emit/cuda/dmma.py). */\nstatic {storage} __align__(16) double {plan.name}_tc_packed[{tc.size}]{values};\n#endif")
-
-    def upload(self, plan, choice):
-        """The lines of ``<name>_device_upload`` that pack and copy ``<name>_tc_packed``."""
-        size = choice.tensor_layout.size
-        return (f"{self.guard}\n"
-                f"    double *tc = (double *)calloc({size}, sizeof(double));\n"
-                f"    if (tc == NULL)\n        return ROSENNA_STATUS_DEVICE;\n"
-                f"{choice.tensor_layout.host_packing()}\n"
-                f"    const int tc_failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(double) * {size}, 0, "
-                f"cudaMemcpyHostToDevice) != cudaSuccess;\n"
-                f"    free(tc);\n"
-                f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
-                f"#endif\n")
 
     def upload_helper(self, code):
         return ""
@@ -295,22 +264,20 @@ KIND = Dmma()
 
 
 def routine_parts(plan, layers, sig):
-    """The float64 chain's per-point routines (``-DROSENNA_DEVICE_ROUTINE``): its copy of the
-    fragments, ``<name>_infer_warp`` running the batched kernel's warp body for the 32 lanes' points
-    (CUDA sm_80+; elsewhere each lane its own point through ``<name>_point``), and ``<name>_infer``
-    taking that body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
+    """The float64 chain's per-point routines (``-DROSENNA_DEVICE_ROUTINE``): ``<name>_infer_warp``
+    running the batched kernel's warp body for the 32 lanes' points on its fragments
+    (``<name>_tc_packed``, which the kernel file holds for both of its compiles; CUDA sm_80+;
+    elsewhere each lane its own point through ``<name>_point``), and ``<name>_infer`` taking that
+    body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
     n, nx, ny = plan.name, plan.nx, plan.ny
-    frags, biases, size = offsets(layers)
+    frags, biases, _ = offsets(layers)
     m = m_tiles(layers, plan.tuned)
     passes = 32 // (8 * m)
-    layout = Layout(layers)
-    values = f" = {{\n    {_literals(layout.packed())}\n}}" if plan.embed else ""
-    storage = "__device__ const" if plan.embed else "__device__"
     renderer = Renderer(C, plan.precision, resolver(plan, C))
     guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
     body = [guard,
             "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;",
-            f"    const double *s = {n}_rdmma;",
+            f"    const double *s = {n}_tc_packed;",
             "#pragma unroll 1",
             f"    for (int pass = 0; pass < {passes}; ++pass) {{",
             f"        double h0[{m}][{_ktiles(layers[0], True)}];",
@@ -340,8 +307,6 @@ def routine_parts(plan, layers, sig):
              f"    {n}_point(x, y);",
              "#endif"]
     return "\n".join([
-        f"{tf32.GUARD}\n/* The warp routine's copy: the FP64 tensor-core chain's fragments, then its biases. */",
-        f"static {storage} __align__(16) double {n}_rdmma[{size}]{values};", "#endif",
         "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, fixed.load("rosenna_lane.cuh"), library(layers)]
         + activations("rt_dact", layers, renderer) + ["#endif", "}  // namespace", "",
         f"/* 32 points, one per lane: the FP64 tensor-core chain's warp body, {passes} pass{'es' if passes > 1 else ''} of "
@@ -364,10 +329,10 @@ def routine_parts(plan, layers, sig):
 
 
 def routine_upload(plan, layers):
-    """The lines of ``<name>_routine_upload`` packing and copying ``<name>_rdmma``."""
+    """The lines of ``<name>_routine_upload`` packing and copying the routine object's ``<name>_tc_packed``."""
     layout = Layout(layers)
     return (f"{tf32.GUARD}\n    {{\n        double *tc = (double *)calloc({layout.size}, sizeof(double));\n"
             f"        if (tc == NULL)\n            return ROSENNA_STATUS_DEVICE;\n{layout.host_packing()}\n"
-            f"        const int failed = cudaMemcpyToSymbol({plan.name}_rdmma, tc, sizeof(double) * {layout.size}, 0, "
+            f"        const int failed = cudaMemcpyToSymbol({plan.name}_tc_packed, tc, sizeof(double) * {layout.size}, 0, "
             "cudaMemcpyHostToDevice) != cudaSuccess;\n        free(tc);\n"
             "        if (failed)\n            return ROSENNA_STATUS_DEVICE;\n    }\n#endif")

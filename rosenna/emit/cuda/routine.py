@@ -36,13 +36,22 @@ that may be written), and the 32 points are computed together (on CUDA behind th
 - anything else (and the tensor-core chains where their guard fails): each lane computes its own
   point.
 
-The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
-rows after the first layer so that a layer's C fragments are the next one's A fragments) from
-global memory through the read-only data cache: every warp of an SM reads the same layer at
-about the same time. Measurements: results/measurement-log.md.
+The tensor-core bodies read their fragments (tc_chain.py's packing, paired rows after the first
+layer so that a layer's C fragments are the next one's A fragments) from global memory through the
+read-only data cache: every warp of an SM reads the same layer at about the same time.
+Measurements: results/measurement-log.md.
+
+Each body reads the batched kernel's copy of the weights where it can (:func:`shared`; the kernel
+file then holds that copy once, for both of its compiles): the one-thread body the batched
+kernel's ``<name>_packed`` (the same layout, or any with 16-byte rows: ``rosenna_dense_kouter``
+takes each layer's bias pointer and row stride), the FP32 warp body the same array where every
+block it reads is there, the tensor-core bodies the 3xTF32 chain's or the FP64 chain's
+``<name>_tc_packed``. Otherwise a body has its own copy: ``<name>_rpacked``, ``<name>_rwarp``,
+``<name>_rchain`` (beside the wide 3xTF32 kernel, whose fragments are not paired).
 """
 
 import dataclasses
+import textwrap
 
 import numpy as np
 
@@ -86,41 +95,111 @@ def _chain_layout(choice):
     return tc_chain.ChainLayout(choice.layers, _compact(choice))
 
 
-def _dense_layout(choice):
+def _own_layout(choice):
+    """The one-thread body's own copy ``<name>_rpacked``: per layer W ``[K][N rounded up to 4]``, then the bias."""
     return PackedLayout.dense(choice.layers, 4, 4)
 
 
 def _constant(choice):
-    """Whether the one-thread body's copy ``<name>_rpacked`` is in ``__constant__`` memory."""
-    return _dense_layout(choice).size * 4 <= choice.strategy.tuning.routine_constant_bytes
+    """Whether the one-thread body's copy is in ``__constant__`` memory."""
+    return _own_layout(choice).size * 4 <= choice.strategy.tuning.routine_constant_bytes
 
 
-def _warp_weights(plan, choice):
-    """The array the FP32 warp body reads: ``<name>_rpacked`` where its layout
-    (:class:`WarpLayout`) puts every weight and bias where the one-thread body's does (widths
-    multiples of 16: mlp128) and that copy is not in ``__constant__`` memory (a warp reads 16
-    different addresses at once), else its own ``<name>_rwarp``. Decided on the layouts, not the
-    values: each weight of a probe chain is its own number."""
-    layers, start, probe = choice.layers, 1, []
+def _wide(choice):
+    """Whether the one-thread body takes a layer at a time from memory (``rosenna_dense_kouter``)."""
+    return any(max(layer.k, layer.n) > choice.plan.tuned.routine_register_width for layer in choice.layers)
+
+
+def _reads_packed(choice):
+    """Whether the one-thread body reads the batched kernel's ``<name>_packed`` as it is: the same
+    memory (``__constant__`` or not) and either the same layout or, for ``rosenna_dense_kouter``
+    (which takes each layer's bias and row stride), any packed layout with 16-byte aligned rows."""
+    layout, own = choice.layout, _own_layout(choice)
+    if not isinstance(layout, PackedLayout) or choice.routine != "routine-mlp":
+        return False
+    batched_constant = choice.constant and choice.base is not staged.KIND  # (the staged kernel's copy: global)
+    if batched_constant != _constant(choice):
+        return False
+    if layout.size == own.size and layout.offsets == own.offsets:
+        return True
+    return _wide(choice) and all(w % 4 == 0 and b % 4 == 0 and npad % 4 == 0 and npad >= round_up(layer.n, 4)
+                                 for layer, (w, b, npad) in zip(choice.layers, layout.offsets))
+
+
+def _dense_layout(choice):
+    """The layout the one-thread body reads: the batched kernel's (:func:`_reads_packed`) or its own."""
+    return choice.layout if _reads_packed(choice) else _own_layout(choice)
+
+
+def _dense_name(plan, choice):
+    return f"{plan.name}_packed" if _reads_packed(choice) else f"{plan.name}_rpacked"
+
+
+def _reads_tc(choice):
+    """Whether the tensor-core warp body reads the batched tensor-core kernel's ``<name>_tc_packed``:
+    the 3xTF32 chain's (the same packing), or the FP64 chain's (which the strategy pairs with it).
+    The wide kernel's fragments are not paired (its activations pass through shared memory), so the
+    parked warp body keeps its own."""
+    return choice.routine == "routine-dmma" or (_warp_kind(choice) == "chain" and not _compact(choice))
+
+
+def shared(choice):
+    """The batched kernel's copies the per-point routines read as they are: the kernel file holds
+    them once, for both of its compiles (a subset of ``{"packed", "tc"}``)."""
+    return {name for name, reads in (("packed", _reads_packed(choice)), ("tc", _reads_tc(choice))) if reads}
+
+
+def _probe(layers):
+    """The chain with every weight and bias its own number (1, 2, ...): two layouts that pack it
+    alike place every weight and bias alike."""
+    start, probe = 1, []
     for layer in layers:
         w = np.arange(start, start + layer.n * layer.k, dtype=np.float64).reshape(layer.n, layer.k)
         b = np.arange(start + w.size, start + w.size + layer.n, dtype=np.float64)
         probe.append(dataclasses.replace(layer, w=w, b=b))
         start += w.size + layer.n
-    if _constant(choice) or start >= 1 << 24:  # (float32 holds the probe's numbers exactly below 2^24)
-        return f"{plan.name}_rwarp"
-    warp, dense = WarpLayout(probe), PackedLayout.dense(probe, 4, 4)
-    same = warp.size == dense.size and np.array_equal(warp.packed(), dense.packed())
-    return f"{plan.name}_rpacked" if same else f"{plan.name}_rwarp"
+    return probe, start
+
+
+def _warp_weights(plan, choice):
+    """Where the FP32 warp body reads each layer: ``(array, [(weights, bias, row stride) per
+    layer])``. The one-thread body's array where it holds every block the warp body reads (per
+    :class:`WarpLayout`: W ``[16 KC][16 NC]`` with its zero rows and columns, the output layer's
+    rows 8 floats apart, the bias with its zeros: the staged kernel's copy of mlp128 and of a
+    96-wide tanh chain, its rows 128 floats apart) and that copy is not in ``__constant__`` memory
+    (a warp reads 16 different addresses at once), else its own ``<name>_rwarp``. Decided on the
+    layouts, not the values (:func:`_probe`)."""
+    layers = choice.layers
+    warp = WarpLayout(layers)
+    blocks = []  # per layer: (W offset, rows, columns, bias offset) in <name>_rwarp
+    for i, (off, kc, nc) in enumerate(warp.offsets):
+        cols = 8 if i == len(layers) - 1 else 16 * nc
+        blocks.append((off, 16 * kc, cols, off + 16 * kc * cols))
+    own = (f"{plan.name}_rwarp", [(off, bias, cols) for off, _, cols, bias in blocks])
+    probe, end = _probe(layers)
+    if _constant(choice) or end >= 1 << 24:  # (float32 holds the probe's numbers exactly below 2^24)
+        return own
+    dense = _dense_layout(choice)
+    got, want = PackedLayout(probe, dense.offsets, dense.size).packed(), WarpLayout(probe).packed()
+    places = []
+    for i, ((off, rows, cols, bias), (woff, boff, npad)) in enumerate(zip(blocks, dense.offsets)):
+        stride = 8 if i == len(layers) - 1 else npad
+        if stride < cols or stride % 4 or woff + (rows - 1) * stride + cols > dense.size:
+            return own
+        mine = np.stack([got[woff + r * stride:woff + r * stride + cols] for r in range(rows)])
+        if not (np.array_equal(mine, want[off:bias].reshape(rows, cols))
+                and np.array_equal(got[boff:boff + cols], want[bias:bias + cols])):
+            return own
+        places.append((woff, boff, stride))
+    return _dense_name(plan, choice), places
 
 
 def _one_thread(plan, choice, weights, ld):
     """The lines of the one-thread body (inside ``{n}_point_thread``)."""
     layers = choice.layers
     layout = _dense_layout(choice)
-    wide = any(max(layer.k, layer.n) > plan.tuned.routine_register_width for layer in layers)
     lines = []
-    if not wide:
+    if not _wide(choice):
         lines += [f"    float h0[{plan.nx}];", "#pragma unroll", f"    for (int e = 0; e < {plan.nx}; ++e)",
                   "        h0[e] = x[e];"]
         for i, (layer, (woff, _, npad)) in enumerate(zip(layers, layout.offsets)):
@@ -132,9 +211,10 @@ def _one_thread(plan, choice, weights, ld):
     if width:  # (one layer: x to y directly)
         lines.append(f"    float a[{width}], b[{width}];  /* the activations, ping-pong (local memory) */")
     src = "x"
-    for i, (layer, (woff, _, npad)) in enumerate(zip(layers, layout.offsets)):
+    for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, layout.offsets)):
         dst = "y" if i == len(layers) - 1 else ("a" if i % 2 == 0 else "b")
-        lines.append(f"    rosenna_dense_kouter<{layer.k}, {layer.n}, {npad}, rt_act{i}>({weights} + {woff}, {src}, {dst});"
+        lines.append(f"    rosenna_dense_kouter<{layer.k}, {layer.n}, {npad}, rt_act{i}>({weights} + {woff}, {weights} + {boff}, "
+                     f"{src}, {dst});"
                      f"  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */")
         src = dst
     return lines
@@ -166,8 +246,9 @@ def _tc_warp(plan, choice):
     passes = 2 // mt
     ldg = f"{str(tuning.warp_ldg).lower()}, {str(compact).lower()}"
     ind = "    " * (2 if passes > 1 else 1)
-    lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({n}_rchain);",
-             f"    const float *bias = {n}_rchain + {4 * frag4};",
+    chain = f"{n}_tc_packed" if _reads_tc(choice) else f"{n}_rchain"
+    lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({chain});",
+             f"    const float *bias = {chain} + {4 * frag4};",
              "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;"]
     if passes > 1:
         lines += ["#pragma unroll 1", f"    for (int pass = 0; pass < {passes}; ++pass) {{  /* 16 points a pass */"]
@@ -244,7 +325,7 @@ def _shuffle_warp(plan, choice):
     """The FP32 warp body (rosenna_routine.cuh): two passes of 16 points."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layout = WarpLayout(choice.layers)
-    layers, weights = choice.layers, _warp_weights(plan, choice)
+    layers, (weights, places) = choice.layers, _warp_weights(plan, choice)
     kc0 = layout.offsets[0][1]
     lines = ["    const int lane = rosenna_lane(), py = lane / 16, cx = lane % 16;",
              "#pragma unroll 1",
@@ -257,14 +338,15 @@ def _shuffle_warp(plan, choice):
              f"            for (int j = 0; j < {kc0}; ++j)",
              f"                h0[i][j] = cx * {kc0} + j < {nx} ? xp[cx * {kc0} + j] : 0.0f;",
              "        }"]
-    for i, (layer, (off, kc, nc)) in enumerate(zip(layers[:-1], layout.offsets)):
+    for i, (layer, (_, kc, nc), (off, bias, stride)) in enumerate(zip(layers[:-1], layout.offsets, places)):
         lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
-                  f"        rosenna_warp_layer<{kc}, {nc}, rt_act{i}>({weights} + {off}, h{i}, h{i + 1}, py, cx);"]
+                  f"        rosenna_warp_layer<{kc}, {nc}, {stride}, rt_act{i}>({weights} + {off}, {weights} + {bias}, h{i}, h{i + 1}, "
+                  "py, cx);"]
     last = len(layers) - 1
-    off, kc, _ = layout.offsets[-1]
+    (_, kc, _), (off, bias, _) = layout.offsets[-1], places[-1]
     lines += [f"        /* layer {last}: {layers[-1].k} -> {layers[-1].n}, {layers[-1].act or 'no activation'}: lane cx ends with "
               "point 8py + cx / 2, outputs 4 (cx % 2) .. + 4 */",
-              f"        const float4 v = rosenna_warp_out<{kc}, rt_act{last}>({weights} + {off}, h{last}, cx);",
+              f"        const float4 v = rosenna_warp_out<{kc}, rt_act{last}>({weights} + {off}, {weights} + {bias}, h{last}, cx);",
               "        float *yp = rosenna_lane_ptr(y, 16 * pass + 8 * py + cx / 2);",
               "        const int o = 4 * (cx % 2);",
               "        const float r[4] = {v.x, v.y, v.z, v.w};",
@@ -281,7 +363,7 @@ def _array(plan, storage, name, layout):
     (``__constant__`` stays constant memory; the rest is ``__device__``)."""
     if plan.embed:
         return array(storage, name, layout.packed(), layout.size)
-    storage = "__constant__" if storage == "__constant__" else "__device__"
+    storage = "__constant__" if storage.startswith("__constant__") else storage.replace(" const", "")
     return f"static {storage} __align__(16) float {name}[{layout.size}];"
 
 
@@ -293,11 +375,12 @@ def upload(plan, choice):
     if not fast(plan, choice):
         return "", ""
     n, layers = plan.name, choice.layers
-    steps = [(f"{n}_rpacked", _dense_layout(choice), "packed", "")]
+    # (a copy the batched kernel has too is this object's own: the routine fills it here)
+    steps = [(_dense_name(plan, choice), _dense_layout(choice), "packed", "")]
     kind = _warp_kind(choice)
     if kind in ("chain", "parked"):
-        steps.append((f"{n}_rchain", _chain_layout(choice), "tc", tf32.GUARD))
-    if kind == "parked" and _warp_weights(plan, choice) == f"{n}_rwarp":
+        steps.append((f"{n}_tc_packed" if _reads_tc(choice) else f"{n}_rchain", _chain_layout(choice), "tc", tf32.GUARD))
+    if kind == "parked" and _warp_weights(plan, choice)[0] == f"{n}_rwarp":
         steps.append((f"{n}_rwarp", WarpLayout(layers), "rw", ""))
     lines = []
     for name, layout, var, guard in steps:
@@ -305,7 +388,7 @@ def upload(plan, choice):
             "    {",
             f"        float *{var} = (float *)calloc({layout.size}, sizeof(float));",
             f"        if ({var} == NULL)\n            return ROSENNA_STATUS_DEVICE;",
-            layout.host_packing(var) if var != "packed" else layout.host_packing(),
+            textwrap.indent(layout.host_packing(var) if var != "packed" else layout.host_packing(), "    "),
             f"        const int failed = rosennaMemcpyToSymbol({name}, {var}, sizeof(float) * {layout.size}, 0, "
             "rosennaMemcpyHostToDevice) != rosennaSuccess;",
             f"        free({var});",
@@ -332,16 +415,20 @@ def routine(plan, choice, renderer):
     layers = choice.layers
     dense = _dense_layout(choice)
     constant = _constant(choice)
-    parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
-             _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
+    parts = []
+    if not _reads_packed(choice):
+        parts += ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
+                  _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)
-    if kind in ("chain", "parked"):
-        parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, then its biases (tc_chain.py). */",
+    if kind in ("chain", "parked") and not _reads_tc(choice):
+        parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, paired rows after the first layer, "
+                  "then its biases (tc_chain.py). */",
                   _array(plan, "__device__ const", f"{n}_rchain", _chain_layout(choice)), "#endif"]
-    if kind == "parked" and _warp_weights(plan, choice) == f"{n}_rwarp":
+    if kind == "parked" and _warp_weights(plan, choice)[0] == f"{n}_rwarp":
         parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
                   "(emit/chain.py's WarpLayout). */",
-                  _array(plan, "__device__ const", f"{n}_rwarp", WarpLayout(layers))]
+                  # (read by the FP32 warp body only: not in a CUDA sm_80+ compile, which says so unless told)
+                  _array(plan, "__device__ const __attribute__((unused))", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
     libraries = len(parts)  # rosenna_narrow.cuh and rosenna_lane.cuh go here where the code calls them
@@ -351,7 +438,7 @@ def routine(plan, choice, renderer):
     elif kind == "parked":
         parts += [tf32.GUARD, tf32.device_lib(), fixed.load("rosenna_tc_routine.cuh"), "#endif"]
     parts.append("}  // namespace\n")
-    body = _one_thread(plan, choice, f"{n}_rpacked", 0 if constant else 1)
+    body = _one_thread(plan, choice, _dense_name(plan, choice), 0 if constant else 1)
     parts.append(f"/* One point, one thread. */\nstatic __device__ __forceinline__ void {n}_point_thread{sig}\n{{\n"
                  + "\n".join(body) + "\n}\n")
     guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")
@@ -398,7 +485,9 @@ def routine(plan, choice, renderer):
                  f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{body}}}\n\n"
                  f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n{warp_call}}}\n")
     code = "\n".join(parts[libraries:])
-    parts[libraries:libraries] = [fixed.load(name) for name, call in (("rosenna_narrow.cuh", "rosenna_dense<"),
-                                                                      ("rosenna_lane.cuh", "rosenna_lane()"))
-                                  if call in code]
+    # (the 3xTF32 chain's warp body is the one caller of rosenna_lane() there: CUDA's, under its guard)
+    lane = fixed.load("rosenna_lane.cuh")
+    parts[libraries:libraries] = [text for text, call in (
+        (fixed.load("rosenna_narrow.cuh"), "rosenna_dense<"),
+        (f"{tf32.GUARD}\n{lane}#endif\n" if kind == "chain" else lane, "rosenna_lane()")) if call in code]
     return "\n".join(parts)

@@ -99,16 +99,19 @@ def kernel_source(strategy, stamp, constant_limit=None):
                      f"static __device__ {'int' if faults else 'void'} {n}_point(const {t} *ROSENNA_RESTRICT x, "
                      f"{t} *ROSENNA_RESTRICT y)\n"
                      f"{{\n{body}\n{returns}}}\n" + ("#endif\n" if point_where else ""))
+    # The batched kernel's copies that the per-point routines read as they are: once, for both compiles.
+    shared = routine.shared(choice)
+    if "packed" in shared:
+        parts.append(_packed(plan, choice, "The batched kernel's copy (and the per-point routine's)"))
+    if "tc" in shared:
+        parts.append(tensor.arrays(plan, choice))
     parts.append(f"""#if defined(ROSENNA_DEVICE_ROUTINE)
 {routine.routine(plan, choice, renderer)}
 {_routine_upload(plan, choice) if not plan.embed else ''}#else /* the batched kernel */
 """)
-    if choice.layout:
-        parts.append("/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */")
-        # The staged kernel's cp.async reads global memory: never the constant bank.
-        storage_class = "__device__ const" if base is staged.KIND else "ROSENNA_CONST"
-        parts.append(array(storage_class, f"{n}_packed", choice.packed() if plan.embed else None, choice.packed_size))
-    if tensor:
+    if choice.layout and "packed" not in shared:
+        parts.append(_packed(plan, choice, "The batched kernel's copy"))
+    if tensor and "tc" not in shared:
         parts.append(tensor.arrays(plan, choice))
     if not plan.embed:
         parts.append("static int ready;")
@@ -159,6 +162,14 @@ def _batch_moves(faults):
         return ("Never\n   allocates; brings back one int (whether any point had an index outside its axis) and waits "
                 "for\n   it; clears it (one more int) only when it was set.")
     return "Never\n   allocates, copies or synchronises."
+
+
+def _packed(plan, choice, what):
+    """``<name>_packed``, the batched kernel's copy of the weights."""
+    # The staged kernel's cp.async reads global memory: never the constant bank.
+    storage_class = "__device__ const" if choice.base is staged.KIND else "ROSENNA_CONST"
+    return (f"/* {what}: per layer W input-major [K][NP], then the bias [NP]. */\n"
+            + array(storage_class, f"{plan.name}_packed", choice.packed() if plan.embed else None, choice.packed_size))
 
 
 def _copies(plan):

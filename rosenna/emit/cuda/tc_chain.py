@@ -121,12 +121,7 @@ def chain_kernel(plan, layers, acts):
               "            }",
               "        }",
               "    }",
-              "#else",
-              "    (void)n; (void)x; (void)y;  /* no mma.sync before sm_80: never launched (see the host side) */",
-              "#endif",
-              "}",
-              "",
-              *tf32.usable(n)]
+              *tf32.kernel_end(n)]
     return "\n".join(lines)
 
 
@@ -135,21 +130,7 @@ def chain_launch(plan, layers):
     persistent grid of as many blocks as the GPU holds at once, each copying the weights once."""
     n, threads = plan.name, 32 * plan.tuned.chain_warps
     per_block = plan.tuned.chain_warps * points_per_warp(layers, plan.tuned)
-    return f"""    if ({n}_tc_usable()) {{
-        static int resident;
-        if (!resident) {{
-            int device = 0, sms = 0, per_sm = 0;
-            if (cudaGetDevice(&device) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {threads}, 0) != cudaSuccess)
-                return ROSENNA_STATUS_LAUNCH;
-            resident = sms * (per_sm > 0 ? per_sm : 1);
-        }}
-        const long wanted = ((long)n + {per_block - 1}) / {per_block};
-        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {threads}, 0, (cudaStream_t)stream>>>(n, x, y);
-        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
-    }}
-"""
+    return tf32.persistent_launch(n, threads, 0, f"((long)n + {per_block - 1}) / {per_block}")
 
 
 def host_packing(layers, dest="tc", compact=False):

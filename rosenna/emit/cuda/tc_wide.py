@@ -243,12 +243,7 @@ def wide_kernel(plan, layers, acts):
               "        }",
               "        __syncthreads();  /* the next points' x overwrites act */",
               "    }",
-              "#else",
-              "    (void)n; (void)x; (void)y;  /* no mma.sync before sm_80: never launched (see the host side) */",
-              "#endif",
-              "}",
-              "",
-              *tf32.usable(n, shape.smem)]
+              *tf32.kernel_end(n, shape.smem)]
     return "\n".join(lines)
 
 
@@ -266,21 +261,7 @@ def wide_launch(plan, layers):
         return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
     }}
 """
-    return f"""    if ({n}_tc_usable()) {{
-        static int resident;
-        if (!resident) {{
-            int device = 0, sms = 0, per_sm = 0;
-            if (cudaGetDevice(&device) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {shape.threads}, {shape.smem}) != cudaSuccess)
-                return ROSENNA_STATUS_LAUNCH;
-            resident = sms * (per_sm > 0 ? per_sm : 1);
-        }}
-        const long wanted = {wanted};
-        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {shape.threads}, {shape.smem}, (cudaStream_t)stream>>>(n, x, y);
-        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
-    }}
-"""
+    return tf32.persistent_launch(n, shape.threads, shape.smem, wanted)
 
 
 class Wide(Kind):

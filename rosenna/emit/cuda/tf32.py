@@ -166,3 +166,37 @@ def usable(n, smem=0):
         test = [f"        usable = cudaFuncGetAttributes(&attributes, {n}_tc_kernel) == cudaSuccess && attributes.binaryVersion >= 80;"]
     return note + [f"static bool {n}_tc_usable()", "{", "    static int usable = -1;", "    if (usable < 0) {",
                    "        cudaFuncAttributes attributes;", *test, "    }", "    return usable == 1;", "}"]
+
+
+def persistent_launch(n, threads, smem, wanted):
+    """The statements of ``<name>_infer_batch`` that run ``<name>_tc_kernel`` and return when it is
+    usable, the one generator of them for every tensor-core kind: a persistent grid of as many
+    blocks of ``threads`` threads (``smem`` bytes of dynamic shared memory) as the GPU holds at
+    once, or ``wanted`` (a C expression in ``n``) where that is fewer."""
+    return f"""    if ({n}_tc_usable()) {{
+        static int resident;
+        if (!resident) {{
+            int device = 0, sms = 0, per_sm = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {threads}, {smem}) != cudaSuccess)
+                return ROSENNA_STATUS_LAUNCH;
+            resident = sms * (per_sm > 0 ? per_sm : 1);
+        }}
+        const long wanted = {wanted};
+        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {threads}, {smem}, (cudaStream_t)stream>>>(n, x, y);
+        return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
+    }}
+"""
+
+
+def kernel_end(n, smem=0, what="mma.sync"):
+    """The end of ``<name>_tc_kernel``'s body and ``<name>_tc_usable()`` after it (lines), the one
+    generator of them for every tensor-core kind: before sm_80 the kernel is an empty body (``what``:
+    the instruction it lacks there) that the host side never launches."""
+    return ["#else",
+            f"    (void)n; (void)x; (void)y;  /* no {what} before sm_80: never launched (see the host side) */",
+            "#endif",
+            "}",
+            "",
+            *usable(n, smem)]

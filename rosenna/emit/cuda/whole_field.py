@@ -154,8 +154,9 @@ def infer_one(subject):
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
     cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t, plan.tuned)}\n" if cluster else ""
-    clusters = (f"/* Blocks of {n}_cluster resident at once on each device (0: not yet asked; -1: it does not run). */\n"
-                f"static int {n}_clusters[64];\n" if cluster else "")
+    clusters = ("#if defined(__CUDACC__) && !defined(__HIPCC__)\n"
+                f"/* Blocks of {n}_cluster resident at once on each device (0: not yet asked; -1: it does not run). */\n"
+                f"static int {n}_clusters[64];\n#endif\n" if cluster else "")
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
     return f"""
 #if defined(__HIPCC__)

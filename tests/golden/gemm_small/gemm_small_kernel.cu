@@ -13,14 +13,14 @@
 #undef ROSENNA_CONST
 #define ROSENNA_CONST ROSENNA_CONSTANT_MEMORY
 
-#if defined(ROSENNA_DEVICE_ROUTINE)
-/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */
-static __constant__ __align__(16) float gemm_small_rpacked[24] = {
+/* The batched kernel's copy (and the per-point routine's): per layer W input-major [K][NP], then the bias [NP]. */
+static ROSENNA_CONST __align__(16) float gemm_small_packed[24] = {
     0.244364932f, 0.23365429f, 0.0f, 0.0f, 0.580971777f, -0.921471298f,
     0.0f, 0.0f, 0.0905355886f, 0.0446374565f, 0.0f, 0.0f,
     -0.379683286f, 0.257791609f, 0.0200975593f, 0.0f, 0.410912544f, 0.207983077f,
     0.386584461f, 0.0f, -0.0736454055f, -0.0162909944f, -0.0482119322f, 0.0f
 };
+#if defined(ROSENNA_DEVICE_ROUTINE)
 namespace {
 __device__ __forceinline__ float rt_act0(float v)
 {
@@ -126,13 +126,13 @@ __device__ __forceinline__ void rosenna_warp_row(const float *ROSENNA_RESTRICT p
     }
 }
 
-/* One hidden layer: W [16 KC][16 NC] input-major (zero rows and columns past the layer's own),
-   then the bias [16 NC]. */
-template <int KC, int NC, float (*ACT)(float)>
-__device__ __forceinline__ void rosenna_warp_layer(const float *ROSENNA_RESTRICT W, const float (&in)[8][KC],
-                                                   float (&out)[8][NC], int py, int cx)
+/* One hidden layer: W [16 KC][LDW] input-major, 16 NC columns read (zero rows and columns past the
+   layer's own), B its bias [16 NC] (zeros past the layer's own). */
+template <int KC, int NC, int LDW, float (*ACT)(float)>
+__device__ __forceinline__ void rosenna_warp_layer(const float *ROSENNA_RESTRICT W, const float *ROSENNA_RESTRICT B,
+                                                   const float (&in)[8][KC], float (&out)[8][NC], int py, int cx)
 {
-    constexpr int LDW = 16 * NC;
+    static_assert(LDW >= 16 * NC && LDW % 4 == 0, "rows of at least 16 NC floats, 16-byte aligned");
     float acc[8][NC];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -155,7 +155,7 @@ __device__ __forceinline__ void rosenna_warp_layer(const float *ROSENNA_RESTRICT
         }
     }
     float b[NC];
-    rosenna_warp_row<NC>(W + 16 * KC * LDW + cx * NC, b);
+    rosenna_warp_row<NC>(B + cx * NC, b);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -163,12 +163,13 @@ __device__ __forceinline__ void rosenna_warp_layer(const float *ROSENNA_RESTRICT
             out[i][j] = ACT(acc[i][j] + b[j]);
 }
 
-/* The output layer (at most 8 outputs): W [16 KC][8], then the bias [8]. Each lane sums its own
+/* The output layer (at most 8 outputs): W [16 KC][8], B the bias [8]. Each lane sums its own
    KC columns for its 8 points x 8 outputs, then a reduce-scatter over the 16 lanes of its half
    (xor 8, 4, 2, 1; the lane whose bit is set keeps the upper half) leaves lane cx the full sums of
    point cx / 2, outputs 4 (cx % 2) .. + 4. Returns them; *point is that point (0 .. 7). */
 template <int KC, float (*ACT)(float)>
-__device__ __forceinline__ float4 rosenna_warp_out(const float *ROSENNA_RESTRICT W, const float (&in)[8][KC], int cx)
+__device__ __forceinline__ float4 rosenna_warp_out(const float *ROSENNA_RESTRICT W, const float *ROSENNA_RESTRICT B,
+                                                  const float (&in)[8][KC], int cx)
 {
     float p[64];
 #pragma unroll
@@ -195,17 +196,21 @@ __device__ __forceinline__ float4 rosenna_warp_out(const float *ROSENNA_RESTRICT
             p[e] = keep + ROSENNA_SHFL_XOR(send, bit);
         }
     }
-    const float4 b = __ldg(reinterpret_cast<const float4 *>(W + 16 * KC * 8 + 4 * (cx % 2)));
+    const float4 b = __ldg(reinterpret_cast<const float4 *>(B + 4 * (cx % 2)));
     return make_float4(ACT(p[0] + b.x), ACT(p[1] + b.y), ACT(p[2] + b.z), ACT(p[3] + b.w));
 }
 
 /* One-thread dense layer for layers too wide for registers in and out: the N outputs accumulate
    in registers while the K inputs are read one at a time from memory (a local array or x); W is
-   [K][NP] input-major then the bias [NP], read as uniform 16-byte loads. The bias is added after
+   [K][LDW] input-major (LDW at least N rounded up to 4: the batched kernel's rows may be wider),
+   B the bias, both 16-byte aligned and read as uniform 16-byte loads. The bias is added after
    the dot product, as in the C routine. */
-template <int K, int N, int NP, float (*ACT)(float)>
-__device__ __forceinline__ void rosenna_dense_kouter(const float *ROSENNA_RESTRICT W, const float *in, float *out)
+template <int K, int N, int LDW, float (*ACT)(float)>
+__device__ __forceinline__ void rosenna_dense_kouter(const float *ROSENNA_RESTRICT W, const float *ROSENNA_RESTRICT B,
+                                                     const float *in, float *out)
 {
+    constexpr int NP = (N + 3) / 4 * 4;
+    static_assert(LDW >= NP && LDW % 4 == 0, "rows of at least N floats, rounded up to 4");
     float acc[NP];
 #pragma unroll
     for (int j = 0; j < NP; ++j)
@@ -215,7 +220,7 @@ __device__ __forceinline__ void rosenna_dense_kouter(const float *ROSENNA_RESTRI
         const float a = in[k];
 #pragma unroll
         for (int j = 0; j < NP; j += 4) {
-            const float4 w = __ldg(reinterpret_cast<const float4 *>(W + k * NP + j));
+            const float4 w = __ldg(reinterpret_cast<const float4 *>(W + k * LDW + j));
             acc[j] = fmaf(w.x, a, acc[j]);
             acc[j + 1] = fmaf(w.y, a, acc[j + 1]);
             acc[j + 2] = fmaf(w.z, a, acc[j + 2]);
@@ -224,7 +229,7 @@ __device__ __forceinline__ void rosenna_dense_kouter(const float *ROSENNA_RESTRI
     }
 #pragma unroll
     for (int j = 0; j < NP; j += 4) {
-        const float4 b = __ldg(reinterpret_cast<const float4 *>(W + K * NP + j));
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(B + j));
         const float v[4] = {acc[j] + b.x, acc[j + 1] + b.y, acc[j + 2] + b.z, acc[j + 3] + b.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e)
@@ -243,9 +248,9 @@ static __device__ __forceinline__ void gemm_small_point_thread(const float *ROSE
     for (int e = 0; e < 2; ++e)
         h0[e] = x[e];
     float h1[2];  /* layer 0: 2 -> 2, Relu */
-    rosenna_dense<2, 2, 4, 0, rt_act0>(gemm_small_rpacked + 0, h0, h1);
+    rosenna_dense<2, 2, 4, 0, rt_act0>(gemm_small_packed + 0, h0, h1);
     float h2[3];  /* layer 1: 2 -> 3, Relu */
-    rosenna_dense<2, 3, 4, 0, rt_act1>(gemm_small_rpacked + 12, h1, h2);
+    rosenna_dense<2, 3, 4, 0, rt_act1>(gemm_small_packed + 12, h1, h2);
 #pragma unroll
     for (int e = 0; e < 3; ++e)
         y[e] = h2[e];
@@ -271,13 +276,6 @@ extern "C" __device__ void gemm_small_infer_warp(const float *ROSENNA_RESTRICT x
 
 #else /* the batched kernel */
 
-/* The batched kernel's copy: per layer W input-major [K][NP], then the bias [NP]. */
-static ROSENNA_CONST __align__(16) float gemm_small_packed[24] = {
-    0.244364932f, 0.23365429f, 0.0f, 0.0f, 0.580971777f, -0.921471298f,
-    0.0f, 0.0f, 0.0905355886f, 0.0446374565f, 0.0f, 0.0f,
-    -0.379683286f, 0.257791609f, 0.0200975593f, 0.0f, 0.410912544f, 0.207983077f,
-    0.386584461f, 0.0f, -0.0736454055f, -0.0162909944f, -0.0482119322f, 0.0f
-};
 
 namespace {
 __device__ __forceinline__ float act0(float v)
