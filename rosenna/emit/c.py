@@ -2,7 +2,7 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
-from rosenna.emit.host_field import HOST_MATH
+from rosenna.emit.host_field import ARRIVED, HOST_MATH, PASSED, yields
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
 
@@ -73,6 +73,7 @@ def runtime_header(native):
 {offload_mlp.RUNTIME_MACRO}
 
 {fixed.load("rosenna_host_math.h")}
+{fixed.load("rosenna_host_sync.h")}
 #endif /* ROSENNA_RT_H */
 """
 
@@ -254,6 +255,16 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 }}
 #pragma omp end declare target
 """
+    blocks = [f"for (int start = 0; start < n; start += {block})",
+              f"    {n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym});"]
+    if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
+        host_blocks = "\n".join([f"    rosenna_team {ARRIVED} = ROSENNA_TEAM_INIT;", "#pragma omp parallel", "    {",
+                                 f"        int {PASSED} = 0;", "#pragma omp for schedule(dynamic) nowait",
+                                 *("        " + line for line in blocks),
+                                 f"        rosenna_team_wait(&{ARRIVED}, &{PASSED}, {plan.tuned.host_wait_spins});",
+                                 "    }", f"    rosenna_team_end(&{ARRIVED});"])
+    else:
+        host_blocks = "\n".join(["#pragma omp parallel for schedule(static)", *("    " + line for line in blocks)])
     batch = f"""
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
@@ -279,9 +290,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
             {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});
         return ROSENNA_STATUS_OK;
     }}
-#pragma omp parallel for schedule(static)
-    for (int start = 0; start < n; start += {block})
-        {n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym});
+{host_blocks}
     return ROSENNA_STATUS_OK;
 }}
 """

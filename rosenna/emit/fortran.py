@@ -3,6 +3,7 @@
 from rosenna import abi, plan as planner
 from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
+from rosenna.emit.host_field import ARRIVED, PASSED, fortran_team_wait, yields
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
 
@@ -82,6 +83,16 @@ def module(plan, stamp, block):
     ready_check = ("    if (.not. ready) then\n"
                    f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
     batch_decls = "    logical :: on_device\n    integer :: i, start\n"
+    blocks = [f"do start = 1, n, {block}", f"  call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))",
+              "end do"]
+    if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
+        batch_decls += f"    integer :: {ARRIVED}, {PASSED}\n"
+        batch_host = [f"{ARRIVED} = 0", f"!$omp parallel private(start, {PASSED})", f"{PASSED} = 0",
+                      "!$omp do schedule(dynamic)", *blocks, "!$omp end do nowait",
+                      f"call team_wait({ARRIVED}, {PASSED}, {plan.tuned.host_wait_spins})", "!$omp end parallel"]
+    else:
+        batch_host = ["!$omp parallel do schedule(static)", *blocks]
+    batch_host = "".join(f"      {line}\n" for line in batch_host)
     batch_stmts = f"""    on_device = .false.
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
     if (on_device) then
@@ -90,11 +101,7 @@ def module(plan, stamp, block):
         call {n}_infer(x(:, i), y(:, i))
       end do
     else
-      !$omp parallel do schedule(static)
-      do start = 1, n, {block}
-        call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))
-      end do
-    end if
+{batch_host}    end if
 """
     block_sub = f"""
   !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
@@ -116,7 +123,7 @@ def module(plan, stamp, block):
 module {n}_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
-  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads
 {uses}  implicit none
   private
   public :: {', '.join(publics)}
@@ -163,7 +170,7 @@ contains
 {batch_decls}
 {ready_check}    status = {n}_status_ok
 {batch_stmts}  end subroutine {n}_infer_batch
-{block_sub}{whole_fortran.subroutine(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
+{block_sub}{whole_fortran.subroutine(plan)}{fortran_team_wait(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
 end module {n}_model
 """
     lines = []

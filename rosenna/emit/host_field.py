@@ -52,6 +52,10 @@ TABLE = {
         "nowait": " nowait",
         "private": None,
         "scalar": "{t} {names};",
+        "arrived": "rosenna_team team = ROSENNA_TEAM_INIT;",
+        "passed": "int team_passed = 0;",
+        "wait": "rosenna_team_wait(&team, &team_passed, {spins});",
+        "team_end": "rosenna_team_end(&team);",
     },
     "fortran": {
         "team_open": ["!$omp parallel{private}"],
@@ -67,8 +71,23 @@ TABLE = {
         "nowait": " nowait",
         "private": " private({names})",
         "scalar": None,
+        "arrived": "team = 0",
+        "passed": "team_passed = 0",
+        "wait": "call team_wait(team, team_passed, {spins})",
+        "team_end": None,
     },
 }
+
+#: The variables of the yielding barrier (:func:`yields`): the arrivals of the call, shared, and
+#: the barriers each thread has passed, private (an integer like the loop variables).
+ARRIVED, PASSED = "team", "team_passed"
+
+
+def yields(plan):
+    """Whether the host threads wait at rosenna_team_wait (rosenna_host_sync.h; the Fortran
+    module's ``team_wait``), which yields the core, instead of at OpenMP's spinning barriers
+    (the tuning's ``host_wait``)."""
+    return plan.tuned.host_wait == "yield"
 
 
 def _private(table, names):
@@ -113,6 +132,8 @@ def host_names(plan):
         scalars.update(used_scalars(body))
         loops.update(used_loop_vars(body))
         loops.update(loop.var for loop in chain)
+    if yields(plan):
+        loops.add(PASSED)
     return sorted(scalars), sorted(loops)
 
 
@@ -122,18 +143,29 @@ def host_lines(plan, lang, renderer, depth):
     t = plan.ctype
     pad = lang.indent * depth
     team = _private(table, [name for names in host_names(plan) for name in names])
-    lines = [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team)]
+    waits = yields(plan)
+    lines = [pad + table["arrived"]] if waits else []
+    lines += [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team)]
     lines += [pad + text for text in table["team_open"][1:]]
     inner = depth + (1 if table["block"] else 0)
-    for kind, chain, body, notes, nowait in host_regions(plan):
+    if waits:
+        lines.append(lang.indent * inner + table["passed"])
+    wait = lang.indent * inner + table["wait"].format(spins=plan.tuned.host_wait_spins)
+    regions = host_regions(plan)
+    for i, (kind, chain, body, notes, nowait) in enumerate(regions):
         for note in notes:
             lines.append(lang.indent * inner + lang.comment.format(text=note))
-        nowait = table["nowait"] if nowait else ""
+        barrier = not nowait and waits  # the yielding barrier after the construct instead of its own
+        nowait = table["nowait"] if nowait or waits else ""
         if kind == "parallel":
             lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t)
         else:
             lines += _serial(body, lang, table, renderer, inner, nowait, t)
+        if barrier or (waits and i == len(regions) - 1):  # the last: every thread reaches the join at once
+            lines.append(wait)
     lines += [pad + text for text in table["team_close"]]
+    if waits and table["team_end"]:
+        lines.append(pad + table["team_end"])
     return lines
 
 
@@ -202,3 +234,48 @@ def _serial(body, lang, table, renderer, depth, nowait, t):
     if table["single_end"]:
         out.append(_directive(lang, depth, table["single_end"].format(nowait=nowait)))
     return out
+
+
+def fortran_team_wait(plan):
+    """The Fortran module's ``team_wait``, rosenna_team_wait of rosenna_host_sync.h: polls the
+    shared count of arrivals ``spins`` times, then sleeps between polls ("" when the threads wait
+    at OpenMP's barriers)."""
+    if not yields(plan):
+        return ""
+    return """
+  !> The barrier of the host threads (rosenna_rt.h's rosenna_team_wait): arrived counts the arrivals
+  !> of every thread of the innermost parallel region since the call began (shared, zero before the
+  !> region), passed the barriers this thread has passed (private, zero at the region's start). It
+  !> polls arrived spins times, then sleeps 20 us between polls (usleep; C's routine sleeps on a
+  !> condition variable, which Fortran cannot declare portably), so a thread that arrives first
+  !> does not hold the core a descheduled partner (or the solver) needs, as OpenMP's spinning
+  !> barriers do. The seq_cst atomics are flushes: every write before the barrier is seen after it.
+  subroutine team_wait(arrived, passed, spins)
+    integer, intent(inout) :: arrived, passed
+    integer, intent(in) :: spins
+    interface
+      function usleep(microseconds) result(status) bind(C, name='usleep')
+        import :: c_int
+        integer(c_int), value :: microseconds
+        integer(c_int) :: status
+      end function usleep
+    end interface
+    integer :: team, now, polls
+    integer(c_int) :: slept
+
+    team = 1
+    !$ team = omp_get_num_threads()
+    passed = passed + 1
+    !$omp atomic capture seq_cst
+    arrived = arrived + 1
+    now = arrived
+    !$omp end atomic
+    polls = 0
+    do while (now < team * passed)
+      if (polls >= spins) slept = usleep(20_c_int)
+      polls = polls + 1
+      !$omp atomic read seq_cst
+      now = arrived
+    end do
+  end subroutine team_wait
+"""

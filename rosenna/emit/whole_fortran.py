@@ -18,7 +18,7 @@ chunk (sequence association from ``x(1, start)``), so a subscript is the one-sam
 plus ``s`` times the sample's size. Without a device it calls ``<name>_infer_one`` per sample.
 """
 
-from rosenna.emit.host_field import host_lines, host_names
+from rosenna.emit.host_field import ARRIVED, host_lines, host_names, yields
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
 from rosenna.emit.whole import DIRECTIVES, SAMPLE, batched_regions, region_lines, available, batch_buffer, batch_samples
@@ -128,7 +128,7 @@ def subroutine(plan):
         table = DIRECTIVES[model]
         branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
     host = host_lines(plan, FORTRAN, renderer, 2)
-    decls = _locals(*host_names(plan))
+    decls = _locals(*host_names(plan)) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
     device = _locals(sorted(set(used_scalars(plan.body)) - set(host_names(plan)[0])),
                      sorted(set(used_loop_vars(plan.body)) - set(host_names(plan)[1])))
     if device:  # names only the offload branches use
