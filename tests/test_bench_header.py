@@ -95,9 +95,9 @@ def test_every_driver_compiles_with_the_header(tmp_path):
              ["-rdc=true", "-DNAME=m", '-DHDR="m.h"', "-Dm_NX_M=M_NX", "-Dm_NY_M=M_NY", "-I", str(model),
               os.path.join(BENCH, "gen_bench.cu")],
              ["-DV=v", "-DR=r", '-DVH="v.h"', '-DRH="r.h"', "-DNX=4", "-DNY=2", "-I", str(model), "-I", BENCH,
-              os.path.join(BENCH, "study", "f64", "driver.cu")],
+              os.path.join(BENCH, "studies", "f64-dmma", "driver.cu")],
              ["-DUPLOAD", "-DNAME=m", '-DHDR="m.h"', '-DVARIANT="v"', "-I", str(model), "-I", BENCH,
-              os.path.join(BENCH, "study", "tc17", "driver.cu")]]
+              os.path.join(BENCH, "studies", "tc17", "driver.cu")]]
 
     def nvcc(job):
         obj = tmp_path / f"{len(job)}-{os.path.basename(job[-1])}.o"

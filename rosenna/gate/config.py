@@ -57,6 +57,7 @@ def resolved(config):
         UsageError: for an unknown backend or fewer than one point.
     """
     c = Config(**asdict(config))
+    c.tuning = config.tuning  # the Tuning itself (asdict made it a dict)
     c.cc = c.cc or os.environ.get("CC", "gcc")
     c.fc = c.fc or os.environ.get("FC", "gfortran")
     if c.host_fallback:
