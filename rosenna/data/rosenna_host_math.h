@@ -6,6 +6,10 @@
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
 
+/* <name>_infer calls them too (its results then equal its SIMD variant's and the batch path's):
+   an offload device compiles them with it. */
+#pragma omp declare target
+
 static inline float rosenna_expf(float x)
 {
     union { float f; int i; unsigned u; } v, scale;
@@ -63,4 +67,11 @@ static inline double rosenna_tanh(double x)
 {
     return 1.0 - 2.0 / (rosenna_exp(2.0 * x) + 1.0);
 }
+#pragma omp end declare target
+#else
+/* CUDA/HIP compiles of <name>_infer: the device's own exp and tanh. */
+#define rosenna_expf expf
+#define rosenna_tanhf tanhf
+#define rosenna_exp exp
+#define rosenna_tanh tanh
 #endif

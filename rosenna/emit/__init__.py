@@ -22,7 +22,7 @@ def render(strategy, lang, stamp, profile):
     files = {}
     if lang in ("c", "both"):
         files["rosenna_rt.h"] = runtime_header()
-        files[f"{plan.name}.h"] = c.header(plan, stamp)
+        files[f"{plan.name}.h"] = c.header(plan, stamp, strategy.host.value("simd_lanes", 0))
         files[f"{plan.name}.c"] = c.source(strategy, stamp)
         files[f"{plan.name}.mk"] = c.makefile(plan, stamp, profile, cuda.makefile_rules(plan.name, profile))
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(strategy, stamp)

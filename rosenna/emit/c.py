@@ -104,7 +104,32 @@ def io_key_limit(plan):
     return 63 - len(plan.name) - len("_x__offset")
 
 
-def header(plan, stamp):
+def simd_name(plan, isa, lanes):
+    """The x86-64 vector function ABI's name of ``<name>_infer``'s variant for ISA letter ``isa``
+    (b SSE, c AVX, d AVX2, e AVX-512), ``lanes`` lanes, unmasked, x and y linear in steps of one
+    point (bytes in the name)."""
+    return f"_ZGV{isa}N{lanes}l{plan.nx * plan.itemsize}l{plan.ny * plan.itemsize}_{plan.name}_infer"
+
+
+#: The ISA letters of the x86-64 vector function ABI a caller's compiler may pick a variant for.
+SIMD_ISAS = "bcde"
+
+
+def simd_declaration(plan, lanes):
+    """The header's ``declare simd`` of ``<name>_infer`` ("" without a SIMD variant): a caller's
+    ``omp simd`` loop over points (``{name}_infer(x + i * NX, y + i * NY)``) then calls the
+    variant once per ``lanes`` points. Only on x86-64 (the variants' names are its ABI's), never in
+    ``<name>.c`` itself, which defines the variants (:func:`simd_variants`) instead of letting the
+    compiler clone the scalar body (whose loops and locals GCC does not vectorise across lanes)."""
+    if not lanes:
+        return ""
+    n = plan.name
+    return (f"#if defined(__x86_64__) && !defined({n.upper()}_SOURCE) && !defined(__CUDACC__) && !defined(__HIPCC__)\n"
+            f"#pragma omp declare simd simdlen({lanes}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch\n"
+            f"#endif\n")
+
+
+def header(plan, stamp, lanes=0):
     n, t = plan.name, plan.ctype
     guard = f"{n.upper()}_H"
     init = (f"\n/* Read the weights file (<name>.rwt) and copy the weights to the device. Call once,\n"
@@ -126,12 +151,12 @@ extern "C" {{
 #define {n.upper()}_NY {plan.ny}
 {layout_macros(plan)}{init}
 /* One point: reads x[{n.upper()}_NX], writes y[{n.upper()}_NY]. Callable inside OpenMP target and
-   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes. */
+   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes.{_simd_doc(plan, lanes)} */
 #pragma omp declare target
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
+{simd_declaration(plan, lanes)}ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
 #pragma omp end declare target
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -153,6 +178,15 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream);
 
 #endif /* {guard} */
 """
+
+
+def _simd_doc(plan, lanes):
+    if not lanes:
+        return ""
+    n = plan.name
+    return (f"\n   On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,\n"
+            f"   {n}_infer(x + i * {n.upper()}_NX, y + i * {n.upper()}_NY), runs {lanes} points per call in SIMD lanes\n"
+            f"   (the batch path's code and results, bit for bit the scalar routine's).")
 
 
 def _values(plan, w):
@@ -225,9 +259,13 @@ def source(strategy, stamp):
     plan = strategy.plan
     block = strategy.host.value("points_per_block")
     n, t = plan.name, plan.ctype
-    point = Renderer(C, plan.precision, resolver(plan, C))
+    lanes = strategy.host.value("simd_lanes", 0)
+    # the host's exp/tanh (rosenna_rt.h; the libm names in CUDA/HIP compiles): the scalar routine
+    # computes what its SIMD variant and the batch path compute, bit for bit
+    point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision])
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
-    includes = [f'#include "{n}.h"', "", "#include <math.h>"]
+    includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if lanes else [])
+    includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <string.h>"]
     includes += [""]
@@ -269,17 +307,7 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
    yb hold the block transposed. */
-static void {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
-{{
-    {t} xb[{nxm} * {block}], yb[{nym} * {block}];
-    for (int e = 0; e < {nxm}; ++e)
-        for (int p = 0; p < {block}; ++p)
-            xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
-{block_text}
-    for (int p = 0; p < count; ++p)
-        for (int e = 0; e < {nym}; ++e)
-            y[(long)p * {nym} + e] = yb[e * {block} + p];
-}}
+{_block_function(plan, f"{n}_infer_block", block, block_text)}
 
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
@@ -294,6 +322,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     return ROSENNA_STATUS_OK;
 }}
 """
+    simd = simd_variants(plan, lanes) if lanes else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
@@ -301,7 +330,47 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     one = whole.c_source(plan)
     if one:  # the kernel file provides the CUDA/HIP <name>_infer_one
         one = f"\n#ifndef ROSENNA_NATIVE_KERNEL{one}#endif /* ROSENNA_NATIVE_KERNEL */\n"
-    return head + batch + one
+    return head + simd + batch + one
+
+
+def _block_function(plan, name, block, body):
+    """A host block routine: ``count`` points (at most ``block``) of x, transposed so the point
+    index is innermost, the plan's statements over the block (``body``), transposed back to y."""
+    n, t = plan.name, plan.ctype
+    nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
+    return f"""static void {name}(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+{{
+    {t} xb[{nxm} * {block}], yb[{nym} * {block}];
+    for (int e = 0; e < {nxm}; ++e)
+        for (int p = 0; p < {block}; ++p)
+            xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
+{body}
+    for (int p = 0; p < count; ++p)
+        for (int e = 0; e < {nym}; ++e)
+            y[(long)p * {nym} + e] = yb[e * {block} + p];
+}}"""
+
+
+def simd_variants(plan, lanes):
+    """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): a block routine of
+    ``lanes`` points (the batch path's code at that width) under each x86-64 vector ABI name."""
+    n, t = plan.name, plan.ctype
+    blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision])
+    body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
+    names = [simd_name(plan, isa, lanes) for isa in SIMD_ISAS]
+    entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"
+                         f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                         f"{{\n    {n}_infer_lanes({lanes}, x, y);\n}}" for name in names)
+    return f"""
+#if defined(__x86_64__)
+/* {n}_infer on {lanes} points at once in SIMD lanes, points x + p * {n.upper()}_NX: the variants the
+   header's `declare simd` announces, one per x86-64 vector ABI ISA letter (b SSE, c AVX, d AVX2,
+   e AVX-512), each this file's code for the CPU it is compiled for. */
+{_block_function(plan, f"{n}_infer_lanes", lanes, body)}
+
+{entries}
+#endif
+"""
 
 
 def profile_comment(profile, example):

@@ -57,6 +57,11 @@ class Tuning:
     host_block_double: int = _knob(16, "The same in double precision.", minimum=1)
     host_block_bytes: int = _knob(64 * 1024, "Scratch bytes a host block may take (an L2's share per core).",
                                   minimum=1)
+    point_simd_bytes: int = _knob(
+        32, "Vector bytes the SIMD variant of <name>_infer is declared for (simdlen = this / 4, the caller's int "
+        "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
+        "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
+        "'Per point in SIMD lanes'.")
     host_wait: str = _knob(
         "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
         "'yield' (rosenna_rt.h's rosenna_team_wait: a short spin, then sched_yield, so a waiting thread gives "

@@ -40,10 +40,28 @@ def vector_bytes(profile):
     return 64 if target is not None and "avx512f" in target.features else 32
 
 
+def simd_lanes(plan, tuning):
+    """Lanes of the SIMD variant of ``<name>_infer`` (its ``declare simd simdlen``): the tuning's
+    ``point_simd_bytes`` over 4 bytes, in both precisions: a caller's loop over points has an
+    ``int`` index, which sets GCC's vectorisation factor (8 in 32-byte vectors), and a variant of
+    fewer lanes would be called in the loop's vectorised remainder, where GCC 12 passes the
+    chunk's first point instead of the remainder's (tests/test_point_simd.py). 0 (no variant)
+    where that is off, the plan runs over the whole field (its per-point locals would be copied
+    per lane) or a lane block's scratch does not fit ``host_block_bytes``."""
+    lanes = tuning.point_simd_bytes // 4
+    per_point = (plan.nx + plan.ny + sum(plan.scratch) + 1) * plan.itemsize
+    if lanes < 2 or plan.path == "whole" or lanes * per_point > tuning.host_block_bytes:
+        return 0
+    return lanes
+
+
 def host(plan, tuning, vector):
-    """The host batch's :class:`Decision`: points per block and vector bytes."""
+    """The host batch's :class:`Decision`: points per block, vector bytes and the lanes of the
+    per-point SIMD variant."""
     block = host_block(plan, tuning)
+    lanes = simd_lanes(plan, tuning)
     points = f"{block} point{'s' if block > 1 else ''}"
+    simd = f"; <name>_infer's SIMD variant {lanes} lanes" if lanes else "; no SIMD variant of <name>_infer"
     return Decision("host batch", "host-blocks", why=f"{points} per block within host_block_bytes "
-                    f"{tuning.host_block_bytes}, {vector}-byte vectors",
-                    values=(("points_per_block", block), ("vector_bytes", vector)))
+                    f"{tuning.host_block_bytes}, {vector}-byte vectors{simd}",
+                    values=(("points_per_block", block), ("vector_bytes", vector), ("simd_lanes", lanes)))
