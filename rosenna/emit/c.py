@@ -355,7 +355,9 @@ def simd_variants(plan, lanes):
     """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): a block routine of
     ``lanes`` points (the batch path's code at that width) under each x86-64 vector ABI name."""
     n, t = plan.name, plan.ctype
-    blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision])
+    one_vector = lanes * plan.itemsize <= plan.tuned.point_simd_bytes  # no halves: one vector, not two of half width
+    blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
+                       halves=not one_vector)
     body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
     names = [simd_name(plan, isa, lanes) for isa in SIMD_ISAS]
     entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"

@@ -31,15 +31,19 @@ class Renderer:
         resolve: buffer name -> (identifier, element offset, is_runtime_buffer).
         block: points per block for the blocked form, or 0 for the per-point form.
         math: optional overrides of function names (e.g. vectorisable exp for the host batch).
+        halves: blocked form: each reduction's SIMD loop over half the block, two vectors of points
+            per weight loaded (the batch path); False: over the whole block, for a block of one
+            vector (the per-point SIMD variant's 8 floats).
     """
 
     POINT = "p"
 
-    def __init__(self, lang, precision, resolve, block=0, math=None):
+    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True):
         self.lang = lang
         self.precision = precision
         self.resolve = resolve
         self.block = block
+        self.halves = halves and block > 1  # blocked form: reductions over two halves of the block
         self.math = math or {}
         self.lane_offset = 0  # blocked form: which half of the block a reduction statement serves
 
@@ -114,7 +118,9 @@ class Renderer:
         64 bytes) per vector iteration, so that GCC, whose tuning for AVX-512 CPUs otherwise
         prefers 256-bit vectors, uses 512-bit ones (mlp128 1.8x and gemm_big 1.5x faster on this
         repository's AVX-512 host); on AVX2 it is two 256-bit vectors, no slower."""
-        return f"{self.lang.simd} simdlen({self.block // 2})" if self.block > 1 else self.lang.simd
+        if self.block > 1:
+            return f"{self.lang.simd} simdlen({self.block // 2 if self.halves else self.block})"
+        return self.lang.simd
 
     def _directive_pad(self, pad):
         return pad if self.lang.indent_directives else ""
@@ -125,7 +131,7 @@ class Renderer:
         feeds two vectors of points, so FMAs rather than loads set the pace (four columns of
         one vector each took five loads per four FMAs)."""
         pad = self.lang.indent * depth
-        half = self.block // 2
+        half = self.block // 2 if self.halves else self.block
         return ([self._directive_pad(pad) + self.simd(), pad + self.lang.loop_open.format(var=self.POINT, extent=half, last=half - 1)]
                 + self._lines(stmts, depth + 1, in_lane=True) + [pad + self.lang.loop_close])
 
@@ -149,7 +155,7 @@ class Renderer:
         for stmt in stmts:
             if isinstance(stmt, Assign):
                 form = self.lang.accumulate if stmt.accumulate else self.lang.assign
-                for offset in ((0, self.block // 2) if in_lane else (0,)):
+                for offset in ((0, self.block // 2) if in_lane and self.halves else (0,)):
                     self.lane_offset = offset
                     run.append(form.format(target=self.expr(stmt.target), expr=self.expr(stmt.expr)))
                 self.lane_offset = 0

@@ -14,56 +14,6 @@
 #define ROSENNA_CONST ROSENNA_CONSTANT_MEMORY
 
 #if defined(ROSENNA_DEVICE_ROUTINE)
-/* The weights as the per-point routine reads them (the C file's layout). */
-static ROSENNA_CONST float gemm_small_w0_fc0_weight[4] = {
-    0.244364932f, 0.580971777f, 0.23365429f, -0.921471298f
-};
-static ROSENNA_CONST float gemm_small_w1_fc0_bias[2] = {
-    0.0905355886f, 0.0446374565f
-};
-static ROSENNA_CONST float gemm_small_w2_fc1_weight[6] = {
-    -0.379683286f, 0.410912544f, 0.257791609f, 0.207983077f, 0.0200975593f, 0.386584461f
-};
-static ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
-    -0.0736454055f, -0.0162909944f, -0.0482119322f
-};
-#endif
-#if defined(ROSENNA_DEVICE_ROUTINE)
-/* One point: the same loops as gemm_small.c's gemm_small_infer. */
-static __device__ void gemm_small_point(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
-{
-    float acc0;
-    float acc1;
-    float acc2;
-    float t0[2];
-#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))
-#pragma omp allocate(t0) allocator(omp_thread_mem_alloc)
-#endif
-    /* Gemm+Relu: fc0+act0 */
-    acc0 = 0.0f;
-    acc1 = 0.0f;
-    for (int i0 = 0; i0 < 2; ++i0) {
-        acc0 += gemm_small_w0_fc0_weight[i0] * x[i0];
-        acc1 += gemm_small_w0_fc0_weight[i0 + 2] * x[i0];
-    }
-    t0[0] = ((acc0 + gemm_small_w1_fc0_bias[0]) > 0.0f ? (acc0 + gemm_small_w1_fc0_bias[0]) : 0.0f);
-    t0[1] = ((acc1 + gemm_small_w1_fc0_bias[1]) > 0.0f ? (acc1 + gemm_small_w1_fc0_bias[1]) : 0.0f);
-    /* Gemm+Relu: fc1+act1 */
-    acc0 = 0.0f;
-    acc1 = 0.0f;
-    acc2 = 0.0f;
-    for (int i0 = 0; i0 < 2; ++i0) {
-        acc0 += gemm_small_w2_fc1_weight[i0] * t0[i0];
-        acc1 += gemm_small_w2_fc1_weight[i0 + 2] * t0[i0];
-        acc2 += gemm_small_w2_fc1_weight[i0 + 4] * t0[i0];
-    }
-    y[0] = ((acc0 + gemm_small_w3_fc1_bias[0]) > 0.0f ? (acc0 + gemm_small_w3_fc1_bias[0]) : 0.0f);
-    y[1] = ((acc1 + gemm_small_w3_fc1_bias[1]) > 0.0f ? (acc1 + gemm_small_w3_fc1_bias[1]) : 0.0f);
-    y[2] = ((acc2 + gemm_small_w3_fc1_bias[2]) > 0.0f ? (acc2 + gemm_small_w3_fc1_bias[2]) : 0.0f);
-}
-#endif
-
-#if defined(ROSENNA_DEVICE_ROUTINE)
 /* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */
 static __constant__ __align__(16) float gemm_small_rpacked[24] = {
     0.244364932f, 0.23365429f, 0.0f, 0.0f, 0.580971777f, -0.921471298f,

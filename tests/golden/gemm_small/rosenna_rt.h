@@ -140,6 +140,10 @@ static inline unsigned rosenna_warp_active(void)
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
 
+/* <name>_infer calls them too (its results then equal its SIMD variant's and the batch path's):
+   an offload device compiles them with it. */
+#pragma omp declare target
+
 static inline float rosenna_expf(float x)
 {
     union { float f; int i; unsigned u; } v, scale;
@@ -197,6 +201,92 @@ static inline double rosenna_tanh(double x)
 {
     return 1.0 - 2.0 / (rosenna_exp(2.0 * x) + 1.0);
 }
+#pragma omp end declare target
+#else
+/* CUDA/HIP compiles of <name>_infer: the device's own exp and tanh. */
+#define rosenna_expf expf
+#define rosenna_tanhf tanhf
+#define rosenna_exp exp
+#define rosenna_tanh tanh
+#endif
+
+/* The barrier of the host batch and whole-field paths. OpenMP's own barriers spin while they wait
+   (libgomp: hundreds of thousands of polls, milliseconds, unless OMP_WAIT_POLICY=passive), so on a
+   machine where the solver or anything else holds a core, a thread that arrives first keeps
+   spinning on the core its descheduled partner needs. rosenna_team_wait polls the count of
+   arrivals `spins` times, then sleeps on a condition variable until the last thread arrives (a
+   yield would not do: a yielding thread stays runnable and takes its share of a loaded core).
+   One rosenna_team per call, shared by the threads of its parallel region (ROSENNA_TEAM_INIT
+   before the region, rosenna_team_end after it); `passed` counts the barriers the calling thread
+   has passed (private, zero at the region's start). The counter's seq_cst atomics are OpenMP
+   flushes, so every write before the barrier is seen after it. Without OpenMP there is one
+   thread and nothing to wait for. */
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
+#if defined(_OPENMP)
+#include <pthread.h>
+
+typedef struct {
+    int arrived;
+    pthread_mutex_t lock;
+    pthread_cond_t all_in;
+} rosenna_team;
+
+#define ROSENNA_TEAM_INIT {0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER}
+
+static inline void rosenna_team_wait(rosenna_team *team, int *passed, int spins)
+{
+    const int target = omp_get_num_threads() * ++*passed;
+    int now, polls;
+
+#pragma omp atomic capture seq_cst
+    now = ++team->arrived;
+    if (now == target) { /* the last: wake the sleepers (the lock orders this after their test) */
+        pthread_mutex_lock(&team->lock);
+        pthread_cond_broadcast(&team->all_in);
+        pthread_mutex_unlock(&team->lock);
+        return;
+    }
+    for (polls = 0; now < target && polls < spins; ++polls) {
+#pragma omp atomic read seq_cst
+        now = team->arrived;
+    }
+    if (now >= target)
+        return;
+    pthread_mutex_lock(&team->lock);
+    for (;;) {
+#pragma omp atomic read seq_cst
+        now = team->arrived;
+        if (now >= target)
+            break;
+        pthread_cond_wait(&team->all_in, &team->lock);
+    }
+    pthread_mutex_unlock(&team->lock);
+}
+
+static inline void rosenna_team_end(rosenna_team *team)
+{
+    pthread_cond_destroy(&team->all_in);
+    pthread_mutex_destroy(&team->lock);
+}
+#else
+typedef struct {
+    int arrived;
+} rosenna_team;
+
+#define ROSENNA_TEAM_INIT {0}
+
+static inline void rosenna_team_wait(rosenna_team *team, int *passed, int spins)
+{
+    (void)team;
+    (void)passed;
+    (void)spins;
+}
+
+static inline void rosenna_team_end(rosenna_team *team)
+{
+    (void)team;
+}
+#endif
 #endif
 
 #endif /* ROSENNA_RT_H */
