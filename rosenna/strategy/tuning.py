@@ -17,6 +17,7 @@ it configures.
 """
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 
 from rosenna.errors import UsageError
@@ -247,7 +248,7 @@ def _text(value):
 
 def _known(key, where):
     if key not in Tuning.__dataclass_fields__:
-        close = [n for n in Tuning.names() if key.split("_")[0] in n][:3]
+        close = difflib.get_close_matches(key, Tuning.names(), 3, 0.6)
         hint = f" (did you mean {', '.join(close)}?)" if close else "; `rosenna info --tuning` lists them"
         raise TuningError(f"{where}: unknown tuning key {key!r}{hint}")
     return Tuning.__dataclass_fields__[key]
