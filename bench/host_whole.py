@@ -8,6 +8,7 @@ Models (one sample each, float32):
 
 - ``unet``: examples/surrogates/poisson_guess's U-Net (8 channels, 5 levels, 64x64);
 - ``convnet``: the GPU gate's conv net, tests/op_models.convnet (2 -> 8 -> 8 -> 1, 3x3, 64x64);
+- ``convnet16``: the same with 16 channels (2 -> 16 -> 16 -> 1);
 - ``dwsep``: a depthwise-separable net, bench/frontier.py's structure (2 -> 24 channels: 3x3 conv,
   two depthwise 3x3 + pointwise 1x1 blocks, 1x1 to 2 channels, ReLUs) over a 64x64 field.
 
@@ -138,6 +139,8 @@ def model_file(name, work):
         return path
     if name == "convnet":
         return op_models.convnet(path)
+    if name == "convnet16":
+        return op_models.convnet(path, channels=16)
     return dwsep(path)
 
 
@@ -204,7 +207,7 @@ def measure(name, args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", nargs="+", default=["unet", "convnet", "dwsep"], choices=["unet", "convnet", "dwsep"])
+    ap.add_argument("--model", nargs="+", default=["unet", "convnet", "dwsep"], choices=["unet", "convnet", "convnet16", "dwsep"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)

@@ -77,12 +77,14 @@ def test_whole_field_threads_wait_only_at_the_yielding_barrier(whole, tmp_path):
     host = _host((out / "net.c").read_text()).split("return ROSENNA_STATUS_OK")[0]
     constructs = re.findall(r"#pragma omp (?:for|single)[^\n]*", host)
     assert constructs and all(line.endswith(" nowait") for line in constructs), constructs
-    waits = host.count("rosenna_team_wait(&team, &team_passed, 0);")
-    assert waits >= 2 and host.rstrip().endswith("rosenna_team_end(&team);")
+    waits = host.count("rosenna_team_wait(&team, &team_passed, 0);") + 1  # and the master's before the join
+    assert waits >= 2 and host.count("rosenna_team_done(&team, &team_passed, 0);") == 1
+    assert host.rstrip().endswith("rosenna_team_end(&team);")
     fortran = _host((out / "net_model.F90").read_text()).split("end subroutine")[0]
     ends = re.findall(r"!\$omp end (?:do|do simd|single)\b[^\n]*", fortran)
     assert ends and all(line.endswith(" nowait") for line in ends), ends
-    assert fortran.count("call team_wait(team, team_passed, 0)") == waits
+    assert fortran.count("call team_wait(team, team_passed, 0, .false.)") == waits - 1
+    assert fortran.count("call team_wait(team, team_passed, 0, .true.)") == 1
     # the 'omp' form keeps OpenMP's barriers: one construct without nowait per barrier
     spin = _generate(tmp_path, str(out / "convnet.onnx"), host_wait="omp")
     host = _host((tmp_path / "net.c").read_text())
@@ -95,10 +97,10 @@ def test_batch_blocks_are_handed_out_dynamically(tmp_path):
     path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
     _generate(tmp_path, path)
     c = (tmp_path / "net.c").read_text()
-    assert "#pragma omp for schedule(dynamic) nowait" in c and "rosenna_team_wait(&team, &team_passed, 1000);" in c
+    assert "#pragma omp for schedule(dynamic) nowait" in c and "rosenna_team_done(&team, &team_passed, 1000);" in c
     assert "schedule(static)" not in c.split("Host path of")[1]
     f = (tmp_path / "net_model.F90").read_text()
-    assert "!$omp do schedule(dynamic)" in f and "!$omp end do nowait" in f and "call team_wait(team, team_passed, 1000)" in f
+    assert "!$omp do schedule(dynamic)" in f and "!$omp end do nowait" in f and "call team_wait(team, team_passed, 1000, .true.)" in f
 
 
 @pytest.mark.host

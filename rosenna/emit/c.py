@@ -299,7 +299,7 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
         host_blocks = "\n".join([f"    rosenna_team {ARRIVED} = ROSENNA_TEAM_INIT;", "#pragma omp parallel", "    {",
                                  f"        int {PASSED} = 0;", "#pragma omp for schedule(dynamic) nowait",
                                  *("        " + line for line in blocks),
-                                 f"        rosenna_team_wait(&{ARRIVED}, &{PASSED}, {plan.tuned.host_wait_spins});",
+                                 f"        rosenna_team_done(&{ARRIVED}, &{PASSED}, {plan.tuned.host_wait_spins});",
                                  "    }", f"    rosenna_team_end(&{ARRIVED});"])
     else:
         host_blocks = "\n".join(["#pragma omp parallel for schedule(static)", *("    " + line for line in blocks)])

@@ -89,7 +89,7 @@ def module(plan, stamp, block):
         batch_decls += f"    integer :: {ARRIVED}, {PASSED}\n"
         batch_host = [f"{ARRIVED} = 0", f"!$omp parallel private(start, {PASSED})", f"{PASSED} = 0",
                       "!$omp do schedule(dynamic)", *blocks, "!$omp end do nowait",
-                      f"call team_wait({ARRIVED}, {PASSED}, {plan.tuned.host_wait_spins})", "!$omp end parallel"]
+                      f"call team_wait({ARRIVED}, {PASSED}, {plan.tuned.host_wait_spins}, .true.)", "!$omp end parallel"]
     else:
         batch_host = ["!$omp parallel do schedule(static)", *blocks]
     batch_host = "".join(f"      {line}\n" for line in batch_host)
@@ -123,7 +123,7 @@ def module(plan, stamp, block):
 module {n}_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
-  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num
 {uses}  implicit none
   private
   public :: {', '.join(publics)}

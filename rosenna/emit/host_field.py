@@ -41,8 +41,8 @@ TABLE = {
     "c": {
         "team_open": ["#pragma omp parallel", "{"],
         "team_close": ["}"],
-        "for": "#pragma omp for{collapse}{nowait}",
-        "for_simd": "#pragma omp for simd{nowait}",
+        "for": "#pragma omp for{collapse}{schedule}{nowait}",
+        "for_simd": "#pragma omp for simd{schedule}{nowait}",
         "for_end": None,
         "for_simd_end": None,
         "simd": "#pragma omp simd{simdlen}",
@@ -55,13 +55,14 @@ TABLE = {
         "arrived": "rosenna_team team = ROSENNA_TEAM_INIT;",
         "passed": "int team_passed = 0;",
         "wait": "rosenna_team_wait(&team, &team_passed, {spins});",
+        "done": "rosenna_team_done(&team, &team_passed, {spins});",
         "team_end": "rosenna_team_end(&team);",
     },
     "fortran": {
         "team_open": ["!$omp parallel{private}"],
         "team_close": ["!$omp end parallel"],
-        "for": "!$omp do{collapse}",
-        "for_simd": "!$omp do simd{private}",
+        "for": "!$omp do{collapse}{schedule}",
+        "for_simd": "!$omp do simd{schedule}{private}",
         "for_end": "!$omp end do{nowait}",
         "for_simd_end": "!$omp end do simd{nowait}",
         "simd": "!$omp simd{simdlen}{private}",
@@ -73,7 +74,8 @@ TABLE = {
         "scalar": None,
         "arrived": "team = 0",
         "passed": "team_passed = 0",
-        "wait": "call team_wait(team, team_passed, {spins})",
+        "wait": "call team_wait(team, team_passed, {spins}, .false.)",
+        "done": "call team_wait(team, team_passed, {spins}, .true.)",
         "team_end": None,
     },
 }
@@ -158,10 +160,12 @@ def host_lines(plan, lang, renderer, depth):
         barrier = not nowait and waits  # the yielding barrier after the construct instead of its own
         nowait = table["nowait"] if nowait or waits else ""
         if kind == "parallel":
-            lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t)
+            lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t, waits)
         else:
             lines += _serial(body, lang, table, renderer, inner, nowait, t)
-        if barrier or (waits and i == len(regions) - 1):  # the last: every thread reaches the join at once
+        if waits and i == len(regions) - 1:  # the master waits for the rest before the join
+            lines.append(lang.indent * inner + table["done"].format(spins=plan.tuned.host_wait_spins))
+        elif barrier:
             lines.append(wait)
     lines += [pad + text for text in table["team_close"]]
     if waits and table["team_end"]:
@@ -179,18 +183,21 @@ def _declare(table, level, lang, t, scalars):
     return []
 
 
-def _parallel(chain, loops, lang, table, renderer, depth, nowait, t):
+def _parallel(chain, loops, lang, table, renderer, depth, nowait, t, dynamic=False):
     """A parallel region: its outer loops shared by the threads, its innermost loop the SIMD loops
-    of :func:`simd_loops` (one alone for a region of one loop: ``omp for simd``)."""
+    of :func:`simd_loops` (one alone for a region of one loop: ``omp for simd``). ``dynamic``: the
+    iterations handed out as threads come (with the yielding barrier), so a thread that runs
+    takes the share of one that is descheduled instead of waiting for it."""
+    schedule = " schedule(dynamic)" if dynamic else ""
     body = [s for inner in loops for s in inner.body]
     private = _private(table, used_scalars(body) + used_loop_vars(body))
     out = []
     scalar = len(chain) == 1 and not loops[0].simd  # a worksharing loop alone down a column
     if len(chain) == 1 and not scalar:
-        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private)))
+        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private, schedule=schedule)))
     else:
         collapse = f" collapse({len(chain) - 1})" if len(chain) > 2 else ""
-        out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait)))
+        out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait, schedule=schedule)))
     level = depth
     for loop in chain[:-1]:
         out.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
@@ -250,9 +257,12 @@ def fortran_team_wait(plan):
   !> condition variable, which Fortran cannot declare portably), so a thread that arrives first
   !> does not hold the core a descheduled partner (or the solver) needs, as OpenMP's spinning
   !> barriers do. The seq_cst atomics are flushes: every write before the barrier is seen after it.
-  subroutine team_wait(arrived, passed, spins)
+  !> done: the wait before the region's end, where only the master waits (the others go on to the
+  !> region's join, so the master never spins there for a partner that slept here).
+  subroutine team_wait(arrived, passed, spins, done)
     integer, intent(inout) :: arrived, passed
     integer, intent(in) :: spins
+    logical, intent(in) :: done
     interface
       function usleep(microseconds) result(status) bind(C, name='usleep')
         import :: c_int
@@ -260,16 +270,19 @@ def fortran_team_wait(plan):
         integer(c_int) :: status
       end function usleep
     end interface
-    integer :: team, now, polls
+    integer :: team, now, polls, me
     integer(c_int) :: slept
 
     team = 1
+    me = 0
     !$ team = omp_get_num_threads()
+    !$ me = omp_get_thread_num()
     passed = passed + 1
     !$omp atomic capture seq_cst
     arrived = arrived + 1
     now = arrived
     !$omp end atomic
+    if (done .and. me /= 0) return
     polls = 0
     do while (now < team * passed)
       if (polls >= spins) slept = usleep(20_c_int)

@@ -6,7 +6,7 @@
 module gemm_small_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
-  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num
   implicit none
   private
   public :: gemm_small_infer, gemm_small_infer_batch, gemm_small_infer_batch_dev
@@ -132,7 +132,7 @@ contains
         call infer_block(min(32, n - start + 1), x(:, start:), y(:, start:))
       end do
       !$omp end do nowait
-      call team_wait(team, team_passed, 1000)
+      call team_wait(team, team_passed, 1000, .true.)
       !$omp end parallel
     end if
   end subroutine gemm_small_infer_batch
@@ -212,9 +212,12 @@ contains
   !> condition variable, which Fortran cannot declare portably), so a thread that arrives first
   !> does not hold the core a descheduled partner (or the solver) needs, as OpenMP's spinning
   !> barriers do. The seq_cst atomics are flushes: every write before the barrier is seen after it.
-  subroutine team_wait(arrived, passed, spins)
+  !> done: the wait before the region's end, where only the master waits (the others go on to the
+  !> region's join, so the master never spins there for a partner that slept here).
+  subroutine team_wait(arrived, passed, spins, done)
     integer, intent(inout) :: arrived, passed
     integer, intent(in) :: spins
+    logical, intent(in) :: done
     interface
       function usleep(microseconds) result(status) bind(C, name='usleep')
         import :: c_int
@@ -222,16 +225,19 @@ contains
         integer(c_int) :: status
       end function usleep
     end interface
-    integer :: team, now, polls
+    integer :: team, now, polls, me
     integer(c_int) :: slept
 
     team = 1
+    me = 0
     !$ team = omp_get_num_threads()
+    !$ me = omp_get_thread_num()
     passed = passed + 1
     !$omp atomic capture seq_cst
     arrived = arrived + 1
     now = arrived
     !$omp end atomic
+    if (done .and. me /= 0) return
     polls = 0
     do while (now < team * passed)
       if (polls >= spins) slept = usleep(20_c_int)
