@@ -9,8 +9,9 @@ barriers, spinning unless ``OMP_WAIT_POLICY=passive``) and onnxruntime with 1 an
 
 Models: ``convnet16``: tests/op_models.convnet with 16 channels (2 -> 16 -> 16 -> 1, 3x3, 64x64,
 ReLU, Tanh), one sample per call; ``mlp128`` (or any zoo MLP): ``<name>_infer_batch`` over 65,536
-points per call. Every process is pinned to cores 0 and 1 (taskset's affinity), the busy loop to
-core 1. The paths run interleaved, one repeat of each per round; the table gives the median over
+points per call. Every 2-thread run is pinned to cores 0 and 1 (taskset's affinity), every 1-thread
+run to core 0, the busy loop to core 1. The paths run interleaved, one repeat of each per round, each round starting one path
+later; the table gives the median over
 the rounds of the wall time per call and its ratio to the same build's 1-thread time, and the
 load average before and after. Results are checked against onnxruntime (rosenna.compare) first.
 """
@@ -69,6 +70,11 @@ def pin():
     os.sched_setaffinity(0, CORES)
 
 
+def pin_free():
+    """One thread: the core the busy loop leaves free (the 1-thread time the 2 threads are held to)."""
+    os.sched_setaffinity(0, {0})
+
+
 def busy_loop():
     """A process that holds core 1 until killed."""
     return subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
@@ -102,7 +108,7 @@ def run_driver(drv, threads, calls, points, passive=False):
     if passive:
         env["OMP_WAIT_POLICY"] = "passive"
     out = subprocess.run([drv, "1", str(calls), str(points)], cwd=os.path.dirname(drv), env=env,
-                         capture_output=True, text=True, check=True, preexec_fn=pin).stdout.split()
+                         capture_output=True, text=True, check=True, preexec_fn=pin if threads > 1 else pin_free).stdout.split()
     return float(out[0])
 
 
@@ -136,7 +142,8 @@ def measure(name):
              ("rosenna host_wait=omp, OMP_WAIT_POLICY=passive", 2,
               lambda: run_driver(builds["omp"][0], 2, ARGS.calls, points, passive=True))]
     for threads, sess in sessions.items():
-        def ort(sess=sess):
+        def ort(sess=sess, threads=threads):
+            os.sched_setaffinity(0, CORES if threads > 1 else {0})
             t0 = time.perf_counter()
             for _ in range(ARGS.calls):
                 sess.run(None, feed)
@@ -146,9 +153,9 @@ def measure(name):
     load0 = os.getloadavg()[0]
     try:
         times = [[] for _ in paths]
-        for _ in range(ARGS.rounds):
-            for i, (_, _, call) in enumerate(paths):
-                times[i].append(call())
+        for r in range(ARGS.rounds):  # each round starts one path later: none always follows onnxruntime's spinning pool
+            for i in [(r + k) % len(paths) for k in range(len(paths))]:
+                times[i].append(paths[i][2]())
     finally:
         if busy:
             busy.kill()
