@@ -141,9 +141,12 @@ static inline unsigned rosenna_warp_active(void)
 #include <math.h>
 
 /* <name>_infer calls them too (its results then equal its SIMD variant's and the batch path's):
-   an offload device compiles them with it. */
+   an offload device compiles them with it (OpenMP's declare target, OpenACC's routine seq). */
 #pragma omp declare target
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline float rosenna_expf(float x)
 {
     union { float f; int i; unsigned u; } v, scale;
@@ -162,11 +165,17 @@ static inline float rosenna_expf(float x)
     return p * scale.f;
 }
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline float rosenna_tanhf(float x)
 {
     return 1.0f - 2.0f / (rosenna_expf(2.0f * x) + 1.0f);
 }
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline double rosenna_exp(double x)
 {
     union { double f; long long i; unsigned long long u; } v, scale;
@@ -197,6 +206,9 @@ static inline double rosenna_exp(double x)
     return p * scale.f;
 }
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline double rosenna_tanh(double x)
 {
     return 1.0 - 2.0 / (rosenna_exp(2.0 * x) + 1.0);
