@@ -194,7 +194,8 @@ def _parallel(chain, loops, lang, table, renderer, depth, nowait, t, dynamic=Fal
     out = []
     scalar = len(chain) == 1 and not loops[0].simd  # a worksharing loop alone down a column
     if len(chain) == 1 and not scalar:
-        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private, schedule=schedule)))
+        simd_schedule = " schedule(simd:dynamic)" if dynamic else ""  # chunks of whole vectors
+        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private, schedule=simd_schedule)))
     else:
         collapse = f" collapse({len(chain) - 1})" if len(chain) > 2 else ""
         out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait, schedule=schedule)))
