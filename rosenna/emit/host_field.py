@@ -15,7 +15,10 @@ channel loop, its innermost loop split into SIMD loops of one vector each, and a
 moved to a second SIMD loop; no sum is reordered. A serial
 region is an ``omp single``. Regions that :func:`rosenna.parallel.launch_groups` puts in one launch
 (they touch disjoint elements, e.g. the border pieces of one conv) share one barrier: every
-worksharing loop but the group's last is ``nowait``.
+worksharing loop but the group's last is ``nowait``. With the tuning's ``host_wait='yield'`` (the
+default) every construct is ``nowait``, the loops are handed out dynamically, and the barriers are
+rosenna_team_wait (rosenna_host_sync.h; the Fortran module's ``team_wait``), which sleeps after a
+short poll instead of spinning against a descheduled partner or the solver (docs/benchmarks-host.md).
 
 Nested parallelism: called inside the solver's own active parallel region, the routine's
 ``omp parallel`` is a nested one, which OpenMP runs with a team of one thread unless the caller

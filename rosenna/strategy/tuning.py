@@ -65,14 +65,15 @@ class Tuning:
         "'Per point in SIMD lanes'.")
     host_wait: str = _knob(
         "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
-        "'yield' (rosenna_rt.h's rosenna_team_wait: a short spin, then sched_yield, so a waiting thread gives "
-        "its core to a descheduled partner or the solver; the batch blocks handed out dynamically) or 'omp' "
-        "(OpenMP's own barriers, which spin for milliseconds unless OMP_WAIT_POLICY=passive; static blocks). "
+        "'yield' (rosenna_rt.h's rosenna_team_wait: a short poll, then a sleep on a condition variable, so a "
+        "waiting thread leaves its core to a descheduled partner or the solver; loops and batch blocks handed out "
+        "dynamically) or 'omp' (OpenMP's own barriers, which spin for milliseconds unless OMP_WAIT_POLICY=passive; "
+        "static loops and blocks). "
         "2 cores, one held by a busy process, 3-conv 16-channel net on 64x64: docs/benchmarks-host.md "
         "'Threads that share the machine'.", choices=("yield", "omp"))
     host_wait_spins: int = _knob(
-        1000, "Polls of the barrier's counter before a waiting host thread starts yielding its core (about "
-        "a microsecond each under contention; an op of the conv nets takes tens of microseconds).")
+        1000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
+        "in all; an op of the conv nets takes tens of microseconds).")
     # -- whole-field batches ----------------------------------------------------------------------
     whole_batch_samples: int = _knob(
         256, "Samples one launch of each op of the whole-field batch computes together (host and device files).",
