@@ -124,7 +124,8 @@ def simd_declaration(plan, lanes):
     if not lanes:
         return ""
     n = plan.name
-    return (f"#if defined(__x86_64__) && !defined({n.upper()}_SOURCE) && !defined(__CUDACC__) && !defined(__HIPCC__)\n"
+    host = "!defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__NVPTX__) && !defined(__AMDGPU__)"  # not a device pass
+    return (f"#if defined(__x86_64__) && !defined({n.upper()}_SOURCE) && {host}\n"
             f"#pragma omp declare simd simdlen({lanes}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch\n"
             f"#endif\n")
 

@@ -30,7 +30,7 @@ extern "C" {
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-#if defined(__x86_64__) && !defined(GEMM_SMALL_SOURCE) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#if defined(__x86_64__) && !defined(GEMM_SMALL_SOURCE) && !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__NVPTX__) && !defined(__AMDGPU__)
 #pragma omp declare simd simdlen(8) linear(x:2) linear(y:3) notinbranch
 #endif
 ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
