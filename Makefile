@@ -1,13 +1,14 @@
 # rosenna: the two set-up commands of a fresh clone.
 #   make demo   venv + package, generate the bundled gemm_big example, build both archives, verify
 #   make test   venv + test dependencies (+ gfortran etc. when root on Debian/Ubuntu), pytest -n auto
+#   make docs   the documentation site into build/docs/html (Sphinx, warnings as errors)
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 DEMO   := build/demo
 
-.PHONY: demo test install test-deps system-deps clean
+.PHONY: demo test docs install test-deps system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +26,9 @@ install: $(VENV)/.installed
 # a few for newer Pythons).
 $(VENV)/.test-installed: $(PY) setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e '.[verify,test]' torch==2.13.0 onnxscript build
+	$(PY) -m pip install -q --no-compile -e '.[verify,test,docs]' torch==2.13.0 onnxscript build scikit-learn skl2onnx onnxmltools xgboost fpm==0.12.0
 	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
-	touch $(VENV)/.installed $@
+	touch $(VENV)/.installed $(VENV)/.docs-installed $@
 
 test-deps: $(VENV)/.test-installed
 
@@ -44,6 +45,17 @@ demo: install
 
 test: system-deps test-deps
 	$(PY) -m pytest -n auto --durations=30
+
+# Warnings are errors (-W; --keep-going reports them all), -n flags every unresolved reference;
+# internal links and heading anchors are checked by MyST (docs/conf.py).
+$(VENV)/.docs-installed: $(PY) setup.cfg pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(PY) -m sphinx -b html -W -n --keep-going -q -d build/docs/doctrees docs build/docs/html
+	@echo "docs: build/docs/html/index.html"
 
 clean:
 	rm -rf build

@@ -5,6 +5,8 @@
 #   libopenmpi-dev openmpi-bin    examples/cns_closure runs on 2 MPI ranks
 #   lmod, python3-venv, shellcheck: the packaging tests' own list, .ci/deps-packaging.sh
 #   hipcc                         generated HIP kernels are compiled (not run) for gfx90a
+#   slurmctld slurmd slurm-client munge: tests/test_slurm.py submits the gate's jobs to a 3-node
+#                                 Slurm started on this machine (skipped, saying why, without them)
 set -e
 need() { command -v "$1" >/dev/null 2>&1; }
 required=""
@@ -12,6 +14,7 @@ optional=""
 need gfortran || required="$required gfortran"
 need mpicc || optional="$optional libopenmpi-dev openmpi-bin"
 need hipcc || optional="$optional hipcc"
+need slurmctld && need slurmd && need sbatch && need munged || optional="$optional slurmctld slurmd slurm-client munge"
 missing="$required$optional"
 debian_root=false
 if [ "$(id -u)" = 0 ] && [ -r /etc/os-release ] && grep -qiE '^ID(_LIKE)?=.*(debian|ubuntu)' /etc/os-release; then

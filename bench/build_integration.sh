@@ -5,9 +5,9 @@
 # with onnxruntime's outputs computed here.
 #
 #   bash bench/build_integration.sh prepare   # HERE: generate build/integration/gen (gemm_big, sm_90,
-#                                             #   the gcc profile) and expected.txt; carry .gpu build
+#                                             #   the gcc profile) and expected.txt; carry build
 #   bash bench/build_integration.sh run       # THERE: needs cmake (CMAKE=path/to/cmake if not on PATH),
-#                                             #   nvcc; .gpu/setup.sh gives clang-16 offload. Logs in
+#                                             #   nvcc; $ROSENNA_GPU_ENV gives clang offload. Logs in
 #                                             #   $RESULTS/build-integration/
 #   bash bench/build_integration.sh host      # HERE: the same builds, the CUDA one compiled and linked
 #                                             #   only, the OpenMP one with gcc on the host (the suite runs it)
@@ -43,13 +43,13 @@ x = (((np.arange(64 * nx) % 17) - 8) / 8.0).astype(np.float32).reshape(64, nx)
 y = s.run(None, {s.get_inputs()[0].name: x})[0].reshape(-1)
 np.savetxt(f"{d}/expected.txt", y, fmt="%.9g")
 PY
-    echo "carry: .gpu build (build/integration)"
+    echo "carry: build (build/integration) and the file ROSENNA_GPU_ENV names"
     ;;
 run|host)
     mkdir -p "$OUT"
     status=0
     if [ "$cmd" = run ]; then
-        source .gpu/setup.sh >/dev/null
+        [ -z "${ROSENNA_GPU_ENV:-}" ] || . "$ROSENNA_GPU_ENV" >/dev/null
         command -v "$CMAKE" >/dev/null || { echo "no cmake on this machine: carry one, run with CMAKE=..."; exit 2; }
     fi
     "$CMAKE" -S "$SRC" -B "$DIR/cmake" -DGEN="$(cd "$DIR" && pwd)/gen" -DCMAKE_C_COMPILER=gcc > "$OUT/cmake-configure.log" 2>&1 \

@@ -5,7 +5,7 @@
 #                <name>_infer_one, one launch per op; UNET_SAMPLES samples per pass (default 256)
 #   fourier_mlp  a Fourier-feature MLP (Sin/Cos of 2*pi*x@B, Gemm+SiLU, Gemm+Tanh, Gemm) per point;
 #                POINTS points per pass (default 1000000), also through clang-16
-# Runs bench/h200.sh gate (the same harnesses, compilers and .gpu setup as the session gate) once
+# Runs bench/h200.sh gate (the same harnesses, compilers and ROSENNA_GPU_ENV as the gate) once
 # per model. Reports under $OUT (default gate-out)/gate/cuda-*-{unet3d,fourier_mlp}/gate-report.{md,json}.
 #   bash bench/gate_science.sh        # from the repository root, on the GPU machine
 set -u

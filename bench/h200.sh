@@ -1,7 +1,7 @@
 #!/bin/bash
 # Every kind of H200 run, one subcommand each. Build here first, carry what the subcommand names,
 # run it there from the repository root; its results land in results/h200/<date>/ (RESULTS=DIR
-# overrides), which results/README.md indexes. The lead runs these; nothing else touches the GPU.
+# overrides), which results/README.md indexes. Only these runs touch the GPU.
 #
 #   bash bench/h200.sh prepare [study]  # HERE: build what the runs below carry (needs nvcc, and rosenna:
 #                                       #   ROSENNA="python -m rosenna" PYTHON=python for a venv): build/gen
@@ -10,9 +10,9 @@
 #                                       #   the per-point routine and PyTorch eager, then the gate on
 #                                       #   gemm_big, mlp128, gemm_small (GCC 12 nvptx and clang-16) and
 #                                       #   on a whole-field conv net and an LSTM cell (under 10 minutes).
-#                                       #   Carry .gpu, build/gen, build/probe.
+#                                       #   Carry $ROSENNA_GPU_ENV's file, build/gen, build/probe.
 #   bash bench/h200.sh kernels          # THERE: only the generated kernels + PyTorch (carry build/gen)
-#   bash bench/h200.sh gate [MODEL...]  # THERE: only the gate (carry .gpu, build/probe for .onnx models);
+#   bash bench/h200.sh gate [MODEL...]  # THERE: only the gate (carry $ROSENNA_GPU_ENV's file, build/probe for .onnx models);
 #                                       #   MODELS/CLANG_MODELS/POINTS as below
 #   bash bench/h200.sh table-prepare    # HERE: build/table: a slim copy of the frontier build (binaries,
 #                                       #   weights, manifest with the kernel kinds; ~27 MB) and the probe models
@@ -22,19 +22,19 @@
 #                                       #   in $RESULTS/table.md, rewritten after each stage; all within
 #                                       #   TABLE_BUDGET seconds (default 525: the frontier gets a third, at
 #                                       #   most 180 s; each gate run what is left; a run is cut at the budget,
-#                                       #   and skipped with under GATE_MIN=30 s left). Carry .gpu build/whl
+#                                       #   and skipped with under GATE_MIN=30 s left). Carry $ROSENNA_GPU_ENV's file, build/whl
 #                                       #   build/table (TABLE_BUILD) build/probe; PYTHONPATH=$PWD/build/whl
-#   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry .gpu, build/probe)
+#   bash bench/h200.sh whole-field      # THERE: only the gate on the conv net and the LSTM cell (carry $ROSENNA_GPU_ENV's file, build/probe)
 #   bash bench/h200.sh fortran-field    # THERE: the Fortran module's whole-field batch, OpenACC and OpenMP (GCC 12
 #                                       #   nvptx): the omp-backend gate (rows batch-fortran-acc, batch-fortran-omp)
 #                                       #   on the conv net and the poisson_guess U-Net at 256 samples, then the same
-#                                       #   embedded harnesses re-timed at 1 and 16 (carry .gpu, build/probe; ~4 min)
+#                                       #   embedded harnesses re-timed at 1 and 16 (carry $ROSENNA_GPU_ENV's file, build/probe; ~4 min)
 #   bash bench/h200.sh omp-point        # THERE: clang-16 `omp target` per-point loops, body vs loops, LTO, launch
 #                                       #   clauses (bench/omp_point.sh; build here first, carry build/omp_point)
-#   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry .gpu, build/probe)
+#   bash bench/h200.sh checks           # THERE: the OpenACC declare probe, then the gate (carry $ROSENNA_GPU_ENV's file, build/probe)
 #   bash bench/h200.sh study [LABELS]   # THERE: the design study (bench/studies/design-mlp128): FMA/copy ceilings, every
 #                                       #   hand-written variant (LABELS: a comma list filters them, as
-#                                       #   run 5 did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
+#                                       #   the staged and tensor-core kernel study did), the __constant__ sweep, SASS counts (carry build/bench: prepare study)
 #
 # Gate variables: MODELS (GCC 12 nvptx gate; built-in names or .onnx paths, default gemm_big mlp128
 # gemm_small), CLANG_MODELS (clang-16 gate, default gemm_big), POINTS (per pass, default 1000000),
@@ -102,7 +102,7 @@ gate_clang() {  # gate_clang MODEL POINTS: clang-16 OpenMP offload (C) + nvcc 13
 }
 
 run_gate() {  # the GCC 12 nvptx and clang-16 gates over MODELS / CLANG_MODELS
-    source .gpu/setup.sh >/dev/null
+    [ -z "${ROSENNA_GPU_ENV:-}" ] || . "$ROSENNA_GPU_ENV" >/dev/null
     local status=0 m
     for m in ${MODELS-gemm_big mlp128 gemm_small}; do gate_gcc "$m" "${POINTS:-1000000}" || status=1; done
     for m in ${CLANG_MODELS-gemm_big}; do gate_clang "$m" "${POINTS:-1000000}" || status=1; done
@@ -119,7 +119,7 @@ kernels() {
 }
 
 whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepare` wrote; FIELD_GATES: MODEL:POINTS
-    source .gpu/setup.sh >/dev/null
+    [ -z "${ROSENNA_GPU_ENV:-}" ] || . "$ROSENNA_GPU_ENV" >/dev/null
     local status=0 g
     for g in ${FIELD_GATES-build/probe/convnet.onnx:64 build/probe/lstm_cell.onnx:100000}; do
         gate_gcc "${g%:*}" "${g##*:}" || status=1
@@ -129,7 +129,7 @@ whole_field_gates() {  # the conv net (infer_one) and the LSTM cell that `prepar
 }
 
 fortran_field() {  # the Fortran whole-field batch rows at 256 samples, then 1 and 16 (us per sample)
-    source .gpu/setup.sh >/dev/null
+    [ -z "${ROSENNA_GPU_ENV:-}" ] || . "$ROSENNA_GPU_ENV" >/dev/null
     local status=0 m r exe n
     for m in build/probe/convnet.onnx examples/surrogates/poisson_guess/pguess.onnx; do
         r=fortran-field-$(basename "$m" .onnx)
@@ -155,7 +155,7 @@ prepare)
     mkdir -p build/probe
     ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
 op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
-    echo "carry: .gpu build/gen build/probe"
+    echo "carry: build/gen build/probe (and the file ROSENNA_GPU_ENV names)"
     ;;
 confirm)
     export RESULTS; mkdir -p "$RESULTS"
@@ -182,13 +182,13 @@ table-prepare)
     done
     ${PYTHON:-python3} -c "import sys; sys.path.insert(0, 'tests'); import op_models
 op_models.convnet('build/probe/convnet.onnx'); op_models.lstm_cell('build/probe/lstm_cell.onnx')"
-    du -sh build/table; echo "carry: .gpu build/whl build/table build/probe"
+    du -sh build/table; echo "carry: build/whl build/table build/probe (and the file ROSENNA_GPU_ENV names)"
     ;;
 table)  # every stage cut within TABLE_BUDGET seconds; table.md rewritten after each
     export RESULTS; mkdir -p "$RESULTS"; rm -f "$RESULTS"/{stages.txt,gate.txt,gate-reports.json,gate-reports.md}
     start=$(date +%s); DEADLINE=$((start + ${TABLE_BUDGET:-525})); TABLE_OUT=1; GATE_WEIGHTS=${GATE_WEIGHTS-embedded}
     machine
-    limit=$(((DEADLINE - start) / 3)); [ $limit -lt 180 ] || limit=180  # run 15: 50 s
+    limit=$(((DEADLINE - start) / 3)); [ $limit -lt 180 ] || limit=180  # the table of main f28daa8: 50 s
     FRONTIER_OUT=${TABLE_BUILD:-build/table}/frontier timeout -k 5 $limit python3 bench/frontier.py run --budget $((limit * 2 / 3)) \
         --field-reps 41 > "$RESULTS/frontier.txt" 2>&1
     rc=$?; echo "frontier: $(($(date +%s) - start)) s (limit $limit s), exit $rc" >> "$RESULTS/stages.txt"

@@ -18,7 +18,7 @@ with ``--readme FILE`` rewrites the block between ``<!-- h200-table:begin -->`` 
 ``<!-- h200-table:end -->`` in FILE:
 
     python3 bench/h200_table.py results/h200/<date>                       # print
-    python3 bench/h200_table.py results/h200/<date> --readme README.md    # rewrite README's table
+    python3 bench/h200_table.py results/h200/<date> --readme docs/performance.md   # rewrite the docs table
     python3 bench/h200_table.py RESULTS --collect GATE_OUT                # add a gate run's report
 
 Embedded weights are shown (the file-loaded rows of the gate are within a few % of them); a gate

@@ -135,7 +135,7 @@ def onnxruntime_ns(path, nx, points, repeats, threads, cpu_time=False):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", nargs="+", default=["gemm_big"], choices=sorted(zoo.MODELS),
-                    help="one or more zoo models, measured one after the other in this run")
+                    help="one or more zoo models, measured one after the other")
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cflags", default="-O3 -march=native")

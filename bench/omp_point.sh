@@ -7,9 +7,9 @@
 #
 #   bash bench/omp_point.sh prepare   # HERE: generate the two models' C into build/omp_point/src
 #                                     #   (ROSENNA="python -m rosenna" for a venv; ~1.5 MB)
-#   bash bench/omp_point.sh run       # THERE (carry .gpu build/omp_point): build every variant with the
+#   bash bench/omp_point.sh run       # THERE (carry build/omp_point): build every variant with the
 #                                     #   machine's clang-16 ($ROSENNA_CLANG, $CLANG_OFFLOAD_FLAGS from
-#                                     #   .gpu/setup.sh, as the gate), then print ns/point (median of 7)
+#                                     #   $ROSENNA_GPU_ENV, as the gate), then print ns/point (median of 7)
 #                                     #   and the worst error in units of verify's tolerance (< 150 s)
 set -u
 cmd=${1:-help}
@@ -25,10 +25,10 @@ prepare)
         $ROSENNA generate "$out/src/$m/$m.onnx" --out "$out/src/$m" --lang c --embed-weights --gpu-arch sm_90 >/dev/null
         rm -f "$out/src/$m/"*.onnx "$out/src/$m/"*.mk "$out/src/$m/"*.pc "$out/src/$m/"*Config.cmake "$out/src/$m/"*_kernel.cu
     done
-    du -sh "$out"; echo "carry: .gpu $out"
+    du -sh "$out"; echo "carry: $out (and the file ROSENNA_GPU_ENV names)"
     ;;
 run)
-    [ -n "${ROSENNA_CLANG:-}" ] || source .gpu/setup.sh >/dev/null
+    [ -n "${ROSENNA_CLANG:-}" ] || [ -z "${ROSENNA_GPU_ENV:-}" ] || . "$ROSENNA_GPU_ENV" >/dev/null
     export LD_LIBRARY_PATH=$CLANG_OMP_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} OMP_TARGET_OFFLOAD=MANDATORY
     bin=$out/bin; mkdir -p "$bin"
     nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>/dev/null

@@ -9,8 +9,8 @@
 # warp's 32 points, 1 = two passes of 16), WARP_REGISTERS (a layer's input + one group's sums),
 # fragments ldg (16-byte, __ldg), plain (16-byte, plain loads) or compact (8-byte, __ldg); kCAP: the
 # device archive compiled with -maxrregcount=CAP; lSUMS: WARP_LOCAL_SUMS (inputs of the wide layers
-# in local memory, SUMS registers of sums; without it 0: inputs in registers). VARIANTS overrides the list. docs/benchmarks.md (run 13,
-# pp17) has the measurements.
+# in local memory, SUMS registers of sums; without it 0: inputs in registers). VARIANTS overrides the list. results/measurement-log.md
+# ("The warp-routine study") has the measurements.
 set -eu
 G=build/warp_variants
 VARIANTS=${VARIANTS:-"2-144-ldg 2-160-ldg 2-160-plain 2-136-ldg 1-96-ldg 1-128-ldg 2-144-compact 2-144-ldg-k168 1-80-ldg-k128 2-144-ldg-l64 2-144-ldg-l32 2-144-ldg-k128-l64"}

@@ -14,9 +14,11 @@ Wheels are setuptools' own. pyproject.toml names this module (``backend-path = [
 the sdist carries it, so a wheel built from the sdist uses it too.
 """
 
+import glob
 import gzip
 import io
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -67,6 +69,10 @@ def normalize(path, epoch):
 
 
 def build_sdist(sdist_directory, config_settings=None):
+    # An egg-info folder left by an earlier build is read back as part of the file list (with the
+    # package_dir of setup.cfg, under a second spelling of each path): every sdist starts from none.
+    for stale in glob.glob("*.egg-info"):
+        shutil.rmtree(stale, ignore_errors=True)
     name = _setuptools.build_sdist(sdist_directory, config_settings)
     normalize(os.path.join(sdist_directory, name), source_date_epoch())
     return name

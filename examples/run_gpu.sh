@@ -1,12 +1,12 @@
 #!/bin/bash
 # Builds and runs the examples on an NVIDIA GPU with GCC 12's nvptx OpenMP/OpenACC offload and
-# clang-16's OpenMP offload from .gpu (../shared/gpu/README.md), and the ADR solver on rosenna's
+# clang's OpenMP offload (the compilers the file $ROSENNA_GPU_ENV sets up, docs/admin-guide.md), and the ADR solver on rosenna's
 # native CUDA backend (nvcc); prints per-step times, and counts what moves between host and device
 # inside the time loops.
 #
 #   examples/run_gpu.sh prepare   # here, where rosenna is installed: generate every example's
 #                                 # model sources into <example>/build/gpu (the GPU machine
-#                                 # needs no Python); then send .gpu and those build/gpu folders
+#                                 # needs no Python); then send those build/gpu folders
 #   examples/run_gpu.sh run       # on the GPU machine, from the repository root
 #
 # Every program runs with --require-device, which fails unless omp_is_initial_device() (or
@@ -45,7 +45,9 @@ summary=$out/summary.md
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-source .gpu/setup.sh || { echo "run_gpu.sh: .gpu/setup.sh failed"; exit 2; }
+if [ -n "${ROSENNA_GPU_ENV:-}" ]; then
+    . "$ROSENNA_GPU_ENV" || { echo "run_gpu.sh: $ROSENNA_GPU_ENV failed"; exit 2; }
+fi
 nvidia-smi -L 2>&1 | tee -a "$summary"
 export OMP_TARGET_OFFLOAD=MANDATORY   # ACC_DEVICE_TYPE=nvidia only for the OpenACC runs: libgomp
                                     # refuses it in OpenMP programs on a machine without one
@@ -154,7 +156,7 @@ for mode in cell batch; do
     [ -n "$counter" ] && { run "adr_cuda_${mode}_short" $SUR/$B/adr_cuda --n $n --steps $((steps / 2)) \
         "${extra[@]}" || status=1; }
 done
-# clang-16 OpenMP offload (its runtime from .gpu).
+# clang OpenMP offload (its runtime's folder in CLANG_OMP_LIB).
 export LD_LIBRARY_PATH=$CLANG_OMP_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 run adr_c_omp_clang $SUR/$BC/adr_c_omp --n $n --steps $steps --require-device || status=1
 [ -n "$counter" ] && { run adr_c_omp_clang_short $SUR/$BC/adr_c_omp --n $n --steps $((steps / 2)) \

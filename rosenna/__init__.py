@@ -3,4 +3,4 @@
 The package owns the whole compiler; its subpackages are its stages, each owning one step
 (docs/architecture.md): passes/, ops/, strategy/, emit/, toolchain/, gate/, commands/."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.1.dev0"

@@ -44,12 +44,14 @@ STATUS_CODES = (
     (10, "DEVICE", "device allocation or copy failed, or the model was never initialised"),
     (11, "LAUNCH", "kernel launch failed"),
     (12, "CHECKSUM", "weights-file checksum mismatch: the file is corrupted"),
+    (13, "INDEX", "an index (Gather, Scatter, ...) was outside its axis at some point: the outputs it would "
+                  "have written are NaN"),
 )
 
 STATUS = {key: code for code, key, _ in STATUS_CODES}
 
 #: What ``<name>_infer_batch`` may return.
-BATCH_STATUSES = (STATUS["OK"], STATUS["DEVICE"], STATUS["LAUNCH"])
+BATCH_STATUSES = (STATUS["OK"], STATUS["DEVICE"], STATUS["LAUNCH"], STATUS["INDEX"])
 
 RWT_MAGIC = b"RSNNAWT\0"
 RWT_ENDIAN = 0x01020304

@@ -12,7 +12,8 @@ import signal
 import sys
 
 from rosenna import __version__
-from rosenna.errors import RosennaError
+from rosenna.errors import BuildError, RosennaError, UnsupportedOp
+from rosenna.quoting import terminal_text
 
 # The subcommand modules, in the order `rosenna --help` lists them. One line per command.
 SUBCOMMANDS = (
@@ -23,6 +24,8 @@ SUBCOMMANDS = (
     "rosenna.commands.toolchain",
     "rosenna.commands.gpu_gate",
     "rosenna.commands.conformance",
+    "rosenna.commands.doctor",
+    "rosenna.commands.weights",
 )
 
 
@@ -71,7 +74,10 @@ def main(argv=None):
     try:
         return args.func(args)
     except RosennaError as exc:
-        print(f"rosenna {args.command}: error: {exc}", file=sys.stderr)
+        # names in a message come from model files and profiles: no control character reaches the terminal
+        # a compiler's output keeps its lines, and so does a refusal's list (one line per op, names quoted)
+        text = terminal_text(exc, keep_newlines=isinstance(exc, (BuildError, UnsupportedOp)))
+        print(f"rosenna {args.command}: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rosenna: interrupted", file=sys.stderr)

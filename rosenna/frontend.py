@@ -20,12 +20,67 @@ from rosenna.ir import FLOAT_DTYPES, HELD_DTYPES, NARROW_DTYPES, UNHELD_REASONS,
 from rosenna.onnx_types import numpy_dtype
 
 
+def file_kind(path):
+    """What ``path`` is, found without opening it (a FIFO would block, a device never end): None
+    for a regular file (or a link to one), else a phrase: "no such file", "a folder", "a FIFO
+    (named pipe)", "a character device", ..."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+#: ModelProto's fields (number: protobuf wire type) that can open an ONNX file: ir_version,
+#: producer_name/version, domain, model_version, doc_string, graph, opset_import, metadata_props,
+#: training_info, functions, configuration.
+_MODEL_FIELDS = {1: 0, 2: 2, 3: 2, 4: 2, 5: 0, 6: 2, 7: 2, 8: 2, 14: 2, 20: 2, 25: 2, 26: 2}
+#: protobuf cannot parse a message of 2 GiB or more (weights beyond that live in external data).
+_PROTOBUF_MAX = (1 << 31) - 1
+
+
+def _sniff(path):
+    """Refuse a file that cannot be an ONNX model from its size and first bytes, before the
+    protobuf parser reads all of it (a 1 GiB file of zeros once took 1.1 GB to say "not ONNX")."""
+    size = os.path.getsize(path)
+    if size == 0:
+        raise ModelError(f"{path}: not an ONNX model (the file is empty); give a .onnx file")
+    if size > _PROTOBUF_MAX:
+        raise ModelError(f"{path}: {size} bytes, more than an ONNX file can hold (2 GiB, protobuf's limit); a "
+                         "model this large keeps its weights in external data")
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    tag, shift, i = 0, 0, 0
+    while i < len(head) and i < 3:  # the first field's tag, a varint
+        tag |= (head[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not head[i - 1] & 0x80:
+            break
+    field, wire = tag >> 3, tag & 7
+    if _MODEL_FIELDS.get(field) != wire:
+        shown = head[:8].hex(" ")
+        raise ModelError(f"{path}: not an ONNX model (its first bytes {shown} do not begin a ModelProto); "
+                         "give a .onnx file")
+
+
 def load_model(path):
     """Read and check an ONNX file; return the ``ModelProto`` with local functions inlined."""
-    if not os.path.exists(path):
-        raise ModelError(f"{path}: no such file")
-    if not os.path.isfile(path):
-        raise ModelError(f"{path}: not a file")
+    kind = file_kind(path)
+    if kind is not None:
+        raise ModelError(f"{path}: {kind}" + ("" if kind == "no such file" else ", not a file; give a .onnx file"))
+    _sniff(path)
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf raises several types for garbage input
@@ -116,8 +171,9 @@ def load_frozen(freeze):
     arrays = {}
     for name, file in (freeze or {}).items():
         where = f"--freeze {name}={file}"
-        if not os.path.isfile(file):
-            raise UsageError(f"{where}: no such file; give the .npy file of the input's value (numpy.save)")
+        kind = file_kind(file)
+        if kind is not None:
+            raise UsageError(f"{where}: {kind}; give the .npy file of the input's value (numpy.save)")
         try:
             array = np.load(file, allow_pickle=False)
         except Exception as exc:  # numpy raises ValueError, OSError, EOFError, ... for a damaged file
@@ -167,6 +223,9 @@ def _bind_input_dims(model, dims, path):
         for axis, dim in enumerate(ttype.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 continue
+            if dim.HasField("dim_value") and dim.dim_value < 0:
+                raise ModelError(f"{path}: input {inp.name!r} has the negative dimension {dim.dim_value} at axis "
+                                 f"{axis}; a dimension counts elements: re-export the model")
             if dim.HasField("dim_value"):  # an explicit 0: an empty tensor, not a symbol
                 raise ModelError(f"{path}: input {inp.name!r} is empty (dimension 0 at axis {axis}); "
                                  "rosenna needs at least one element per input")
@@ -198,7 +257,19 @@ def infer_shapes(model, path):
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ModelError(f"{path}: ONNX shape inference rejects the model: {reason}") from None
+        raise ModelError(f"{path}: ONNX shape inference rejects the model{_inference_node(reason)}: {reason}; "
+                         "the model breaks a rule of its own opsets, so onnxruntime refuses it too: re-export it "
+                         "with another opset (torch.onnx.export's opset_version, skl2onnx's target_opset, e.g. "
+                         "{'': 17, 'ai.onnx.ml': 3}) or with the converter's options for that node's estimator "
+                         "or layer") from None
+
+
+def _inference_node(reason):
+    """`` at node 'NAME' (OP)`` from onnx's shape-inference message, or "" when it names none."""
+    import re
+
+    found = re.search(r"op_type:([A-Za-z0-9_.]+), node name: ([^)]*)\)", reason)
+    return f" at node {found.group(2)!r} ({found.group(1)})" if found else ""
 
 
 def _attribute_value(attr):
@@ -237,6 +308,14 @@ def import_model(path, dims=None, freeze=None):
     _freeze_inputs(model, load_frozen(freeze), dims or {}, path)
     _bind_input_dims(model, dims or {}, path)
     model = infer_shapes(model, path)
+    from rosenna.passes import control, functions  # subgraphs unrolled, ops known by their ONNX function body
+
+    try:
+        for step in (control.unroll_control_flow, functions.expand_functions, control.unroll_control_flow,
+                     functions.expand_functions):
+            model = step(model, lambda m: infer_shapes(m, path))
+    except ModelError as exc:
+        raise ModelError(str(exc) if str(exc).startswith(f"{path}: ") else f"{path}: {exc}") from None
     for info in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
         shape = _static_shape(info.type)
         if shape is not None:

@@ -4,7 +4,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner, strategy as strategies
+from rosenna import __version__, abi, emit, frontend, ir, limits, outdir, passes, plan as planner, quoting
+from rosenna import strategy as strategies
 from rosenna.strategy import Tuning
 from rosenna.errors import RosennaError, UsageError
 
@@ -42,6 +43,9 @@ class Options:
     infer_one: bool = False
     #: verify compiles with $CC / $FC when set (no profile was named on the command line).
     compilers_from_env: bool = True
+    #: Budgets (docs/security.md): elements of one folded constant, loop nests of one op's code.
+    max_fold_elements: int = limits.MAX_FOLD_ELEMENTS
+    max_op_nests: int = limits.MAX_OP_NESTS
 
     @classmethod
     def from_profile(cls, profile, tune=(), **fields):
@@ -121,6 +125,10 @@ def build_plan(model_path, options):
     check_name(name)
     graph = frontend.import_model(model_path, options.dims, options.freeze)
     precision = options.precision or ("double" if graph.dtype == "float64" else "single")
+    for option, value in (("--max-fold-elements", options.max_fold_elements), ("--max-op-nests", options.max_op_nests)):
+        if value < 1:
+            raise UsageError(f"{option} {value}: give a positive count")
+    graph.max_fold_elements, graph.max_op_nests = options.max_fold_elements, options.max_op_nests
     passes.run(graph)
     plan = planner.build(graph, name, precision, options.embed, options.embed_threshold, options.infer_one,
                          options.tuned())
@@ -152,6 +160,10 @@ def generate(model_path, out_dir, options):
     The set replaces the model's previous one as a unit (``rosenna.outdir.write_set``): killed at
     any instant, the next run into ``out_dir`` finds the complete old or the complete new set.
     """
+    why = quoting.build_path_problem(os.path.abspath(out_dir))
+    if why:
+        raise UsageError(f"--out {ascii(out_dir)[1:-1]}: {why}; choose a folder whose path has only letters, digits "
+                         "and / . _ - + , @ ~")
     graph, plan = build_plan(model_path, options)
     files = emit.render(decide(plan, options), options.lang, stamp(model_path, plan, options), options.profile())
     try:
@@ -161,8 +173,14 @@ def generate(model_path, out_dir, options):
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"--out {out_dir}: the directory is not writable")
     data = {fname: text.encode("ascii") for fname, text in files.items()}
+    for fname, text in data.items():
+        if len(text) > limits.MAX_SOURCE_BYTES:
+            raise RosennaError(f"{model_path}: the generated {fname} would be {len(text)} bytes, over the budget of "
+                               f"{limits.MAX_SOURCE_BYTES} bytes of one source file; nothing was written")
     if not plan.embed:
         data[f"{plan.name}.rwt"] = abi.rwt_bytes(plan)
+    if options.lang in ("fortran", "both"):  # the folder as an fpm package (shared by its models)
+        data["fpm.toml"] = emit.fpm.manifest().encode("ascii")
     return plan, write_set(out_dir, plan.name, data)
 
 

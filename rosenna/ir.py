@@ -149,6 +149,10 @@ class Graph:
     opset: int
     dtype: np.dtype  # the model's float type: float32 or float64
     producer: str = ""
+    #: The constant-folding budget, elements per folded output (0: rosenna.limits.MAX_FOLD_ELEMENTS).
+    max_fold_elements: int = 0
+    #: The loop nests one op's code may take (0: rosenna.limits.MAX_OP_NESTS).
+    max_op_nests: int = 0
 
     def producers(self):
         """Map each value name to the node that writes it."""

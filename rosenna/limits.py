@@ -20,3 +20,14 @@ EMBED_THRESHOLD = 1_000_000
 #: ``constant_limit_bytes`` sets ``Tuning.constant_limit``) and :attr:`rosenna.plan.Plan.path` uses.
 CONSTANT_LIMIT = _DEFAULT.constant_limit
 WHOLE_THRESHOLD = _DEFAULT.whole_threshold
+
+# Budgets: work a small file may ask for. A 187-byte model (ConstantOfShape [20000, 20000] then
+# ReduceSum) once took 11 s and 1.6 GB to fold; each budget is refused in one line naming the op,
+# the budget and the option that raises it (docs/security.md).
+#: Elements of one output of a folded node (``--max-fold-elements``): 2^24, 64 MiB of float32.
+MAX_FOLD_ELEMENTS = 1 << 24
+#: Bytes of one generated source file (64 MiB of weights embedded as text are about 12 MiB).
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
+#: Loop nests of one op's code (``--max-op-nests``). The conformance cases need at most 25 (a
+#: padded pool's border regions); a Resize is split per axis, so its nests are its runs on one axis.
+MAX_OP_NESTS = 1024

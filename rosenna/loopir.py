@@ -64,9 +64,16 @@ class Num:
 
 @dataclass(frozen=True)
 class Ref:
-    """Element ``idx`` of buffer ``buf`` (an IR value or weight name)."""
+    """Element ``idx`` of buffer ``buf`` (an IR value or weight name).
+
+    ``at``, when given, is a run-time offset added to ``idx``: an expression of the float type
+    holding a whole number (a gathered index, a tree's node number). The op that builds it keeps it
+    inside the buffer (clamped, with the out-of-range case handled apart); renderers convert it to
+    an integer with their table's ``index`` function. A plan with such a reference runs per point
+    and in the host batch; it has no whole-field form (:func:`runtime_indexed`)."""
     buf: str
     idx: Idx
+    at: object = None
 
 
 @dataclass(frozen=True)
@@ -228,7 +235,9 @@ def walk(stmts):
 def walk_expr(expr):
     """Yield ``expr`` and every sub-expression."""
     yield expr
-    if isinstance(expr, Bin):
+    if isinstance(expr, Ref) and expr.at is not None:
+        yield from walk_expr(expr.at)
+    elif isinstance(expr, Bin):
         yield from walk_expr(expr.a)
         yield from walk_expr(expr.b)
     elif isinstance(expr, Fn):
@@ -237,6 +246,23 @@ def walk_expr(expr):
     elif isinstance(expr, Select):
         for part in (expr.lhs, expr.rhs, expr.a, expr.b):
             yield from walk_expr(part)
+
+
+#: The scalar that counts a point's out-of-range indices (ops add to it, the plan sets it to 0
+#: first); the host batch returns the INDEX status (rosenna.abi) when any point's is positive.
+FAULT = "index_fault"
+
+
+def counts_faults(stmts):
+    """Whether the statements count out-of-range indices (use the :data:`FAULT` scalar)."""
+    return any(isinstance(sub, Var) and sub.name == FAULT for stmt in walk(stmts) if isinstance(stmt, Assign)
+               for expr in (stmt.target, stmt.expr) for sub in walk_expr(expr))
+
+
+def runtime_indexed(stmts):
+    """Whether any statement loads or stores at a run-time offset (a :class:`Ref` with ``at``)."""
+    return any(isinstance(sub, Ref) and sub.at is not None for stmt in walk(stmts) if isinstance(stmt, Assign)
+               for expr in (stmt.target, stmt.expr) for sub in walk_expr(expr))
 
 
 def decimal_texts(values):

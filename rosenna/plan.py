@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rosenna import abi, limits, ops
-from rosenna.loopir import Assign, Builder, Comment, Ref, decimal_texts, walk, walk_expr
+from rosenna.errors import ModelError
+from rosenna.loopir import (FAULT, Assign, Builder, Comment, Num, Ref, Var, counts_faults, decimal_texts,
+                            runtime_indexed, walk, walk_expr)
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 from rosenna.strategy.tuning import Tuning
@@ -143,8 +145,9 @@ class Plan:
     @property
     def has_infer_one(self):
         """Whether the plan can run one sample over the whole field (``<name>_infer_one``): not
-        with an LSTM or GRU, whose time loop is sequential."""
-        return not any(op.op in SEQUENTIAL_OPS for op in self.ops)
+        with an LSTM or GRU, whose time loop is sequential, nor with loads or stores at run-time
+        offsets (gathers, scatters, tree traversals), which the whole-field loop analyses do not model."""
+        return not any(op.op in SEQUENTIAL_OPS for op in self.ops) and not runtime_indexed(self.body)
 
     @property
     def emits_infer_one(self):
@@ -169,6 +172,15 @@ def comment_text(text, limit=60):
     ``*/``, ``/*``, ``\\``, ``!``, ``&``, quotes or newlines."""
     safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in " _.,:;=+-()[]<>#@" else "_" for ch in text)
     return safe[:limit]
+
+
+def _within_nest_budget(graph, node, nests):
+    """Refuse an op whose code took more than the budget's loop nests (statements at the op's top
+    level: a loop nest, or one unrolled assignment): generated code grows with ops, not pixels."""
+    budget = graph.max_op_nests or limits.MAX_OP_NESTS
+    if nests > budget:
+        raise ModelError(f"node {node.name!r} ({node.op}): its code takes {nests} loop nests, over the budget of "
+                         f"{budget} per op; raise it with --max-op-nests N if the model means it")
 
 
 def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False, tuning=None):
@@ -257,10 +269,14 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
                             window=window(node, graph) if window else {})
         op_list.append(planned)
         b.emit(Comment(f"{planned.label}: {label}", planned))
+        first = len(b.stmts)
         ops.get(node.op).lower(node, graph, b)
+        _within_nest_budget(graph, node, len(b.stmts) - first)
     for r, ybuf, size, vname in copies:
         b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))
         copy_lowering(b, r, ybuf, size)
+    if counts_faults(b.stmts):  # the count of out-of-range indices starts at 0 (loopir.FAULT)
+        b.stmts.insert(0, Assign(Var(FAULT), Num(0.0)))
 
     # Resolve every buffer a statement names; weights in first-use order.
     weights, wident = [], {}

@@ -1,13 +1,22 @@
-"""Verify: generate, compile and run the per-point ``<name>_infer`` on the host, and compare every
-output element with a reference on the same inputs.
+"""Verify: generate, compile and run every entry point of the generated set on the host, and
+compare every output element with a reference on the same inputs.
+
+One harness per language (one compile each) runs ``<name>_infer`` per point over two OpenMP
+threads, ``<name>_infer_batch`` with 1, 31, 32, 33 and 1000 points for a host SIMD block of 32
+(one point, a partial block, a full one, one over, many blocks over the threads; 1 and 3 samples
+for a whole-field plan) and ``<name>_infer_one`` where the set has it, each call checked for its
+status and for writes past its last point; a file-loaded build (``--no-embed``) reads its weights
+through ``<name>_init``.
 
 The reference is onnxruntime on random inputs (uniform in [-1, 1)); for a model onnxruntime no
 longer runs (an opset-6 era file), onnxruntime on the model converted by onnx's version converter,
 which the report says; or stored inputs and outputs (``--reference``: an ONNX ``test_data_set_*``
 folder of ``input_*.pb``/``output_*.pb`` TensorProtos, or a ``.npz`` of arrays named after the
 model's inputs and outputs), e.g. PyTorch's own outputs. The pass rule is
-:data:`rosenna.compare.RULE`, with the tolerance of the ONNX model's dtype (not of the generated
-precision). The work folder is removed afterwards unless ``keep`` names one.
+:data:`rosenna.compare.RULE`, with the tolerance of the precision built
+(:func:`rosenna.compare.judging_tolerance`: never tighter than the model's dtype allows). The work
+folder is removed afterwards unless ``keep`` names one (a private folder, every file in it new:
+:func:`rosenna.outdir.private_folder`).
 """
 
 import glob
@@ -16,25 +25,27 @@ import re
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rosenna import frontend
 from rosenna import generate as gen
-from rosenna.compare import RULE, Comparison, compare
+from rosenna import outdir
+from rosenna.compare import RULE, judging_tolerance
 from rosenna.errors import ModelError, UsageError
+from rosenna.ir import int_range
 from rosenna.toolrun import compiler, run
+from rosenna.verify_harness import (ENTRIES, THREADS, calls_for, entries_of, harness_source, judge_calls,
+                                    points_needed)
+from rosenna.verify_inputs import Draw, input_draws, random_inputs
+
+#: onnxruntime's log severity while verify uses it: 4, fatal only (its errors reach the user as
+#: rosenna's one-line message, not as its own log lines on stderr).
+QUIET = 4
 
 #: The opsets tried, newest first, when onnxruntime cannot run the model as written.
 CONVERT_TARGETS = (21, 17, 13)
-
-
-@dataclass
-class Result(Comparison):
-    """One output's :class:`~rosenna.compare.Comparison` in one generated language."""
-
-    lang: str = ""
 
 
 @dataclass
@@ -44,6 +55,7 @@ class Reference:
     inputs: dict  # graph input name -> array
     outputs: list  # in graph output order
     source: str  # where the expected outputs come from, for the report
+    draws: dict = field(default_factory=dict)  # input name -> Draw, for inputs not uniform in [-1, 1)
 
     @property
     def cases(self):
@@ -55,67 +67,50 @@ class Verification:
     plan: object
     results: list
     reference: Reference
+    calls: list = ()  # the Call list the harnesses ran
+    tolerance: str = ""  # which tolerance judged, and why
 
     @property
     def passed(self):
         return all(r.passed for r in self.results)
 
 
-C_HARNESS = """#include <stdio.h>
-#include <stdlib.h>
-#include "{name}.h"
-
-/* verify harness: argv[1]=cases argv[2]=x.bin argv[3]=y.bin [argv[4]=weights] */
-int main(int argc, char **argv)
-{{
-    int n = atoi(argv[1]);
-    {t} *x = malloc(sizeof({t}) * (size_t)n * {NX});
-    {t} *y = malloc(sizeof({t}) * (size_t)n * {NY});
-    FILE *f = fopen(argv[2], "rb");
-    if (!x || !y || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
-    fclose(f);
-{init}    for (int i = 0; i < n; ++i)
-        {name}_infer(x + (size_t)i * {NX}, y + (size_t)i * {NY});
-    f = fopen(argv[3], "wb");
-    if (!f || fwrite(y, sizeof({t}), (size_t)n * {NY}, f) != (size_t)n * {NY}) return 3;
-    fclose(f);
-    free(x);
-    free(y);
-    (void)argc;
-    return 0;
-}}
-"""
-
-F_HARNESS = """program verify_{name}
-  use {name}_model
-  implicit none
-  integer :: n, i, unit, status
-  character(len=4096) :: arg
-  real({name}_rk), allocatable :: x(:, :), y(:, :)
-
-  call get_command_argument(1, arg)
-  read (arg, *) n
-  allocate (x({name}_nx, n), y({name}_ny, n))
-  call get_command_argument(2, arg)
-  open (newunit=unit, file=trim(arg), access='stream', form='unformatted', status='old', action='read')
-  read (unit) x
-  close (unit)
-{init}  do i = 1, n
-    call {name}_infer(x(:, i), y(:, i))
-  end do
-  call get_command_argument(3, arg)
-  open (newunit=unit, file=trim(arg), access='stream', form='unformatted', status='replace', action='write')
-  write (unit) y
-  close (unit)
-end program verify_{name}
-"""
+def depth(graph):
+    """The longest chain of nodes from the graph's inputs to an output (at least 1)."""
+    producers = graph.producers()
+    longest = {}
+    for node in graph.nodes:  # in topological order
+        longest[id(node)] = 1 + max((longest.get(id(producers[i]), 0) for i in node.inputs if i in producers),
+                                    default=0)
+    return max(longest.values(), default=1)
 
 
-def random_inputs(graph, cases, seed):
-    """``cases`` random samples per graph input, uniform in [-1, 1), in the model's dtype."""
-    rng = np.random.default_rng(seed)
-    return {name: rng.uniform(-1.0, 1.0, (cases,) + tuple(graph.shape_of(name))).astype(graph.values[name].dtype)
-            for name in graph.inputs}
+#: Ops whose outputs are sums over one input axis, and that axis: ``(input index, axis)``.
+_SUMMED_AXIS = {"Gemm": (0, -1), "MatMul": (0, -1), "Conv": (1, None), "ConvTranspose": (1, None)}
+
+
+def reduction_length(graph):
+    """The longest sum one output element of a Gemm, MatMul or Conv takes (at least 1): a float
+    sum's rounding error grows with its length (see :func:`rosenna.compare.judging_tolerance`)."""
+    longest = 1
+    for node in graph.nodes:
+        where = _SUMMED_AXIS.get(node.op)
+        if where is None or len(node.inputs) <= where[0]:
+            continue
+        try:
+            shape = tuple(graph.shape_of(node.inputs[where[0]]))
+        except Exception:  # a value without a static shape sums nothing we can count
+            continue
+        if where[1] is not None:
+            n = shape[where[1]] if shape else 1
+        else:  # a convolution's weight (M, C/group, k...) sums C/group x prod(k) products
+            n = 1
+            for d in shape[1:]:
+                n *= d
+        if node.op == "Gemm" and shape and node.attrs.get("transA", 0):
+            n = shape[0]
+        longest = max(longest, int(n))
+    return longest
 
 
 def _ort_reason(exc):
@@ -130,8 +125,11 @@ def _session(model):
 
     ort = onnxruntime()
 
+    # Fatal messages only, from the process-wide logger too (set before the first session makes it):
+    # what onnxruntime cannot do reaches the user once, as rosenna's one-line error.
+    ort.set_default_logger_severity(QUIET)
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = QUIET
     return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
@@ -163,14 +161,15 @@ def _converted_session(model_path, reason):
                      f"version converter gives no model it runs ({why}); give stored outputs with --reference DIR")
 
 
-def ort_reference(model_path, graph, cases, seed, frozen=None):
-    """onnxruntime's outputs on random inputs, one session run per case (each case is one point);
-    the inputs in ``frozen`` ({name: array}, ``--freeze``) are fed their array in every case."""
+def ort_reference(model_path, graph, cases, seed, frozen=None, draws=None):
+    """onnxruntime's outputs on random inputs drawn as ``draws`` says ({name: Draw}, default
+    :func:`input_draws`), one session run per case (each case is one point); the inputs in
+    ``frozen`` ({name: array}, ``--freeze``) are fed their array in every case."""
     from rosenna.extras import onnxruntime  # the verify extra: one line when it is missing
 
     ort = onnxruntime()
 
-    inputs = random_inputs(graph, cases, seed)
+    inputs = random_inputs(graph, cases, seed, draws)
     try:
         sess, source = _session(model_path), f"onnxruntime {ort.__version__} on {cases} random inputs"
     except Exception as exc:
@@ -250,7 +249,9 @@ def _stored_sets(path, graph):
 
         return [(path, pick(graph.inputs, "input"), pick(graph.outputs, "output"))]
     if not os.path.isdir(path):
-        raise UsageError(f"--reference {path}: no such file or folder; give a test_data_set folder or a .npz file")
+        kind = frontend.file_kind(path)  # a FIFO or device is named, never opened
+        raise UsageError(f"--reference {path}: {'no such file or folder' if kind == 'no such file' else kind}; give a "
+                         "test_data_set folder or a .npz file")
     folders = sorted(glob.glob(os.path.join(path, "test_data_set_*")))
     folders = [f for f in folders if os.path.isdir(f)] or [path]
     sets = []
@@ -263,6 +264,23 @@ def _stored_sets(path, graph):
     return sets
 
 
+def _check_stored_input(label, name, array, dtype):
+    """Refuse stored values input ``name`` (of ``dtype``) cannot take: floats for a float input;
+    integers (or booleans) within the type's range for an integer or boolean input."""
+    if dtype.kind == "f":
+        if array.dtype.kind != "f":
+            raise ModelError(f"{label}: input {name!r} holds {array.dtype} values; the model takes {dtype}: "
+                             "store floats")
+        return
+    if array.dtype.kind not in "iub":
+        raise ModelError(f"{label}: input {name!r} holds {array.dtype} values; the model takes {dtype}: store "
+                         f"{'booleans' if dtype == np.bool_ else 'integers'}")
+    lowest, highest = int_range(dtype)
+    if array.size and (array.min() < lowest or array.max() > highest):
+        raise ModelError(f"{label}: input {name!r} holds values from {array.min()} to {array.max()}; the model's "
+                         f"{dtype} takes {lowest} to {highest}")
+
+
 def stored_reference(path, graph, plan):
     """Inputs and expected outputs read from ``path`` (see the module docstring)."""
     inputs = {name: [] for name in graph.inputs}
@@ -270,9 +288,7 @@ def stored_reference(path, graph, plan):
     for label, ins, outs in _stored_sets(path, graph):
         counts = set()
         for name, array in zip(graph.inputs, ins):
-            if np.asarray(array).dtype.kind != "f":
-                raise ModelError(f"{label}: input {name!r} holds {np.asarray(array).dtype} values; the model takes "
-                                 f"{graph.values[name].dtype}")
+            _check_stored_input(label, name, np.asarray(array), np.dtype(graph.values[name].dtype))
             split = _cases_of(np.asarray(array), graph.shape_of(name), f"{label}: input {name!r}")
             inputs[name].extend(a.astype(graph.values[name].dtype) for a in split)
             counts.add(len(split))
@@ -295,22 +311,37 @@ def pack(plan, arrays, slices, cases, width):
     return out
 
 
-def compare_outputs(plan, lang, got, want, model_dtype):
-    """One :class:`Result` per output: the generated ``got`` (cases x ny) against ``want`` (a list
-    in output order; one tensor may be listed twice)."""
-    results = []
-    for s, expected in zip(plan.outputs, want):
-        cmp = compare(got[:, s.offset:s.offset + s.size], expected, model_dtype, output=s.name)
-        results.append(Result(lang=lang, **vars(cmp)))
-    return results
+def pick_entries(plan, wanted):
+    """The entries to run: ``wanted`` (names from :data:`ENTRIES`, with or without the model's
+    ``<name>_`` in front), or every entry the generated set offers when None.
+
+    Raises UsageError for an entry the set does not offer."""
+    offered = entries_of(plan)
+    if not wanted:
+        return offered
+    picked = []
+    for name in wanted:
+        entry = name[len(plan.name) + 1:] if name.startswith(plan.name + "_") else name
+        if entry not in ENTRIES:
+            raise UsageError(f"--entry {name}: not an entry point; choose from {', '.join(ENTRIES)}")
+        if entry not in offered:
+            raise UsageError(f"--entry {name}: {plan.name} has no {plan.name}_{entry} (a per-point plan emits it "
+                             "on request: add --infer-one)")
+        if entry not in picked:
+            picked.append(entry)
+    return tuple(e for e in ENTRIES if e in picked)
 
 
-def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, fflags=None, reference=None):
+def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, fflags=None, reference=None,
+               entries=None, input_ranges=None):
     """Run the whole check and return a :class:`Verification`.
 
     Args:
         reference: a ``test_data_set`` folder or ``.npz`` file of stored inputs and expected
-            outputs; None for onnxruntime on ``cases`` random inputs drawn with ``seed``.
+            outputs; None for onnxruntime on ``cases`` random inputs drawn with ``seed`` (more when
+            the batch entry's largest call needs more points).
+        entries: names from :data:`ENTRIES` to run; None for every entry the generated set offers.
+        input_ranges: ``{input name: (low, high)}`` for the random inputs (see :func:`input_draws`).
 
     Compilers and flags: the toolchain profile's (default: the gcc profile) host compilers, its
     optimisation flags and host OpenMP flags; $CC / $FC when set and no profile was named.
@@ -322,71 +353,75 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
     cflags = cflags or profile.flags_host
     fflags = fflags or profile.flags_host
     graph, plan = gen.build_plan(model_path, options)
+    entries = pick_entries(plan, entries)
+    draws = input_draws(graph, input_ranges)
     if reference is not None:
+        if input_ranges:
+            raise UsageError(f"--input-range {next(iter(input_ranges))}: the inputs come from --reference {reference}; "
+                             "give one or the other")
         ref = stored_reference(reference, graph, plan)
     else:
-        ref = ort_reference(model_path, graph, cases, seed, frontend.load_frozen(options.freeze))
-    cases = ref.cases
-    workdir = os.path.abspath(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
+        ref = ort_reference(model_path, graph, points_needed(plan, entries, cases), seed,
+                            frontend.load_frozen(options.freeze), draws)
+        ref.draws = {name: d for name, d in draws.items() if d != Draw()}
+    calls = calls_for(plan, entries, ref.cases)
+    tolerance, why = judging_tolerance(plan.precision, graph.dtype, depth(graph), reduction_length(graph))
+    workdir = outdir.private_folder(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
     try:
-        results = _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cflags, fflags, profile)
+        results = _build_and_run(model_path, options, ref, calls, tolerance, workdir, cc, fc, cflags, fflags, profile)
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    return Verification(plan, results, ref)
+    return Verification(plan, results, ref, calls, f"{tolerance} ({why})")
 
 
 def verify(model_path, options, **kwargs):
-    """:func:`run_verify`, returning ``(plan, results)``: one :class:`Result` per output and language."""
+    """:func:`run_verify`, returning ``(plan, results)``: one :class:`Result` per output, entry and language."""
     v = run_verify(model_path, options, **kwargs)
     return v.plan, v.results
 
 
-def _build_and_run(model_path, options, graph, ref, cases, workdir, cc, fc, cflags, fflags, profile):
+def _build_and_run(model_path, options, ref, calls, tolerance, workdir, cc, fc, cflags, fflags, profile):
     plan, _ = gen.generate(model_path, workdir, options)
-    pack(plan, ref.inputs, plan.inputs, cases, plan.nx).tofile(os.path.join(workdir, "x.bin"))
+    pack(plan, ref.inputs, plan.inputs, ref.cases, plan.nx).tofile(outdir.fresh(os.path.join(workdir, "x.bin")))
     weights = [] if plan.embed else [os.path.join(workdir, f"{plan.name}.rwt")]
-    fmt = {"name": plan.name, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
     results = []
-    model_dtype = "float64" if graph.dtype == np.float64 else "float32"
+    threads = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
     langs = ("c", "fortran") if options.lang == "both" else (options.lang,)
     for lang in langs:
-        exe = os.path.join(workdir, f"verify_{lang}")
+        exe = outdir.fresh(os.path.join(workdir, f"verify_{lang}"))  # every file in a kept folder is new
+        source = outdir.fresh(os.path.join(workdir, "verify_c.c" if lang == "c" else "verify_f.f90"))
+        with open(source, "x") as fh:
+            fh.write(harness_source(plan, lang, calls))
         if lang == "c":
-            init = "" if plan.embed else (
-                f"    if ({plan.name}_init(argv[4]) != 0) {{ fprintf(stderr, \"init failed\\n\"); return 4; }}\n")
-            with open(os.path.join(workdir, "verify_c.c"), "w") as fh:
-                fh.write(C_HARNESS.format(init=init, **fmt))
             cmd = cc + shlex.split(profile.optimize_c) + shlex.split(cflags) + [
-                "-I", workdir, os.path.join(workdir, "verify_c.c"), os.path.join(workdir, f"{plan.name}.c"),
-                "-o", exe, "-lm"]
+                "-I", workdir, source, os.path.join(workdir, f"{plan.name}.c"), "-o", exe, "-lm"]
         else:
-            init = "" if plan.embed else (
-                "  call get_command_argument(4, arg)\n"
-                f"  call {plan.name}_init(trim(arg), status)\n  if (status /= 0) error stop 4\n")
-            with open(os.path.join(workdir, "verify_f.f90"), "w") as fh:
-                fh.write(F_HARNESS.format(init=init, **fmt))
+            outdir.fresh(os.path.join(workdir, f"{plan.name.lower()}_model.mod"))
             fc = fc or (compiler("FC", profile.fc) if options.compilers_from_env else shlex.split(profile.fc))
             cmd = fc + shlex.split(profile.optimize_fortran) + shlex.split(fflags) + [
-                "-J", workdir, os.path.join(workdir, f"{plan.name}_model.F90"),
-                os.path.join(workdir, "verify_f.f90"), "-o", exe]
+                "-J", workdir, os.path.join(workdir, f"{plan.name}_model.F90"), source, "-o", exe]
         run(cmd, workdir, f"compiling the {lang} verify harness")
-        y_path = os.path.join(workdir, f"y_{lang}.bin")
-        run([exe, str(cases), os.path.join(workdir, "x.bin"), y_path] + weights, workdir,
-            f"running the {lang} verify harness")
+        y_path = outdir.fresh(os.path.join(workdir, f"y_{lang}.bin"))
+        output = run([exe, str(ref.cases), os.path.join(workdir, "x.bin"), y_path] + weights, workdir,
+                     f"running the {lang} verify harness", env=threads)
+        statuses = {int(k): int(code) for k, code in re.findall(r"^status\s+(\d+)\s+(-?\d+)\s*$", output, re.M)}
         dtype = np.float64 if plan.precision == "double" else np.float32
-        got = np.fromfile(y_path, dtype=dtype).reshape(cases, plan.ny)
-        results.extend(compare_outputs(plan, lang, got, ref.outputs, model_dtype))
+        got = np.fromfile(y_path, dtype=dtype)
+        results.extend(judge_calls(plan, lang, calls, got, statuses, ref, tolerance))
     return results
 
 
-def report(results):
-    """The verify table, one line per output and language, then the rule that decided PASS."""
-    lines = [f"{'output':<24} {'lang':<8} {'max abs err':>12} {'max rel err':>12} {'rtol':>7} {'atol':>7}  result"]
+def report(results, tolerance_note=""):
+    """The verify table, one line per output, entry point and language, then the rule that decided PASS."""
+    lines = [f"{'output':<24} {'entry':<12} {'lang':<8} {'max abs err':>12} {'max rel err':>12} {'rtol':>7} "
+             f"{'atol':>7}  result"]
     for r in results:
-        lines.append(f"{r.output[:24]:<24} {r.lang:<8} {r.abs_err:>12.3e} {r.rel_err:>12.3e} {r.rtol:>7.0e} "
-                     f"{r.atol:>7.0e}  {'PASS' if r.passed else 'FAIL'}")
+        lines.append(f"{r.output[:24]:<24} {r.entry:<12} {r.lang:<8} {r.abs_err:>12.3e} {r.rel_err:>12.3e} "
+                     f"{r.rtol:>7.0e} {r.atol:>7.0e}  {'PASS' if r.passed else 'FAIL'}")
         if not r.passed:
             lines.append(f"    {r.message(want_label='reference')}")
     lines.append(f"rule: {RULE}")
+    if tolerance_note:
+        lines.append(f"tolerance: {tolerance_note}")
     return "\n".join(lines)

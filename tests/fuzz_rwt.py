@@ -134,6 +134,8 @@ def structured_cases(good, plan):
 
     v1 = body[:12] + struct.pack("=I", 1) + body[16:]  # a version-1 file: no checksum
     cases = [("good", good, 0), ("missing", "@missing", 1), ("directory", "@directory", 1),
+             ("a FIFO (never opened: it would block)", "@fifo", 9), ("a device", "@device", 9),
+             ("the good path with a trailing blank", "@good ", 0),
              ("magic", patch(0, b"XSNNAWT\0"), 2), ("endian", patch(8, struct.pack(">I", abi.RWT_ENDIAN)), 5),
              ("version 99", patch(12, struct.pack("=I", 99)), 3), ("version 1 file", v1, 3),
              ("dtype", patch(16, struct.pack("=I", 3 - abi.RWT_DTYPES[plan.precision])), 4),
@@ -240,6 +242,14 @@ def _fuzz_chunk(work, cases, good, c_exe, f_exe, zero_outputs):
             paths.append(os.path.join(work, "no such file.rwt"))
         elif data == "@directory":
             paths.append(os.path.join(work, "a directory.rwt"))
+        elif data == "@fifo":
+            if not os.path.exists(os.path.join(work, "a fifo.rwt")):
+                os.mkfifo(os.path.join(work, "a fifo.rwt"))
+            paths.append(os.path.join(work, "a fifo.rwt"))
+        elif data == "@device":
+            paths.append(os.devnull)
+        elif data == "@good ":
+            paths.append(good_path + " ")
         else:
             path = os.path.join(work, f"case {i:05d} \u00e9.rwt")
             with open(path, "wb") as handle:

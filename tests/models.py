@@ -106,14 +106,14 @@ def gemm_bias_broadcast():
 
 
 def unsupported_ops():
-    """Two standard ops rosenna does not support, beside a supported one."""
+    """Two standard ops rosenna does not support (random ones), beside a supported one."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="ok"),
-        helper.make_node("Det", ["r"], ["d"], name="the_det"),
-        helper.make_node("Hardmax", ["r"], ["h"], name="the_hardmax"),
+        helper.make_node("Bernoulli", ["r"], ["d"], name="the_coin"),
+        helper.make_node("RandomUniformLike", ["r"], ["h"], name="the_noise"),
     ]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-                  [helper.make_tensor_value_info("d", TensorProto.FLOAT, []),
+                  [helper.make_tensor_value_info("d", TensorProto.FLOAT, [2, 2]),
                    helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 2])], [])
 
 

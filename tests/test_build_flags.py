@@ -98,7 +98,11 @@ def test_target_zen3_gives_archspecs_flags_for_gcc_and_nvhpc(stubs, model, tmp_p
     assert main(["generate", model("gemm_small"), "--out", str(tmp_path), "--toolchain", "nvhpc",
                  "--target", "zen3"]) == 0
     mk, fmk = (tmp_path / "gemm_small.mk").read_text(), (tmp_path / "gemm_small_fortran.mk").read_text()
-    assert mk_value(mk, "CFLAGS") == "-O3 -tp zen3 -Mnofma" and mk_value(fmk, "FFLAGS") == "-O3 -tp zen3 -Mnofma"
+    # the flags of --target are the default ROSENNA_TARGET's (native and generic stay available)
+    assert mk_value(mk, "CFLAGS") == "-O3 $(ROSENNA_CPU_FLAGS) -Mnofma" and mk_value(fmk, "FFLAGS") == mk_value(mk, "CFLAGS")
+    for text in (mk, fmk):
+        assert "ROSENNA_TARGET ?= zen3" in text
+        assert "else ifeq ($(ROSENNA_TARGET),zen3)\nROSENNA_CPU_FLAGS ?= -tp zen3\n" in text
     assert "toolchain=nvhpc target=zen3" in mk.splitlines()[0]
     capsys.readouterr()
     assert main(["toolchain", "show", "gcc", "--target", "zen3"]) == 0

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from rosenna import outdir
 from rosenna.cli import main
 
 
@@ -58,7 +59,7 @@ def test_checker_failure(tmp_path, capsys):
 
 def test_unsupported_ops_listed_together(model, tmp_path, capsys):
     rc, _, err = run_cli(["generate", model("unsupported_ops"), "--out", str(tmp_path / "o")], capsys)
-    assert_refused(rc, err, "'the_det' (Det)", "'the_hardmax' (Hardmax)", "README.md, section Operators")
+    assert_refused(rc, err, "'the_coin' (Bernoulli)", "'the_noise' (RandomUniformLike)", "docs/reference/operators.md")
     assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
 
 
@@ -118,7 +119,7 @@ def test_generate_prints_every_file(model, tmp_path, capsys):
     assert rc == 0, err
     listed = sorted(os.path.basename(p) for p in out.split())
     assert listed == sorted(["gb.c", "gb.h", "gb.mk", "gb.rwt", "gb_fortran.mk", "gb_kernel.cu", "gb_model.F90",
-                             "rosenna_rt.h", "gbConfig.cmake", "gb.pc", "gb_fortran.pc"])
+                             "rosenna_rt.h", "gbConfig.cmake", "gb.pc", "gb_fortran.pc", "fpm.toml"])
     # no staging directory left behind: beside the set only its manifest and the directory's lock
     assert sorted(os.listdir(tmp_path)) == sorted(listed + [".rosenna-gb.json", ".rosenna.lock"])
 
@@ -127,7 +128,7 @@ def test_lang_selects_files(model, tmp_path, capsys):
     rc, out, _ = run_cli(["generate", model("gemm_small"), "--lang", "fortran", "--out", str(tmp_path)], capsys)
     assert rc == 0
     visible = [f for f in os.listdir(tmp_path) if not f.startswith(".")]
-    assert sorted(visible) == ["gemm_smallConfig.cmake", "gemm_small_fortran.mk", "gemm_small_fortran.pc",
+    assert sorted(visible) == ["fpm.toml", "gemm_smallConfig.cmake", "gemm_small_fortran.mk", "gemm_small_fortran.pc",
                                "gemm_small_model.F90"]
 
 
@@ -145,7 +146,8 @@ def test_provenance_header(model, tmp_path):
         if fname.startswith("."):  # the set's manifest and the directory's lock
             continue
         first = (tmp_path / fname).read_text().splitlines()[0]
-        assert "rosenna" in first and "sha256" in first or fname == "rosenna_rt.h", (fname, first)
+        # files shared by the models of a folder (rosenna_rt.h, fpm.toml) belong to no one model
+        assert "rosenna" in first and "sha256" in first or fname in outdir.SHARED_FILES, (fname, first)
 
 
 def test_info_shows_slices_and_sizes(model, capsys):

@@ -122,8 +122,9 @@ def test_c_and_fortran_programs_build_and_run(gen, model, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     profile = resolve("gcc", gpu_arch="80")
     c_line, f_line = compile_line(log, "mdl.c"), compile_line(log, "mdl_model.F90")
-    for line, flags in ((c_line, profile.optimize_c), (f_line, profile.optimize_fortran)):
-        assert f" {flags} " in line and "-fopenmp" in line.split(), line
+    # the CPU flags are the building machine's (mdl_TARGET=native), not the generating host's
+    for line, flags in ((c_line, profile.optimize_templates[0]), (f_line, profile.optimize_templates[1])):
+        assert f" {flags.replace('{archspec}', '-march=native')} " in line and "-fopenmp" in line.split(), line
     assert re.search(r"-J\S*rosenna_mdl_mod", f_line)
 
 
@@ -234,6 +235,7 @@ def test_hip_program_builds_with_the_configs_hip_recipe(model, tmp_path):
         return re.search(rf'set\({var} "([^"]*)"\)', cfg).group(1).split()
 
     arch, dev, cflags = setting("hk_HIP_ARCHITECTURES"), setting("hk_DEVICE_FLAGS"), setting("hk_C_FLAGS")
+    cflags = [flag.replace("${_rosenna_hk_cpu_C}", "-march=native") for flag in cflags]  # hk_TARGET=native
     assert arch == ["gfx90a"]
     offload = [f"--offload-arch={a}" for a in arch]
     (gen / "kernel.hip").write_text(HIP_KERNEL)

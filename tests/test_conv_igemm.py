@@ -93,9 +93,9 @@ def emulate(conv, fragments, bias, relu, x, products=3):
             iy[mt, h] = np.where(inside, oy * s.sh - s.ph, -(1 << 24))
             ix[mt, h] = np.where(inside, ox * s.sw - s.pw, -(1 << 24))
     acc = np.zeros((s.mt, s.nt, len(tiles), 32, 4), np.float32)
-    for k0 in range(0, s.kt, conv_igemm.PARTIAL):
+    for k0 in range(0, s.kt, s.partial):
         part = np.zeros_like(acc)
-        for kt in range(k0, min(k0 + conv_igemm.PARTIAL, s.kt)):
+        for kt in range(k0, min(k0 + s.partial, s.kt)):
             a = np.zeros((s.mt, len(tiles), 32, 4), np.float32)
             for half in range(2):
                 kk = kt * 8 + 4 * half

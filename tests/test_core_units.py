@@ -11,6 +11,7 @@ from rosenna import frontend, ir, passes
 from rosenna.errors import ModelError
 from rosenna.generate import Options, build_plan
 from rosenna.emit import c, fortran
+from rosenna.strategy import of
 
 
 def graph_after_passes(path):
@@ -56,7 +57,7 @@ def test_identifiers_sanitized_and_unique_under_case_folding(model, tmp_path):
     idents = [w.ident for w in plan.weights]
     assert len({i.lower() for i in idents}) == len(idents)
     assert all(re.fullmatch(r"[a-z][a-z0-9_]{0,62}", i) for i in idents)
-    text = c.source(plan, "stamp", 16) + fortran.module(plan, "stamp", 16)
+    text = c.source(of(plan), "stamp") + fortran.module(plan, "stamp", 16)
     for bad in ('"', "*/ ", "ü", "Ä", "&!"):
         body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#include",)))
         assert bad not in body.replace('"RSNNAWT"', ""), bad
@@ -72,7 +73,7 @@ def test_literals_round_trip(tmp_path):
     path = tmp_path / "lit.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     _, plan = build_plan(str(path), Options())
-    src = c.source(plan, "stamp", 16)
+    src = c.source(of(plan), "stamp")
     body = src[src.index("= {") + 3:src.index("};")]
     texts = [t.strip() for t in body.split(",")]
     assert texts[-3:] == ["INFINITY", "-INFINITY", "NAN"]
@@ -84,7 +85,7 @@ def test_literals_round_trip(tmp_path):
 
 def test_generated_c_names_model_nodes_in_comments(model):
     _, plan = build_plan(model("gemm_small"), Options())
-    src = c.source(plan, "stamp", 16)
+    src = c.source(of(plan), "stamp")
     assert "/* Gemm+Relu: fc0+act0 */" in src
 
 
@@ -94,7 +95,7 @@ def test_per_point_scratch_is_thread_private_for_clang_device_passes(model):
     illegal address of the H200 clang-16 gate). The per-point routine names every scratch array
     thread-private for those passes only; the host SIMD block routine keeps plain arrays."""
     _, plan = build_plan(model("gemm_big"), Options())
-    src = c.source(plan, "stamp", 16)
+    src = c.source(of(plan), "stamp")
     guard = "#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))"
     pragma = "#pragma omp allocate(t0, t1) allocator(omp_thread_mem_alloc)"
     point = src[src.index(f"void {plan.name}_infer("):]

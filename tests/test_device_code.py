@@ -17,7 +17,7 @@ from rosenna.emit.cuda import staged, tc_wide, tf32
 CUDA_ONLY = {"rosenna_tf32.cuh", "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh", "rosenna_igemm.cuh"}
 NEEDS = {"rosenna_tc_wide.cuh": ["rosenna_tf32.cuh", "rosenna_cp_async.cuh"], "rosenna_staged.cuh": ["rosenna_cp_async.cuh"],
          "rosenna_tc_routine.cuh": ["rosenna_tf32.cuh"], "rosenna_igemm.cuh": ["rosenna_tf32.cuh"]}
-LIBS = ["rosenna_act.cuh", "rosenna_narrow.cuh", "rosenna_tile.cuh", "rosenna_cp_async.cuh", "rosenna_staged.cuh", "rosenna_tf32.cuh",
+LIBS = ["rosenna_act.cuh", "rosenna_narrow.cuh", "rosenna_lane.cuh", "rosenna_routine.cuh", "rosenna_tile.cuh", "rosenna_cp_async.cuh", "rosenna_staged.cuh", "rosenna_tf32.cuh",
         "rosenna_tc_wide.cuh", "rosenna_tc_routine.cuh", "rosenna_igemm.cuh"]
 
 
@@ -56,9 +56,9 @@ def test_hipcc_checks_device_code(tmp_path, name):
 
 @pytest.mark.host
 def test_host_headers_compile(tmp_path):
-    for name in ("rosenna_host_math.h", "rosenna_host_tf32.h"):
+    for names in (["rosenna_host_math.h"], ["rosenna_host_tf32.h"], ["rosenna_host_tf32.h", "rosenna_host_compact.h"]):
         src = tmp_path / "unit.c"
-        src.write_text(f'#include "{fixed.path(name)}"\n')
+        src.write_text("".join(f'#include "{fixed.path(name)}"\n' for name in names))
         _compile(["gcc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-fsyntax-only", str(src)])
 
 

@@ -20,6 +20,7 @@ from rosenna.emit import cuda, fixed
 from rosenna.emit.cuda import dmma
 from rosenna.generate import Options, build_plan, generate
 from rosenna.strategy import analyse
+from rosenna.strategy.tuning import Tuning
 
 #: 4-32-32-2 Tanh (the issue's float64 model) and widths that pad everything (5 inputs, 100, 120, 3).
 MODELS = {"d4": ([4, 32, 32, 2], ["Tanh", "Tanh", None]), "odd": ([5, 100, 120, 3], ["Sigmoid", "Tanh", "Sigmoid"])}
@@ -165,7 +166,7 @@ def emulate(layers, packed, x, tanh=np.tanh, ks=0):
     (the kernel's rosenna_tanh where the test has it); ``ks`` > 0: sm_90's path with
     ROSENNA_DMMA_KS=ks (pairs of tiles, up to ks k tiles per instruction: :func:`_dmma16`)."""
     frags, biases, _ = dmma.offsets(layers)
-    m = dmma.m_tiles(layers)
+    m = dmma.m_tiles(layers, Tuning())
     points, nx = x.shape
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
@@ -218,7 +219,7 @@ def test_emulated_dmma_chain_matches_the_model(tmp_path, name, dtanh):
     _, plan = _plan(tmp_path, name)
     layers = analyse(plan).layers
     packed = dmma.packed(layers)
-    points = 8 * dmma.m_tiles(layers) - 3  # the bounds on the warp's last rows matter
+    points = 8 * dmma.m_tiles(layers, Tuning()) - 3  # the bounds on the warp's last rows matter
     x = np.random.default_rng(5).uniform(-3, 3, size=(points, plan.nx))
     want = evaluate(layers, x)
     got = emulate(layers, packed, x, dtanh[0])
@@ -282,7 +283,7 @@ def test_dmma_kernel_compiles_without_spills(kernel_files):
     ptx = (d4.parent / (d4.name + ".ptx")).read_text()
     body = ptx[ptx.index(".entry _Z12d4_tc_kernel"):]
     body = body[:body.index("\n}\n")]
-    m = next(m for w, m in dmma.M_TILES if 32 <= w)
+    m = Tuning().dmma_tiles_32  # d4: every layer at most 32 wide
     assert body.count("rcp.approx.ftz.f64") == 2 * 8 * m, "one rosenna_tanh per activation: 2 layers of 8 m per lane"
     assert body.count("bra") < 32, "branches in the tanh"  # 15: the loop and the bounds
 

@@ -90,7 +90,7 @@ def test_adr_surrogate_matches_analytic_rate_c_fortran_omp_acc(tmp_path):
 def test_adr_cuda_backend_builds_with_the_generated_recipes(tmp_path):
     """adr_cuda (the solver's own CUDA kernels calling adr_rate_infer, and --batch through
     adr_rate_infer_batch) links against both archives of the cuda backend. It runs on a GPU only
-    (examples/run_gpu.sh; docs/benchmarks.md has the H200 numbers)."""
+    (examples/run_gpu.sh; results/measurement-log.md has the H200 numbers)."""
     ex = copy_example("surrogates", tmp_path)
     make(ex, "cuda", CUDA_CHECK)
     exe = ex / "build" / "adr_cuda"
@@ -117,7 +117,7 @@ def test_poisson_guess_cuts_cg_iterations(tmp_path):
 def test_poisson_cuda_backend_links_with_a_host_compiler(tmp_path):
     """poisson_cuda: the OpenMP program built by gcc, the net from the cuda backend's archive,
     linked with the generated recipe's print-libs. On the H200 it runs under clang-16's OpenMP
-    (docs/benchmarks.md); here only the link is checked, and that pguess_infer_one is the CUDA one."""
+    (results/measurement-log.md); here only the link is checked, and that pguess_infer_one is the CUDA one."""
     ex = copy_example("surrogates/poisson_guess", tmp_path)
     make(ex, "cuda", CUDA_CHECK, QUICK_CFLAGS)
     symbols = subprocess.run(["nm", str(ex / "build" / "poisson_cuda")], capture_output=True, text=True,

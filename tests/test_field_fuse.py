@@ -136,15 +136,15 @@ def test_field3d_fused_emulated_on_host(tmp_path, fused):
     assert_close(backwards, want, rtol=1e-4, atol=1e-5, what="fused persistent kernel, threads in reverse")
 
 
-def test_persistent_kernel_may_stride(tmp_path, monkeypatch):
-    """With PERSISTENT_WAVES > 1, <name>_run keeps the persistent kernel up to that many times the
-    resident blocks (on the resident blocks, each thread striding), and launches the phases past
-    it or without cooperative launches; its block size is PERSISTENT_THREADS."""
+def test_persistent_kernel_may_stride(tmp_path):
+    """With the tuning's field_persistent_waves > 1, <name>_run keeps the persistent kernel up to that
+    many times the resident blocks (on the resident blocks, each thread striding), and launches the
+    phases past it or without cooperative launches; its block size is field_persistent_threads."""
     from rosenna.emit.cuda import whole_field
+    from rosenna.strategy import Tuning
 
-    monkeypatch.setattr(whole_field, "PERSISTENT_WAVES", 4)
-    monkeypatch.setattr(whole_field, "PERSISTENT_THREADS", 512)
-    _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx"), gen.Options(lang="c"))
+    tuning = Tuning().replace(field_persistent_waves=4, field_persistent_threads=512)
+    _, plan = gen.build_plan(op_models.convnet(tmp_path / "convnet.onnx"), gen.Options(lang="c", tuning=tuning))
     run = whole_field.infer_one(plan)
     run = run[run.index("static int convnet_run("):]
     assert ("    long needed = (count * 32768l + 511) / 512;\n"
@@ -219,17 +219,15 @@ def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
     """<name>_cluster's phases, 64 threads of a cluster striding over each phase
     of each of 3 samples, threads in order and in reverse, against onnxruntime; a cluster barrier
     between every two consecutive phases and nowhere else."""
-    from rosenna.emit.cuda import field_cluster
-
     plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen", tuning=clusters)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
-    body = kernel[kernel.index(f"__global__ void __launch_bounds__({field_cluster.THREADS}) {plan.name}_cluster("):]
+    body = kernel[kernel.index(f"__global__ void __launch_bounds__({clusters.cluster_threads}) {plan.name}_cluster("):]
     body = body[:body.index("\n}\n")]
     phases = [line for line in body.splitlines() if line.startswith("    /* phase ")]
     barriers = [k for k, line in enumerate(body.splitlines()) if "ROSENNA_CLUSTER_BARRIER();" in line]
     assert len(phases) == 14 and len(barriers) == 13
     lines = body.splitlines()
-    t, b = field_cluster.THREADS, field_cluster.BLOCKS  # cluster s is sample s; its threads from first by step
+    t, b = clusters.cluster_threads, clusters.cluster_blocks  # cluster s is sample s; its threads from first by step
     assert (f"    const long s = id;  /* {b} blocks per cluster: a constant step */\n"
             f"    const long first = (long)rank * {t} + threadIdx.x, step = {b * t}l;\n" in body)
     assert ("cluster[0].val.clusterDim.x = blocks;" in kernel and "config.gridDim = dim3((unsigned)count * blocks);" in kernel

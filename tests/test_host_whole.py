@@ -18,6 +18,7 @@ from rosenna.compare import compare
 from rosenna import toolchain
 from rosenna.emit import host_field, host_loops
 from rosenna.loopir import Assign, Fn, Idx, Loop, Num, Ref, Var, add, mul
+from rosenna.strategy import Tuning
 
 
 def _model(path, size=12, seed=0):
@@ -176,6 +177,7 @@ def test_jam_keeps_each_sum_in_order():
 
     class Plan:
         storage = {"w": ("w", "w0", 0), "x": ("x", "x", 0), "y": ("y", "y", 0)}
+        tuned = Tuning()
 
     acc, i0, i1, i2 = Var("acc"), Idx.of("i0"), Idx.of("i1"), Idx.of("i2")
     body = [Assign(acc, Num(0.0)),
@@ -338,11 +340,12 @@ def test_blocking_matches_onnxruntime(blocking, lang):
 
 
 def test_uneven_jam_passes():
-    """The host's jam splits an output-channel loop into balanced passes of at most HOST_JAM (the
+    """The host's jam splits an output-channel loop into balanced passes of at most the tuning's host_jam (the
     CUDA phases keep the divisor rule: 37 channels there are jammed by rows, not channels)."""
 
     class Plan:
         storage = {"w": ("w", "w0", 0), "x": ("x", "x", 0), "y": ("y", "y", 0)}
+        tuned = Tuning()
 
     acc, i0, i1, i2 = Var("acc"), Idx.of("i0"), Idx.of("i1"), Idx.of("i2")
     body = [Assign(acc, Num(0.0)),
@@ -351,11 +354,11 @@ def test_uneven_jam_passes():
 
     def passes(channels):
         """(passes, channels a pass) of each piece."""
-        pieces = host_loops.jam(Plan, [Loop("i0", channels, []), Loop("i1", 16, [])], body, host_loops.HOST_JAM, uneven=True)
+        pieces = host_loops.jam(Plan, [Loop("i0", channels, []), Loop("i1", 16, [])], body, Tuning().host_jam, uneven=True)
         return [(chain[0].extent if chain[0].var == "i0" else 1, sum(isinstance(s, Assign) and s.expr == Num(0.0) for s in b))
                 for chain, b in pieces]
 
-    assert host_loops.HOST_JAM == 12
+    assert Tuning().host_jam == 12
     assert passes(24) == [(2, 12)] and passes(37) == [(3, 10), (1, 7)] and passes(13) == [(1, 7), (1, 6)]
     assert passes(5) == [(1, 5)]
     # the last piece of 37 stores channels 30..36
@@ -370,6 +373,7 @@ def test_simd_loops_overlap_only_what_reads_nothing_it_stores():
 
     class Plan:
         storage = {"w": ("w", "w0", 0), "x": ("x", "x", 0), "y": ("y", "y", 0)}
+        tuned = Tuning()
         host_vector = 64
         itemsize = 4
 
@@ -395,6 +399,7 @@ def test_jam_refuses_stores_that_meet():
 
     class Plan:
         storage = {"w": ("w", "w0", 0), "x": ("x", "x", 0), "y": ("y", "y", 0)}
+        tuned = Tuning()
 
     g, k = Idx.of("i0"), Idx.of("i1")
     body = [Assign(Var("acc"), Num(0.0)),
@@ -402,6 +407,6 @@ def test_jam_refuses_stores_that_meet():
                                   accumulate=True)]),
             Assign(Ref("y", g * 72 + k * 36), Var("acc"))]
     chain = [Loop("i0", 7, []), Loop("i1", 2, [])]
-    assert host_loops.jam(Plan, chain, body, host_loops.HOST_JAM, uneven=True) == [(chain, body)]
+    assert host_loops.jam(Plan, chain, body, Tuning().host_jam, uneven=True) == [(chain, body)]
     jammed = host_loops.jam(Plan, chain, body)  # the CUDA phases' rule jams the groups by 4
     assert host_loops.stores_meet(*jammed[0]) and len(jammed) == 2

@@ -74,7 +74,7 @@ def test_rendered_scripts_parse_and_pin_the_profile(kind, modules, tmp_path):
     "kind, lines",
     [
         ("slurm", ["#SBATCH --gpus=1", "#SBATCH --time=00:30:00", "#SBATCH --nodes=1"]),
-        ("pbs", ["#PBS -l select=1:ncpus=8:ngpus=1", "#PBS -l walltime=00:30:00"]),
+        ("pbs", ["#PBS -l select=1:ncpus=1:ngpus=1", "#PBS -l walltime=00:30:00"]),
     ],
 )
 def test_resource_lines_are_plain_directives(kind, lines):
@@ -363,7 +363,7 @@ def test_print_job_takes_partition_account_and_the_profile_search_path(kind, par
     generic = render_job(kind)
     assert "#" + partition.replace("gpu-h200", "gpu") in generic and "remove one '#'" in generic and "ROSENNA_TOOLCHAIN_PATH=" not in generic
     if kind == "pbs":
-        assert "Torque, PBS before 13: -l nodes=1:ppn=8:gpus=1" in generic and "qsub -V" in generic
+        assert "Torque, PBS before 13: -l nodes=1:ppn=1:gpus=1" in generic and "qsub -V" in generic
 
 
 def test_print_job_refuses_a_partition_that_is_not_a_name(capsys):

@@ -29,6 +29,9 @@ SPACK_REPO = ROOT / "spack" / "spack_repo" / "rosenna"
 RECIPE = SPACK_REPO / "packages" / "rosenna" / "package.py"
 EASYBUILD_DIR = ROOT / "easybuild"
 VERSION = rosenna.__version__
+#: The release this version is or comes after: 0.2.0 for 0.2.0, 0.1.0 for 0.2.0.dev0 (between
+#: releases main carries the next version with .dev0, buildsys/release.py).
+DEV = re.search(r"\.dev\d+$", VERSION) is not None
 
 # setup.cfg distribution -> the EasyBuild module that provides it.
 EASYBUILD_NAMES = {
@@ -269,10 +272,20 @@ def test_spack_versions():
     for version, kwargs in released.items():
         assert re.fullmatch(r"[0-9a-f]{64}", kwargs.get("sha256", "")), f"{version}: no sha256"
     newest = max(released, key=_version_tuple)
-    assert newest == VERSION, (
-        f"the recipe's newest release is {newest}, rosenna is {VERSION}: add version("
-        f"\"{VERSION}\", sha256=...) (docs/spack.md: cutting a release)"
-    )
+    if DEV:  # between releases: the newest release comes before this version
+        assert _version_tuple(newest) < _version_tuple(VERSION.rsplit(".dev", 1)[0]), \
+            f"the recipe has {newest}, this is {VERSION}"
+        changelog = (ROOT / "CHANGELOG.md").read_text()
+        assert f"\n## {newest} - " in changelog, f"CHANGELOG.md has no '## {newest} - DATE' section"
+    else:
+        assert newest == VERSION, (
+            f"the recipe's newest release is {newest}, rosenna is {VERSION}: cut releases with "
+            "buildsys/release.py (docs/releasing.md)"
+        )
+
+
+def newest_release():
+    return max((v for v in spack_recipe()["version"] if re.fullmatch(r"[0-9.]+", v)), key=_version_tuple)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,12 +295,13 @@ def test_spack_versions():
 def test_easyconfig_matches_the_package():
     paths = easyconfigs()
     assert paths, f"no rosenna-*.eb in {EASYBUILD_DIR}"
-    current = [p for p in paths if p.name.startswith(f"rosenna-{VERSION}-")]
-    assert len(current) == 1, f"expected one easyconfig for rosenna {VERSION}, found {paths}"
+    release = newest_release()
+    current = [p for p in paths if p.name.startswith(f"rosenna-{release}-")]
+    assert len(current) == 1, f"expected one easyconfig for rosenna {release}, found {paths}"
     ec = read_easyconfig(current[0])
     toolchain = ec["toolchain"]
     assert current[0].name == f"rosenna-{ec['version']}-{toolchain['name']}-{toolchain['version']}.eb"
-    assert ec["name"] == "rosenna" and ec["version"] == VERSION
+    assert ec["name"] == "rosenna" and ec["version"] == release
     assert ec["easyblock"] == "PythonPackage"
     assert ec["sources"] == ["SOURCE_TAR_GZ"]
 
@@ -372,12 +386,41 @@ def _run(cmd, timeout, **kwargs):
     return result
 
 
+#: Without PYTHONDONTWRITEBYTECODE, under which setuptools says "byte-compiling is disabled".
+_QUIET_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _assert_no_setuptools_warning(what, result):
+    """setuptools' warnings ("Package would be ignored", "Editable installation", deprecations),
+    not pip's own notes about this machine's index configuration."""
+    lines = [line for line in (result.stdout + result.stderr).splitlines()
+             if re.search(r"warning|would be ignored|!!", line, re.I) and "Location 'file:" not in line
+             and not line.startswith(("copying ", "adding "))]  # a file whose name says "warning"
+    assert not lines, f"{what} printed setuptools warnings:\n" + "\n".join(lines[:20])
+
+
+def test_pip_install_is_quiet(tmp_path):
+    """`make demo` installs the checkout editable, a user `pip install .`: setuptools has nothing
+    to warn about (data folders declared as packages, the layout said), shown by pip -v, which
+    prints the backend's output."""
+    source = _copy_tree(tmp_path / "src")
+    (source / "rosenna" / "__pycache__").mkdir(exist_ok=True)  # a used checkout has these
+    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--ignore-installed",
+                      "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
+                     timeout=300, cwd=tmp_path, env=_QUIET_ENV)
+    _assert_no_setuptools_warning("pip install -e .", installed)
+    installed = _run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--ignore-installed",
+                      "--prefix", str(tmp_path / "prefix2"), str(source)], timeout=300, cwd=tmp_path, env=_QUIET_ENV)
+    _assert_no_setuptools_warning("pip install .", installed)
+
+
 def test_sdist_and_wheel_contents(tmp_path):
     source = _copy_tree(tmp_path / "src")
     python = _python_with_build(tmp_path)
     dist = tmp_path / "dist"
-    _run([python, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(source)],
-         timeout=600, cwd=tmp_path)
+    built = _run([python, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(source)],
+                 timeout=600, cwd=tmp_path, env=_QUIET_ENV)
+    _assert_no_setuptools_warning("python -m build", built)
     sdist = dist / f"rosenna-{VERSION}.tar.gz"
     wheel = dist / f"rosenna-{VERSION}-py3-none-any.whl"
     assert sdist.is_file() and wheel.is_file(), sorted(p.name for p in dist.iterdir())
@@ -485,10 +528,6 @@ def test_sdist_is_the_same_bytes_from_one_commit(tmp_path):
         assert probe.stdout.strip() == commit.stdout.strip(), probe.stderr
 
 
-#: The setuptools the release sdist was built with: its PKG-INFO is setuptools' text.
-RELEASE_SETUPTOOLS = "84.2.1"
-
-
 def test_release_sdist_is_the_recorded_checksum(tmp_path):
     """The recipe's and the easyconfig's sha256 is the reproducible sdist of the release commit the
     recipe names: rebuilt here from that commit, it must be the same bytes."""
@@ -496,11 +535,13 @@ def test_release_sdist_is_the_recorded_checksum(tmp_path):
 
     import setuptools
 
-    commit = re.search(r"release commit ([0-9a-f]{40})", RECIPE.read_text()).group(1)
+    release = newest_release()
+    commit, built_with = re.search(rf"# {re.escape(release)}: release commit ([0-9a-f]{{40}}), sdist built with "
+                                   r"setuptools (\S+)", RECIPE.read_text()).groups()
     if subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True).returncode:
         pytest.skip(f"no git history with {commit[:12]} here (an unpacked sdist or a shallow clone)")
-    if setuptools.__version__ != RELEASE_SETUPTOOLS:
-        pytest.skip(f"setuptools {setuptools.__version__}; the release sdist was built with {RELEASE_SETUPTOOLS}")
+    if setuptools.__version__ != built_with:
+        pytest.skip(f"setuptools {setuptools.__version__}; the release sdist was built with {built_with}")
     pytest.importorskip("build")
     source = tmp_path / "src"
     source.mkdir()
@@ -511,8 +552,8 @@ def test_release_sdist_is_the_recorded_checksum(tmp_path):
     _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check",
           "--outdir", str(tmp_path / "dist"), str(source)], timeout=300, cwd=tmp_path,
          env=dict(os.environ, SOURCE_DATE_EPOCH=epoch))
-    digest = hashlib.sha256((tmp_path / "dist" / f"rosenna-{VERSION}.tar.gz").read_bytes()).hexdigest()
-    assert digest == spack_recipe()["version"][VERSION]["sha256"], f"the sdist of {commit[:12]} is {digest}"
+    digest = hashlib.sha256((tmp_path / "dist" / f"rosenna-{release}.tar.gz").read_bytes()).hexdigest()
+    assert digest == spack_recipe()["version"][release]["sha256"], f"the sdist of {commit[:12]} is {digest}"
 
 
 def test_version_is_defined_once():
@@ -521,7 +562,7 @@ def test_version_is_defined_once():
     assert cfg["metadata"]["version"].strip() == "attr: rosenna.__version__"
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert not re.search(r"^\s*version\s*=", pyproject, re.M), "pyproject.toml sets a version"
-    assert re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+)?", VERSION)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,7 +587,7 @@ eb "$work/src/easybuild/{easyconfig}" \
     --prefix="$work/eb" --sourcepath="$work/sources" --buildpath="$work/build" \
     --tmpdir="$work/tmp" --modules-tool=Lmod --module-syntax=Lua \
     --try-toolchain=system,system --disable-map-toolchains \
-    --filter-deps={filtered} \
+    --filter-deps={filtered} {try_version}\
     --ignore-checksums
 
 module use "$work/eb/modules/all"
@@ -618,6 +659,8 @@ def test_easybuild_installs_rosenna_as_a_module():
         script = work / "eb-install.sh"
         script.write_text(textwrap.dedent(EB_SCRIPT).format(
             work=work, lmod_init=LMOD_INIT, easyconfig=ec.name,
+            # between releases: the newest release's easyconfig, tweaked to this version's sdist
+            try_version=f"--try-software-version={VERSION} " if DEV else "",
             filtered=",".join(EASYBUILD_FILTERED)))
         if _root():
             subprocess.run(["chown", "-R", f"{EB_USER}:", str(work)], check=True)

@@ -45,7 +45,8 @@ def test_c_and_fortran_programs_link_through_pkg_config(model, tmp_path):
     assert pkg_config(gen, "--cflags", "pcm") == [f"-I{gen}", *omp]
     assert pkg_config(gen, "--libs", "pcm") == [f"-L{gen}", "-lpcm", *omp, "-lm"]
     assert pkg_config(gen, "--cflags", "pcm_fortran") == [f"-I{gen}", *omp]
-    assert pkg_config(gen, "--libs", "pcm_fortran") == [f"-L{gen}", "-lpcm_f", *omp]
+    # pkg-config merges the required package's flags (Requires: pcm) after the Fortran archive
+    assert pkg_config(gen, "--libs", "pcm_fortran") == [f"-L{gen}", "-lpcm_f", "-lpcm", *omp, "-lm"]
     c_src, f_src = sources("pcm")
     (tmp_path / "main.c").write_text(c_src)
     (tmp_path / "main.f90").write_text(f_src)

@@ -19,8 +19,14 @@ def blocks():
 
 def test_readme_programs_and_commands_run(tmp_path):
     found = blocks()
-    assert sum(1 for f, _ in found if f) >= 4 and sum(1 for f, _ in found if not f) >= 3
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert sum(1 for f, _ in found if f) >= 4 and sum(1 for f, _ in found if not f) >= 1
+    path = [os.path.dirname(sys.executable)]
+    if not os.path.isfile(os.path.join(path[0], "rosenna")):  # this checkout on PYTHONPATH, not installed
+        (tmp_path / "shims").mkdir()
+        (tmp_path / "shims" / "rosenna").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rosenna "$@"\n')
+        (tmp_path / "shims" / "rosenna").chmod(0o755)
+        path.insert(0, str(tmp_path / "shims"))
+    env = dict(os.environ, PATH=os.pathsep.join(path + [os.environ["PATH"]]))
     for fname, body in found:
         if fname:
             (tmp_path / fname).write_text(body)
@@ -50,9 +56,7 @@ def test_status_codes_everywhere(tmp_path):
         assert re.search(rf"#define {abi.status_name(key)}\s+{code}\b", rt)
 
 
-def test_every_registered_op_is_in_the_readme_and_back():
-    with open(README, encoding="utf-8") as handle:
-        text = handle.read()
-    region = text[text.index("<!-- ops:begin -->"):text.index("<!-- ops:end -->")]
-    listed = set(re.findall(r"^\| (\w+) \|", region, re.M)) - {"op"}
+def test_every_registered_op_is_in_the_operators_reference_and_back():
+    """The operators reference (docs/reference/operators.md renders docs.operators_reference)."""
+    listed = set(re.findall(r"^\| (\w+) \|", docs.operators_reference(), re.M)) - {"op"}
     assert listed == set(ops.REGISTRY)

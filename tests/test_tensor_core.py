@@ -159,7 +159,7 @@ def test_host_packing_in_cpp_equals_numpy(layers_of, tmp_path):
     _, layers = layers_of("gemm_big")
     size = tc_chain.chain_bytes(layers) // 4
     body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_chain.host_packing(layers)
-    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", size)
+    got = run_packing(tmp_path, layers, tf32.host_tf32(body), body, "tc", size)
     want = tc_chain.chain_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
@@ -206,7 +206,7 @@ def test_chain_points_per_warp(tmp_path, sizes, points):
     assert choice.tensor_chain and tc_chain.points_per_warp(layers) == points
     src = cuda.kernel_source(plan, "stamp")
     kernel = src[src.index("_tc_kernel(int n"):]
-    warps = tc_chain.CHAIN_THREADS // 32
+    warps = plan.tuned.chain_warps
     assert f"a warp carries {points} points" in src
     assert f"* {points}; base < n; base += (long)gridDim.x * {warps * points})" in kernel
     assert f"float h0[{points // 16}][" in kernel and f"for (int mi = 0; mi < {points // 16}; ++mi)" in kernel
@@ -373,7 +373,7 @@ def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
     assert tc_wide.WideLayout(layers).shape.compact is (model == "w300")
     size = tc_wide.WideLayout(layers).size
     body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_wide.host_packing(layers)
-    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", size)
+    got = run_packing(tmp_path, layers, tf32.host_tf32(body), body, "tc", size)
     want = tc_wide.wide_packed(layers)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 

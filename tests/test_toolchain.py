@@ -146,7 +146,7 @@ def test_none_means_todays_defaults(env):
         "DEVCC": "nvcc",
         "DEVFLAGS": "-O3 -arch=sm_80", "ROSENNA_OFFLOAD_FLAGS": "-fopenmp", "ROSENNA_BACKEND": "omp",
     }
-    from rosenna.emit.cuda import CONSTANT_LIMIT  # measured on the H200, docs/benchmarks.md
+    from rosenna.emit.cuda import CONSTANT_LIMIT  # measured on the H200, results/measurement-log.md
 
     assert (profile.constant_limit_bytes, profile.embed_threshold) == (CONSTANT_LIMIT, 1_000_000)
 
@@ -747,7 +747,7 @@ def test_profiles_ship_in_sdist_and_wheel():
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     assert cfg["options.data_files"]["share/rosenna/toolchains/builtin"].strip() == "toolchains/*.yaml"
-    assert "toolchains" not in cfg["options.package_data"]["rosenna"]
+    assert not any("toolchains" in value for value in cfg["options.package_data"].values())
     assert "recursive-include toolchains *.yaml" in (REPO / "MANIFEST.in").read_text()
 
 
@@ -763,3 +763,23 @@ def test_installed_builtins_are_found_under_the_prefix(tmp_path, monkeypatch):
     installed.rmdir()
     with pytest.raises(ToolchainError, match="built-in toolchain profiles are missing"):
         catalog.builtin_dir()
+
+
+def test_validate_prints_each_problem_once_on_one_line(env, capsys):
+    """A broken file on the search path: `validate` prints its problems once, each `FILE:LINE:`
+    with what is wrong and what to do, not the catalog's one-line notice of it first."""
+    folder = env.profile_dir()
+    bad = env.write(folder, "bad", "name: bad\ncompilers:\n  c: 3\n  bogus: x\n")
+    orphan = env.write(folder, "orphan", "backend: cuda\nextends: nosuch\n")
+    env.search_path(folder)
+    assert cli(["toolchain", "validate"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    problems = [line for line in err if line.startswith(str(folder))]
+    assert problems == [
+        f"{bad}:3: invalid profile: key 'compilers.c': should be text (quote it if YAML reads it as a number, "
+        "true/false or null), not the number 3",
+        f"{bad}:4: invalid profile: key 'compilers.bogus': unknown key: remove it or use one of c, cxx, device, "
+        "fortran",
+        f"{orphan}:2: key 'extends': no profile named 'nosuch'; name one that `rosenna toolchain list` shows",
+    ], err
+    assert len(err) == len(problems) + 1 and err[-1].endswith("profile files failed"), err

@@ -198,7 +198,7 @@ def test_warp_copy_host_packing_in_cpp_equals_numpy(generated, tmp_path, compact
     _, layers, _, _ = generated["odd"]
     layout = tc_chain.ChainLayout(layers, compact)
     body = f"    float *tc = (float *)calloc({layout.size}, sizeof(float));\n" + layout.host_packing("tc")
-    got = run_packing(tmp_path, layers, tf32.host_tf32(), body, "tc", layout.size)
+    got = run_packing(tmp_path, layers, tf32.host_tf32(body), body, "tc", layout.size)
     want = layout.packed()
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
@@ -210,7 +210,7 @@ def test_warp_body_compiles_without_spilling_in_its_loops(generated):
     callee-saved registers that the relocatable <name>_infer_warp saves once per call): at most a
     few registers' worth of spills (inputs in local memory, 32 sums: 106 registers, none; inputs in
     registers, 2-144-ldg: 255, 48 bytes; the 4-tile groups of 2-160-ldg spilled in the k loops and
-    ran 18% slower, docs/benchmarks.md run 13 (pp17))."""
+    ran 18% slower, results/measurement-log.md, the warp-routine study)."""
     plan, _, _, out_dir = generated["mlp128"]
     src = out_dir / "probe.cu"
     src.write_text((out_dir / f"{plan.name}_kernel.cu").read_text() + f"""

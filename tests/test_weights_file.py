@@ -57,14 +57,16 @@ def test_readers_render_abi_table_and_constants(model):
     from rosenna.generate import Options, build_plan
 
     _, plan = build_plan(model("gemm_small"), Options(name="p", embed=False))
-    c_text, f_text = c.source(plan, "s", 16), fortran.module(plan, "s", 16)
+    from rosenna.strategy import of
+
+    c_text, f_text = c.source(of(plan), "s"), fortran.module(plan, "s", 16)
     for text, mark in ((c_text, "/* "), (f_text, "! ")):
         positions = [text.index(f"{mark}{check.field}: ") for check in abi.RWT_CHECKS]
         assert positions == sorted(positions)
     old = abi.RWT_MAGIC
     try:
         abi.RWT_MAGIC = b"ZZZZWT\0\0"
-        assert '"ZZZZWT\\000\\000"' in c.source(plan, "s", 16)
+        assert '"ZZZZWT\\000\\000"' in c.source(of(plan), "s")
         assert "'ZZZZWT' // achar(0) // achar(0)" in fortran.module(plan, "s", 16)
     finally:
         abi.RWT_MAGIC = old

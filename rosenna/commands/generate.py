@@ -2,6 +2,7 @@
 
 import sys
 
+from rosenna import limits
 from rosenna.commands.toolchain import add_target_options
 from rosenna.generate import LANGS, PRECISIONS, Options, generate
 from rosenna.frontend import parse_dims, parse_freeze
@@ -21,6 +22,10 @@ def add_model_options(p, lang_default="both"):
                    help="toolchain profile for compilers, flags and thresholds (default gcc; "
                         "`rosenna toolchain list`)")
     add_target_options(p)
+    p.add_argument("--max-fold-elements", type=int, metavar="N", default=limits.MAX_FOLD_ELEMENTS,
+                   help=f"refuse to fold a constant of more than N elements (default {limits.MAX_FOLD_ELEMENTS})")
+    p.add_argument("--max-op-nests", type=int, metavar="N", default=limits.MAX_OP_NESTS,
+                   help=f"refuse an op whose code takes more than N loop nests (default {limits.MAX_OP_NESTS})")
     p.add_argument("--tune", action="append", metavar="KEY=VALUE", default=[],
                    help="set one tuning value over the profile's (repeatable; `rosenna info --tuning` lists them)")
 
@@ -35,6 +40,8 @@ def options_from(args):
                                 embed=getattr(args, "embed", None), dims=parse_dims(args.dim), freeze=parse_freeze(args.freeze),
                                 infer_one=getattr(args, "infer_one", False),
                                 compilers_from_env=not getattr(args, "toolchain", None),
+                                max_fold_elements=getattr(args, "max_fold_elements", limits.MAX_FOLD_ELEMENTS),
+                                max_op_nests=getattr(args, "max_op_nests", limits.MAX_OP_NESTS),
                                 tune=getattr(args, "tune", ()))
 
 

@@ -5,6 +5,7 @@ from rosenna import ops
 from rosenna.commands.generate import add_model_options, options_from
 from rosenna.errors import UsageError
 from rosenna.generate import build_plan, decide, target_arch
+from rosenna.quoting import terminal_text
 from rosenna.strategy import Tuning
 
 
@@ -40,14 +41,14 @@ def describe(plan):
         f"path: {_path(plan)}",
         f"plan hash: {plan.hash}",
     ]
-    return "\n".join(lines)
+    return "\n".join(terminal_text(line) for line in lines)  # names come from the model file
 
 
 def _path(plan):
     threshold = plan.whole_threshold
     if not plan.has_infer_one:
         return (f"per-point ({plan.name}_infer; {plan.name}_infer_batch runs it per point); no "
-                f"{plan.name}_infer_one: the plan has an LSTM or GRU")
+                f"{plan.name}_infer_one: the plan has an LSTM or GRU, or loads or stores at run-time offsets")
     if plan.path == "whole":
         return (f"whole-field: scratch above {threshold} bytes, so {plan.name}_infer_batch runs "
                 f"{plan.name}_infer_one (one parallel loop per op) per sample")

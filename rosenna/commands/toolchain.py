@@ -6,6 +6,7 @@ import sys
 from rosenna import toolchain
 from rosenna.errors import ToolchainError
 from rosenna.toolchain.catalog import BrokenFile, Catalog, read_profile
+from rosenna.toolchain.catalog import log as catalog_log
 from rosenna.toolchain.schema import ProfileError
 from rosenna.toolchain.profile import build
 from rosenna.toolchain.resolution import compiler_commands
@@ -166,8 +167,17 @@ def _detect(args):
 
 
 def _validate(args):
-    """Check every file named (default: every file on the search path); exit 1 if any is broken."""
-    catalog = Catalog()
+    """Check every file named (default: every file on the search path); exit 1 if any is broken.
+
+    Each problem is printed once, one line (``FILE:LINE: what, how to fix``): the catalog's own
+    notice of a broken file (one long line for every command that skips it) is not, here, where
+    the file's own lines follow.
+    """
+    quiet, catalog_log.disabled = catalog_log.disabled, True
+    try:
+        catalog = Catalog()
+    finally:
+        catalog_log.disabled = quiet
     if args.files:
         # Each is read as if it came first on the search path, so extends finds what it would.
         checks = [(path, lambda path=path: read_profile(path, "path", -1)) for path in args.files]

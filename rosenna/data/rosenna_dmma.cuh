@@ -1,5 +1,8 @@
 /* FP64 tensor-core helpers (rosenna/emit/cuda/dmma.py says how the fragments are laid out): one
-   DMMA m8n8k4 and one dense layer for a warp's M tiles of 8 points, all in registers. */
+   DMMA m8n8k4 and one dense layer for a warp's M tiles of 8 points, all in registers. The m8n8k4
+   step is a template so that an sm_90 build, whose layers may all take the m16 pairs below, has
+   no unused function. */
+template <int = 0>
 __device__ __forceinline__ void rosenna_dmma(double (&d)[2], double a, double b)
 {
     asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
@@ -39,7 +42,7 @@ __device__ __forceinline__ void rosenna_dmma16(double (&d0)[2], double (&d1)[2],
    rows are packed in that order). F: the layer's B fragments [KT][NT][32 lanes]; bias: its bias
    padded to 8 NT. The bias starts the accumulators (fp64: the order is far below tolerance). */
 /* k tiles per sm_90 instruction (1: m16n8k4, 2: m16n8k8, 4: m16n8k16, where KT allows); 0: m8n8k4
-   everywhere. 4: the 4-32-32-2 Tanh MLP 0.203 -> 0.159 ns on the H200 (docs/benchmarks.md, run 14). */
+   everywhere. 4: the 4-32-32-2 Tanh MLP 0.203 -> 0.159 ns on the H200 (results/measurement-log.md, the float64 study). */
 #ifndef ROSENNA_DMMA_KS
 #define ROSENNA_DMMA_KS 4
 #endif

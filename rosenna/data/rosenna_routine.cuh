@@ -14,18 +14,6 @@
 #define ROSENNA_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 #endif
 
-/* The lane within the warp (threadIdx.x % 32 only for blocks whose x extent is a multiple of 32). */
-__device__ __forceinline__ int rosenna_lane()
-{
-#if defined(__HIPCC__)
-    return (int)(__lane_id() % 32);
-#else
-    unsigned lane;
-    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    return (int)lane;
-#endif
-}
-
 /* Lane src's pointer (each lane of a warp routine passes its own point's x and y). */
 template <typename T>
 __device__ __forceinline__ T *rosenna_lane_ptr(T *p, int src)

@@ -21,7 +21,9 @@ __device__ __forceinline__ void rosenna_mma(float (&d)[4], const unsigned (&a)[4
 }
 
 /* d += a * b in 3xTF32, the small products first: they are the ones fp32 accumulation must not
-   lose. b = {big(b0), big(b1), small(b0), small(b1)}. */
+   lose. b = {big(b0), big(b1), small(b0), small(b1)}. A template, as the layers that call it are:
+   a kernel file whose kernels do not (the implicit-GEMM convs) has no unused function. */
+template <int = 0>
 __device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4], const float4 &b)
 {
     unsigned big[4], small[4];
@@ -35,7 +37,8 @@ __device__ __forceinline__ void rosenna_mma3(float (&d)[4], const float (&a)[4],
 
 /* A compact fragment (rosenna/emit/cuda/tf32.py compact: each weight big + small, both TF32) split
    back into {big(b0), big(b1), small(b0), small(b1)}: big is the weight with its low 13 bits
-   cleared, small the rest, exact. */
+   cleared, small the rest, exact. A template for the same reason. */
+template <int = 0>
 __device__ __forceinline__ float4 rosenna_tcw_b(float2 w)
 {
     const float big0 = __uint_as_float(__float_as_uint(w.x) & 0xffffe000u);

@@ -2,7 +2,7 @@
 Fortran differ only through emit.lang's tables. Reads the frozen plan and the chosen result of
 rosenna.strategy (never its tables or analyses) and writes to neither."""
 
-from rosenna.emit import c, cmake, cuda, fortran, pkgconfig
+from rosenna.emit import c, cmake, cuda, fortran, fpm, host_field, make, pkgconfig  # noqa: F401 (fpm: generate.py)
 from rosenna.strategy import of as strategy_of
 
 
@@ -24,12 +24,12 @@ def render(strategy, lang, stamp, profile):
         files["rosenna_rt.h"] = runtime_header()
         files[f"{plan.name}.h"] = c.header(plan, stamp, strategy.host.value("simd_lanes", 0))
         files[f"{plan.name}.c"] = c.source(strategy, stamp)
-        files[f"{plan.name}.mk"] = c.makefile(plan, stamp, profile, cuda.makefile_rules(plan.name, profile))
+        files[f"{plan.name}.mk"] = make.c_makefile(plan, stamp, profile)
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(strategy, stamp)
         files[f"{plan.name}.pc"] = pkgconfig.c_pc(plan, stamp, profile)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, strategy.host.value("points_per_block"))
-        files[f"{plan.name}_fortran.mk"] = fortran.makefile(plan, stamp, profile)
-        files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile)
+        files[f"{plan.name}_fortran.mk"] = make.fortran_makefile(plan, stamp, profile)
+        files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile, with_c=lang == "both")
     files[f"{plan.name}Config.cmake"] = cmake.config(plan, stamp, profile, lang)
     return files

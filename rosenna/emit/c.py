@@ -2,9 +2,11 @@
 
 from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit.c_reader import reload_prototypes
 from rosenna.emit.host_field import ARRIVED, HOST_MATH, PASSED, yields
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
+from rosenna.loopir import FAULT, counts_faults
 
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
@@ -135,7 +137,7 @@ def header(plan, stamp, lanes=0):
     guard = f"{n.upper()}_H"
     init = (f"\n/* Read the weights file (<name>.rwt) and copy the weights to the device. Call once,\n"
             f"   before any offload region that calls {n}_infer. Returns a ROSENNA_STATUS_* code. */\n"
-            f"int {n}_init(const char *path);\n") if not plan.embed else ""
+            f"int {n}_init(const char *path);\n" + reload_prototypes(n)) if not plan.embed else ""
     return f"""/* {stamp}
 {layout_comment(plan)}
  */
@@ -143,7 +145,7 @@ def header(plan, stamp, lanes=0):
 #define {guard}
 
 #include "rosenna_rt.h"
-
+{"#include <stddef.h> /* size_t of " + n + "_set_weights */" + chr(10) if not plan.embed else ""}
 #ifdef __cplusplus
 extern "C" {{
 #endif
@@ -268,7 +270,8 @@ def source(strategy, stamp):
     includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if lanes else [])
     includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
-        includes += ["#include <stdio.h>", "#include <string.h>"]
+        includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
+                     "#if defined(__unix__) || defined(__APPLE__)", "#include <sys/stat.h>", "#endif"]
     includes += [""]
     offload = _offload(strategy)
     reader = c_reader.reader(plan, offload_mlp.repack(plan, *offload) if offload else "") if not plan.embed else ""
@@ -294,21 +297,31 @@ ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRI
 }}
 #pragma omp end declare target
 """
-    blocks = [f"for (int start = 0; start < n; start += {block})",
-              f"    {n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym});"]
-    if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
-        host_blocks = "\n".join([f"    rosenna_team {ARRIVED} = ROSENNA_TEAM_INIT;", "#pragma omp parallel", "    {",
-                                 f"        int {PASSED} = 0;", "#pragma omp for schedule(dynamic) nowait",
-                                 *("        " + line for line in blocks),
-                                 f"        rosenna_team_done(&{ARRIVED}, &{PASSED}, {plan.tuned.host_wait_spins});",
-                                 "    }", f"    rosenna_team_end(&{ARRIVED});"])
+    faults = counts_faults(plan.body)
+    call = f"{n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym})"
+    blocks = [f"for (int start = 0; start < n; start += {block})"]
+    if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
+        blocks += ["{", f"    int s = {call};", "    status = s > status ? s : status;", "}"]
+        reduction = " reduction(max:status)"
     else:
-        host_blocks = "\n".join(["#pragma omp parallel for schedule(static)", *("    " + line for line in blocks)])
+        blocks += [f"    {call};"]
+        reduction = ""
+    if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
+        host_batch = [f"    rosenna_team {ARRIVED} = ROSENNA_TEAM_INIT;", f"#pragma omp parallel{reduction}", "    {",
+                      f"        int {PASSED} = 0;", "#pragma omp for schedule(dynamic) nowait",
+                      *("        " + line for line in blocks),
+                      f"        rosenna_team_done(&{ARRIVED}, &{PASSED}, {plan.tuned.host_wait_spins});",
+                      "    }", f"    rosenna_team_end(&{ARRIVED});"]
+    else:
+        host_batch = [f"#pragma omp parallel for schedule(static){reduction}", *("    " + line for line in blocks)]
+    status = "status" if faults else "ROSENNA_STATUS_OK"
+    host_batch = "\n".join((["    int status = ROSENNA_STATUS_OK;"] if faults else []) + host_batch
+                           + [f"    return {status};"])
     batch = f"""
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
    yb hold the block transposed. */
-{_block_function(plan, f"{n}_infer_block", block, block_text)}
+{_block_function(plan, f"{n}_infer_block", block, block_text, faults)}
 
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
@@ -319,8 +332,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
             {n}_infer(x + (long)i * {nxm}, y + (long)i * {nym});
         return ROSENNA_STATUS_OK;
     }}
-{host_blocks}
-    return ROSENNA_STATUS_OK;
+{host_batch}
 }}
 """
     simd = simd_variants(plan, lanes) if lanes else ""
@@ -334,12 +346,17 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     return head + simd + batch + one
 
 
-def _block_function(plan, name, block, body):
+def _block_function(plan, name, block, body, faults=False):
     """A host block routine: ``count`` points (at most ``block``) of x, transposed so the point
-    index is innermost, the plan's statements over the block (``body``), transposed back to y."""
+    index is innermost, the plan's statements over the block (``body``), transposed back to y.
+    With ``faults`` (:func:`rosenna.loopir.counts_faults`) it returns the block's status: INDEX
+    where a point's index fell outside its axis."""
     n, t = plan.name, plan.ctype
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
-    return f"""static void {name}(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+    fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    for (int p = 0; p < count; ++p)\n"
+                    f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;"
+                    if faults else "")
+    return f"""static {'int' if faults else 'void'} {name}(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
     for (int e = 0; e < {nxm}; ++e)
@@ -348,7 +365,7 @@ def _block_function(plan, name, block, body):
 {body}
     for (int p = 0; p < count; ++p)
         for (int e = 0; e < {nym}; ++e)
-            y[(long)p * {nym} + e] = yb[e * {block} + p];
+            y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}
 }}"""
 
 
@@ -373,48 +390,4 @@ def simd_variants(plan, lanes):
 
 {entries}
 #endif
-"""
-
-
-def profile_comment(profile, example):
-    """The .mk lines that say where its defaults come from, and how to override them."""
-    lines = [f"Defaults: toolchain profile {profile.name}, for CPU {profile.target} ({profile.target_source})",
-             f"and GPU {profile.gpu.offload_arch} ({profile.gpu.source}). Override any on the command line:",
-             f"  {example}"]
-    lines += [f"note: {note}" for note in profile.notes]
-    return "".join("# " + " ".join(line.split()) + "\n" if not line.startswith("  ") else "#   " + line.strip() + "\n"
-                   for line in lines)
-
-
-def makefile(plan, stamp, profile, native_rules):
-    """``<name>.mk``; ``native_rules``: the CUDA/HIP part (:func:`rosenna.emit.cuda.makefile_rules`)."""
-    n = plan.name
-    return f"""# {stamp}
-# Builds lib{n}.a beside this file:
-#   make -f {n}.mk
-{profile_comment(profile, f"make -f {n}.mk CC=nvc CFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
-# ROSENNA_OFFLOAD_FLAGS selects the offload model, e.g. -fopenmp -foffload=nvptx-none (GCC),
-# -mp=gpu -gpu=cc90 (nvc), -fopenacc (GCC OpenACC).
-
-ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-ROSENNA_BACKEND ?= {profile.backend}
-ifeq ($(origin CC),default)
-CC = {profile.cc}
-endif
-CFLAGS ?= {profile.optimize_c}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
-
-{native_rules}
-all: $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_EXTRA)
-
-$(ROSENNA_DIR)/lib{n}.a: $(ROSENNA_OBJS)
-\t$(AR) rcs $@ $^
-
-$(ROSENNA_DIR)/{n}.o: $(ROSENNA_DIR)/{n}.c $(ROSENNA_DIR)/{n}.h $(ROSENNA_DIR)/rosenna_rt.h
-\t$(CC) $(CFLAGS) $(ROSENNA_OFFLOAD_FLAGS) $(ROSENNA_NATIVE) -c $< -o $@
-
-clean:
-\trm -f $(ROSENNA_DIR)/{n}.o $(ROSENNA_DIR)/{n}_kernel.o $(ROSENNA_DIR)/{n}_device.o $(ROSENNA_DIR)/lib{n}.a $(ROSENNA_DIR)/lib{n}_device.a
-
-.PHONY: all clean
 """

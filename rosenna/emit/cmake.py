@@ -24,6 +24,10 @@ compiler for its family at generate time, else by the executable's name); otherw
 OpenMP flags are used and a warning says how to choose the profile's compiler.
 """
 
+from rosenna.quoting import cmake_quote
+from rosenna.emit import cpu_flags
+from rosenna.emit.make import cpu_sentence
+
 #: archspec's compiler family (see rosenna.toolchain.detection) -> CMake's compiler ids.
 CMAKE_IDS = {
     "gcc": ("GNU",),
@@ -35,14 +39,25 @@ CMAKE_IDS = {
 }
 
 
+#: Every language CMake may link an executable with that holds the archive. A static library's
+#: link language propagates to what links it (LINKER_PREFERENCE: CUDA and HIP outrank C and C++),
+#: so with the cuda backend a C program is linked as CUDA: by nvcc's host link launcher (the host
+#: compiler, which takes the OpenMP flags as they are) or by clang for HIP.
+LINK_LANGUAGES = ("C", "CXX", "Fortran", "CUDA", "HIP")
+
+
 def quote(text):
     """``text`` as a CMake quoted argument."""
-    return '"' + " ".join(str(text).split()).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") \
-        .replace(";", "\\;") + '"'
+    return cmake_quote(text, "a toolchain profile's value in a CMake file")
 
 
 def _comment(text):
     return " ".join(str(text).split())
+
+
+def _in_quotes(text):
+    """``text`` inside a CMake quoted argument (a message's words)."""
+    return quote(text)[1:-1]
 
 
 def _basename(command):
@@ -70,19 +85,31 @@ def _language_target(n, lang, target, alias, sources, command, family, profile_n
         "    endforeach()",
         f"    foreach(_rosenna_flag IN LISTS _rosenna_{n}_omp)",
         f'      target_compile_options({target} PUBLIC "$<$<COMPILE_LANGUAGE:{lang}>:${{_rosenna_flag}}>")',
-        f'      target_link_options({target} INTERFACE "$<$<LINK_LANGUAGE:C>:${{_rosenna_flag}}>"',
-        '        "$<$<LINK_LANGUAGE:CXX>:${_rosenna_flag}>" "$<$<LINK_LANGUAGE:Fortran>:${_rosenna_flag}>")',
+        f'      target_link_options({target} INTERFACE',
+        *[f'        "$<$<LINK_LANGUAGE:{link}>:${{_rosenna_flag}}>"' + (")" if link == LINK_LANGUAGES[-1] else "")
+          for link in LINK_LANGUAGES],
         "    endforeach()",
         "  else()",
-        f'    message(WARNING "rosenna {n}: toolchain profile {profile_name} is for {_comment(command)}; this project '
+        f'    message(WARNING "rosenna {n}: toolchain profile {_in_quotes(profile_name)} is for {_in_quotes(command)}; this project '
         f'compiles {lang} with ${{CMAKE_{lang}_COMPILER_ID}} (${{CMAKE_{lang}_COMPILER}}), so the profile\'s flags are '
         f'not used and OpenMP comes from find_package(OpenMP). Configure with -DCMAKE_{lang}_COMPILER='
-        f'{_comment(command).split(" ")[0]} to build with them.")',
+        f'{_in_quotes(_comment(command).split(" ")[0])} to build with them.")',
         f"    find_package(OpenMP REQUIRED COMPONENTS {lang})",
         f"    target_link_libraries({target} PUBLIC OpenMP::OpenMP_{lang})",
         "  endif()",
     ]
     return lines
+
+
+def _optimize(n, profile, lang):
+    """The quoted default of ``<n>_C_FLAGS`` / ``<n>_Fortran_FLAGS``: the profile's optimisation flags
+    with the CPU flags that ``<n>_TARGET`` chose (:mod:`rosenna.emit.cpu_flags`)."""
+    slot = "@ROSENNA_CPU@"
+    text = cpu_flags.template(profile, lang)
+    if "{archspec}" not in text:
+        return quote(text)
+    cmake_lang = "C" if lang == "c" else "Fortran"
+    return quote(text.replace("{archspec}", slot)).replace(slot, f"${{_rosenna_{n}_cpu_{cmake_lang}}}")
 
 
 def config(plan, stamp, profile, lang):
@@ -105,24 +132,28 @@ def config(plan, stamp, profile, lang):
         f"#   find_package({n} CONFIG REQUIRED PATHS <this folder> NO_DEFAULT_PATH)",
         *usage,
         "# The libraries are compiled in your build tree by your project's compilers, with the flags of",
-        f"# toolchain profile {_comment(profile.name)} for CPU {_comment(profile.target)} and GPU {gpu.offload_arch}"
+        f"# toolchain profile {_comment(profile.name)} {cpu_sentence(profile)} and GPU {gpu.offload_arch}"
         f" when your compiler is the",
         f"# profile's: -DCMAKE_C_COMPILER={_comment(profile.cc).split(' ')[0]}"
         f" -DCMAKE_Fortran_COMPILER={_comment(profile.fc).split(' ')[0]}.",
         f"# Variables (-D... or set before find_package): {n}_BACKEND omp|cuda|hip, {n}_OFFLOAD offload|acc|host (the profile's",
         f"# OpenMP target, OpenACC or host OpenMP flags), {n}_C_FLAGS, {n}_Fortran_FLAGS, {n}_DEVICE_FLAGS,",
-        f"# {n}_CUDA_ARCHITECTURES, {n}_HIP_ARCHITECTURES.",
-        *[f"# note: {_comment(note)}" for note in profile.notes],
+        f"# {n}_CUDA_ARCHITECTURES, {n}_HIP_ARCHITECTURES; the cache variable {n}_TARGET: native (the building",
+        "# machine's CPU), generic (its family's baseline)" + (f" or {_comment(profile.target)}." if
+                                                                profile.target_source == "--target" else "."),
+        *[f"# note: {_comment(note)}" for note in cpu_flags.notes(profile)],
         "",
         f"if(TARGET rosenna_{n} OR TARGET rosenna_{n}_fortran)  # found before, from another directory",
         "  return()",
         "endif()",
         f'set(_rosenna_{n}_dir "${{CMAKE_CURRENT_LIST_DIR}}")',
+        *cpu_flags.cmake_block(n, profile, ["c"] * has_c + ["fortran"] * has_f),
         "# Defaults, unless set before find_package or with -D on the cmake command line:",
-        *[f"if(NOT DEFINED {n}_{var})\n  set({n}_{var} {quote(value)})\nendif()" for var, value in (
-            ("BACKEND", profile.backend), ("OFFLOAD", offload_default), ("C_FLAGS", profile.optimize_c),
-            ("Fortran_FLAGS", profile.optimize_fortran), ("DEVICE_FLAGS", profile.optimize_device),
-            ("CUDA_ARCHITECTURES", gpu.cc), ("HIP_ARCHITECTURES", gpu.gfx))],
+        *[f"if(NOT DEFINED {n}_{var})\n  set({n}_{var} {value})\nendif()" for var, value in (
+            ("BACKEND", quote(profile.backend)), ("OFFLOAD", quote(offload_default)),
+            ("C_FLAGS", _optimize(n, profile, "c")), ("Fortran_FLAGS", _optimize(n, profile, "fortran")),
+            ("DEVICE_FLAGS", quote(profile.optimize_device)),
+            ("CUDA_ARCHITECTURES", quote(gpu.cc)), ("HIP_ARCHITECTURES", quote(gpu.gfx)))],
         f'if({n}_OFFLOAD STREQUAL "offload")',
         f"  set(_rosenna_{n}_omp {quote(profile.offload_flags)})",
         f'elseif({n}_OFFLOAD STREQUAL "acc")',
@@ -172,6 +203,10 @@ def config(plan, stamp, profile, lang):
             f"      target_link_libraries(rosenna_{n} PUBLIC CUDA::cudart)",
             f"      target_link_libraries(rosenna_{n}_device PUBLIC CUDA::cudart)",
             "    else()",
+            "      # hip-config.cmake picks NVIDIA when nvcc is found, unless told: this backend is AMD's.",
+            "      if(NOT DEFINED ENV{HIP_PLATFORM})",
+            "        set(ENV{HIP_PLATFORM} amd)",
+            "      endif()",
             "      find_package(hip REQUIRED CONFIG)",
             f"      set_target_properties(rosenna_{n} rosenna_{n}_device PROPERTIES",
             f'                            HIP_ARCHITECTURES "${{{n}_HIP_ARCHITECTURES}}")',

@@ -6,6 +6,7 @@ from rosenna.emit.fortran_wrap import wrap
 from rosenna.emit.host_field import ARRIVED, PASSED, fortran_team_wait, yields
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
+from rosenna.loopir import FAULT, counts_faults
 
 VALUES_PER_LINE = 4
 #: Arrays up to this many values are initialised in their declaration; larger ones by DATA
@@ -61,7 +62,7 @@ def module(plan, stamp, block):
     for tag, slices in (("x", plan.inputs), ("y", plan.outputs)):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
-    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init"])
+    publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init", f"{n}_reload", f"{n}_set_weights"])
     publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
@@ -80,18 +81,25 @@ def module(plan, stamp, block):
                       f"        y(e + 1, p + 1) = yb(e*{block} + p + 1)",
                       "      end do",
                       "    end do"])
+    faults = counts_faults(plan.body)
+    if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
+        block_lines += ["    faults = 0", "    do p = 0, count - 1", f"      if ({FAULT}(p + 1) > 0) faults = 1",
+                        "    end do"]
     ready_check = ("    if (.not. ready) then\n"
                    f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
-    batch_decls = "    logical :: on_device\n    integer :: i, start\n"
-    blocks = [f"do start = 1, n, {block}", f"  call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:))",
-              "end do"]
+    batch_decls = "    logical :: on_device\n    integer :: i, start\n" + ("    integer :: faults, fault\n" if faults else "")
+    call = f"call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:){', fault' if faults else ''})"
+    blocks = [f"do start = 1, n, {block}", f"  {call}", *(["  faults = max(faults, fault)"] if faults else []), "end do"]
+    reduction = " reduction(max: faults)" if faults else ""
     if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
         batch_decls += f"    integer :: {ARRIVED}, {PASSED}\n"
-        batch_host = [f"{ARRIVED} = 0", f"!$omp parallel private(start, {PASSED})", f"{PASSED} = 0",
-                      "!$omp do schedule(dynamic)", *blocks, "!$omp end do nowait",
+        batch_host = [f"{ARRIVED} = 0", f"!$omp parallel private(start, {PASSED}{', fault' if faults else ''}){reduction}",
+                      f"{PASSED} = 0", "!$omp do schedule(dynamic)", *blocks, "!$omp end do nowait",
                       f"call team_wait({ARRIVED}, {PASSED}, {plan.tuned.host_wait_spins}, .true.)", "!$omp end parallel"]
     else:
-        batch_host = ["!$omp parallel do schedule(static)", *blocks]
+        batch_host = [f"!$omp parallel do schedule(static){' private(fault)' if faults else ''}{reduction}", *blocks]
+    if faults:
+        batch_host = ["faults = 0", *batch_host, f"if (faults > 0) status = {n}_status_index"]
     batch_host = "".join(f"      {line}\n" for line in batch_host)
     batch_stmts = f"""    on_device = .false.
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
@@ -105,11 +113,11 @@ def module(plan, stamp, block):
 """
     block_sub = f"""
   !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
-  subroutine infer_block(count, x, y)
+  subroutine infer_block(count, x, y{', faults' if faults else ''})
     integer, intent(in) :: count
     real(rk), intent(in) :: x({n}_nx, count)
     real(rk), intent(inout) :: y({n}_ny, count)
-{chr(10).join(block_lines)}
+{'    integer, intent(out) :: faults' + chr(10) if faults else ''}{chr(10).join(block_lines)}
   end subroutine infer_block
 """
     batch_doc = (f"on the offload device when there is one (data\n  !> already mapped there is not copied "
@@ -137,7 +145,7 @@ module {n}_model
 {statuses}
 
 {chr(10).join(_weight_decls(plan) + whole_fortran.declarations(plan))}
-{'  logical :: ready = .false.' if file_loaded else ''}
+{chr(10).join(['  logical :: ready = .false.'] + fortran_reader.declarations(plan)) if file_loaded else ''}
 
   interface
     !> The C library's {n}_infer_batch over device pointers (link lib{n}.a).
@@ -191,34 +199,3 @@ def layout_constants(plan):
             lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_offset = {s.offset}")
             lines.append(f"  integer, parameter, public :: {n}_{side}_{key}_size = {s.size}")
     return "\n".join(lines) + "\n"
-
-
-def makefile(plan, stamp, profile):
-    from rosenna.emit.c import profile_comment
-
-    n = plan.name
-    return f"""# {stamp}
-# Builds lib{n}_f.a and {n.lower()}_model.mod beside this file:
-#   make -f {n}_fortran.mk
-{profile_comment(profile, f"make -f {n}_fortran.mk FC=nvfortran FFLAGS=-O2 ROSENNA_OFFLOAD_FLAGS='-mp=gpu -gpu=cc90'")}\
-
-ROSENNA_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-ifeq ($(origin FC),default)
-FC = {profile.fc}
-endif
-FFLAGS ?= {profile.optimize_fortran}
-ROSENNA_OFFLOAD_FLAGS ?= {profile.offload_flags}
-
-all: $(ROSENNA_DIR)/lib{n}_f.a
-
-$(ROSENNA_DIR)/lib{n}_f.a: $(ROSENNA_DIR)/{n}_model.o
-\t$(AR) rcs $@ $^
-
-$(ROSENNA_DIR)/{n}_model.o: $(ROSENNA_DIR)/{n}_model.F90
-\t$(FC) $(FFLAGS) $(ROSENNA_OFFLOAD_FLAGS) -J$(ROSENNA_DIR) -c $< -o $@
-
-clean:
-\trm -f $(ROSENNA_DIR)/{n}_model.o $(ROSENNA_DIR)/{n.lower()}_model.mod $(ROSENNA_DIR)/lib{n}_f.a
-
-.PHONY: all clean
-"""

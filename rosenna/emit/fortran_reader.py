@@ -66,8 +66,15 @@ def _checks(plan, st):
                     f"{pad}if (seen(k) .or. total /= sizes(k)) return"]
         elif check.kind == "data":
             out.append(f"{pad}select case (k)")
+            offset = 0
             for j, w in enumerate(plan.weights):
-                out += [f"{pad}case ({j + 1})", f"{pad}  read (unit, iostat=ios) {w.ident}"]
+                out += [f"{pad}case ({j + 1})",
+                        f"{pad}  if (staged) then",
+                        f"{pad}    read (unit, iostat=ios) next_weights({offset + 1}:{offset + w.size})",
+                        f"{pad}  else",
+                        f"{pad}    read (unit, iostat=ios) {w.ident}",
+                        f"{pad}  end if"]
+                offset += w.size
             out += [f"{pad}end select", f"{pad}if (ios /= 0) return", f"{pad}seen(k) = .true."]
         elif check.kind == "checksum":
             out += [f"{pad}inquire (unit=unit, pos=pos)",
@@ -84,8 +91,18 @@ def _checks(plan, st):
     return "\n".join(out)
 
 
+def declarations(plan):
+    """The module's second copy of the weights, read by ``<name>_reload`` / ``<name>_set_weights``
+    before it replaces the weights in force (host memory only)."""
+    total = max(1, sum(w.size for w in plan.weights))
+    return [f"  !> The weights {plan.name}_reload and {plan.name}_set_weights read before they replace those in force.",
+            f"  real(rk) :: next_weights({total})"]
+
+
 def reader(plan):
-    """The .rwt reader, generated from abi.RWT_CHECKS (as the C reader is)."""
+    """The .rwt reader, generated from abi.RWT_CHECKS (as the C reader is), and ``<name>_reload``
+    and ``<name>_set_weights``, which read into a second copy and replace the weights only when
+    every check passed."""
     n = plan.name
     clears = "\n".join(f"      {w.ident} = 0" for w in plan.weights)
     # One directive per array, never a continued one: gfortran 12 built with both -fopenmp and
@@ -96,6 +113,11 @@ def reader(plan):
     sections = "\n".join(f"    !$acc update device({w.ident}(1:{w.size}))" for w in plan.weights)
     count = len(plan.weights)
     sizes = ", ".join(f"{w.size}_int64" for w in plan.weights)
+    commits, offset = [], 0
+    for w in plan.weights:
+        commits.append(f"    {w.ident} = next_weights({offset + 1}:{offset + w.size})")
+        offset += w.size
+    commits = "\n".join(commits)
     st = {key: f"{n}_status_{key.lower()}" for _, key, _ in abi.STATUS_CODES}
     return f"""
   !> Read the weights file and copy the weights to the device. Call once, before any offload
@@ -105,22 +127,85 @@ def reader(plan):
     character(len=*), intent(in) :: path
     integer, intent(out) :: status
     integer :: unit, ios
+    integer(int64) :: bytes
 
-    open (newunit=unit, file=path, access='stream', form='unformatted', status='old', &
-          action='read', iostat=ios)
-    if (ios /= 0) then
+    ! A path that holds no bytes by its size (an empty file, a FIFO, a device) is not opened: a FIFO
+    ! would block the read until a writer came. Trailing blanks are not part of path (as in C's reader).
+    bytes = -1
+    inquire (file=path, size=bytes)
+    ios = 0
+    if (bytes /= 0) open (newunit=unit, file=path, access='stream', form='unformatted', status='old', &
+                          action='read', iostat=ios)
+    if (bytes == 0) then
+      status = {st['READ']}
+    else if (ios /= 0) then
       status = {st['OPEN']}
     else
-      call read_weights(unit, status)
+      call read_weights(unit, status, .false.)
       close (unit)
     end if
     if (status /= {st['OK']}) then
 {clears}
     end if
-{updates}
-{sections}
+    call to_device()
     ready = status == {st['OK']}
   end subroutine {n}_init
+
+  !> Replace the weights between calls by those of another weights file of this model (same plan
+  !> hash), checked as {n}_init checks. On any error the weights in force stay and status says
+  !> why. Device copies are updated in place; call it where no offload region runs.
+  subroutine {n}_reload(path, status)
+    character(len=*), intent(in) :: path
+    integer, intent(out) :: status
+    integer :: unit, ios
+
+    open (newunit=unit, file=path, access='stream', form='unformatted', status='old', &
+          action='read', iostat=ios)
+    if (ios /= 0) then
+      status = {st['OPEN']}
+      return
+    end if
+    call read_weights(unit, status, .true.)
+    close (unit)
+    if (status == {st['OK']}) call commit_next()
+  end subroutine {n}_reload
+
+  !> The same from a weights file's bytes in memory (e.g. exported without a file system).
+  subroutine {n}_set_weights(image, status)
+    integer(int8), intent(in) :: image(:)
+    integer, intent(out) :: status
+    integer :: unit, ios
+
+    ! the reader reads a stream unit: a scratch file holds the image
+    open (newunit=unit, status='scratch', access='stream', form='unformatted', action='readwrite', &
+          iostat=ios)
+    if (ios /= 0) then
+      status = {st['OPEN']}
+      return
+    end if
+    write (unit, iostat=ios) image
+    if (ios == 0) rewind (unit, iostat=ios)
+    if (ios /= 0) then
+      status = {st['READ']}
+    else
+      call read_weights(unit, status, .true.)
+    end if
+    close (unit)
+    if (status == {st['OK']}) call commit_next()
+  end subroutine {n}_set_weights
+
+  !> The weights just read by {n}_reload or {n}_set_weights become those in force.
+  subroutine commit_next()
+{commits}
+    call to_device()
+    ready = .true.
+  end subroutine commit_next
+
+  !> The weights to the offload device's copies, in place.
+  subroutine to_device()
+{updates}
+{sections}
+  end subroutine to_device
 
   !> One unsigned 32-bit integer of the file, as int64.
   subroutine read_u32(unit, value, ios)
@@ -173,10 +258,12 @@ def reader(plan):
     crc = ieor(crc, int(z'{abi.RWT_CRC_INIT:08X}', int64))
   end subroutine checksum
 
-  !> The checks of rosenna.abi.RWT_CHECKS, in order; status is the first failure's, else ok.
-  subroutine read_weights(unit, status)
+  !> The checks of rosenna.abi.RWT_CHECKS, in order; status is the first failure's, else ok. The
+  !> tensors go to the weights themselves, or with staged to next_weights.
+  subroutine read_weights(unit, status, staged)
     integer, intent(in) :: unit
     integer, intent(out) :: status
+    logical, intent(in) :: staged
     integer(int64), parameter :: sizes({count}) = [{sizes}]
     character(len={max(abi.RWT_HASH_LEN, abi.RWT_MAX_NAME, len(abi.RWT_MAGIC))}) :: text
     integer(int64) :: value, count, length, rank, total, crc, pos

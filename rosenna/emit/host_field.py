@@ -29,7 +29,7 @@ oversubscribing the cores. No orphaned worksharing construct is used, so such a 
 to the solver's team and wait for threads that never arrive.
 """
 
-from rosenna.emit.host_loops import HOST_JAM, Inner, contiguous, jam, simd_loops, unroll_taps
+from rosenna.emit.host_loops import Inner, contiguous, jam, simd_loops, unroll_taps
 from rosenna.emit.render import used_loop_vars, used_scalars
 from rosenna.parallel import launch_groups
 
@@ -116,9 +116,9 @@ def host_regions(plan):
             if member.kind != "parallel":
                 out.append((member.kind, chain, body, member.notes, nowait))
                 continue
-            pieces = jam(plan, chain, body, HOST_JAM, uneven=True)
+            pieces = jam(plan, chain, body, plan.tuned.host_jam, uneven=True)
             for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
-                body = unroll_taps(body)
+                body = unroll_taps(body, plan.tuned)
                 loops = (simd_loops(plan, chain, body) if len(chain) > 1 else
                          [Inner(chain[0].extent, body, simd=contiguous(plan, chain[0].var, body))])
                 out.append(("parallel", chain, loops, member.notes if i == 0 else [],

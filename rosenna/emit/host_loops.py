@@ -11,26 +11,13 @@ from dataclasses import dataclass, replace
 
 from rosenna.loopir import Assign, Bin, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
 
-#: At most this many output channels (copies of a region's body) share one pass over the inputs,
-#: by default (the CUDA whole-field phases, rosenna/emit/cuda/whole_field.py, jam with this width).
-JAM = 8
-#: The host's width: sums a SIMD loop holds in vector registers at once, each input vector loaded
-#: once per block of output channels. 12 accumulators and the input and weight vectors fit AVX2's
-#: 16 registers (AVX-512 has 32): a 24-channel 1x1 conv is two passes of 12, 37 channels four of 10
-#: and a remainder piece of 7.
-HOST_JAM = 12
-#: Independent sums a SIMD loop should carry (the FMA latency times the FMA units, in vectors).
-CHAINS = 4
-#: Tap loops inside a SIMD loop are unrolled below their outermost loop up to this many statements.
-UNROLL = 128
+# How far the loops are jammed and unrolled is the tuning's: cuda_jam and host_jam (output channels
+# sharing one pass over the inputs), jam_chains (independent sums a SIMD loop should carry),
+# host_unroll and host_unroll_whole (statements of unrolled tap loops).
 #: Iterations apart over which GCC's predictive commoning relates memory references (its
 #: MAX_DISTANCE in tree-predcom.cc: 8 where the target has 16 or more registers, as x86-64 has):
 #: see :func:`stores_meet`.
 PCOM_DISTANCE = 8
-#: A nest of tap loops of at most this many statements is unrolled whole: a depthwise 3x3 conv
-#: with 4 rows jammed (36 statements) then loads each input vector once for the rows that share
-#: it, and its 9 weights stay in registers.
-UNROLL_WHOLE = 48
 
 
 @dataclass(frozen=True)
@@ -152,22 +139,23 @@ def _loads(body):
     return refs
 
 
-def jam(plan, chain, body, width=JAM, uneven=False):
+def jam(plan, chain, body, width=None, uneven=False):
     """Unroll-and-jam a parallel region's outer loops so that its SIMD loop carries several
     independent sums (one accumulator's chain of FMAs is bound by their latency). Returns the
     region as a list of ``(chain, body)`` pieces (a remainder of a loop that does not divide is
     its own piece).
 
     First the outermost loop whose variable indexes no run-time buffer among the loads (a conv's
-    output channel): up to ``width`` of its iterations at once, so every input vector loaded feeds
+    output channel): up to ``width`` (by default the tuning's ``cuda_jam``) of its iterations at once, so every input vector loaded feeds
     that many FMAs: a divisor of its extent, or with ``uneven`` the extent split into as few
     passes of at most ``width`` as it takes, balanced (24 -> 12 + 12, 37 -> 10 x 3 + a remainder
-    piece of 7). Then, where that gives fewer than ``CHAINS`` sums
+    piece of 7). Then, where that gives fewer than the tuning's ``jam_chains`` sums
     and the body has a reduction loop (a one-channel output, a depthwise conv), the loop around
     the SIMD loop (the rows), its remainder apart. Each output's sum keeps its terms and their
     order: the results do not change by a bit."""
     if len(chain) < 2:
         return [(chain, body)]
+    width = plan.tuned.cuda_jam if width is None else width
     stored = {s.target.buf for s in walk(body) if isinstance(s, Assign) and isinstance(s.target, Ref)}
     loads = _loads(body)
     if any(ref.buf in stored for ref in loads):
@@ -189,7 +177,7 @@ def jam(plan, chain, body, width=JAM, uneven=False):
         sums = [1]
     out = []
     for (chain, body), n in zip(pieces, sums + sums[-1:]):
-        rows = CHAINS // n
+        rows = plan.tuned.jam_chains // n
         if rows < 2 or len(chain) < 2 or not any(isinstance(s, Loop) for s in body) or chain[-2].extent < rows:
             out.append((chain, body))
             continue
@@ -246,32 +234,33 @@ def _replace(chain, pos, extent):
     return list(chain[:pos]) + keep + list(chain[pos + 1:])
 
 
-def unroll_taps(stmts):
+def unroll_taps(stmts, tuning):
     """Inside a SIMD loop: each loop nest keeps only its outermost loop, the loops below it
     unrolled (GCC vectorises an outer loop around one inner loop, not around a nest), when that
-    makes at most ``UNROLL`` statements; a nest of small loops is unrolled whole."""
+    makes at most the tuning's ``host_unroll`` statements; a nest of at most ``host_unroll_whole``
+    is unrolled whole."""
     out = []
     for stmt in stmts:
         if not isinstance(stmt, Loop):
             out.append(stmt)
             continue
-        inner = _flatten(stmt.body)
-        if inner is None or len(inner) > UNROLL:
-            out.append(Loop(stmt.var, stmt.extent, unroll_taps(stmt.body)))
-        elif len(inner) * stmt.extent <= UNROLL_WHOLE:
+        inner = _flatten(stmt.body, tuning.host_unroll)
+        if inner is None or len(inner) > tuning.host_unroll:
+            out.append(Loop(stmt.var, stmt.extent, unroll_taps(stmt.body, tuning)))
+        elif len(inner) * stmt.extent <= tuning.host_unroll_whole:
             out.extend(s for t in range(stmt.extent) for s in _copy(inner, stmt.var, Idx((), t)))
         else:
             out.append(Loop(stmt.var, stmt.extent, inner))
     return out
 
 
-def _flatten(stmts):
-    """The statements with every loop unrolled, or None when that exceeds ``UNROLL``."""
+def _flatten(stmts, limit):
+    """The statements with every loop unrolled, or None when that exceeds ``limit``."""
     out = []
     for stmt in stmts:
         if isinstance(stmt, Loop):
-            inner = _flatten(stmt.body)
-            if inner is None or len(out) + len(inner) * stmt.extent > UNROLL:
+            inner = _flatten(stmt.body, limit)
+            if inner is None or len(out) + len(inner) * stmt.extent > limit:
                 return None
             for t in range(stmt.extent):
                 out.extend(_copy(inner, stmt.var, Idx((), t)))

@@ -105,10 +105,15 @@ class Lang:
 #: toward zero. For rounding to a narrower format (Cast to float16, bfloat16, float8): ``rint`` rounds
 #: to the nearest integer, ties to even; ``exponent`` is floor(log2|x|) as a float (C's logb: -inf
 #: for 0, +inf for inf, NaN for NaN; the Cast lowering clamps it); ``scale2(x, k)`` is x * 2**k for an
-#: integral k in int range, exact (C's scalbn, Fortran's scale).
+#: integral k in int range, exact (C's scalbn, Fortran's scale). ``index`` converts a whole number held
+#: in the float type to the language's integer, for a run-time offset (rosenna.loopir.Ref.at).
 _C_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "fabs",
            "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil", "sin": "sin",
-           "cos": "cos", "trunc": "trunc", "rint": "rint", "exponent": "logb"}
+           "cos": "cos", "trunc": "trunc", "rint": "rint", "exponent": "logb", "fmod": "fmod",
+           **{f: f for f in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")}}
+#: Bitwise and, or, xor of integers held in the float type: through a 64-bit integer and back.
+_C_BITS = {name: "({t})((long long){{0}} " + op + " (long long){{1}})"
+           for name, op in (("bitand", "&"), ("bitor", "|"), ("bitxor", "^"))}
 
 C = Lang(
     name="c",
@@ -121,8 +126,10 @@ C = Lang(
     comment="/* {text} */",
     select="({lhs} {cmp} {rhs} ? {a} : {b})",
     literal=_c_literal,
-    math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}", "scale2": "scalbnf({0}, (int){1})"},
-    math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)", "scale2": "scalbn({0}, (int){1})"},
+    math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}", "scale2": "scalbnf({0}, (int){1})",
+                 **{k: v.format(t="float") for k, v in _C_BITS.items()}, "index": "(int)({0})"},
+    math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)", "scale2": "scalbn({0}, (int){1})",
+                 **{k: v.format(t="double") for k, v in _C_BITS.items()}, "index": "(int)({0})"},
     simd="#pragma omp simd",
     indent_directives=False,
     indent="    ",
@@ -138,7 +145,11 @@ _F_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "e
            "floor": "merge(aint({0}) - {one}, aint({0}), aint({0}) > {0})",
            "ceil": "merge(aint({0}) + {one}, aint({0}), aint({0}) < {0})",
            "rint": "merge({two} * anint({0} / {two}), anint({0}), abs({0} - aint({0})) == {half})",
-           "exponent": "real(exponent({0}) - 1, rk)", "scale2": "scale({0}, int({1}))"}
+           "exponent": "real(exponent({0}) - 1, rk)", "scale2": "scale({0}, int({1}))", "fmod": "mod",
+           **{f: f for f in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")},
+           **{name: f"real({op}(int({{0}}, selected_int_kind(18)), int({{1}}, selected_int_kind(18))), rk)"
+              for name, op in (("bitand", "iand"), ("bitor", "ior"), ("bitxor", "ieor"))},
+           "index": "int({0})"}
 
 FORTRAN = Lang(
     name="fortran",

@@ -190,7 +190,7 @@ def functions(plan, layers, renderer, warp):
     if warp:
         sig = f"(const {plan.ctype} *ROSENNA_RESTRICT x, {plan.ctype} *ROSENNA_RESTRICT y)"
         # out of line beside the warp path (else they share registers), inlined without it (13.1 ns
-        # per mlp128 point out of line against 11.4 inlined, H200 run 12)
+        # per mlp128 point out of line against 11.4 inlined; H200, the first full table)
         out += (f"\n/* One point, one thread (a partial warp). */\n#if ROSENNA_WARP\n"
                 f"static __attribute__((noinline)) void {plan.name}_oalone{sig}\n#else\n"
                 f"static inline void {plan.name}_oalone{sig}\n#endif\n{{\n"

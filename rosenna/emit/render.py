@@ -79,7 +79,11 @@ class Renderer:
         if isinstance(e, Ref):
             ident, offset, runtime = self.resolve(e.buf)
             scale = self.block if (self.block and runtime) else 1
-            return self.lang.subscript.format(buf=ident, idx=self.index(e.idx, offset, scale))
+            text = self.index(e.idx, offset, scale)
+            if e.at is not None:  # a run-time offset, whole in the float type (see loopir.Ref)
+                at = self.fn_name("index").format(self.expr(e.at))
+                text += f" + {at}" if scale == 1 else f" + {scale}*{at}"
+            return self.lang.subscript.format(buf=ident, idx=text)
         if isinstance(e, Bin):
             prec = _PREC[e.op]
             text = f"{self.expr(e.a, prec)} {e.op} {self.expr(e.b, prec, right=True)}"

@@ -3,7 +3,7 @@ is built (a visible device, offload flags that offload)."""
 
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 
 from rosenna.errors import UsageError
 
@@ -56,8 +56,7 @@ def resolved(config):
     Raises:
         UsageError: for an unknown backend or fewer than one point.
     """
-    c = Config(**asdict(config))
-    c.tuning = config.tuning  # the Tuning itself (asdict made it a dict)
+    c = replace(config)  # a copy that keeps the tuning a Tuning (asdict would make it a dict)
     c.cc = c.cc or os.environ.get("CC", "gcc")
     c.fc = c.fc or os.environ.get("FC", "gfortran")
     if c.host_fallback:

@@ -53,7 +53,13 @@ def machine():
                                  capture_output=True, text=True, timeout=30).stdout.strip() or None
         except (OSError, subprocess.TimeoutExpired):
             pass
-    return {"host": platform.node(), "gpu": gpu, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    return {"host": platform.node(), "node": node_name(), "gpu": gpu, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def node_name(environ=None):
+    """Slurm's name of this node (SLURMD_NODENAME: several nodes may share a host), else the short host name."""
+    environ = os.environ if environ is None else environ
+    return environ.get("SLURMD_NODENAME") or platform.node().split(".")[0]
 
 
 def words(value):
@@ -97,7 +103,8 @@ def markdown(report, log):
     profile = report["profile"]
     job = report["job"]
     lines = [f"# rosenna gpu-gate: {report['model']}, {state}", "",
-             f"- rosenna {report['rosenna']}; {m['date']}; host {m['host']}; GPU {words(m['gpu'])}; "
+             f"- rosenna {report['rosenna']}; {m['date']}; host {m['host']}"
+             + (f" (node {m['node']})" if m.get("node") and m["node"] != m["host"] else "") + f"; GPU {words(m['gpu'])}; "
              f"job {words(job['id'])}" + (f" (${job['from']})" if job["from"] else ""),
              f"- mode: {report['mode']}; {'float64' if report['precision'] == 'double' else 'float32'} model; points: {report['points']}; repeats: "
              f"{report['config']['reps']} (median); checked against onnxruntime on {report['checked_points']} points",

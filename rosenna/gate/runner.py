@@ -99,7 +99,7 @@ def launch_allowance(name, plan, c):
     if name.endswith(("-omp", "-acc")) and not name.startswith("batch"):
         return LAUNCH_ARG_BLOCKS * STEPS
     if name.startswith("batch-fortran"):  # every region once per chunk of samples, and the call's data construct
-        # H200 (run 12): the OpenMP row counted 112 blocks and the OpenACC row 220 over 4 steps for
+        # H200 (the first full table): the OpenMP row counted 112 blocks and the OpenACC row 220 over 4 steps for
         # the conv net's 27 regions: 27 (one block per region) or 2 x 27, plus one per call.
         chunks = -(-c.points // whole.batch_samples(plan))
         regions = sum(kind != "comment" for kind, _, _ in parallel.regions(plan.body))

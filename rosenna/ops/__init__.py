@@ -7,6 +7,8 @@ Adding an op is one module (or one class in its family's module) and one line in
 
 from rosenna.ops import (activation, constant, conv, elementwise, gemm, indexing, layout, matmul, normalization,
                          pad, pool, recurrent, reduce, resize, softmax)
+from rosenna.ops import dft, gather_scatter, ml_linear, ml_preprocess, ml_trees
+from rosenna.ops import axis, gridsample, integer, loss, mathfn, matrix, quantize, scan, space
 
 _OPS = (
     gemm.Gemm,
@@ -97,6 +99,77 @@ _OPS = (
     indexing.Concat,
     indexing.Slice,
     indexing.Tile,
+    gather_scatter.GatherElements,
+    gather_scatter.GatherND,
+    gather_scatter.ScatterElements,
+    gather_scatter.ScatterND,
+    dft.DFT,
+    ml_preprocess.Scaler,
+    ml_preprocess.Normalizer,
+    ml_preprocess.Imputer,
+    ml_preprocess.Binarizer,
+    ml_preprocess.FeatureVectorizer,
+    ml_preprocess.ArrayFeatureExtractor,
+    ml_linear.LinearRegressor,
+    ml_linear.LinearClassifier,
+    ml_linear.SVMRegressor,
+    ml_trees.TreeEnsembleRegressor,
+    ml_trees.TreeEnsembleClassifier,
+    ml_trees.TreeEnsemble,
+    reduce.ReduceProd,
+    reduce.ReduceL1,
+    reduce.ReduceL2,
+    reduce.ReduceSumSquare,
+    reduce.ReduceLogSum,
+    reduce.ReduceLogSumExp,
+    reduce.ArgMax,
+    reduce.ArgMin,
+    scan.CumSum,
+    scan.CumProd,
+    integer.Mod,
+    integer.BitShift,
+    integer.BitwiseAnd,
+    integer.BitwiseOr,
+    integer.BitwiseXor,
+    integer.BitwiseNot,
+    elementwise.Xor,
+    elementwise.Mean,
+    mathfn.Celu,
+    mathfn.ThresholdedRelu,
+    mathfn.Shrink,
+    mathfn.IsNaN,
+    mathfn.IsInf,
+    mathfn.Round,
+    mathfn.Tan,
+    mathfn.Asin,
+    mathfn.Acos,
+    mathfn.Atan,
+    mathfn.Sinh,
+    mathfn.Cosh,
+    mathfn.Asinh,
+    mathfn.Acosh,
+    mathfn.Atanh,
+    axis.Hardmax,
+    axis.LpNormalization,
+    axis.TopK,
+    matrix.Trilu,
+    matrix.Det,
+    matrix.EyeLike,
+    pool.LpPool,
+    quantize.QuantizeLinear,
+    quantize.DequantizeLinear,
+    gridsample.GridSample,
+    space.DepthToSpace,
+    space.SpaceToDepth,
+    recurrent.RNN,
+    loss.NegativeLogLikelihoodLoss,
+    gridsample.AffineGrid,
+    axis.LRN,
+    axis.OneHot,
+    axis.Compress,
+    space.CenterCropPad,
+    axis.ReverseSequence,
+    space.Col2Im,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}
@@ -105,6 +178,17 @@ REGISTRY = {cls.name: cls() for cls in _OPS}
 def get(op_type):
     """The :class:`~rosenna.ops.base.Op` for ``op_type``, or ``None``."""
     return REGISTRY.get(op_type)
+
+
+#: The ONNX domains whose ops rosenna lowers ("" and "ai.onnx" are the standard one).
+DOMAINS = ("", "ai.onnx", ml_preprocess.ML_DOMAIN)
+
+
+def find(node):
+    """The :class:`~rosenna.ops.base.Op` for a graph node, by its domain and type, or ``None``."""
+    op = REGISTRY.get(node.op)
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return op if op is not None and op.domain == domain else None
 
 
 def lowered_ops():

@@ -71,6 +71,9 @@ class ConstantOfShape(Op):
         fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
         return [np.full(onnx_ints(inputs[0]), fill[0], dtype=fill.dtype)]
 
+    def shape(self, node, graph):  # known before the fill: folding checks its budget first
+        return [tuple(onnx_ints(graph.weights[node.inputs[0]]))]
+
 
 class Range(Op):
     name = "Range"
@@ -78,6 +81,10 @@ class Range(Op):
     def evaluate(self, node, inputs):
         start, limit, delta = (np.asarray(v).reshape(()) for v in inputs)
         return [np.arange(start, limit, delta, dtype=start.dtype)]
+
+    def shape(self, node, graph):  # known before the arange: folding checks its budget first
+        start, limit, delta = (float(np.asarray(graph.weights[n]).reshape(())) for n in node.inputs)
+        return [(max(int(np.ceil((limit - start) / delta)), 0) if delta else 0,)]
 
 
 class Expand(Op):

@@ -8,6 +8,8 @@ Pow:                 ``Y[i] = pow(A[bcast(i)], B[bcast(i)])``; a constant expone
                      1 is ``a``
 Less, LessOrEqual, Greater, GreaterOrEqual, Equal:  the mask ``A (cmp) B ? 1 : 0``
 Not, And, Or:        ``A == 0 ? 1 : 0``, ``A != 0 ? (B != 0 ? 1 : 0) : 0``, ``A != 0 ? 1 : (B != 0 ? 1 : 0)``
+Xor:                 ``(A != 0 ? 1 : 0) != (B != 0 ? 1 : 0) ? 1 : 0``
+Mean:                ``(X1[bcast(i)] + X2[bcast(i)] + ...) / n`` (the sum left to right)
 Where:               ``Y[i] = C[bcast(i)] != 0 ? X[bcast(i)] : Y[bcast(i)]``
 
 Masks (ONNX bool tensors) are held as 0 and 1 in the working float type, like every integer value
@@ -255,3 +257,25 @@ class Where(Binary):
 
     def combine(self, operands):
         return Select(operands[0], Num(0.0), operands[1], operands[2], "!=")
+
+
+class Xor(Compare):
+    """Xor: the logical exclusive or of two masks."""
+
+    name, numpy_fn = "Xor", staticmethod(np.logical_xor)
+
+    def combine(self, operands):
+        return Select(_truth(operands[0]), _truth(operands[1]), Num(1.0), Num(0.0), "!=")
+
+
+class Mean(Variadic):
+    """Mean: the elementwise mean of its inputs."""
+
+    name = "Mean"
+
+    def evaluate(self, node, inputs):
+        return [np.asarray(functools.reduce(np.add, inputs) / len(inputs)).astype(inputs[0].dtype)]
+
+    def combine(self, operands):
+        total = functools.reduce(lambda a, b: Bin("+", a, b), operands)
+        return total if len(operands) == 1 else Bin("/", total, Num(float(len(operands))))

@@ -1,7 +1,11 @@
 """Gather, Concat, Slice, Split and Tile: copies that pick, join or repeat parts of values.
 
-Gather:  Y[pre, q, post] = X[pre, I[q], post] with I a constant (negative entries count from the
-         end); an arithmetic I is one loop nest, any other one nest per index.
+Gather:  Y[pre, q, post] = X[pre, I[q], post] (negative entries count from the end); a constant
+         arithmetic I is one loop nest, any other constant one nest per index (up to
+         GATHER_NESTS_MAX, else a table read at run time); an I computed at run
+         time (an input, an ArgMax, ...) is read per element: an index outside [-d, d) gives NaN in
+         the elements it would have filled (nothing outside X is read).
+GatherElements, GatherND, ScatterElements, ScatterND: rosenna.ops.gather_scatter.
 Concat:  Y = the inputs joined along ``axis``; run-time values and constants mix freely.
 Slice:   Y[.., i, ..] = X[.., start + i*step, ..] with constant starts/ends/axes/steps (inputs from
          opset 10, attributes before), clamped as numpy clamps a slice.
@@ -12,14 +16,20 @@ Tile:    Y[.., r*d + q, ..] = X[.., q, ..] for every repeat r of an axis of exte
          ``repeats``): the loops run over (r, q) pairs, so each store is one affine copy.
 
 All of them also fold the constant shape arithmetic that exporters emit (Shape->Gather->Concat ...).
-Limits, refused with a reason: an index, start, end, step, axis or split size computed at run
-time; an index out of range.
+Limits, refused with a reason: a start, end, step, axis or split size computed at run time; a
+constant Gather index out of range.
 """
 
 import numpy as np
 
 from rosenna.loopir import Idx, Ref, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
+from rosenna.ops.gather_scatter import checked_index, guarded, scaled
+
+#: A constant Gather whose indices are no arithmetic sequence gets one loop nest per index up to
+#: this many indices; above, it reads its index table at run time (one nest: a mesh's 2,000-edge
+#: list was 2,000 nests, 17,000 lines of C), which gives up the whole-field form (rosenna.loopir.Ref.at).
+GATHER_NESTS_MAX = 64
 
 
 class Gather(Op):
@@ -37,7 +47,7 @@ class Gather(Op):
     def check(self, node, graph):
         indices = const_input(graph, node, 1)
         if indices is None:
-            return ["the indices are computed at run time; rosenna needs them constant"]
+            return []
         data = graph.shape_of(node.inputs[0])
         extent = data[self.attr(node, "axis") % len(data)]
         if indices.size and (indices.min() < -extent or indices.max() >= extent):
@@ -45,6 +55,9 @@ class Gather(Op):
         return []
 
     def lower(self, node, graph, b):
+        if const_input(graph, node, 1) is None:
+            self.lower_runtime(node, graph, b)
+            return
         data = graph.shape_of(node.inputs[0])
         axis = self.attr(node, "axis") % len(data)
         picks = [int(v) % data[axis] for v in np.asarray(graph.weights[node.inputs[1]]).reshape(-1)]
@@ -60,6 +73,9 @@ class Gather(Op):
 
             b.nest(out_shape, body)
             return
+        if len(picks) > GATHER_NESTS_MAX:  # the index table read at run time: one nest, not thousands
+            self.lower_runtime(node, graph, b)
+            return
         for q, pick in enumerate(picks):
             def one(idx, q=q, pick=pick):
                 out_idx = idx[:len(pre)] + [q] + idx[len(pre):]
@@ -67,6 +83,29 @@ class Gather(Op):
                 b.assign(Ref(dst, flat_index(out_idx, out_shape)), Ref(src, flat_index(in_idx, data)))
 
             b.nest(pre + post, one)
+
+
+    def lower_runtime(self, node, graph, b):
+        data = graph.shape_of(node.inputs[0])
+        axis = self.attr(node, "axis") % len(data)
+        index_shape = tuple(graph.shape_of(node.inputs[1]))
+        pre, post = tuple(data[:axis]), tuple(data[axis + 1:])
+        out_shape = pre + index_shape + post
+        inner = int(np.prod(post, dtype=np.int64))
+
+        def outer(idx):
+            q = idx[len(pre):]
+            where = flat_index(q, index_shape) if index_shape else Idx()
+            index, ok = checked_index(b, Ref(node.inputs[1], where), data[axis], "ix")
+
+            def copy(rest):
+                src = flat_index(list(idx[:len(pre)]) + [0] + list(rest), data)
+                b.assign(Ref(node.outputs[0], flat_index(list(idx) + list(rest), out_shape)),
+                         guarded(ok, Ref(node.inputs[0], src, at=scaled(index, inner))))
+
+            b.nest(post, copy)
+
+        b.nest(pre + index_shape, outer)
 
 
 class Concat(Op):

@@ -279,6 +279,8 @@ class CastLike(Cast):
     """CastLike: Cast to the element type of its second input (whose values are not read)."""
     name = "CastLike"
     attributes = {"saturate": 1, "round_mode": "up"}
+    #: the second input gives only its element type: a constant first input folds (fold.py)
+    unread_inputs = (1,)
 
     def _target(self, node, graph):
         like = node.inputs[1]

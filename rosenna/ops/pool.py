@@ -1,11 +1,13 @@
-"""Pooling over 1, 2 or 3 (any number of) spatial axes: MaxPool, AveragePool, GlobalAveragePool,
-GlobalMaxPool.
+"""Pooling over 1, 2 or 3 (any number of) spatial axes: MaxPool, AveragePool, LpPool,
+GlobalAveragePool, GlobalMaxPool.
 
     MaxPool:      Y[n, c, oh, ow] = max over the taps of the window that fall inside X
     AveragePool:  Y[n, c, oh, ow] = (sum over the taps inside X) / count
                   count = taps inside X (count_include_pad=0), or taps inside the padded extent
                   X plus ``pads`` (count_include_pad=1; with ceil_mode the part of a window past
                   the end padding is never counted, as in PyTorch and ONNX's reference)
+    LpPool:       Y[n, c, oh, ow] = (sum over the taps inside X of |x|^p)^(1/p)   (p 2: sqrt of the
+                  sum of squares; padding adds nothing)
     GlobalAveragePool / GlobalMaxPool: mean / max over all spatial positions of each channel
 
 Attributes kernel_shape, strides, pads, dilations, ceil_mode, auto_pad, count_include_pad; with
@@ -21,7 +23,7 @@ rather than propagated.
 import itertools
 import math
 
-from rosenna.loopir import Bin, Idx, Num, Ref, Select, Var, flat_index
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.ops.base import Op, onnx_ints
 from rosenna.ops.conv import forward_runs, window, window_problems
 
@@ -71,17 +73,28 @@ class _Pool(Op):
                     if self.is_max:
                         b.assign(acc, Select(v, acc, v, acc))
                     else:
-                        b.assign(acc, v, accumulate=True)
+                        b.assign(acc, self.term(node, v), accumulate=True)
 
                 if all(taps):
                     b.nest(taps, tap)
                 value = acc
-                if not self.is_max:
+                if self.finish(node, acc) is not None:
+                    value = self.finish(node, acc)
+                elif not self.is_max:
                     count = math.prod(r.padded for r in combo) if include_pad else math.prod(taps)
                     value = acc if count == 0 else _div(acc, count)
                 b.assign(Ref(out, flat_index([n, c] + [r.out(j) for r, j in zip(combo, js)], yshape)), value)
 
             b.nest(tuple(x[:2]) + tuple(r.count for r in combo), body)
+
+
+    def term(self, node, v):
+        """What a tap adds to the sum (AveragePool: its value)."""
+        return v
+
+    def finish(self, node, acc):
+        """The output from the sum, or None for the average (MaxPool: the max itself)."""
+        return None
 
 
 def _div(acc, count):
@@ -95,6 +108,21 @@ class MaxPool(_Pool):
 
 class AveragePool(_Pool):
     name = "AveragePool"
+
+
+class LpPool(_Pool):
+    """LpPool: (sum of abs(x)^p over each window)^(1/p)."""
+
+    name = "LpPool"
+    attributes = dict(_Pool.attributes, p=2)
+
+    def term(self, node, v):
+        p = float(self.attr(node, "p"))
+        return Bin("*", v, v) if p == 2 else Fn("pow", (Fn("abs", (v,)), Num(p)))
+
+    def finish(self, node, acc):
+        p = float(self.attr(node, "p"))
+        return Fn("sqrt", (acc,)) if p == 2 else Fn("pow", (acc, Num(1.0 / p)))
 
 
 class _GlobalPool(Op):

@@ -1,4 +1,5 @@
-"""LSTM and GRU: layout 0 or 1, forward, reverse or bidirectional, any activations, clip, input_forget.
+"""LSTM, GRU and RNN: layout 0 or 1, forward, reverse or bidirectional, any activations, clip,
+input_forget.
 
 LSTM (gates i, o, f, c in ONNX's order; P the optional peepholes):
 
@@ -16,6 +17,8 @@ GRU (gates z, r, h):
     linear_before_reset=0:  n = tanh(W_h x + R_h (r * h) + Rb_h + Wb_h)
     linear_before_reset=1:  n = tanh(W_h x + r * (R_h h + Rb_h) + Wb_h)
     h' = (1 - z) * n + z * h
+
+RNN:  h' = f(W x + R h + Wb + Rb)    (f Tanh by default)
 
 Inputs X [seq, batch, input]; W, R and B constant; initial_h / initial_c a graph input (they
 arrive in x) or a constant (a weight), zeros when absent. Outputs Y [seq, dirs, batch, hidden],
@@ -46,7 +49,7 @@ from rosenna.ir import Value
 from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, add, mul
 from rosenna.ops.base import Op, const_input, onnx_ints
 
-_DEFAULT_ACTS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"]}
+_DEFAULT_ACTS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"], "RNN": ["tanh"]}
 
 #: ONNX's recurrent activations: name -> (number of alphas, number of betas, their defaults)
 _ACTIVATIONS = {"sigmoid": (), "tanh": (), "relu": (), "softsign": (), "softplus": (), "leakyrelu": (0.01,),
@@ -378,3 +381,21 @@ class GRU(_Recurrent):
             cand = g(add(add(ax, ah), bias_ref(2, j)))
         new = add(mul(Bin("-", Num(1.0), z), cand), mul(z, prev_ref(bi, j)))
         b.assign(Ref(node.outputs[0], y_at(t, d, bi, j)), new)
+
+
+class RNN(_Recurrent):
+    """RNN: the one-gate recurrent cell h' = f(W x + R h + b), any direction and layout."""
+
+    name = "RNN"
+    gates = 1
+
+    def _step(self, node, graph, b, d, t, bi, prev_ref, y_at, s_at):
+        hidden = self._hidden(node, graph)
+        acc = Var("ah")
+        f = self._acts(node, d)[0]
+
+        def unit(j):
+            self._dot(b, {0: acc}, node, graph, d, t, bi, prev_ref, lambda g: Idx.of(j))
+            b.assign(Ref(node.outputs[0], y_at(t, d, bi, j)), f(add(acc, Ref(node.inputs[3], Idx.of(j) + d * hidden))))
+
+        b.loop(hidden, unit)

@@ -78,10 +78,17 @@ class _Runs:
         return [Idx.of(j) * self.istep + i0 for i0 in self.i0]
 
 
-def group_runs(taps_by_output, max_period=16):
-    """The fewest runs over phases 1..max_period (see :class:`_Runs`)."""
+def group_runs(taps_by_output, max_period=16, period_hint=None):
+    """The fewest runs over phases 1..max_period and ``period_hint`` (see :class:`_Runs`).
+
+    ``period_hint``: the period of the axis's scale O/I in lowest terms (O / gcd(O, I) outputs),
+    which may pass ``max_period``: with it, the runs of one axis stay as many as the phases of
+    its scale whatever the field's size (17/10 is 17 runs at 10 -> 17 and at 40 -> 68)."""
     best = None
-    for period in range(1, min(max_period, len(taps_by_output)) + 1):
+    periods = list(range(1, min(max_period, len(taps_by_output)) + 1))
+    if period_hint and max_period < period_hint <= len(taps_by_output):
+        periods.append(period_hint)
+    for period in periods:
         runs, open_runs = [], {}
         for o, taps in enumerate(taps_by_output):
             run = open_runs.get(o % period)
@@ -254,7 +261,8 @@ class Resize(Op):
         shape = graph.shape_of(node.inputs[0])
         scales, out, roi = self._geometry(node, graph)
         rank = len(shape)
-        return [group_runs(self._axis_taps(node, graph, shape[a], out[a], scales[a], roi[a], roi[a + rank]))
+        return [group_runs(self._axis_taps(node, graph, shape[a], out[a], scales[a], roi[a], roi[a + rank]),
+                           period_hint=out[a] // math.gcd(out[a], shape[a]) if shape[a] and out[a] else None)
                 for a in range(rank)]
 
     def lower(self, node, graph, b):

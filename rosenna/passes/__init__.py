@@ -9,11 +9,12 @@ import os
 import sys
 
 from rosenna import ir
-from rosenna.passes import batchnorm, fold, fuse, gelu, relabel, runtime_gemm, support
+from rosenna.passes import batchnorm, fold, fuse, gelu, relabel, resize_split, runtime_gemm, support
 
 PIPELINE = (
     ("fold_constants", fold.fold_constants),
     ("eliminate_dead_code", fold.eliminate_dead_code),
+    ("split_resize", resize_split.split_resize),
     ("runtime_gemm_operands", runtime_gemm.runtime_gemm_operands),
     ("check_supported", support.check_supported),
     ("matmul_add_to_gemm", fuse.matmul_add_to_gemm),

@@ -6,11 +6,18 @@ or Size node is evaluated from its input's static shape. Every other node gets i
 from its op's shape rule, so the Shape->Gather->Unsqueeze->Concat->Reshape chains of
 dynamic-shape exports fold completely. Folding and shapes share one walk because each needs the
 other.
+
+Folding is bounded: no folded output may hold more than the budget's elements
+(:data:`rosenna.limits.MAX_FOLD_ELEMENTS`, ``--max-fold-elements``), checked from the op's shape
+rule before anything is allocated and again on the result; a 187-byte model of ConstantOfShape
+[20000, 20000] is refused at once instead of taking 11 s and 1.6 GB.
 """
+
+import math
 
 import numpy as np
 
-from rosenna import ops
+from rosenna import limits, ops
 from rosenna.passes import support
 from rosenna.errors import ModelError
 
@@ -18,7 +25,7 @@ from rosenna.errors import ModelError
 def fold_constants(graph):
     kept = []
     for node in graph.nodes:
-        op = ops.get(node.op) if node.domain in ("", "ai.onnx") else None
+        op = ops.find(node)
         outputs = _try_fold(graph, node, op)
         if outputs is not None:
             for name, array in zip(node.outputs, outputs):
@@ -37,13 +44,48 @@ def _try_fold(graph, node, op):
         shape = graph.values[present[0]].shape if present[0] in graph.values else graph.shape_of(present[0])
         if shape is not None:
             return [op.from_shape(node, shape)]
-    if not all(graph.is_const(name) for name in present):
+    unread = getattr(op, "unread_inputs", ())  # inputs of which only the shape and type count
+    if not all(graph.is_const(name) for k, name in enumerate(node.inputs) if name and k not in unread):
         return None
-    inputs = [graph.weights[name] if name else None for name in node.inputs]
+    if any(name and not graph.is_const(name) and None in (graph.values[name].shape, graph.values[name].dtype)
+           for name in node.inputs):
+        return None
+    shapes = None
+    if op is not None:
+        try:
+            shapes = op.shape(node, graph)
+        except Exception:  # a rule that needs what folding gives: ONNX's inferred shapes, if any
+            shapes = None
+    if shapes is None:
+        shapes = [graph.values[name].shape for name in node.outputs if name in graph.values]
+    for shape in shapes:
+        if shape is not None and all(isinstance(d, (int, np.integer)) for d in shape):
+            _within_budget(graph, node, [int(d) for d in shape])
+    inputs = [graph.weights[name] if graph.is_const(name) else
+              np.zeros(graph.values[name].shape, graph.values[name].dtype) if name else None for name in node.inputs]
     result = op.evaluate(node, inputs) if op is not None else None
     if result is None:
         result = _fold_with_onnxruntime(graph, node)
+    for array in result or ():
+        if array is not None:
+            _within_budget(graph, node, list(np.shape(array)))
     return result
+
+
+def _within_budget(graph, node, shape):
+    """Refuse folding ``node`` into an output of ``shape`` with a negative dimension or more
+    elements than the folding budget."""
+    label = f"node {node.name!r} ({node.op})"
+    negative = next((axis for axis, d in enumerate(shape) if d < 0), None)
+    if negative is not None:
+        raise ModelError(f"{label}: its output would have the negative dimension {shape[negative]} at axis "
+                         f"{negative} (shape {tuple(shape)}); the model is inconsistent")
+    budget = graph.max_fold_elements or limits.MAX_FOLD_ELEMENTS
+    count = math.prod(shape)
+    if count > budget:
+        raise ModelError(f"{label}: folding it makes a constant of {count} elements (shape {tuple(shape)}), over "
+                         f"the folding budget of {budget}; raise it with --max-fold-elements N if the model "
+                         "means it")
 
 
 def _fold_with_onnxruntime(graph, node):
@@ -82,9 +124,9 @@ def _settle_shapes(graph, node, op):
         # Not folded, so it would need lowering: refuse it now, with every other op rosenna does
         # not know (its outputs have no shape, so nothing after it can be checked).
         raise support.unsupported([
-            f"node {n.name!r} ({n.domain + '.' if n.domain else ''}{n.op}): {support.unknown_op_reason(n)}"
-            for n in graph.nodes if (ops.get(n.op) if n.domain in ("", "ai.onnx") else None) is None
-            and not all(out in graph.weights for out in n.outputs if out)])
+            (n, support.unknown_op_reason(n))
+            for n in graph.nodes if ops.find(n) is None
+            and not all(out in graph.weights for out in n.outputs if out)], graph)
     known = all(graph.shape_of(n) is not None for n in node.inputs if n and (n in graph.values or graph.is_const(n)))
     if known:
         try:
@@ -114,7 +156,7 @@ def _settle_shapes(graph, node, op):
                 except Exception:
                     unsupported = []
                 if unsupported:
-                    raise support.unsupported([f"{label}: {reason}" for reason in unsupported])
+                    raise support.unsupported([(node, reason) for reason in unsupported], graph)
                 raise ModelError(f"{label}: output {name!r} has shape {computed} by the op's rule but "
                                  f"{tuple(value.shape)} by ONNX shape inference; the model's shapes disagree")
             value.shape = computed

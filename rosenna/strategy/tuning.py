@@ -2,7 +2,7 @@
 frozen value.
 
 A default is a measurement on one GPU (the H200 unless a field says otherwise; the numbers are in
-docs/benchmarks.md, cited by section title), not a law: a toolchain profile's ``tuning:`` section
+results/measurement-log.md, cited by section title), not a law: a toolchain profile's ``tuning:`` section
 sets fields per GPU architecture (``default`` first, then the section named by the target's
 architecture: ``sm_90``, ``sm_80``, ``gfx90a`` ...), ``--tune KEY=VALUE`` on generate, verify and
 gpu-gate sets one for a run, and a benchmark varies one by building a value
@@ -27,8 +27,8 @@ class TuningError(UsageError):
     """An unknown tuning key or a value of the wrong type or range (one line: what, where, what to do)."""
 
 
-def _knob(default, doc, choices=None, minimum=0):
-    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum})
+def _knob(default, doc, choices=None, minimum=0, maximum=None):
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum})
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,10 @@ class Tuning:
     # -- where weights live ----------------------------------------------------------------------
     constant_limit: int = _knob(
         6144, "Embedded weights up to this many bytes go to CUDA/HIP __constant__ memory. H200, "
-        "benchmarks.md 'Run 1': __constant__ 1.2-2.2x faster than global loads up to 5.7 KB, 2-5x slower from 9.6 KB.")
+        "results/measurement-log.md, \"The first kernel study\": __constant__ 1.2-2.2x faster than global loads up to 5.7 KB, 2-5x slower from 9.6 KB.")
     whole_constant_limit: int = _knob(
         60 * 1024, "The same for a whole-field plan's kernel file (a warp reads one weight at a time). H200, "
-        "benchmarks.md 'Run 13 (field18)' round B: the U-Net's 19 KB 157 / 413 us at 16 / 256 samples "
+        "results/measurement-log.md, \"The clustered whole-field study\" round B: the U-Net's 19 KB 157 / 413 us at 16 / 256 samples "
         "in __constant__ against 167 / 475 in global memory.")
     const_bank_bytes: int = _knob(
         48 * 1024, "Embedded weights above this many bytes use ROSENNA_CONST_LARGE in the C file (GCC's nvptx "
@@ -54,7 +54,7 @@ class Tuning:
     # -- host -------------------------------------------------------------------------------------
     host_block_single: int = _knob(32, "Points per host block in single precision (SIMD lanes innermost), "
                                    "halved until a block's scratch fits host_block_bytes. x86-64 host, "
-                                   "benchmarks.md 'Host MLP batch at the hardware's pace'.", minimum=1)
+                                   "results/measurement-log.md, \"Host MLP batch at the hardware's pace\".", minimum=1)
     host_block_double: int = _knob(16, "The same in double precision.", minimum=1)
     host_block_bytes: int = _knob(64 * 1024, "Scratch bytes a host block may take (an L2's share per core).",
                                   minimum=1)
@@ -74,6 +74,19 @@ class Tuning:
     host_wait_spins: int = _knob(
         1000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
         "in all; an op of the conv nets takes tens of microseconds).")
+    host_jam: int = _knob(
+        12, "Output channels the host whole-field loops sum at once, each input vector loaded once per block of "
+        "them: 12 accumulators and the input and weight vectors fit AVX2's 16 vector registers (a 24-channel 1x1 "
+        "conv is two passes of 12). A register count, not timed.", minimum=1)
+    jam_chains: int = _knob(
+        4, "Independent sums a SIMD loop should carry (the FMA latency times the FMA units, in vectors): where the "
+        "channels give fewer, rows are jammed too (host and CUDA whole-field loops). Not timed.", minimum=1)
+    host_unroll: int = _knob(
+        128, "Tap loops inside a host SIMD loop are unrolled below their outermost loop up to this many statements "
+        "(GCC vectorises an outer loop around one inner loop, not around a nest).", minimum=1)
+    host_unroll_whole: int = _knob(
+        48, "A nest of tap loops of at most this many statements is unrolled whole: a depthwise 3x3 conv with 4 "
+        "rows jammed (36 statements) then loads each input vector once for the rows that share it.")
     # -- whole-field batches ----------------------------------------------------------------------
     whole_batch_samples: int = _knob(
         256, "Samples one launch of each op of the whole-field batch computes together (host and device files).",
@@ -83,26 +96,45 @@ class Tuning:
         minimum=1)
     cuda_whole_batch_bytes: int = _knob(
         128 * 1024 * 1024, "The same for the CUDA/HIP kernel file: the U-Net then takes 256 samples per step, "
-        "477 us for 256 on an H200 against 606 in two steps of 128 (benchmarks.md 'Run 11 — whole-field phases computed where read').",
+        "477 us for 256 on an H200 against 606 in two steps of 128 (results/measurement-log.md, \"The whole-field phase study\").",
         minimum=1)
     cluster_samples: int = _knob(
         16, "Calls of up to this many samples run as one launch of thread-block clusters on sm_90+ (0: never). "
-        "H200, benchmarks.md 'Run 13 (field18)': the U-Net 75.5 / 139.6 us at 1 / 16 samples against "
+        "H200, results/measurement-log.md, \"The clustered whole-field study\": the U-Net 75.5 / 139.6 us at 1 / 16 samples against "
         "82.6 / 164.4 for the persistent kernel.")
     cluster_min_phases: int = _knob(
-        6, "... and only for plans of at least this many phases. H200, benchmarks.md 'Shared-memory conv tiles' "
+        6, "... and only for plans of at least this many phases. H200, results/measurement-log.md, \"Shared-memory conv tiles\" "
         "round B: the gate's conv net (3 phases) 23.4 / 28.2 us clustered against 14.5 / 22.4 not; the depthwise "
         "net (6) 15.6 / 19.4 against 18.0 / 21.3.")
     igemm_min_k: int = _knob(
         32, "2-D convs of the CUDA whole-field path run as 3xTF32 implicit GEMMs from this many input channels x "
-        "taps. H200, benchmarks.md '3xTF32 implicit-GEMM convs' round B.")
+        "taps. H200, results/measurement-log.md, \"3xTF32 implicit-GEMM convs on the whole-field path\" round B.")
     igemm_min_cout: int = _knob(8, "... and at least this many output channels (an n8 tile).")
+    igemm_warps: int = _knob(
+        4, "Warps per block of an implicit-GEMM conv kernel (one output tile each). H200, results/measurement-log.md, "
+        "\"3xTF32 implicit-GEMM convs on the whole-field path\" (its w2 and w8 builds).", minimum=1, maximum=32)
+    igemm_max_nt: int = _knob(
+        4, "n8 tiles of output channels a warp of the implicit GEMM takes at most (more channels: groups of warps on "
+        "the same pixels). Same study: NT 8, MT 1 on the 64-channel net used 193 registers.", minimum=1)
+    igemm_max_mt: int = _knob(
+        2, "m16 tiles of pixels a warp of the implicit GEMM takes at most. Same study, round A: MT 2 against 4 on the "
+        "U-Net (72 registers against 148) 331 against 385 us at 256 samples.", minimum=1)
+    igemm_tile_fragments: int = _knob(
+        8, "Accumulator fragments (m16 x n8 tiles) a lane of the implicit GEMM holds at most (same study: f4, f16).",
+        minimum=1)
+    igemm_partial: int = _knob(
+        2, "k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them "
+        "(same study: p1, p4).", minimum=1)
+    igemm_unroll_kt: int = _knob(
+        16, "K, in k8 tiles, up to which the implicit GEMM's loop over K is unrolled in full; a longer K is a loop "
+        "of igemm_partial tiles (fully unrolled, ptxas gave a 32 -> 32 channel 3x3 conv 255 registers and "
+        "spilled).")
     igemm_min_rows: int = _knob(
         16384, "... and, per call, at least this many output pixels x samples: the 64x64 conv nets gain from "
         "4 samples (16,384 rows) on (same study).")
     smem_conv: str = _knob(
         "all", "Which 2-D convs of the whole-field path run as shared-memory tiled direct convolutions: '' none, "
-        "'depthwise', 'all'. H200, benchmarks.md 'Shared-memory conv tiles' round A: the U-Net 50.9 / 126.4 / "
+        "'depthwise', 'all'. H200, results/measurement-log.md, \"Shared-memory conv tiles\" round A: the U-Net 50.9 / 126.4 / "
         "317.1 us at 1 / 16 / 256 samples tiled against 81.1 / 137.7 / 337.4 direct.",
         choices=("", "depthwise", "all"))
     # -- the FP32 MLP kernels ---------------------------------------------------------------------
@@ -111,14 +143,36 @@ class Tuning:
         "compile-time bound, not timed).", minimum=1)
     wide_layer: int = _knob(
         96, "A hidden layer at least this wide sends an FP32 MLP to a shared-memory kernel (staged or tiled). "
-        "H200, benchmarks.md 'Run 5'.", minimum=1)
+        "H200, results/measurement-log.md, \"The staged and tensor-core kernel study\".", minimum=1)
     tiled_smem_limit: int = _knob(
         100 * 1024, "Shared memory the tiled FP32 kernel may ask for per block (the H100/H200 allow 227 KB; "
         "two blocks per SM fit this).")
     chain_min_macs: int = _knob(
         512, "Below this many multiply-adds per point the FP32 kernel keeps a chain the 3xTF32 register chain "
-        "would take (memory-bound: gemm_small runs at the memory floor). H200, benchmarks.md 'Run 9 — issue #17 items 1-2'.")
+        "would take (memory-bound: gemm_small runs at the memory floor). H200, results/measurement-log.md, \"The tensor-core tolerance study\".")
     wide_min_macs: int = _knob(512, "The same floor for the wide 3xTF32 kernel.")
+    wide_compact_from: int = _knob(
+        257, "Widest layer from which the wide 3xTF32 kernel's hidden fragments are compact (each weight once as "
+        "big + small, 8 bytes per lane: half the weight stream). results/measurement-log.md, \"The wide tensor-core "
+        "kernel study\" (its compact_off, compact_256 and compact_all builds).", minimum=1)
+    wide_persistent: bool = _knob(
+        False, "Whether the wide 3xTF32 kernel runs as a persistent grid (each block on from one block of points "
+        "to the next) where its fragments are not compact. Off: on the H200 slower at 96, 128 and 512 wide "
+        "(mlp128 1.121 -> 1.198 ns), 2% faster at 256 (results/measurement-log.md, \"The wide tensor-core "
+        "kernel study\", round B).")
+    wide_persistent_compact: bool = _knob(
+        False, "... and also where they are compact (the compact 512-wide stage loop spilled 4 bytes inside the "
+        "tile loop at the 128-register cap; same study).")
+    dmma_tiles_32: int = _knob(
+        2, "Tiles of 8 points a warp of the FP64 DMMA kernel carries when its widest layer is at most 32 wide "
+        "(registers ~ 4 x tiles x width / 4). 2, not 4: more warps hide the activations' FP64 latencies; the "
+        "4-32-32-2 Tanh MLP on the H200, results/measurement-log.md, \"The float64 study\".", minimum=1)
+    dmma_tiles_64: int = _knob(2, "The same up to 64 wide.", minimum=1)
+    dmma_tiles_128: int = _knob(1, "The same up to 128 wide.", minimum=1)
+    dmma_blocks_32: int = _knob(
+        2, "Blocks per SM the FP64 DMMA kernel asks of ptxas (__launch_bounds__' second argument; 1: none) up to "
+        "32 wide (same study).", minimum=1)
+    dmma_blocks_128: int = _knob(1, "The same up to 128 wide.", minimum=1)
     wide_min_hidden: int = _knob(
         64, "Below this hidden width the wide 3xTF32 kernel leaves the chain to the others (a 32-wide tile would "
         "leave most of its 8 warps one n8 tile).")
@@ -131,25 +185,31 @@ class Tuning:
         "wider chains get the plan's loops. A compile-time bound, not timed.", minimum=1)
     warp_local_sums: int = _knob(
         32, "Sums a layer of the staged MLPs' tensor-core warp body may hold when its input is in local memory "
-        "(0: parked groups instead). H200, mlp128, benchmarks.md 'Run 13 (pp17)': 32 -> 2.11 ns per "
+        "(0: parked groups instead). H200, mlp128, results/measurement-log.md, \"The warp-routine study\": 32 -> 2.11 ns per "
         "point, 64 -> 3.65, 0 -> 2.61.")
     warp_compact: bool = _knob(
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
-        "through L1, two instructions per weight). Off: slower on the H200 (benchmarks.md 'Run 13 (pp17)').")
+        "through L1, two instructions per weight). Off: slower on the H200 (results/measurement-log.md, \"The warp-routine study\").")
 
+    point_threads: int = _knob(
+        256, "Threads per block of the one-point-per-thread kernels (the point kernel and the narrow FP32 "
+        "kernel). Not timed against other sizes.", minimum=1, maximum=1024)
+    chain_warps: int = _knob(
+        4, "Warps per block of the 3xTF32 register-chain kernel (a persistent grid; each block copies the "
+        "weights to shared memory once). Not timed against other sizes.", minimum=1, maximum=32)
     narrow_shared_limit: int = _knob(
         32 * 1024, "__device__ weights of the narrow FP32 kernel up to this many bytes are copied into shared "
         "memory once per block (a persistent grid); larger ones are read as 16-byte __ldg loads.")
     chain_two_tiles_width: int = _knob(
         48, "Widest layer for which a warp of the 3xTF32 register chain carries two 16-row tiles (32 points); "
-        "beyond it one. H200, benchmarks.md 'Run 9 — issue #17 items 1-2', a 5-64-64-3 SiLU MLP: two tiles "
+        "beyond it one. H200, results/measurement-log.md, \"The tensor-core tolerance study\", a 5-64-64-3 SiLU MLP: two tiles "
         "0.432 ns per point (188 registers), one 0.324.")
     warp_auto: bool = _knob(
-        True, "Whether <name>_infer takes the warp body when all 32 lanes call it (benchmarks.md 'Run 11 (pp17)').")
+        True, "Whether <name>_infer takes the warp body when all 32 lanes call it (results/measurement-log.md, \"The per-point routine study\").")
     warp_mask_test: bool = _knob(
         True, "Whether <name>_infer_warp runs its body behind <name>_infer's __activemask() test: without it nvcc "
-        "compiled mlp128's FP32 shuffle body with more spills, 3.64 against 3.18 ns per point (benchmarks.md "
-        "'Run 11 (pp17)').")
+        "compiled mlp128's FP32 shuffle body with more spills, 3.64 against 3.18 ns per point (results/measurement-log.md, "
+        "\"The per-point routine study\").")
     warp_tiles: int = _knob(
         2, "16-row tiles the staged MLPs' tensor-core warp body carries through the layers at once (2: the warp's "
         "32 points together; 1: two passes of 16).", minimum=1)
@@ -159,28 +219,54 @@ class Tuning:
     warp_ldg: bool = _knob(True, "Whether the tensor-core warp bodies read their fragments through __ldg.")
     igemm_prefer_launches: bool = _knob(
         False, "Whether <name>_run takes the launched phases for every call an implicit-GEMM conv takes. Off: on "
-        "the H200 it cost the U-Net 11% at 4 samples (benchmarks.md '3xTF32 implicit-GEMM convs', round B).")
+        "the H200 it cost the U-Net 11% at 4 samples (results/measurement-log.md, \"3xTF32 implicit-GEMM convs on the whole-field path\", round B).")
     smem_igemm_first: bool = _knob(
         True, "Whether a conv the implicit GEMM takes keeps it where a shared-memory tile would also serve.")
     field_inline_loads: int = _knob(
         0, "A whole-field phase is computed where it is read when an element loads at most this many values "
-        "(0: never). Off: the U-Net took 181 against 84 us at 1 sample on the H200 (benchmarks.md 'Run 11 — "
-        "whole-field phases computed where read').")
+        "(0: never). Off: the U-Net took 181 against 84 us at 1 sample on the H200 (results/measurement-log.md, "
+        "\"The whole-field phase study\").")
     field_decode: bool = _knob(
         False, "Whether a reader may decode an element index at run time to compute a phase in place (same study).")
     cluster_per_call: bool = _knob(
         False, "Whether the clustered kernel's blocks per cluster are chosen per call and read at run time. Off: "
-        "96.3 against 75.5 us for the U-Net at 1 sample on the H200 (benchmarks.md 'Run 16 (epi18)').")
+        "96.3 against 75.5 us for the U-Net at 1 sample on the H200 (results/measurement-log.md, \"The epilogue study\").")
     cluster_jam: bool = _knob(
         False, "Whether the clustered kernel's convolutions are unrolled-and-jammed over output channels. Off: "
-        "91.9 against 75.5 us for the U-Net at 1 sample on the H200 (benchmarks.md 'Run 13 (field18)').")
+        "91.9 against 75.5 us for the U-Net at 1 sample on the H200 (results/measurement-log.md, \"The clustered whole-field study\").")
     field_epilogues: str = _knob(
         "", "Which forms of the CUDA whole-field <name>_run fuse producer-side epilogues (a pool pulled into its "
         "conv's phase, an upsampling and Add pushed into it): '' none, one form, or 'all'. Off: on the H200 the "
         "U-Net's clustered kernel took 75.6 / 140.9 us at 1 / 16 samples with them against 75.5 / 139.6 without "
-        "(benchmarks.md 'Run 16 (epi18)').", choices=("", "launches", "persistent", "cluster", "all"))
+        "(results/measurement-log.md, \"The epilogue study\").", choices=("", "launches", "persistent", "cluster", "all"))
     cluster_min_blocks: int = _knob(
         0, "Blocks of <name>_cluster ptxas keeps resident per SM (__launch_bounds__' second argument; 0: none).")
+    # -- the CUDA whole-field kernels' shapes -------------------------------------------------------
+    cuda_jam: int = _knob(
+        8, "Output channels the CUDA whole-field launched phases (and the clustered kernel with cluster_jam) "
+        "compute per thread, unrolled-and-jammed. H200, results/measurement-log.md, \"The whole-field launch "
+        "study\".", minimum=1)
+    field_threads: int = _knob(
+        256, "Threads per block of the whole-field launched phases. H200, results/measurement-log.md, "
+        "\"The whole-field phase study\" (its t512 and t1024 variants).", minimum=1, maximum=1024)
+    field_persistent_threads: int = _knob(
+        256, "Threads per block of the persistent whole-field kernel <name>_field (same study).", minimum=1, maximum=1024)
+    field_persistent_waves: int = _knob(
+        1, "<name>_run takes the persistent kernel while the widest phase needs at most this many times the "
+        "resident blocks (each thread then strides over that many elements; 1: a thread per element). Same study.",
+        minimum=1)
+    cluster_blocks: int = _knob(
+        16, "Blocks per cluster of <name>_cluster (8 is the portable maximum; 16 needs the non-portable "
+        "attribute). H200, results/measurement-log.md, \"The clustered whole-field study\" (its cBxT variants).",
+        minimum=1, maximum=16)
+    cluster_threads: int = _knob(
+        256, "Threads per block of <name>_cluster (same study).", minimum=1, maximum=1024)
+    epilogue_pull: bool = _knob(
+        True, "Where field_epilogues fuses, whether a pool is pulled into its conv's phase. "
+        "results/measurement-log.md, \"The epilogue study\".")
+    epilogue_push: bool = _knob(
+        True, "Where field_epilogues fuses, whether an upsampling or Add is pushed into its producer's phase "
+        "(same study).")
 
     # -- the API ----------------------------------------------------------------------------------
 
@@ -266,6 +352,8 @@ def _check(key, value, where):
             raise TuningError(f"{where}: {key} must be an integer, not {value!r}")
         if value < spec.metadata["minimum"]:
             raise TuningError(f"{where}: {key} must be at least {spec.metadata['minimum']}, not {value}")
+        if spec.metadata["maximum"] is not None and value > spec.metadata["maximum"]:
+            raise TuningError(f"{where}: {key} must be at most {spec.metadata['maximum']}, not {value}")
     elif kind is str:
         if not isinstance(value, str) or value not in spec.metadata["choices"]:
             choices = ", ".join(repr(c) for c in spec.metadata["choices"])
@@ -297,7 +385,8 @@ def tuning_schema():
         if kind is bool:
             fields[spec.name] = {"type": "boolean"}
         elif kind is int:
-            fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"]}
+            fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"],
+                                 **({"maximum": spec.metadata["maximum"]} if spec.metadata["maximum"] is not None else {})}
         else:
             fields[spec.name] = {"type": "string", "enum": list(spec.metadata["choices"])}
     section = {"type": "object", "additionalProperties": False, "properties": fields}

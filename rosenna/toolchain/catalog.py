@@ -14,15 +14,24 @@ Built-in and site profiles never share a folder: an upgrade rewrites ``.../built
 site's files alone, and a site file is never taken for a built-in one. Only ``*.yaml`` files directly
 in each folder are profiles; the profile's name is the file name without ``.yaml``.
 
+A profile on the search path is data, not code (docs/security.md): the file is read only when it is
+a regular file of at most :data:`MAX_BYTES`, YAML aliases are refused before anything is built
+from them (a few lines of ``&a [*b, *b, ...]`` would expand to gigabytes), its name and every
+string that reaches a generated file follow the schema's grammar, and a folder or file that cannot
+be read is one warning naming it. A path or site profile that shadows a built-in one says so once
+on every command that uses it.
+
 Long on purpose: the search path, the loading of each file and the report of broken ones are one
 story (which file wins, and why the others were skipped), read together when a site's profile
 is not picked.
 """
 
 import copy
+import errno
 import logging
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +39,15 @@ from pathlib import Path
 import yaml
 
 from rosenna.errors import ToolchainError
+from rosenna.quoting import terminal_text
 from rosenna.toolchain import schema
 from rosenna.toolchain.schema import ProfileError
 from rosenna.toolchain.template import TemplateError, placeholders_in
 
 SUFFIX = ".yaml"
+#: The largest profile file read: the shipped ones are under 2 KiB; a bigger file costs every
+#: command that reads the search path its parse time, so it is skipped unread.
+MAX_BYTES = 256 * 1024
 # Broken files and doubtful extends are reported here, once each per process. Without a handler
 # configured, Python prints a warning's text alone on stderr, which is what the CLI wants.
 log = logging.getLogger("rosenna.toolchain")
@@ -45,7 +58,7 @@ def warn(message):
     """Report ``message`` on the ``rosenna.toolchain`` logger, once per process."""
     if message not in _reported:
         _reported.add(message)
-        log.warning("rosenna: warning: %s", message)
+        log.warning("rosenna: warning: %s", terminal_text(message))
 
 
 # Keys that say what a profile is rather than how it builds: never inherited through extends.
@@ -150,7 +163,10 @@ def search_path(environ=None):
     dirs.append(SearchDir(builtin_dir(), "builtin"))
     unique, seen = [], set()
     for d in dirs:
-        key = d.path.resolve() if d.path.exists() else d.path
+        try:
+            key = d.path.resolve() if d.path.exists() else d.path
+        except OSError:  # a folder above it cannot be searched: reading it says so
+            key = d.path
         if key not in seen:
             seen.add(key)
             unique.append(d)
@@ -158,7 +174,15 @@ def search_path(environ=None):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last)."""
+    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last) and any
+    alias (``*name``): a profile is small and written out, and aliases are how a few hundred bytes
+    become gigabytes (the "billion laughs")."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "an alias (*name) is not allowed in a profile", mark)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -220,17 +244,50 @@ def read_profile(path, kind="path", rank=0):
             placeholders, naming the file, the line, the key and how to fix it.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise ProfileError(path, [(None, f"cannot read: {why}; check its permissions and that it is UTF-8 text")],
-                           what="") from None
+    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.name
+    if not re.fullmatch(schema.NAME, stem):
+        raise ProfileError(shown(path), [(None, f"the file name {ascii(stem)[:60]} is not a profile name (letters, "
+                                                "digits and . _ + -, starting with a letter or digit): rename it")],
+                           what="")
+    text = _read_text(path)
     key = (str(path), text)
     if key not in _READ:
         _READ[key] = _validated(path, text)
     return ProfileFile(name=path.name[: -len(SUFFIX)], path=path, kind=kind, rank=rank,
                        data=copy.deepcopy(_READ[key]))
+
+
+def shown(path):
+    """``path`` as a message may print it: control characters escaped."""
+    text = str(path)
+    return ascii(text)[1:-1] if re.search(r"[\x00-\x1f\x7f]", text) else text
+
+
+def _read_text(path):
+    """The text of profile file ``path``: a regular file (a FIFO or device is not opened to wait on
+    it) of at most :data:`MAX_BYTES`, in UTF-8; ProfileError otherwise."""
+    def refuse(why):
+        raise ProfileError(shown(path), [(None, why)], what="")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        refuse(f"cannot read: {exc.strerror}; check its permissions")
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse("not a regular file; a profile is a .yaml file")
+        if st.st_size > MAX_BYTES:
+            refuse(f"{st.st_size} bytes, more than a profile's {MAX_BYTES}: not read; move it out of the search path")
+        try:
+            data = handle.read(MAX_BYTES + 1)
+        except OSError as exc:
+            refuse(f"cannot read: {exc.strerror}")
+    if len(data) > MAX_BYTES:
+        refuse(f"more than a profile's {MAX_BYTES} bytes: not read; move it out of the search path")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        refuse("cannot read: not UTF-8 text")
 
 
 def _validated(path, text):
@@ -245,12 +302,14 @@ def _validated(path, text):
         context = getattr(exc, "context", None)
         column = f" (column {mark.column + 1})" if mark else ""
         text = f"{problem}{column}" + (f", {context}" if context else "")
-        fix = "keep one of them" if "twice" in problem else "fix the YAML there (a closing bracket, quote or indentation)"
+        fix = "keep one of them" if "twice" in problem else "write the value out in full" if "alias" in problem \
+            else "fix the YAML there (a closing bracket, quote or indentation)"
         raise ProfileError(path, [(mark.line + 1 if mark else None, f"{text}; {fix}")],
                            what="not valid YAML") from None
     finally:
         loader.dispose()
     schema.check(data, path, node=node)
+    _join_argument_lists(data)
     name = path.name[: -len(SUFFIX)]
     line = lambda *keys: schema.line_of(node, list(keys))  # noqa: E731
     if "name" in data and data["name"] != name:
@@ -274,6 +333,17 @@ def _validated(path, text):
     return data
 
 
+def _join_argument_lists(data):
+    """Flags and commands given as lists of arguments become one string of them (validated plain
+    arguments: joining with blanks keeps each one), the form every reader of a profile takes."""
+    for key in schema.ARGUMENT_LISTS:
+        value = data.get(key)
+        if isinstance(value, list):
+            data[key] = " ".join(value)
+        elif isinstance(value, dict):
+            data[key] = {k: " ".join(v) if isinstance(v, list) else v for k, v in value.items()}
+
+
 def merge(base, override):
     """``override`` on top of ``base``: mappings merge key by key, everything else is replaced."""
     out = dict(base)
@@ -283,6 +353,17 @@ def merge(base, override):
         else:
             out[key] = value
     return out
+
+
+def _key_line(path, key):
+    """``:LINE`` of top-level ``key`` in the file at ``path``, or "" when it cannot be read."""
+    try:
+        for number, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if text.startswith(f"{key}:"):
+                return f":{number}"
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
 
 
 class Catalog:
@@ -302,17 +383,14 @@ class Catalog:
         self.broken = []  # every broken one, as BrokenFile, in search order
         rank = 0
         for d in self.dirs:
-            if not d.path.is_dir():
-                continue
-            for path in sorted(d.path.glob("*" + SUFFIX)):
-                if path.is_file():
-                    try:
-                        self.files.append(read_profile(path, d.kind, rank))
-                    except ToolchainError as exc:
-                        broken = BrokenFile(path.name[: -len(SUFFIX)], path, d.kind, rank, exc)
-                        self.broken.append(broken)
-                        warn(broken.notice())
-                    rank += 1
+            for path in _profile_files(d.path):
+                try:
+                    self.files.append(read_profile(path, d.kind, rank))
+                except ToolchainError as exc:
+                    broken = BrokenFile(shown(path.name[: -len(SUFFIX)]), path, d.kind, rank, exc)
+                    self.broken.append(broken)
+                    warn(broken.notice())
+                rank += 1
 
     def names(self):
         """Every usable profile name, each once, in search order of the file that wins."""
@@ -354,6 +432,7 @@ class Catalog:
         found = self.find(name)
         self._refuse_broken(name, found)
         if found:
+            self._say_shadowed(found)
             return found
         for exact in (True, False):
             for f in self.winners():
@@ -363,6 +442,15 @@ class Catalog:
         known = ", ".join(self.names()) or "none"
         where = ", ".join(str(d.path) for d in self.dirs)
         raise ToolchainError(f"no toolchain profile or alias named '{name}' (profiles: {known}; searched {where})")
+
+    def _say_shadowed(self, found):
+        """Warn (once per process) that ``found``, a path, user or site profile, hides a built-in one."""
+        if found.kind == "builtin":
+            return
+        hidden = next((f for f in self.shadowed(found.name) if f.kind == "builtin"), None)
+        if hidden is not None:
+            warn(f"toolchain profile '{found.name}' is {shown(found.path)} ({found.kind}), which shadows the "
+                 f"built-in {hidden.path}; rename the file to use both")
 
     def merged(self, profile_file):
         """The data of ``profile_file`` with its ``extends`` chain applied, and the chain of files.
@@ -394,7 +482,8 @@ class Catalog:
             if parent is None:
                 further = " further down the search path" if after >= 0 else ""
                 raise ToolchainError(
-                    f"{current.path}: key 'extends': no profile named '{parent_name}'{further}"
+                    f"{current.path}{_key_line(current.path, 'extends')}: key 'extends': no profile named "
+                    f"'{parent_name}'{further}; name one that `rosenna toolchain list` shows"
                 )
             if parent in chain:
                 cycle = " -> ".join(f"{f.name} ({f.path})" for f in chain + [parent])
@@ -414,6 +503,30 @@ class Catalog:
             via = " (after extends " + " -> ".join(f.name for f in chain[1:]) + ")"
         schema.check(data, f"{profile_file.path}{via}", merged=True)
         return data, tuple(chain)
+
+
+def _profile_files(folder):
+    """The ``*.yaml`` files directly in ``folder``, sorted; a folder that does not exist gives none,
+    one that cannot be read a one-line warning naming it (and none)."""
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted((e for e in scan if e.name.endswith(SUFFIX)), key=lambda e: e.name)
+            return [Path(e.path) for e in entries if _is_file(e)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        warn(f"{shown(folder)}: cannot read this folder of the toolchain search path ({exc.strerror}); its "
+             f"profiles are skipped (fix its permissions or take it off ROSENNA_TOOLCHAIN_PATH)")
+        return []
+
+
+def _is_file(entry):
+    """A regular file, or a link to one (a FIFO or device is not a profile); an entry that cannot
+    be examined counts as a file so that reading it says why."""
+    try:
+        return entry.is_file()
+    except OSError as exc:
+        return exc.errno != errno.ENOENT
 
 
 def _check_c_with_cxx(chain):

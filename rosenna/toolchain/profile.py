@@ -23,6 +23,7 @@ import archspec.cpu
 
 from rosenna.errors import ToolchainError, UsageError
 from rosenna.toolchain import detection as detect_mod
+from rosenna.toolchain import schema
 from rosenna.toolchain.catalog import PROBE_PLACEHOLDERS
 from rosenna.toolchain.schema import DEFAULT_CONSTANT_LIMIT_BYTES, DEFAULT_EMBED_THRESHOLD, OPTIMIZE_LANGS
 from rosenna.toolchain.template import TemplateError, expand_env, fill, placeholders_in
@@ -31,6 +32,8 @@ DEFAULT_CC = "80"  # sm_80 (A100) when no GPU is detected and nothing names one
 DEFAULT_GFX = "gfx90a"  # MI200
 #: The profile whose ``optimize`` flags fill in for a profile that sets none.
 DEFAULTS_PROFILE = "gcc"
+#: Stands for ``{archspec}`` while the other placeholders of an optimisation template are filled.
+CPU_SLOT = "@ROSENNA_CPU_FLAGS@"
 #: Per native backend: the device compiler and architecture flag of the .mk branch that a profile
 #: does not build itself (the gcc profile names nvcc; its hip branch needs hipcc all the same).
 DEVICE_BACKENDS = {"cuda": ("nvcc", "-arch=sm_{cc}"), "hip": ("hipcc", "--offload-arch={gfx}")}
@@ -162,6 +165,7 @@ class Profile:
     constant_limit_bytes: int
     embed_threshold: int
     modules: tuple
+    job: tuple  # the job: section as (key, value) pairs: what `gpu-gate --print-job` asks the batch system for
     gpu: GpuTarget
     probe: dict  # {"command", "expect", "source"} with placeholders filled, or {}
     reason: str = ""  # why `auto` chose it; "" when asked for by name
@@ -170,6 +174,9 @@ class Profile:
     notes: tuple = ()  # what was assumed: no GPU detected, {archspec} left empty, ...
     families: tuple = ("", "")  # (C, Fortran) compiler family from the banner (archspec's names), "" unknown
     tuning: dict = None  # the ``tuning:`` section ({"default": {...}, "sm_90": {...}}), or None
+    #: (C, Fortran) optimisation flags with ``{archspec}`` left unfilled: the generated build files
+    #: put the CPU flags resolved when they build there (rosenna.emit.cpu_flags).
+    optimize_templates: tuple = ("", "")
 
     @property
     def device_backend(self):
@@ -220,8 +227,10 @@ class Profile:
         }
 
     def describe(self):
-        """One line for provenance: profile, CPU target, GPU architecture."""
-        return f"toolchain={self.name} target={self.target or '?'} gpu={self.gpu.offload_arch}"
+        """One line for provenance: profile, CPU target, GPU architecture. Without ``--target`` the
+        build files choose the CPU when they build (``native``: the building machine's)."""
+        target = (self.target or "?") if self.target_source == "--target" else "native"
+        return f"toolchain={self.name} target={target} gpu={self.gpu.offload_arch}"
 
     def compiler(self, role):
         """The command for a role: "c", "cxx", "fortran" or "device"."""
@@ -265,6 +274,7 @@ class Profile:
         out["gpu"]["offload_triple"] = self.gpu.offload_triple
         out["make_defaults"] = self.make_defaults()
         out["notes"] = list(self.notes)
+        out["job"] = dict(self.job)
         out["families"] = list(self.families)
         return out
 
@@ -353,6 +363,19 @@ def _check_archspec_use(data, source):
                                  "optimize.fortran (it depends on that language's compiler)")
 
 
+def _check_plain(source, values, modules):
+    """Refuse a resolved value that is not plain arguments (``${VAR}`` expanded from the environment
+    can bring what the schema refused in the file), or a module name that is not one."""
+    for key, text in values.items():
+        problem = schema.plain_arguments_problem(text)
+        if problem:
+            raise ToolchainError(f"{source}: key '{key}' (as resolved, ${{...}} expanded): {problem}")
+    for i, module in enumerate(modules):
+        if not re.fullmatch(schema.MODULE, module):
+            raise ToolchainError(f"{source}: key 'modules[{i}]' (as resolved): {ascii(module)[:80]} is not a module "
+                                 "name (letters, digits and . _ + / @ : = , -)")
+
+
 def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, reason="", target=None,
           gpu_arch=None):
     """Resolve one profile file of ``catalog`` into a :class:`Profile`.
@@ -390,9 +413,10 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
     cpu, target_source = microarchitecture(target)
     optimize = dict(_defaults_optimize(catalog, environ), **data.get("optimize", {}))
     compilers_by_lang = {"c": data["compilers"]["c"], "fortran": data["compilers"]["fortran"]}
-    resolved_optimize = {}
+    resolved_optimize, templates = {}, {}
     for lang in OPTIMIZE_LANGS:
         text = optimize.get(lang, "")
+        templates[lang] = " ".join(fill(fill(text, {"archspec": CPU_SLOT}), values).split()).replace(CPU_SLOT, "{archspec}")
         if "{archspec}" in text:
             found, note = archspec_flags(compilers_by_lang[lang], cpu, f"optimize.{lang}")
             if note:
@@ -410,6 +434,12 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
                  host=flags.get("host", "")),
         )
     thresholds = data.get("thresholds", {})
+    _check_plain(profile_file.path, dict(
+        {f"compilers.{role}": compilers.get(role, "") for role in ROLES},
+        **{f"flags.{k}": v for k, v in flags.items()},
+        **{f"optimize.{k}": v for k, v in resolved_optimize.items()},
+        devflags=fill(data.get("devflags", ""), values), device_link_flags=fill(data.get("device_link_flags", ""), values)),
+        data.get("modules", ()))
     return Profile(
         name=profile_file.name,
         source=profile_file.path,
@@ -435,6 +465,7 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         constant_limit_bytes=thresholds.get("constant_limit_bytes", DEFAULT_CONSTANT_LIMIT_BYTES),
         embed_threshold=thresholds.get("embed_threshold", DEFAULT_EMBED_THRESHOLD),
         modules=tuple(data.get("modules", ())),
+        job=tuple(sorted(data.get("job", {}).items())),
         gpu=gpu,
         probe=probe,
         reason=reason,
@@ -443,4 +474,5 @@ def build(catalog, profile_file, *, gpus=None, environ=None, detect_gpus=True, r
         notes=tuple(notes),
         families=tuple(_family(compilers_by_lang[lang], cpu) for lang in ("c", "fortran")),
         tuning=data.get("tuning"),
+        optimize_templates=(templates["c"], templates["fortran"]),
     )

@@ -25,12 +25,51 @@ GPU_VENDORS = ("nvidia", "amd", "intel")
 BACKENDS = ("cuda", "hip", "omp")
 
 # Defaults of the storage thresholds, each defined once in rosenna.limits (the __constant__ limit
-# measured on the H200: docs/benchmarks.md); configuration imports nothing from plan or emit.
+# measured on the H200: results/measurement-log.md); configuration imports nothing from plan or emit.
 from rosenna.limits import CONSTANT_LIMIT as DEFAULT_CONSTANT_LIMIT_BYTES  # noqa: F401 (re-exported)
 from rosenna.limits import EMBED_THRESHOLD as DEFAULT_EMBED_THRESHOLD  # noqa: F401 (re-exported)
 
 _STRING = {"type": "string"}
-_COMMAND = {"type": "string", "minLength": 1}
+
+# The string grammar. Every profile string that reaches a generated file or a job script (compiler
+# commands, flags, module names, the profile's name) is plain words: a profile is data, and a
+# value with a quote, ``$(...)``, a backtick, ``;`` or a newline would be code in a make recipe, a
+# shell script, a CMake file or a .pc file. As read, a value may still hold ``${VAR}`` and
+# ``{placeholder}`` (filled when the profile is resolved, then checked again by
+# :func:`plain_arguments_problem`).
+#: One argument of a command or flag list, as it reaches the generated files.
+ARGUMENT = r"[A-Za-z0-9_@%+=:,./~^-]+"
+#: A profile's name (its file name without .yaml), an alias, an ``extends`` target.
+NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
+#: An environment module (Lmod, Environment Modules): ``gcc/12.2.0``, ``PrgEnv-nvidia``, ``cuda@12.4``.
+MODULE = r"[A-Za-z0-9][A-Za-z0-9._+/@:=,-]*"
+# As read: arguments separated by blanks, ``${...}`` and ``{...}`` allowed.
+_RAW_ARGUMENTS = r"^(?:[A-Za-z0-9_@%+=:,./~^{} -]|\$\{)*$"
+_RAW_ARGUMENT = r"^(?:[A-Za-z0-9_@%+=:,./~^{}-]|\$\{)+$"
+# Flags and commands: one string of blank-separated arguments, or a list of arguments (joined with
+# blanks when the file is read: catalog.read_profile).
+_FLAGS = {"anyOf": [{"type": "string", "pattern": _RAW_ARGUMENTS},
+                    {"type": "array", "items": {"type": "string", "pattern": _RAW_ARGUMENT}}]}
+_COMMAND = {"anyOf": [{"type": "string", "minLength": 1, "pattern": _RAW_ARGUMENTS},
+                      {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": _RAW_ARGUMENT}}]}
+#: The keys whose value may be a list of arguments.
+ARGUMENT_LISTS = ("compilers", "flags", "optimize", "devflags", "device_link_flags")
+#: Free text (a description, a probe's expected output): one line, no control characters.
+_TEXT = {"type": "string", "pattern": "^[^\\x00-\\x1f\\x7f]*$"}
+
+
+def plain_arguments_problem(text):
+    """Why ``text`` (a resolved command or flags) is not plain blank-separated arguments, or None."""
+    import re
+
+    for word in str(text).split(" "):
+        if word and not re.fullmatch(ARGUMENT, word):
+            return (f"{word[:60]!r} is not a plain argument: use letters, digits and _ @ % + = : , . / ~ ^ - "
+                    "(no quotes, $, `, ;, parentheses or blanks inside one argument), since the value is written "
+                    "into make, shell, CMake and pkg-config files")
+    if "\t" in str(text) or "\n" in str(text):
+        return "holds a tab or newline: separate arguments with one blank"
+    return None
 
 # The ``tuning:`` section: per GPU architecture ("default" first, then "sm_90", "gfx90a", ...), the
 # fields of rosenna.strategy.tuning.Tuning (a module below the code it configures).
@@ -42,10 +81,11 @@ SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._+-]*$"},
-        "description": _STRING,
-        "extends": {"type": "string", "minLength": 1},
-        "aliases": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
+        "name": {"type": "string", "pattern": f"^{NAME}$"},
+        "description": _TEXT,
+        "extends": {"type": "string", "minLength": 1, "pattern": f"^{NAME}$"},
+        "aliases": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": f"^{NAME}$"},
+                    "uniqueItems": True},
         "gpu_vendor": {"type": "array", "items": {"enum": list(GPU_VENDORS)}, "uniqueItems": True},
         "priority": {"type": "integer"},
         "compilers": {
@@ -57,15 +97,15 @@ SCHEMA = {
         "flags": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"omp_offload": _STRING, "acc": _STRING, "host": _STRING},
+            "properties": {"omp_offload": _FLAGS, "acc": _FLAGS, "host": _FLAGS},
         },
         "optimize": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {lang: _STRING for lang in OPTIMIZE_LANGS},
+            "properties": {lang: _FLAGS for lang in OPTIMIZE_LANGS},
         },
-        "devflags": _STRING,
-        "device_link_flags": _STRING,
+        "devflags": _FLAGS,
+        "device_link_flags": _FLAGS,
         # Spack's spelling (80, "90a") and EasyBuild's (8.0, "9.0a"); catalog.cuda_arch_digits
         # turns either into the digits ("80", "90a") that {cc} is filled with.
         "cuda_arch": {
@@ -85,12 +125,26 @@ SCHEMA = {
             },
         },
         "tuning": tuning_schema(),
-        "modules": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "modules": {"type": "array", "items": {"type": "string", "pattern": f"^{MODULE}$"}},
+        # What `rosenna gpu-gate --print-job` asks the batch system for (rosenna/gate/jobs.py, JobRequest).
+        "job": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "cpus_per_task": {"type": "integer", "minimum": 1},
+                "gpus": {"type": "integer", "minimum": 0},
+                "gpu_request": {"enum": ["gpus", "gpus-per-node", "gres", "none"]},
+                "partition": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "account": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+                "time": {"type": "string", "pattern": "^(([0-9]+-)?[0-9]{1,2}(:[0-9]{2}){0,2}|[0-9]+)$"},
+                "module": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@:+/-]*$"},
+            },
+        },
         "probe": {
             "type": "object",
             "additionalProperties": False,
             "required": ["command"],
-            "properties": {"command": _COMMAND, "expect": _STRING, "source": _STRING},
+            "properties": {"command": _COMMAND, "expect": _TEXT, "source": _STRING},
         },
     },
 }
@@ -166,6 +220,17 @@ def _plain(error):
     if v == "pattern" and error.absolute_path and error.absolute_path[-1] == "name":
         return (f"{instance!r} is not a profile name: use letters, digits and . _ + -, starting with a "
                 "letter or digit")
+    if v == "pattern":  # the string grammar: a profile is data, never code in a generated file
+        words = {f"^{NAME}$": "a profile name (letters, digits and . _ + -, starting with a letter or digit)",
+                 f"^{MODULE}$": "a module name (letters, digits and . _ + / @ : = , -, starting with a letter or digit)",
+                 _RAW_ARGUMENTS: "plain arguments separated by blanks (letters, digits, _ @ % + = : , . / ~ ^ -, "
+                                 "${VAR} and {placeholder}); quotes, $(...), `, ;, | and newlines are not allowed, "
+                                 "since the value is written into make, shell, CMake and pkg-config files",
+                 _RAW_ARGUMENT: "one plain argument (letters, digits, _ @ % + = : , . / ~ ^ -, ${VAR} and "
+                                "{placeholder}; no blanks, quotes, $(...), `, ; or newlines)",
+                 _TEXT["pattern"]: "one line of text without control characters"}
+        if value in words:
+            return f"{ascii(instance)[:80]} is not {words[value]}"
     return None
 
 
@@ -179,7 +244,7 @@ def _describe(error, schema):
         for key in unexpected:
             hint = difflib.get_close_matches(key, known, n=1)
             also = f"; did you mean '{hint[0]}'?" if hint else ""
-            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key (known: {', '.join(known)}){also}"))
+            lines.append((path + [key], f"key '{_key(path + [key])}': unknown key: remove it or use one of {', '.join(known)}{also}"))
         return lines
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]
@@ -195,7 +260,9 @@ def _describe(error, schema):
         return [(path, f"key 'amdgpu_target': {error.instance!r} is not a gfx target like gfx90a")]
     plain = _plain(error)
     if plain is None and error.context:  # anyOf/oneOf: say what the closest branch wanted
-        plain = next((p for p in map(_plain, error.context) if p), None)
+        # a broken grammar says more than "should be a list" of the branch the value did not take
+        context = sorted(error.context, key=lambda e: e.validator != "pattern")
+        plain = next((p for p in map(_plain, context) if p), None)
     return [(path, f"key '{_key(path)}': {plain or error.message}")]
 
 

@@ -70,7 +70,7 @@ template <int LD> __device__ __forceinline__ float4 load4(const float* p) {
 }
 
 // LDG: VEC loads go through __ldg(float4*): written as a plain float4 dereference, nvcc split
-// them back into scalar loads in gemm_big (run 1: 2903 LDG for 2780 FMA, load-bound).
+// them back into scalar loads in gemm_big (the first kernel study: 2903 LDG for 2780 FMA, load-bound).
 template <int K, int N, int A, int P, bool VEC, int LDG = 0>
 __device__ __forceinline__ void dense(const float* __restrict__ W, const float (&in)[P][K],
                                       float (&out)[P][N]) {
@@ -452,7 +452,7 @@ template <int CB> static void launch_mlp128_col(int n, const float* x, float* y,
 }
 
 // ==============================================================================================
-// Run 3 variants. Predictions, written before the run (H200: 132 SMs x 4 schedulers at ~1.98 GHz;
+// The staged and tensor-core variants. Predictions, written before the run (H200: 132 SMs x 4 schedulers at ~1.98 GHz;
 // FP32 FMA floor 1.11 ns/pt for mlp128 and 0.086 for gemm_big; one shared-memory wavefront
 // (128 B) per clock per SM):
 //
@@ -476,7 +476,7 @@ template <int CB> static void launch_mlp128_col(int n, const float* x, float* y,
 //   blocks of 8 output columns): ~2,990 FFMA (padding included), 750 weight LDS.128 (P=1) or 375
 //   (P=2), ~250 activation LDS/STS, ~1,400 for 71 sigmoid/tanh: ~5,400 (P=1) / ~5,000 (P=2)
 //   instructions per point, 0.16 / 0.15 ns at full issue; code ~25 KB instead of ~83 KB. If the
-//   instruction cache was the limit: P=1 ~0.22, P=2 ~0.20 ns; if not, P=1 ~0.28 like run 2.
+//   instruction cache was the limit: P=1 ~0.22, P=2 ~0.20 ns; if not, P=1 ~0.28 like the second kernel study.
 // gemm_big "mma 3xTF32" (a warp runs 32 points through all five layers in registers: the C
 //   fragment of one layer is the A fragment of the next once the next layer's weight rows are
 //   permuted, so no shared memory between layers; widths padded to 8; weights as fragments in

@@ -24,19 +24,23 @@ import bench_header  # noqa: E402 (bench/bench_header.py)
 from rosenna import zoo
 from rosenna.emit.cuda import dmma
 from rosenna.generate import Options, generate
+from rosenna.strategy import Tuning
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 ARCH = ["-gencode", "arch=compute_90,code=sm_90"]
 #: The study's models: the issue's 4-32-32-2 Tanh (bench/gen_bench.sh's weights) and mlp128 in float64.
 MODELS = {"d4": (4, 2), "dmlp128": (16, 8)}
-#: tag -> (model, switches of rosenna.emit.cuda.dmma for its generation)
+#: tag -> (model, its generation's switches: M_TILES and MIN_BLOCKS tuning values, DEVICE_FORMS and library of
+#: rosenna.emit.cuda.dmma, NVFLAGS and EXTRA of the build)
 LIBDEVICE = {"DEVICE_FORMS": {}}
 #: The binary that also holds the device sweep of rosenna_tanh (run.sh: "<tag> tanh").
 SWEEP_TAG = "d4-p4-m2-b2"
-M2 = ((32, 2), (64, 2), (128, 1))
-M4 = ((32, 4), (64, 2), (128, 1))
-B1, B2 = ((128, 1),), ((128, 2),)
+#: Tuning values: 2 or 4 tiles of 8 points per warp at width 32 (M_TILES), 1 or 2 blocks per SM asked
+#: of ptxas at every width (MIN_BLOCKS).
+M2, M4 = {"dmma_tiles_32": 2}, {"dmma_tiles_32": 4}
+B1 = {"dmma_blocks_32": 1, "dmma_blocks_128": 1}
+B2 = {"dmma_blocks_32": 2, "dmma_blocks_128": 2}
 M4_B1 = {"M_TILES": M4, "MIN_BLOCKS": B1}  # main's shape before the study
 VARIANTS = {
     # main before: libdevice tanh, m8n8k4, 4 tiles
@@ -90,11 +94,12 @@ def generate_variant(src, path, name, switches):
     if extra:  # device code of the study's own, after the chain's library
         library = dmma.library
         switches["library"] = lambda layers: library(layers) + open(os.path.join(HERE, extra)).read()
+    tuning = Tuning().replace(**switches.pop("M_TILES", {}), **switches.pop("MIN_BLOCKS", {}))
     saved = {key: getattr(dmma, key) for key in switches}
     try:
-        for key, value in switches.items():
+        for key, value in switches.items():  # the study's own device code and activation table
             setattr(dmma, key, value)
-        generate(path, src, Options(name=name, lang="c", embed=True))
+        generate(path, src, Options(name=name, lang="c", embed=True, tuning=tuning))
     finally:
         for key, value in saved.items():
             setattr(dmma, key, value)

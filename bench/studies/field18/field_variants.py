@@ -1,5 +1,5 @@
-"""Variants of the CUDA whole-field path side by side on one GPU (the study behind docs/benchmarks.md
-"Run 11"): each variant is the kernel file generated with one setting of the phase fusion
+"""Variants of the CUDA whole-field path side by side on one GPU (the study behind results/measurement-log.md
+"The whole-field phase study"): each variant is the kernel file generated with one setting of the phase fusion
 (rosenna/emit/cuda/field_fuse.py), built with bench/frontier.cu into its own driver.
 
     .venv/bin/python bench/studies/field18/field_variants.py build/dev-field18     # here: generate and build
@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.dirname(HERE))), os.path.dirname(os.path.dirname(HERE))]
 
 import bench_header  # noqa: E402 (bench/)
-from rosenna.emit.cuda import field_cluster, field_epilogue, field_fuse, whole_field  # noqa: E402
+from rosenna.emit.cuda import whole_field  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 from rosenna.strategy import Tuning  # noqa: E402
 
@@ -31,33 +31,33 @@ DEFAULT = Tuning()
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
 MB = 1 << 20
-#: The generator's settings every variant starts from (the defaults of the round-B study of run 11;
-#: the cluster kernel off), and per variant what it changes: tuning fields as "tuning.NAME": value, study switches
-#: (module attributes) as "module.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
+#: The generator's settings every variant starts from (the defaults of round B of results/measurement-log.md,
+#: "The whole-field phase study";
+#: the cluster kernel off), and per variant what it changes: tuning fields as "tuning.NAME": value, plus "form": which of <name>_run's forms every call takes ("choice": the
 #: generated choice, "persist": the persistent kernel on min(needed, resident) blocks, "launch":
 #: the launched phases).
-BASE = {"tuning.field_inline_loads": 0, "tuning.field_decode": False, "whole_field.CUDA_THREADS": 256,
+BASE = {"tuning.field_inline_loads": 0, "tuning.field_decode": False, "tuning.field_threads": 256,
         "tuning.cuda_whole_batch_bytes": 128 * MB, "tuning.cluster_samples": 0,
         "tuning.whole_constant_limit": DEFAULT.whole_constant_limit,
-        "field_cluster.BLOCKS": 16, "field_cluster.THREADS": 256, "tuning.cluster_per_call": False, "tuning.cluster_min_blocks": 0,
-        "tuning.cluster_jam": True, "tuning.field_epilogues": "", "field_epilogue.PULL": True,
-        "field_epilogue.PUSH": True, "form": "choice", "tuning.constant_limit": DEFAULT.constant_limit}
+        "tuning.cluster_blocks": 16, "tuning.cluster_threads": 256, "tuning.cluster_per_call": False, "tuning.cluster_min_blocks": 0,
+        "tuning.cluster_jam": True, "tuning.field_epilogues": "", "tuning.epilogue_pull": True,
+        "tuning.epilogue_push": True, "form": "choice", "tuning.constant_limit": DEFAULT.constant_limit}
 VARIANTS = {"main": {},
             "unfused": {"tuning.cuda_whole_batch_bytes": 64 * MB},
             "fuse2": {"tuning.field_inline_loads": 2, "tuning.field_decode": True},
             "fuse4": {"tuning.field_inline_loads": 4, "tuning.field_decode": True},
             "exact2": {"tuning.field_inline_loads": 2}, "exact4": {"tuning.field_inline_loads": 4},
-            "t512": {"whole_field.CUDA_THREADS": 512}, "persist": {"form": "persist"},
+            "t512": {"tuning.field_threads": 512}, "persist": {"form": "persist"},
             "launch": {"form": "launch"},
             # (programmatic dependent launch of the launched phases, "pdl" and "pdl-launch", was
-            # measured in round A of 2026-12-03 on commit e330fdb: docs/benchmarks.md, run 13)
+            # measured in round A of 2026-12-03 on commit e330fdb: results/measurement-log.md, "The clustered whole-field study")
             # the clustered kernel at every batch: blocks x threads, jammed convolutions or not
-            **{f"c{b}x{t}{'' if jam else 'p'}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": b,
-                                               "field_cluster.THREADS": t, "tuning.cluster_jam": jam}
+            **{f"c{b}x{t}{'' if jam else 'p'}": {"tuning.cluster_samples": 256, "tuning.cluster_blocks": b,
+                                               "tuning.cluster_threads": t, "tuning.cluster_jam": jam}
                for b in (4, 8, 16) for t in (128, 256, 512, 1024) for jam in (True, False)}}
 # the clustered kernel, its blocks per cluster chosen per call (up to 16) and read at run time (main's
-# default from f28daa8 to run 16), 256, 512 or 1024 threads per block
-VARIANTS.update({f"auto{t}": {"tuning.cluster_samples": 256, "field_cluster.BLOCKS": 16, "field_cluster.THREADS": t,
+# default from f28daa8 until the epilogue study), 256, 512 or 1024 threads per block
+VARIANTS.update({f"auto{t}": {"tuning.cluster_samples": 256, "tuning.cluster_blocks": 16, "tuning.cluster_threads": t,
                               "tuning.cluster_jam": False, "tuning.cluster_per_call": True} for t in (256, 512, 1024)})
 # the weights in __device__ memory, not __constant__ (the tuning's whole_constant_limit 0)
 VARIANTS.update({f"{v}-dev": dict(VARIANTS[v], **{"tuning.whole_constant_limit": 0}) for v in ("main", "auto256", "c16x256p")})
@@ -74,8 +74,8 @@ VARIANTS.update({f"{v}-mb2": dict(VARIANTS[v], **{"tuning.cluster_min_blocks": 2
 CLUSTER_EPI = {"tuning.field_epilogues": "cluster"}
 VARIANTS.update({"c16x256p-epic": dict(VARIANTS["c16x256p"], **CLUSTER_EPI),
                  "c16x256p-epic-mb2": dict(VARIANTS["c16x256p-mb2"], **CLUSTER_EPI),
-                 "c16x256p-pullc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"field_epilogue.PUSH": False}),
-                 "c16x256p-pushc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"field_epilogue.PULL": False})})
+                 "c16x256p-pullc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"tuning.epilogue_push": False}),
+                 "c16x256p-pushc": dict(VARIANTS["c16x256p"], **CLUSTER_EPI, **{"tuning.epilogue_pull": False})})
 # the clustered kernel with phases computed where they are read
 VARIANTS.update({f"{c}-{fused}": dict(VARIANTS[c], **VARIANTS[fused]) for c in ("c16x256", "c16x1024p", "auto1024")
                  for fused in ("fuse2", "fuse4", "exact2", "exact4")})
@@ -91,19 +91,13 @@ if os.environ.get("VARIANTS"):
 CHOICE = "    if (needed > resident)\n        return {n}_phases(count, x, y, s);\n"
 FORMS = {"persist": "    if (resident < 0)\n        return {n}_phases(count, x, y, s);\n    if (needed > resident)\n        needed = resident;\n",
          "launch": "    return {n}_phases(count, x, y, s);\n"}
-MODULES = {"field_fuse": field_fuse, "field_epilogue": field_epilogue, "whole_field": whole_field, "field_cluster": field_cluster}
 
 
 def configure(variant):
-    """Set the generator's module attributes for ``variant``; returns its settings, with
-    ``settings["tuning"]`` the :class:`rosenna.strategy.Tuning` of its "tuning.NAME" keys."""
+    """The settings of ``variant``, with ``settings["tuning"]`` the :class:`rosenna.strategy.Tuning`
+    of its "tuning.NAME" keys."""
     settings = dict(BASE, **VARIANTS[variant])
     settings["tuning"] = DEFAULT.replace(**{k.split(".")[1]: v for k, v in settings.items() if k.startswith("tuning.")})
-    for key, value in settings.items():
-        if "." in key and not key.startswith("tuning."):
-            module, attr = key.split(".")
-            assert hasattr(MODULES[module], attr), key
-            setattr(MODULES[module], attr, value)
     return settings
 
 

@@ -1,5 +1,5 @@
 """The implicit-GEMM convs of the CUDA whole-field path against the direct kernels and PyTorch, on
-one GPU (docs/benchmarks.md, "3xTF32 implicit-GEMM convs"; rosenna/emit/cuda/conv_igemm.py).
+one GPU (results/measurement-log.md, "3xTF32 implicit-GEMM convs on the whole-field path"; rosenna/emit/cuda/conv_igemm.py).
 
     .venv/bin/python bench/studies/igemm18/igemm_study.py build/dev-igemm18     # here: export, generate, build
     bash build/dev-igemm18/run.sh                              # there: time, check
@@ -32,7 +32,6 @@ import bench_header  # noqa: E402 (bench/)
 from rosenna.strategy import Tuning  # noqa: E402
 
 DEFAULT = Tuning()
-from rosenna.emit.cuda import conv_igemm  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 
 ARCH = "-gencode=arch=compute_90,code=sm_90"
@@ -45,7 +44,7 @@ NETS = {
     "odd": ((6, 50, 38), [(6, 16, 3, 2, 1, 1, "relu"), (16, 12, 3, 1, 2, 2, "sigmoid"),
                           (12, 10, 5, 1, 2, 1, None)]),
 }
-#: variant -> settings: IGEMM_MIN_K (10**9: no implicit GEMM), and conv_igemm's MAX_MT,
+#: variant -> settings: IGEMM_MIN_K (10**9: no implicit GEMM), and the implicit GEMM's MAX_MT,
 #: TILE_FRAGMENTS, PARTIAL, WARPS (the defaults where not named)
 VARIANTS = {"direct": {"IGEMM_MIN_K": 10 ** 9}, "igemm": {}, "mt2": {"MAX_MT": 2}, "mt1": {"MAX_MT": 1},
             "f16": {"TILE_FRAGMENTS": 16}, "p4": {"PARTIAL": 4}, "p1": {"PARTIAL": 1}, "w8": {"WARPS": 8},
@@ -62,9 +61,13 @@ UNET = os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx")
 
 
 #: The study's settings where a variant names none: the implicit GEMM at every launched call.
-DEFAULTS = {"IGEMM_MIN_K": DEFAULT.igemm_min_k, "IGEMM_MIN_ROWS": 0, "MAX_MT": conv_igemm.MAX_MT,
-            "TILE_FRAGMENTS": conv_igemm.TILE_FRAGMENTS, "PARTIAL": conv_igemm.PARTIAL, "WARPS": conv_igemm.WARPS,
-            "MAX_NT": conv_igemm.MAX_NT, "PREFER_LAUNCHES": DEFAULT.igemm_prefer_launches, "NOPERSIST": False}
+DEFAULTS = {"IGEMM_MIN_K": DEFAULT.igemm_min_k, "IGEMM_MIN_ROWS": 0, "MAX_MT": DEFAULT.igemm_max_mt,
+            "TILE_FRAGMENTS": DEFAULT.igemm_tile_fragments, "PARTIAL": DEFAULT.igemm_partial, "WARPS": DEFAULT.igemm_warps,
+            "MAX_NT": DEFAULT.igemm_max_nt, "PREFER_LAUNCHES": DEFAULT.igemm_prefer_launches, "NOPERSIST": False}
+#: The tuning field of each of those settings.
+FIELDS = {"IGEMM_MIN_K": "igemm_min_k", "IGEMM_MIN_ROWS": "igemm_min_rows", "MAX_MT": "igemm_max_mt",
+          "TILE_FRAGMENTS": "igemm_tile_fragments", "PARTIAL": "igemm_partial", "WARPS": "igemm_warps",
+          "MAX_NT": "igemm_max_nt", "PREFER_LAUNCHES": "igemm_prefer_launches"}
 #: NOPERSIST: <name>_run never takes the persistent kernel (its choice, as the kernel file writes it)
 CHOICE = "    if (needed > resident)\n        return {n}_phases(count, x, y, s);\n"
 NEVER = "    if (needed > resident || count > 0)  /* the study: launches only */\n        return {n}_phases(count, x, y, s);\n"
@@ -286,11 +289,8 @@ def build(out):
     for model, path in paths.items():
         for variant in BUILT[model]:
             settings = dict(DEFAULTS, **VARIANTS[variant])
-            tuning = DEFAULT.replace(igemm_min_k=settings.pop("IGEMM_MIN_K"), igemm_min_rows=settings.pop("IGEMM_MIN_ROWS"),
-                                     igemm_prefer_launches=settings.pop("PREFER_LAUNCHES"))
             never = settings.pop("NOPERSIST")
-            for key, value in settings.items():
-                setattr(conv_igemm, key, value)
+            tuning = DEFAULT.replace(**{FIELDS[key]: value for key, value in settings.items()})
             name = f"{model}_{variant}"
             d = os.path.join(src, name)
             table.append((name, model, variant) + _sizes(path))

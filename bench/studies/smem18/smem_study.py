@@ -1,5 +1,5 @@
 """Shared-memory tiled convs of the CUDA whole-field path (rosenna/emit/cuda/conv_smem.py) against the
-kernels they replace, on one GPU (docs/benchmarks.md, "Shared-memory conv tiles").
+kernels they replace, on one GPU (results/measurement-log.md, "Shared-memory conv tiles").
 
     .venv/bin/python bench/studies/smem18/smem_study.py build/dev-smem18     # here: export, generate, build
     bash build/dev-smem18/run.sh                             # there: time, check

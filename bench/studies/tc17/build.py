@@ -24,8 +24,9 @@ import frontier  # noqa: E402
 
 from rosenna import strategy, zoo  # noqa: E402
 from rosenna.emit import cuda  # noqa: E402
-from rosenna.emit.cuda import mlp, tc_wide  # noqa: E402
+from rosenna.emit.cuda import mlp  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
+from rosenna.strategy import Tuning  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = dict(frontier.MLPS)
@@ -45,7 +46,7 @@ PATCHES = {
     small = __float_as_uint(a - __uint_as_float(big)) + 0x1000u;""",
              """    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(a));
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(a - __uint_as_float(big)));""")],
-    # the wide kernel without split accumulation (run 6's opt-in kernel: one MMA chain per layer)
+    # the wide kernel without split accumulation (the kernels-against-PyTorch measurement's opt-in kernel: one MMA chain per layer)
     "nosplit": [("""            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int kt = 0; kt < KS; ++kt)
@@ -58,7 +59,7 @@ PATCHES = {
 }
 PATCHES["miouter"] = [('    rosenna_split a[KS][2];\n#pragma unroll\n    for (int kt = 0; kt < KS; ++kt) {\n        const float *sa = act + (wm * 32 + gid) * LDA + k0 + kt * 8 + tig;\n        a[kt][0] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);\n        a[kt][1] = rosenna_split_a(sa[16 * LDA], sa[24 * LDA], sa[16 * LDA + 4], sa[24 * LDA + 4]);\n    }\n#pragma unroll\n    for (int ni = 0; ni < NI; ++ni) {\n        float4 b[KS];\n#pragma unroll\n        for (int kt = 0; kt < KS; ++kt)\n            b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];\n#pragma unroll\n        for (int mi = 0; mi < 2; ++mi) {\n            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                rosenna_mma3s(t, a[kt][mi], b[kt]);\n#pragma unroll\n            for (int r = 0; r < 4; ++r)\n                acc[mi][ni][r] += t[r];\n        }\n    }', '#pragma unroll\n    for (int mi = 0; mi < 2; ++mi) {\n        rosenna_split a[KS];\n#pragma unroll\n        for (int kt = 0; kt < KS; ++kt) {\n            const float *sa = act + (wm * 32 + mi * 16 + gid) * LDA + k0 + kt * 8 + tig;\n            a[kt] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);\n        }\n#pragma unroll\n        for (int ni = 0; ni < NI; ++ni) {\n            float4 b[KS];\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];\n            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n#pragma unroll\n            for (int kt = 0; kt < KS; ++kt)\n                rosenna_mma3s(t, a[kt], b[kt]);\n#pragma unroll\n            for (int r = 0; r < 4; ++r)\n                acc[mi][ni][r] += t[r];\n        }\n    }')]
 PATCHES["onebar"] = [('    if (g + 1 < STAGES || again)\n        rosenna_stage_copy<STAGE4, THREADS>(stage + (slot ^ 1) * STAGE4, F + (g + 1 < STAGES ? g + 1 : 0) * STAGE4);\n    rosenna_stage_commit();  /* possibly empty: keeps "all but the newest group" meaning stage g */\n    rosenna_stage_wait_prev();\n    __syncthreads();  /* stage g and the last epilogue\'s act are visible to every warp */', '    asm volatile("cp.async.wait_group 0;" ::: "memory");\n    __syncthreads();  /* stage g and the last epilogue\'s act visible; every warp done with stage g - 1 */\n    if (g + 1 < STAGES || again)\n        rosenna_stage_copy<STAGE4, THREADS>(stage + (slot ^ 1) * STAGE4, F + (g + 1 < STAGES ? g + 1 : 0) * STAGE4);\n    rosenna_stage_commit();'), ('                acc[mi][ni][r] += t[r];\n        }\n    }\n    __syncthreads();  /* buffer g & 1 is refilled next stage, and an epilogue may overwrite act */\n}', '                acc[mi][ni][r] += t[r];\n        }\n    }\n}'), ('    const int wm = warp / WN, wn = warp % WN;\n    /* C fragment: c0, c1 at (row gid, columns 2tig, 2tig+1), c2, c3 at row gid + 8. */', "    const int wm = warp / WN, wn = warp % WN;\n    __syncthreads();  /* every warp has read this layer's input */\n    /* C fragment: c0, c1 at (row gid, columns 2tig, 2tig+1), c2, c3 at row gid + 8. */")]
-#: Generator switches: name -> function run before generate (and undone after).
+#: Generator switches: name -> the switch (:func:`_switch`: its tuning, or a table it changes and undoes).
 GENERATE = {
     "": None,
     "formula": "device_forms_off",  # Mish from the op's formula (exp, log, tanh), as on main before
@@ -71,7 +72,7 @@ GENERATE = {
 }
 
 #: (binary tag, model, generator switch, patches, extra nvcc flags)
-VARIANTS = [  # round B (round A's list: docs/benchmarks.md run 11)
+VARIANTS = [  # round B (round A's list: results/measurement-log.md, "The whole-field phase study")
     ("mish_new", "mish", "", [], ""),
     ("mish_main", "mish", "formula", ["cvt"], ""),
     ("mlp128_new", "mlp128", "", [], ""),
@@ -90,29 +91,23 @@ VARIANTS = [  # round B (round A's list: docs/benchmarks.md run 11)
 ]
 
 
+#: The tuning of each switch of GENERATE (the wide kernel's compact fragments and persistent grid).
+TUNINGS = {"compact_off": {"wide_compact_from": 1 << 30}, "compact_256": {"wide_compact_from": 129},
+           "compact_all": {"wide_compact_from": 1}, "persistent_off": {"wide_persistent": False},
+           "persistent_compact": {"wide_persistent": True, "wide_persistent_compact": True},
+           "persistent_on": {"wide_persistent": True}}
+
+
 def _switch(name):
-    saved, compact_from = dict(mlp.DEVICE_FORMS), tc_wide.WideShape.COMPACT_FROM
-    persistent = tc_wide.WideShape.PERSISTENT, tc_wide.WideShape.PERSISTENT_COMPACT
+    """The :class:`Tuning` of switch ``name`` and a function that undoes what it set outside the
+    tuning (``device_forms_off``: the activations' device functions, a table of rosenna.emit.cuda.mlp)."""
+    saved = dict(mlp.DEVICE_FORMS)
     if GENERATE[name] == "device_forms_off":
         mlp.DEVICE_FORMS.clear()
-    elif GENERATE[name] == "compact_off":
-        tc_wide.WideShape.COMPACT_FROM = 1 << 30
-    elif GENERATE[name] == "compact_256":
-        tc_wide.WideShape.COMPACT_FROM = 129
-    elif GENERATE[name] == "compact_all":
-        tc_wide.WideShape.COMPACT_FROM = 1
-    elif GENERATE[name] == "persistent_off":
-        tc_wide.WideShape.PERSISTENT = False
-    elif GENERATE[name] == "persistent_compact":
-        tc_wide.WideShape.PERSISTENT = tc_wide.WideShape.PERSISTENT_COMPACT = True
-    elif GENERATE[name] == "persistent_on":
-        tc_wide.WideShape.PERSISTENT = True
 
     def undo():
         mlp.DEVICE_FORMS.update(saved)
-        tc_wide.WideShape.COMPACT_FROM = compact_from
-        tc_wide.WideShape.PERSISTENT, tc_wide.WideShape.PERSISTENT_COMPACT = persistent
-    return undo
+    return Tuning().replace(**TUNINGS.get(GENERATE[name], {})), undo
 
 
 def _model(name, d):
@@ -133,9 +128,9 @@ def _source(out, gen, name, switch):
     d = os.path.join(gen, f"{name}{'-' + switch if switch else ''}")
     os.makedirs(d, exist_ok=True)
     bench_header.install(d)
-    undo = _switch(switch)
+    tuning, undo = _switch(switch)
     try:
-        plan, _ = generate(_model(name, gen), d, Options(name=name, lang="c", embed=False))
+        plan, _ = generate(_model(name, gen), d, Options(name=name, lang="c", embed=False, tuning=tuning))
     finally:
         undo()
     layers = strategy.analyse(plan).layers

@@ -19,10 +19,10 @@ Only single precision takes the FP32 MLP kinds; double precision takes ``point``
 chain up to 128 wide the FP64 tensor-core chain beside it (:mod:`~rosenna.emit.cuda.dmma`, CUDA sm_80+).
 ``-DROSENNA_NO_TENSOR_CORES`` on the kernel file's compile line keeps FP32 kernels everywhere. The
 measurements behind each kind are in
-docs/benchmarks.md.
+results/measurement-log.md.
 """
 
 from rosenna.emit.cuda.kinds import BATCH_KINDS, TENSOR_KINDS, Choice, choose  # noqa: F401
-from rosenna.emit.cuda.runtime import BACKENDS, RUNTIME_API, makefile_rules, runtime_mapping  # noqa: F401
+from rosenna.emit.cuda.runtime import BACKENDS, RUNTIME_API, runtime_mapping  # noqa: F401
 from rosenna.emit.cuda.source import kernel_filename, kernel_source  # noqa: F401
 from rosenna.limits import CONSTANT_LIMIT  # noqa: F401 (the default of the tuning's constant_limit)

@@ -38,10 +38,10 @@ class Kind:
                 + array("__device__ const", f"{plan.name}_tc_packed", tc.packed() if plan.embed else None, tc.size)
                 + "\n#endif")
 
-    def upload_helper(self):
-        """Host code ``<name>_device_upload``'s packing needs (for 3xTF32: the TF32 rounding)."""
+    def upload_helper(self, code):
+        """Host code the packing ``code`` of ``<name>_device_upload`` needs (for 3xTF32: the TF32 rounding)."""
         from rosenna.emit.cuda import tf32
-        return self.guard + "\n" + tf32.host_tf32() + "#endif\n"
+        return self.guard + "\n" + tf32.host_tf32(code) + "#endif\n"
 
     def upload(self, plan, choice):
         """The lines of ``<name>_device_upload`` that pack a tensor-core kind's copy and copy it."""

@@ -35,26 +35,9 @@ from rosenna.loopir import Comment, Idx, Ref, Var, add
 
 DEFAULT_TUNING = Tuning()
 
-#: Warps per block of ``<name>_igemm<k>`` (one output tile each).
-WARPS = 4
-
-#: Accumulator fragments a lane holds (m16 tiles x n8 tiles of its warp's tile): a warp takes up to
-#: MAX_NT n8 tiles of the output channels (more channels: groups of warps on the same pixels), and
-#: as many m16 tiles as fit, at most MAX_MT. H200, round A of docs/benchmarks.md's study: MT 2
-#: against 4 on the U-Net (72 registers against 148) 331 against 385 µs at 256 samples; NT 8, MT 1
-#: on the 64-channel net (193 registers) 34 µs per sample where MT 2, NT 4 on 32 channels ran at
-#: 33 TFLOP/s.
-TILE_FRAGMENTS = 8
-MAX_MT = 2
-MAX_NT = 4
-
-
-#: k8 tiles whose products the tensor cores sum from zero before the fp32 running sum takes them.
-PARTIAL = 2
-
-#: K (in k8 tiles) up to which the loop over K is unrolled in full; a longer K is a loop of
-#: PARTIAL tiles (fully unrolled, ptxas gave a 32 -> 32 channel 3x3 conv 255 registers and spilled).
-UNROLL_KT = 16
+# The tiling is the tuning's: igemm_warps (warps per block of <name>_igemm<k>, one output tile
+# each), igemm_max_nt, igemm_max_mt and igemm_tile_fragments (a warp's n8 and m16 tiles),
+# igemm_partial and igemm_unroll_kt (how the loop over K sums and unrolls); Shape carries them.
 
 
 @dataclass(frozen=True)
@@ -78,6 +61,11 @@ class Shape:
     pw: int
     dh: int
     dw: int
+    max_nt: int = DEFAULT_TUNING.igemm_max_nt
+    max_mt: int = DEFAULT_TUNING.igemm_max_mt
+    tile_fragments: int = DEFAULT_TUNING.igemm_tile_fragments
+    partial: int = DEFAULT_TUNING.igemm_partial
+    unroll_kt: int = DEFAULT_TUNING.igemm_unroll_kt
 
     @property
     def cp(self):
@@ -89,7 +77,7 @@ class Shape:
 
     @property
     def nt(self):
-        return min(MAX_NT, -(-self.cout // 8))
+        return min(self.max_nt, -(-self.cout // 8))
 
     @property
     def ng(self):
@@ -109,7 +97,7 @@ class Shape:
 
     @property
     def mt(self):
-        return max(1, min(MAX_MT, TILE_FRAGMENTS // self.nt, -(-self.oh * self.wx // 16)))
+        return max(1, min(self.max_mt, self.tile_fragments // self.nt, -(-self.oh * self.wx // 16)))
 
     @property
     def wy(self):
@@ -146,7 +134,7 @@ class Shape:
         return ", ".join(str(v) for v in (
             self.c, self.cp, self.h, self.w, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, self.dh, self.dw,
             self.oh, self.ow, self.kt, self.nt, self.ns, self.mt, self.wx)) + \
-            f", {'true' if check else 'false'}, {PARTIAL}, {-(-self.kt // PARTIAL) if self.kt <= UNROLL_KT else 1}"
+            f", {'true' if check else 'false'}, {self.partial}, {-(-self.kt // self.partial) if self.kt <= self.unroll_kt else 1}"
 
 
 @dataclass(frozen=True)
@@ -158,10 +146,11 @@ class Conv:
     note: str
 
 
-def shape_of(window):
+def shape_of(window, tuning=DEFAULT_TUNING):
     x, w, y = window["x_shape"], window["w_shape"], window["y_shape"]
     return Shape(x[1], x[2], x[3], w[0], y[2], y[3], w[2], w[3], *window["strides"], *window["pads"],
-                 *window["dilations"])
+                 *window["dilations"], tuning.igemm_max_nt, tuning.igemm_max_mt, tuning.igemm_tile_fragments,
+                 tuning.igemm_partial, tuning.igemm_unroll_kt)
 
 
 def eligible(window, tuning=DEFAULT_TUNING):
@@ -218,7 +207,7 @@ def conv_phases(sched):
 def choose(sched):
     """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM: the
     :func:`conv_phases` whose Conv is :func:`eligible`."""
-    return {k: Conv(window, shape_of(window), note) for k, (window, note) in conv_phases(sched).items()
+    return {k: Conv(window, shape_of(window, sched.plan.tuned), note) for k, (window, note) in conv_phases(sched).items()
             if not eligible(window, sched.plan.tuned)}
 
 
@@ -248,7 +237,7 @@ def min_samples(conv, tuning=DEFAULT_TUNING):
 
 def kernel(plan, k, conv):
     """``<name>_igemm<k>``: a warp per tile of output pixels of one sample and group of output channels."""
-    n, s = plan.name, conv.shape
+    n, s, warps = plan.name, conv.shape, plan.tuned.igemm_warps
     xa, xstride, xoff = operand(plan, conv.window["x"])
     ya, ystride, yoff = operand(plan, conv.window["y"])
     ty0, ty1, tx0, tx1 = s.interior
@@ -268,10 +257,10 @@ def kernel(plan, k, conv):
     return f"""/* {conv.note}: [{s.c}, {s.h}, {s.w}] -> [{s.cout}, {s.oh}, {s.ow}], {s.kh}x{s.kw} taps, stride {s.sh}x{s.sw}, pad {s.ph}x{s.pw},
    dilation {s.dh}x{s.dw}, as an implicit GEMM: {s.oh * s.ow} rows per sample in {s.tiles} tiles of {s.wy}x{s.wx} pixels
    x {count(s.ng, 'group')} of {count(8 * s.nt, 'channel')} (one per warp), K = {s.kh * s.kw} taps x {s.cp} channels = {count(s.kt, 'k8 tile')}. */
-__global__ void __launch_bounds__({32 * WARPS}) {n}_igemm{k}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
+__global__ void __launch_bounds__({32 * warps}) {n}_igemm{k}(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y, int count)
 {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const long tile = (long)blockIdx.x * {WARPS} + threadIdx.x / 32;
+    const long tile = (long)blockIdx.x * {warps} + threadIdx.x / 32;
     if (tile >= (long)count * {s.tiles})
         return;  /* the whole warp */
     const long s = tile / {s.tiles};
@@ -343,10 +332,10 @@ static bool {n}_igemm_usable()
 def launch(plan, k, conv):
     """The lines of ``<name>_phases`` that run phase k as the implicit GEMM when the call has the
     rows and the device the code; an ``else`` follows them (the direct launch)."""
-    n, s = plan.name, conv.shape
+    n, s, warps = plan.name, conv.shape, plan.tuned.igemm_warps
     return (f"{tf32.GUARD}\n"
             f"    if (count >= {min_samples(conv, plan.tuned)} && {n}_igemm_usable())\n"
-            f"        {n}_igemm{k}<<<(unsigned)((count * {s.tiles}l + {WARPS - 1}) / {WARPS}), {32 * WARPS}, 0, s>>>(x, y, count);\n"
+            f"        {n}_igemm{k}<<<(unsigned)((count * {s.tiles}l + {warps - 1}) / {warps}), {32 * warps}, 0, s>>>(x, y, count);\n"
             f"    else\n#endif\n")
 
 
@@ -372,7 +361,8 @@ def upload(plan, helper):
                   "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
                   "    }"]
     lines.append("#endif")
-    return (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if helper else ""), "\n".join(lines) + "\n"
+    code = "\n".join(lines) + "\n"
+    return (f"{tf32.GUARD}\n{tf32.host_tf32(code)}#endif\n" if helper else ""), code
 
 
 def prefer(plan, convs):

@@ -24,7 +24,7 @@ qualifiers: a host harness runs them thread by thread (tests/test_conv_smem.py).
 
 from dataclasses import dataclass
 
-from rosenna.emit.cuda import conv_igemm, field_cluster
+from rosenna.emit.cuda import conv_igemm
 from rosenna.emit.lang import C
 from rosenna.emit.render import count
 
@@ -35,7 +35,7 @@ THREADS = 256
 #: this), output rows per thread (consecutive: a stride-1 conv reads PY + KH - 1 rows for PY x KH
 #: taps) and rows per thread of a depthwise conv (one channel per thread). The persistent and
 #: clustered kernels run the small calls: the finest tiles (most blocks); the launched phases
-#: the large ones: more outputs per thread. H200 (docs/benchmarks.md, "Shared-memory conv tiles",
+#: the large ones: more outputs per thread. H200 (results/measurement-log.md, "Shared-memory conv tiles",
 #: round A): the U-Net at 1 sample 50.9 µs with (1, 1) in the persistent kernel, 69.3 with (4, 2),
 #: 95.2 with (8, 2), 81.1 direct; at 256 samples 317.1 with (4, 2) launched, 352.7 with (1, 1),
 #: 337.4 direct; the depthwise net at 256 samples 47.2 with depthwise rows 4, 50.3 with 2, 66.7 direct.
@@ -189,16 +189,20 @@ def tiling_of(window, form="launched"):
 def choose(sched, form="launched", tag=""):
     """``{phase index: Conv}``: the phases of ``sched`` that are one :func:`eligible` Conv
     (:func:`conv_igemm.conv_phases`) and pass the tuning's ``smem_conv`` rule, in ``form``
-    (one of :data:`FORMS`; none in a form not listed there)."""
-    rule = sched.plan.tuned.smem_conv
+    (one of :data:`FORMS`; none in a form not listed there). In the persistent and clustered forms
+    a tile needs no more threads than their blocks have (the tuning's ``field_persistent_threads``,
+    ``cluster_threads``); a conv whose tile needs more keeps its direct loops there."""
+    tuning = sched.plan.tuned
+    rule = tuning.smem_conv
     if not rule or form not in FORMS:
         return {}
+    block = {"persistent": tuning.field_persistent_threads, "cluster": tuning.cluster_threads}.get(form)
     out = {}
     for k, (window, note) in conv_igemm.conv_phases(sched).items():
         if eligible(window):
             continue
         tiling = tiling_of(window, form)
-        if rule == "depthwise" and not tiling.depthwise:
+        if rule == "depthwise" and not tiling.depthwise or block is not None and tiling.used > block:
             continue
         out[k] = Conv(window, tiling, note, tag)
     return out
@@ -385,10 +389,10 @@ def persistent(plan, k, conv, threads):
 def clustered(plan, k, conv):
     """The lines of ``<name>_cluster``'s phase k: the blocks of sample ``s``'s cluster (``rank`` of
     ``step`` / its threads per block) loop over its tiles."""
-    s = conv.tiling
-    assert s.used <= field_cluster.THREADS
-    return [f"    for (long tile = s * {s.tiles}l + rank; tile < (s + 1) * {s.tiles}l; tile += step / {field_cluster.THREADS})",
-            f"        {name(plan, k, conv)}(x, y, tile, {plan.name}_sm, {field_cluster.THREADS});"]
+    s, threads = conv.tiling, plan.tuned.cluster_threads
+    assert s.used <= threads
+    return [f"    for (long tile = s * {s.tiles}l + rank; tile < (s + 1) * {s.tiles}l; tile += step / {threads})",
+            f"        {name(plan, k, conv)}(x, y, tile, {plan.name}_sm, {threads});"]
 
 
 def shared(plan, convs):

@@ -31,13 +31,10 @@ from rosenna.emit.cuda.mlp import activation_fn, chunks
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
 
-#: Tiles of 8 points a warp carries, by the widest layer (padded to 8; registers ~4 M width / 4):
-#: 2 at width 32, not 4 (more warps hide the activations' FP64 latencies: benchmarks.md run 14).
-M_TILES = ((32, 2), (64, 2), (128, 1))
+# Tiles of 8 points a warp carries, by the widest layer (the tuning's dmma_tiles_32, _64, _128), and
+# the blocks per SM asked of ptxas (dmma_blocks_32, _128).
 #: Threads per block: 8 warps.
 THREADS = 256
-#: Blocks per SM asked of ptxas (``__launch_bounds__``' second argument), by the widest layer.
-MIN_BLOCKS = ((32, 2), (128, 1))
 #: Activations computed by ``rosenna/data/rosenna_dtanh.cuh`` instead of libdevice (its header says why).
 DEVICE_FORMS = {"Tanh": "rosenna_tanh"}
 #: Fragments and biases up to this many bytes are copied into (static) shared memory once per
@@ -57,12 +54,15 @@ def _width(layers):
     return max(max(8 * _ntiles(layer) for layer in layers), 4 * _ktiles(layers[0], True))
 
 
-def m_tiles(layers):
-    return next(m for w, m in M_TILES if _width(layers) <= w)
+def m_tiles(layers, tuning):
+    """Tiles of 8 points a warp carries: the tuning's for the widest layer (padded to 8)."""
+    width = _width(layers)
+    return tuning.dmma_tiles_32 if width <= 32 else tuning.dmma_tiles_64 if width <= 64 else tuning.dmma_tiles_128
 
 
-def min_blocks(layers):
-    return next(b for w, b in MIN_BLOCKS if _width(layers) <= w)
+def min_blocks(layers, tuning):
+    """Blocks per SM asked of ptxas (``__launch_bounds__``' second argument): the tuning's for the widest layer."""
+    return tuning.dmma_blocks_32 if _width(layers) <= 32 else tuning.dmma_blocks_128
 
 
 def offsets(layers):
@@ -143,8 +143,8 @@ def kernel(plan, layers):
     its activation functions, and ``<name>_tc_usable``."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     frags, biases, size = offsets(layers)
-    m = m_tiles(layers)
-    blocks = min_blocks(layers)
+    m = m_tiles(layers, plan.tuned)
+    blocks = min_blocks(layers, plan.tuned)
     warps = THREADS // 32
     per_warp = 8 * m
     renderer = Renderer(C, plan.precision, resolver(plan, C))
@@ -212,7 +212,7 @@ def launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the DMMA kernel and return, when usable: a
     persistent grid of as many blocks as the GPU holds at once."""
     n = plan.name
-    per_block = THREADS // 32 * 8 * m_tiles(layers)
+    per_block = THREADS // 32 * 8 * m_tiles(layers, plan.tuned)
     return f"""    if ({n}_tc_usable()) {{
         static int resident;
         if (!resident) {{
@@ -281,7 +281,7 @@ class Dmma(Kind):
                 f"    if (tc_failed)\n        return ROSENNA_STATUS_DEVICE;\n"
                 f"#endif\n")
 
-    def upload_helper(self):
+    def upload_helper(self, code):
         return ""
 
     def kernel(self, plan, choice, acts):
@@ -302,7 +302,7 @@ def routine_parts(plan, layers, sig):
     taking that body when the whole warp calls it. File-loaded weights: :func:`routine_upload`."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     frags, biases, size = offsets(layers)
-    m = m_tiles(layers)
+    m = m_tiles(layers, plan.tuned)
     passes = 32 // (8 * m)
     layout = Layout(layers)
     values = f" = {{\n    {_literals(layout.packed())}\n}}" if plan.embed else ""
@@ -343,7 +343,7 @@ def routine_parts(plan, layers, sig):
     return "\n".join([
         f"{tf32.GUARD}\n/* The warp routine's copy: the FP64 tensor-core chain's fragments, then its biases. */",
         f"static {storage} __align__(16) double {n}_rdmma[{size}]{values};", "#endif",
-        "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, library(layers)]
+        "namespace {", fixed.load("rosenna_routine.cuh"), tf32.GUARD, fixed.load("rosenna_lane.cuh"), library(layers)]
         + activations("rt_dact", layers, renderer) + ["#endif", "}  // namespace", "",
         f"/* 32 points, one per lane: the FP64 tensor-core chain's warp body, {passes} pass{'es' if passes > 1 else ''} of "
         f"{8 * m} points. */",

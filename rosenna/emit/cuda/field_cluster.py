@@ -2,35 +2,32 @@
 
 ``<name>_cluster`` computes the phases of :func:`rosenna.emit.cuda.field_fuse.schedule` for up to
 a step's samples in one launch: sample ``s`` belongs to thread-block cluster ``s`` (up to
-:data:`BLOCKS` blocks of :data:`THREADS` threads, co-scheduled on one GPC), whose threads stride
+the tuning's ``cluster_blocks`` blocks of ``cluster_threads`` threads, co-scheduled on one GPC), whose threads stride
 over each phase's elements; a cluster barrier (``barrier.cluster.arrive.release`` +
 ``barrier.cluster.wait.acquire``: every store of the cluster before it is visible to every load of
 the cluster after it, global memory included) separates consecutive phases instead of a launch or
 a grid-wide barrier. Samples never wait for each other, and a sample's intermediates stay in L2
-between its phases. A cluster has :data:`BLOCKS` blocks, a number the kernel is compiled with, so
+between its phases. A cluster has ``cluster_blocks`` blocks, a number the kernel is compiled with, so
 that each phase's stride loop has a constant step and trip count; with the tuning's ``cluster_per_call`` the
-blocks per cluster are chosen per call instead (:func:`choice`: the most, up to :data:`BLOCKS`,
+blocks per cluster are chosen per call instead (:func:`choice`: the most, up to ``cluster_blocks``,
 with which every cluster of the call is resident at once) and read at run time.
 
 The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
 output channels) with the tuning's ``cluster_jam``, else the plain ones (a thread per element); the convs that
-:mod:`conv_smem` takes run as its shared-memory tiles instead (the default, H200 run 17). A plan of
+:mod:`conv_smem` takes run as its shared-memory tiles instead (the default: results/measurement-log.md, "The table of main cd0ccd7"). A plan of
 fewer than the tuning's ``cluster_min_phases`` phases gets no clustered kernel. Compiled for an
 older GPU (or PTX JIT of an older target) the kernel is empty and ``<name>_run`` never launches it
 (it checks the binary's architecture); HIP has no clusters: nothing here is emitted under
-``__HIPCC__``. Measured on the H200: docs/benchmarks.md, runs 13, 16 and 17.
+``__HIPCC__``. Measured on the H200: results/measurement-log.md, "The clustered whole-field study",
+"The epilogue study" and "The table of main cd0ccd7".
 """
 
 from rosenna.emit.cuda import field_fuse
 from rosenna.emit.render import count
 
-#: The most blocks per cluster (8 is the portable maximum; 16 needs the non-portable attribute).
-BLOCKS = 16
-
-#: Threads per block of ``<name>_cluster`` (256: docs/benchmarks.md, run 13).
-THREADS = 256
-
-# (the tuning's cluster_per_call: the blocks per cluster chosen per call and read at run time;
+# The tuning's cluster_blocks (blocks per cluster: 8 is the portable maximum, 16 needs the
+# non-portable attribute) and cluster_threads (threads per block) shape the kernel
+# (results/measurement-log.md, "The clustered whole-field study"); cluster_per_call: the blocks per cluster chosen per call and read at run time;
 # cluster_min_blocks: ptxas's resident blocks per SM, a register cap; cluster_jam: the phases'
 # convolutions unrolled-and-jammed over output channels)
 
@@ -47,8 +44,9 @@ def phase_lines(sched, note, threads, body, buffer=None):
 
 def kernel(sched, phases):
     """``<name>_cluster`` (see the module) over ``phases``, each the lines of :func:`phase_lines`."""
-    n, t, threads = sched.plan.name, sched.plan.ctype, THREADS
-    per_call, min_blocks = sched.plan.tuned.cluster_per_call, sched.plan.tuned.cluster_min_blocks
+    tuning = sched.plan.tuned
+    n, t, threads = sched.plan.name, sched.plan.ctype, tuning.cluster_threads
+    per_call, min_blocks = tuning.cluster_per_call, tuning.cluster_min_blocks
     lines = []
     for k, phase in enumerate(phases):
         if k:
@@ -67,7 +65,7 @@ def kernel(sched, phases):
 __global__ void __launch_bounds__({threads}{f", {min_blocks}" if min_blocks else ""}) {n}_cluster(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
 #if __CUDA_ARCH__ >= 900
-{_indices(threads, per_call)}    (void)count;
+{_indices(tuning.cluster_blocks, threads, per_call)}    (void)count;
 {unused}{code}
 #else
     (void)x, (void)y, (void)count;
@@ -76,23 +74,23 @@ __global__ void __launch_bounds__({threads}{f", {min_blocks}" if min_blocks else
 #endif"""
 
 
-def _indices(threads, per_call):
+def _indices(blocks, threads, per_call):
     """The kernel's sample ``s`` (its cluster) and its thread's first element and step."""
     head = ('    unsigned id, rank;\n    asm("mov.u32 %0, %%clusterid.x;" : "=r"(id));\n'
             '    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));\n')
     if per_call:
         return (head.replace("id, rank;", "id, rank, blocks;", 1) + '    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));\n'
                 f"    const long s = id;\n    const long first = (long)rank * {threads} + threadIdx.x, step = (long)blocks * {threads};\n")
-    return (head + f"    const long s = id;  /* {BLOCKS} blocks per cluster: a constant step */\n"
-            f"    const long first = (long)rank * {threads} + threadIdx.x, step = {BLOCKS * threads}l;\n")
+    return (head + f"    const long s = id;  /* {blocks} blocks per cluster: a constant step */\n"
+            f"    const long first = (long)rank * {threads} + threadIdx.x, step = {blocks * threads}l;\n")
 
 
-def launcher(n, t):
+def launcher(n, t, tuning):
     """``<name>_clustered(count, x, y, s, blocks)``: one launch of ``<name>_cluster``, count
     clusters of ``blocks`` blocks; and ``<name>_cluster_blocks(device)``: how many of its blocks are
     resident at once on the device, 0 where it does not run (no sm_90 code in this binary, a device
-    without cluster launch, no cluster of :data:`BLOCKS` blocks resident)."""
-    blocks, threads = BLOCKS, THREADS
+    without cluster launch, no cluster of the tuning's ``cluster_blocks`` blocks resident)."""
+    blocks, threads = tuning.cluster_blocks, tuning.cluster_threads
     portable = "" if blocks <= 8 else (
         f"    if (cudaFuncSetAttribute({n}_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {{\n"
         "        (void)cudaGetLastError();\n        return 0;\n    }\n")
@@ -159,11 +157,11 @@ def note(n, few):
             "\n   cluster per sample. Else:")
 
 
-def choice(n, few, per_call=False):
+def choice(n, few, tuning):
     """``<name>_run``'s first choice: the clustered kernel for up to ``few`` (:func:`samples`)
     samples where it runs (CUDA only) and every cluster of the call is resident at once: of
-    :data:`BLOCKS` blocks, or with ``per_call`` (the tuning's ``cluster_per_call``) as many (up to :data:`BLOCKS`, at least 2) as
-    keep them resident."""
+    the tuning's ``cluster_blocks`` blocks, or with its ``cluster_per_call`` as many (up to
+    ``cluster_blocks``, at least 2) as keep them resident."""
     if not few:
         return ""
     return f"""#if defined(__CUDACC__) && !defined(__HIPCC__)
@@ -174,20 +172,20 @@ def choice(n, few, per_call=False):
             resident = resident > 0 ? resident : -1;
             __atomic_store_n(&{n}_clusters[device], resident, __ATOMIC_RELAXED);
         }}
-{_blocks(n, per_call)}
+{_blocks(n, tuning.cluster_blocks, tuning.cluster_per_call)}
     }}
 #endif
 """
 
 
-def _blocks(n, per_call):
+def _blocks(n, blocks, per_call):
     """``<name>_run``'s launch of the clustered kernel once the resident blocks are known."""
     if per_call:
         return f"""        if (resident > 0) {{
-            unsigned blocks = {BLOCKS};
+            unsigned blocks = {blocks};
             while (blocks > 2 && (long)count * blocks > resident)
                 blocks /= 2;
             return {n}_clustered(count, x, y, s, blocks);
         }}"""
-    return f"""        if ((long)count * {BLOCKS} <= resident)  /* every cluster resident at once */
-            return {n}_clustered(count, x, y, s, {BLOCKS});"""
+    return f"""        if ((long)count * {blocks} <= resident)  /* every cluster resident at once */
+            return {n}_clustered(count, x, y, s, {blocks});"""

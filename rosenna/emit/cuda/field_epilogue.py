@@ -20,7 +20,7 @@ Two shapes, recognised in the loop IR by their index maps (not by op names):
 
 Each sum keeps its terms and their order: the results do not change by a bit. A store nothing
 else reads is dropped (:func:`finish`), the scratch buffers are shared anew over the phases kept
-(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: docs/benchmarks.md, run 16.
+(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: results/measurement-log.md, "The epilogue study".
 """
 
 import copy
@@ -44,9 +44,8 @@ def forms(tuning):
     chosen = tuning.field_epilogues
     return frozenset(ALL_FORMS if chosen == "all" else (chosen,) if chosen else ())
 
-#: Which epilogues :func:`fuse` makes: window reductions pulled into their producer's phase,
-#: element maps pushed into it.
-PULL, PUSH = True, True
+# Which epilogues :func:`fuse` makes is the tuning's: epilogue_pull (window reductions pulled into
+# their producer's phase) and epilogue_push (element maps pushed into it).
 
 #: The most producer elements one window of a reduction may read (a 4x4 pool: 16).
 MAX_WINDOW = 16
@@ -270,10 +269,10 @@ def fuse(plan, groups, version, value_of):
         value = value_of(phase)
         if value is not None and k < len(groups):
             stored = {value}
-            fused = pull(plan, phase, groups[k], value, version, stored) if PULL else None
+            fused = pull(plan, phase, groups[k], value, version, stored) if plan.tuned.epilogue_pull else None
             if fused is not None:
                 phase, k = fused, k + 1
-            while PUSH and fused is None and k < len(groups):
+            while plan.tuned.epilogue_push and fused is None and k < len(groups):
                 pushed = push(plan, phase, groups[k], value, version, stored)
                 if pushed is None:
                     break

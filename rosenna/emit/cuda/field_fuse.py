@@ -19,7 +19,7 @@ plan's scratch buffers were shared by the op order (:func:`rosenna.plan.build`);
 get their own sharing (:func:`_storage`) by the same rule over the phases kept, a buffer free
 after the last phase that reads what it holds, directly or through a value function.
 
-Whether it pays is the H200's to say (docs/benchmarks.md, run 11): the tuning's ``field_inline_loads`` and
+Whether it pays is the H200's to say (results/measurement-log.md, "The whole-field phase study"): the tuning's ``field_inline_loads`` and
 ``field_decode`` hold the generator's choice.
 """
 

@@ -8,7 +8,7 @@ Which kind a plan gets is the strategy stage's choice (rosenna.strategy: the tab
 implementations, their ``fits`` and priorities); :data:`BATCH_KINDS` and :data:`TENSOR_KINDS` map
 the chosen names to their renderers. A tensor-core kind is compiled in beside the batched kernel
 under its preprocessor guard (CUDA sm_80+ picks it at run time, everything else keeps the FP32
-kernel). The measurements behind the priorities are in docs/benchmarks.md.
+kernel). The measurements behind the priorities are in results/measurement-log.md.
 
 To add a kernel: add its implementation (``fits`` and priority) to a table of rosenna/strategy/,
 write a module here with a ``KIND`` (an instance of a :class:`~rosenna.emit.cuda.base.Kind`

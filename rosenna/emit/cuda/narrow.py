@@ -13,7 +13,6 @@ device code is ``rosenna/data/rosenna_narrow.cuh``. On CUDA sm_80+ the tensor-co
 from rosenna.emit import fixed
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout
-from rosenna.emit.cuda.point import POINT_THREADS
 
 
 
@@ -31,25 +30,25 @@ class Narrow(Kind):
         return not choice.constant and choice.packed_size * 4 <= choice.strategy.tuning.narrow_shared_limit
 
     def kernel(self, plan, choice, acts):
-        n = plan.name
+        n, threads = plan.name, plan.tuned.point_threads
         shared = self.shared(choice)
         ld = 0 if choice.constant else (2 if shared else 1)
         weights = f"{n}_packed"
-        lines = [f"__global__ void __launch_bounds__({POINT_THREADS}) {n}_batch_kernel(int n, const float *ROSENNA_RESTRICT x, "
+        lines = [f"__global__ void __launch_bounds__({threads}) {n}_batch_kernel(int n, const float *ROSENNA_RESTRICT x, "
                  "float *ROSENNA_RESTRICT y)",
                  "{"]
         if shared:
             quads = choice.packed_size // 4
             weights = "w"
-            lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (run 2: 0.279 vs 0.357 ns for gemm_big). */",
+            lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (the second kernel study: 0.279 vs 0.357 ns for gemm_big). */",
                       f"    __shared__ float4 w4[{quads}];",
-                      f"    for (int e = threadIdx.x; e < {quads}; e += {POINT_THREADS})",
+                      f"    for (int e = threadIdx.x; e < {quads}; e += {threads})",
                       f"        w4[e] = __ldg(reinterpret_cast<const float4 *>({n}_packed) + e);",
                       "    __syncthreads();",
                       "    const float *w = reinterpret_cast<const float *>(w4);",
-                      f"    for (long i = (long)blockIdx.x * {POINT_THREADS} + threadIdx.x; i < n; i += (long)gridDim.x * {POINT_THREADS}) {{"]
+                      f"    for (long i = (long)blockIdx.x * {threads} + threadIdx.x; i < n; i += (long)gridDim.x * {threads}) {{"]
         else:
-            lines += [f"    const long i = (long)blockIdx.x * {POINT_THREADS} + threadIdx.x;",
+            lines += [f"    const long i = (long)blockIdx.x * {threads} + threadIdx.x;",
                       "    if (i < n) {"]
         # The per-point body, one level inside the point loop.
         body = [f"float h0[{plan.nx}];",
@@ -68,11 +67,11 @@ class Narrow(Kind):
         return "\n".join(lines)
 
     def launch(self, plan, choice):
-        n = plan.name
+        n, threads = plan.name, plan.tuned.point_threads
         launch = "    {n}_batch_kernel<<<{blocks}, {threads}, 0, (rosennaStream_t)stream>>>(n, x, y);"
         if not self.shared(choice):
-            blocks = f"(unsigned)((n + {POINT_THREADS - 1}) / {POINT_THREADS})"
-            return "", launch.format(n=n, blocks=blocks, threads=POINT_THREADS)
+            blocks = f"(unsigned)((n + {threads - 1}) / {threads})"
+            return "", launch.format(n=n, blocks=blocks, threads=threads)
         # A persistent grid: each block copies the weights once, then loops over points.
         setup = ("    static int sms;\n"
                  "    if (!sms) {\n"
@@ -81,8 +80,8 @@ class Narrow(Kind):
                  "            rosennaDeviceGetAttribute(&sms, rosennaDevAttrMultiProcessorCount, device) != rosennaSuccess)\n"
                  "            return ROSENNA_STATUS_LAUNCH;\n"
                  "    }\n"
-                 f"    const long wanted = ((long)n + {POINT_THREADS - 1}) / {POINT_THREADS};\n")
-        return setup, launch.format(n=n, blocks="(unsigned)(wanted < 4L * sms ? wanted : 4L * sms)", threads=POINT_THREADS)
+                 f"    const long wanted = ((long)n + {threads - 1}) / {threads};\n")
+        return setup, launch.format(n=n, blocks="(unsigned)(wanted < 4L * sms ? wanted : 4L * sms)", threads=threads)
 
 
 KIND = Narrow()

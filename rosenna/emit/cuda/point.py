@@ -2,8 +2,7 @@
 
 from rosenna.emit.cuda.base import Kind
 
-#: Threads per block of the one-point-per-thread kernels.
-POINT_THREADS = 256
+# Threads per block of the one-point-per-thread kernels: the tuning's point_threads.
 
 
 class Point(Kind):
@@ -12,18 +11,19 @@ class Point(Kind):
     point_fn = True
 
     def kernel(self, plan, choice, acts):
-        n, t = plan.name, plan.ctype
-        return (f"__global__ void __launch_bounds__({POINT_THREADS}) {n}_batch_kernel(int n, const {t} *ROSENNA_RESTRICT x, "
+        n, t, threads = plan.name, plan.ctype, plan.tuned.point_threads
+        return (f"__global__ void __launch_bounds__({threads}) {n}_batch_kernel(int n, const {t} *ROSENNA_RESTRICT x, "
                 f"{t} *ROSENNA_RESTRICT y)\n"
                 "{\n"
-                f"    const long i = (long)blockIdx.x * {POINT_THREADS} + threadIdx.x;\n"
+                f"    const long i = (long)blockIdx.x * {threads} + threadIdx.x;\n"
                 "    if (i < n)\n"
                 f"        {n}_point(x + i * {plan.nx}, y + i * {plan.ny});\n"
                 "}")
 
     def launch(self, plan, choice):
-        return "", (f"    {plan.name}_batch_kernel<<<(unsigned)((n + {POINT_THREADS - 1}) / {POINT_THREADS}), "
-                    f"{POINT_THREADS}, 0, (rosennaStream_t)stream>>>(n, x, y);")
+        threads = plan.tuned.point_threads
+        return "", (f"    {plan.name}_batch_kernel<<<(unsigned)((n + {threads - 1}) / {threads}), "
+                    f"{threads}, 0, (rosennaStream_t)stream>>>(n, x, y);")
 
 
 KIND = Point()

@@ -39,8 +39,12 @@ that may be written), and the 32 points are computed together (on CUDA behind th
 The tensor-core bodies read their fragments (``<name>_rchain``, tc_chain.py's packing, paired
 rows after the first layer so that a layer's C fragments are the next one's A fragments) from
 global memory through the read-only data cache: every warp of an SM reads the same layer at
-about the same time. Measurements: docs/benchmarks.md.
+about the same time. Measurements: results/measurement-log.md.
 """
+
+import dataclasses
+
+import numpy as np
 
 from rosenna.emit import fixed
 from rosenna.emit.chain import WarpLayout  # noqa: F401 (defined there: the offload body shares it)
@@ -86,6 +90,30 @@ def _chain_layout(choice):
 
 def _dense_layout(choice):
     return PackedLayout.dense(choice.layers, 4, 4)
+
+
+def _constant(choice):
+    """Whether the one-thread body's copy ``<name>_rpacked`` is in ``__constant__`` memory."""
+    return _dense_layout(choice).size * 4 <= choice.strategy.tuning.routine_constant_bytes
+
+
+def _warp_weights(plan, choice):
+    """The array the FP32 warp body reads: ``<name>_rpacked`` where its layout
+    (:class:`WarpLayout`) puts every weight and bias where the one-thread body's does (widths
+    multiples of 16: mlp128) and that copy is not in ``__constant__`` memory (a warp reads 16
+    different addresses at once), else its own ``<name>_rwarp``. Decided on the layouts, not the
+    values: each weight of a probe chain is its own number."""
+    layers, start, probe = choice.layers, 1, []
+    for layer in layers:
+        w = np.arange(start, start + layer.n * layer.k, dtype=np.float64).reshape(layer.n, layer.k)
+        b = np.arange(start + w.size, start + w.size + layer.n, dtype=np.float64)
+        probe.append(dataclasses.replace(layer, w=w, b=b))
+        start += w.size + layer.n
+    if _constant(choice) or start >= 1 << 24:  # (float32 holds the probe's numbers exactly below 2^24)
+        return f"{plan.name}_rwarp"
+    warp, dense = WarpLayout(probe), PackedLayout.dense(probe, 4, 4)
+    same = warp.size == dense.size and np.array_equal(warp.packed(), dense.packed())
+    return f"{plan.name}_rpacked" if same else f"{plan.name}_rwarp"
 
 
 def _one_thread(plan, choice, weights, ld):
@@ -218,7 +246,7 @@ def _shuffle_warp(plan, choice):
     """The FP32 warp body (rosenna_routine.cuh): two passes of 16 points."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layout = WarpLayout(choice.layers)
-    layers = choice.layers
+    layers, weights = choice.layers, _warp_weights(plan, choice)
     kc0 = layout.offsets[0][1]
     lines = ["    const int lane = rosenna_lane(), py = lane / 16, cx = lane % 16;",
              "#pragma unroll 1",
@@ -233,12 +261,12 @@ def _shuffle_warp(plan, choice):
              "        }"]
     for i, (layer, (off, kc, nc)) in enumerate(zip(layers[:-1], layout.offsets)):
         lines += [f"        float h{i + 1}[8][{nc}];  /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */",
-                  f"        rosenna_warp_layer<{kc}, {nc}, rt_act{i}>({n}_rwarp + {off}, h{i}, h{i + 1}, py, cx);"]
+                  f"        rosenna_warp_layer<{kc}, {nc}, rt_act{i}>({weights} + {off}, h{i}, h{i + 1}, py, cx);"]
     last = len(layers) - 1
     off, kc, _ = layout.offsets[-1]
     lines += [f"        /* layer {last}: {layers[-1].k} -> {layers[-1].n}, {layers[-1].act or 'no activation'}: lane cx ends with "
               "point 8py + cx / 2, outputs 4 (cx % 2) .. + 4 */",
-              f"        const float4 v = rosenna_warp_out<{kc}, rt_act{last}>({n}_rwarp + {off}, h{last}, cx);",
+              f"        const float4 v = rosenna_warp_out<{kc}, rt_act{last}>({weights} + {off}, h{last}, cx);",
               "        float *yp = rosenna_lane_ptr(y, 16 * pass + 8 * py + cx / 2);",
               "        const int o = 4 * (cx % 2);",
               "        const float r[4] = {v.x, v.y, v.z, v.w};",
@@ -271,7 +299,7 @@ def upload(plan, choice):
     kind = _warp_kind(choice)
     if kind in ("chain", "parked"):
         steps.append((f"{n}_rchain", _chain_layout(choice), "tc", tf32.GUARD))
-    if kind == "parked":
+    if kind == "parked" and _warp_weights(plan, choice) == f"{n}_rwarp":
         steps.append((f"{n}_rwarp", WarpLayout(layers), "rw", ""))
     lines = []
     for name, layout, var, guard in steps:
@@ -285,8 +313,9 @@ def upload(plan, choice):
             f"        free({var});",
             "        if (failed)\n            return ROSENNA_STATUS_DEVICE;",
             "    }"] + (["#endif"] if guard else [])
-    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32()}#endif\n" if kind in ("chain", "parked") else "")
-    return helpers, "\n".join(lines)
+    code = "\n".join(lines)
+    helpers = "#include <stdlib.h>\n" + (f"{tf32.GUARD}\n{tf32.host_tf32(code)}#endif\n" if kind in ("chain", "parked") else "")
+    return helpers, code
 
 
 def routine(plan, choice, renderer):
@@ -304,20 +333,20 @@ def routine(plan, choice, renderer):
                 f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n    {n}_point(x, y);\n}}\n")
     layers = choice.layers
     dense = _dense_layout(choice)
-    constant = dense.size * 4 <= choice.strategy.tuning.routine_constant_bytes
+    constant = _constant(choice)
     parts = ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
              _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)
     if kind in ("chain", "parked"):
         parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, then its biases (tc_chain.py). */",
                   _array(plan, "__device__ const", f"{n}_rchain", _chain_layout(choice)), "#endif"]
-    if kind == "parked":
+    if kind == "parked" and _warp_weights(plan, choice) == f"{n}_rwarp":
         parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
                   "(emit/chain.py's WarpLayout). */",
                   _array(plan, "__device__ const", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
-    parts.append(fixed.load("rosenna_narrow.cuh"))
+    libraries = len(parts)  # rosenna_narrow.cuh and rosenna_lane.cuh go here where the code calls them
     parts.append(fixed.load("rosenna_routine.cuh"))
     if kind == "chain":
         parts += [tf32.GUARD, tf32.device_lib(), "#endif"]
@@ -370,4 +399,8 @@ def routine(plan, choice, renderer):
     parts.append(f"/* The per-point routine for the user's own kernels (link them with the device linker). */\n"
                  f"extern \"C\" __device__ void {n}_infer{sig}\n{{\n{body}}}\n\n"
                  f"{warp_note}\nextern \"C\" __device__ void {n}_infer_warp{sig}\n{{\n{warp_call}}}\n")
+    code = "\n".join(parts[libraries:])
+    parts[libraries:libraries] = [fixed.load(name) for name, call in (("rosenna_narrow.cuh", "rosenna_dense<"),
+                                                                      ("rosenna_lane.cuh", "rosenna_lane()"))
+                                  if call in code]
     return "\n".join(parts)

@@ -1,9 +1,10 @@
-"""The CUDA/HIP runtime table: the API names, the backends and the ``<name>.mk`` rules.
+"""The CUDA/HIP runtime table: the API names and the backends (``<name>.mk``: rosenna.emit.make).
 
 One kernel file serves CUDA and HIP: they differ only by the runtime names in :data:`RUNTIME_API`,
 rendered once into ``rosenna_rt.h`` (``rosennaStream_t`` is ``cudaStream_t`` or ``hipStream_t``,
 ...), and by the compiler and libraries of :data:`BACKENDS`.
 """
+
 
 #: The runtime API as CUDA and HIP spell it: name used in generated code -> (CUDA, HIP).
 RUNTIME_API = (
@@ -15,6 +16,7 @@ RUNTIME_API = (
     ("rosennaMemcpyHostToDevice", "cudaMemcpyHostToDevice", "hipMemcpyHostToDevice"),
     ("rosennaFuncSetAttribute", "cudaFuncSetAttribute", "hipFuncSetAttribute"),
     ("rosennaGetDevice", "cudaGetDevice", "hipGetDevice"),
+    ("rosennaDeviceSynchronize", "cudaDeviceSynchronize", "hipDeviceSynchronize"),
     ("rosennaDeviceGetAttribute", "cudaDeviceGetAttribute", "hipDeviceGetAttribute"),
     ("rosennaDevAttrMultiProcessorCount", "cudaDevAttrMultiProcessorCount", "hipDeviceAttributeMultiprocessorCount"),
     ("rosennaDevAttrCooperativeLaunch", "cudaDevAttrCooperativeLaunch", "hipDeviceAttributeCooperativeLaunch"),
@@ -61,50 +63,3 @@ BACKENDS = {
             "LIBS": "-L$(ROSENNA_DEVICE_LIBDIR) -Wl,-rpath,$(ROSENNA_DEVICE_LIBDIR) -lamdhip64 -lstdc++",
             "LIBDIR": "$(or $(ROCM_PATH),/opt/rocm)/lib"},
 }
-
-
-def makefile_rules(name, profile):
-    """The backend switch of ``<name>.mk``: which objects lib<name>.a holds, and the kernel rules.
-
-    ``profile``: the resolved toolchain profile giving each backend's DEVCC and DEVFLAGS."""
-    n = name
-    lines = ["# ROSENNA_BACKEND=omp builds only <name>.c with CC. cuda|hip also compile <name>_kernel.cu",
-             f"# with DEVCC and DEVFLAGS: {n}_kernel.o (the batched kernel, in lib{n}.a; a host compiler can",
-             "# link it, adding ROSENNA_DEVICE_LIBS) and, as relocatable device code, " + f"{n}_device.o in",
-             f"# lib{n}_device.a: the __device__ {n}_infer for your own kernels (link those with DEVCC).",
-             ".DEFAULT_GOAL := all",
-             "OBJCOPY ?= objcopy",
-             "ROSENNA_OBJS = $(ROSENNA_DIR)/" + f"{n}.o"]
-    for backend, conf in BACKENDS.items():
-        devcc, devflags = profile.device_compiler(backend), profile.device_flags(backend)
-        keyword = "ifeq" if backend == "cuda" else "else ifeq"
-        lines += [f"{keyword} ($(ROSENNA_BACKEND),{backend})",
-                  f"DEVCC ?= {devcc}",
-                  f"DEVFLAGS ?= {devflags}",
-                  f"ROSENNA_RDC = {conf['RDC']}",
-                  f"ROSENNA_DEVICE_LIBDIR ?= {conf['LIBDIR']}",
-                  f"ROSENNA_DEVICE_LIBS ?= {conf['LIBS']}"]
-    lines += ["else ifneq ($(ROSENNA_BACKEND),omp)",
-              "$(error ROSENNA_BACKEND=$(ROSENNA_BACKEND): choose omp, cuda or hip)",
-              "endif",
-              "ifneq ($(ROSENNA_BACKEND),omp)",
-              "ROSENNA_NATIVE = -DROSENNA_NATIVE_KERNEL",
-              f"ROSENNA_OBJS += $(ROSENNA_DIR)/{n}_kernel.o",
-              f"ROSENNA_EXTRA = $(ROSENNA_DIR)/lib{n}_device.a",
-              "endif",
-              "",
-              f"$(ROSENNA_DIR)/{n}_kernel.o: $(ROSENNA_DIR)/{n}_kernel.cu $(ROSENNA_DIR)/rosenna_rt.h",
-              "\t$(DEVCC) $(DEVFLAGS) -c $< -o $@",
-              "",
-              f"$(ROSENNA_DIR)/{n}_device.o: $(ROSENNA_DIR)/{n}_kernel.cu $(ROSENNA_DIR)/rosenna_rt.h",
-              "\t$(DEVCC) $(DEVFLAGS) $(ROSENNA_RDC) -DROSENNA_DEVICE_ROUTINE -c $< -o $@",
-              f"\t$(OBJCOPY) --weaken-symbol={n}_infer $@  # its host stub yields to {n}.c's host routine",
-              "",
-              f"$(ROSENNA_DIR)/lib{n}_device.a: $(ROSENNA_DIR)/{n}_device.o",
-              "\t$(AR) rcs $@ $^",
-              "",
-              "# The link flags a host-compiler link of lib" + f"{n}.a needs: LIBS=$$(make -s -f {n}.mk print-libs)",
-              "print-libs:",
-              "\t@echo $(ROSENNA_DEVICE_LIBS)",
-              ""]
-    return "\n".join(lines)

@@ -40,7 +40,7 @@ def kernel_source(strategy, stamp, constant_limit=None):
     """The text of ``<name>_kernel.cu`` for ``strategy`` (a :class:`rosenna.strategy.Strategy`; a
     plan is rendered with the default tuning, ``constant_limit`` replacing that one knob).
 
-    The file is compiled twice (see :func:`makefile_rules`): plainly into ``<name>_kernel.o`` (the
+    The file is compiled twice (see :func:`rosenna.emit.make.native_rules`): plainly into ``<name>_kernel.o`` (the
     batched kernel and ``<name>_infer_batch``: whole-program code, and no device link needed), and
     with ``-DROSENNA_DEVICE_ROUTINE`` as relocatable device code into ``<name>_device.o`` (the
     ``__device__`` ``<name>_infer`` for the user's kernels). Relocatable code for the batched
@@ -193,8 +193,8 @@ def _upload(plan, choice):
                 f"    if (failed)\n        return ROSENNA_STATUS_DEVICE;\n")
     tc_pack, tc_helper = "", ""
     if choice.tensor:
-        tc_helper = choice.tensor.upload_helper()
         tc_pack = choice.tensor.upload(plan, choice)
+        tc_helper = choice.tensor.upload_helper(tc_pack)
     igemm_helper, igemm_pack = conv_igemm.upload(plan, helper=not choice.tensor)
     return f"""#include <stdlib.h>
 {tc_helper}{igemm_helper}
@@ -213,6 +213,21 @@ extern "C" int {n}_device_upload(const {t} *const *host)
         return ROSENNA_STATUS_DEVICE;
     ready = 1;
     return ROSENNA_STATUS_OK;
+}}
+{reload_upload(plan)}"""
+
+
+def reload_upload(plan):
+    """``<name>_device_reload`` (``<name>_reload`` / ``_set_weights``): the device's queued work
+    (every stream) ends before the weights are copied over in place, so no batch reads them half
+    copied; no device memory is allocated."""
+    n, t = plan.name, plan.ctype
+    return f"""
+extern "C" int {n}_device_reload(const {t} *const *host)
+{{
+    if (rosennaDeviceSynchronize() != rosennaSuccess)
+        return ROSENNA_STATUS_DEVICE;
+    return {n}_device_upload(host);
 }}
 """
 

@@ -22,8 +22,7 @@ from rosenna.strategy import Tuning
 
 DEFAULT_TUNING = Tuning()
 
-#: Threads per block of the chain kernel: 4 warps, 128 points per pass.
-CHAIN_THREADS = 128
+# Threads per block of the chain kernel: the tuning's chain_warps, 32 each.
 def points_per_warp(layers, tuning=DEFAULT_TUNING):
     """Points a warp carries through the chain kernel: 32, or 16 for layers over the tuning's
     ``chain_two_tiles_width``."""
@@ -69,19 +68,20 @@ def chain_kernel(plan, layers, acts):
     n = plan.name
     frags, biases, frag4, nbias = chain_offsets(layers)
     size4 = frag4 + nbias // 4
-    warps = CHAIN_THREADS // 32
+    warps = plan.tuned.chain_warps
+    threads = 32 * warps
     kt0 = _tiles(layers[0].k)
     points = points_per_warp(layers, plan.tuned)
     mt = points // 16
     lines = [f"/* Tensor-core chain: a warp carries {points} points through all {len(layers)} layers in "
              f"registers; {16 * frag4} bytes of",
              f"   fragments and {4 * nbias} of biases in shared memory once per block (persistent grid). */",
-             f"__global__ void __launch_bounds__({CHAIN_THREADS}) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
+             f"__global__ void __launch_bounds__({threads}) {n}_tc_kernel(int n, const float *ROSENNA_RESTRICT x, "
              "float *ROSENNA_RESTRICT y)",
              "{",
              "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
              f"    __shared__ float4 s[{size4}];",
-             f"    for (int e = threadIdx.x; e < {size4}; e += {CHAIN_THREADS})",
+             f"    for (int e = threadIdx.x; e < {size4}; e += {threads})",
              f"        s[e] = __ldg(reinterpret_cast<const float4 *>({n}_tc_packed) + e);",
              "    __syncthreads();",
              f"    const float *bias = reinterpret_cast<const float *>(s + {frag4});",
@@ -134,20 +134,20 @@ def chain_kernel(plan, layers, acts):
 def chain_launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the chain kernel and return, when usable: a
     persistent grid of as many blocks as the GPU holds at once, each copying the weights once."""
-    n = plan.name
-    per_block = CHAIN_THREADS // 32 * points_per_warp(layers, plan.tuned)
+    n, threads = plan.name, 32 * plan.tuned.chain_warps
+    per_block = plan.tuned.chain_warps * points_per_warp(layers, plan.tuned)
     return f"""    if ({n}_tc_usable()) {{
         static int resident;
         if (!resident) {{
             int device = 0, sms = 0, per_sm = 0;
             if (cudaGetDevice(&device) != cudaSuccess ||
                 cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {CHAIN_THREADS}, 0) != cudaSuccess)
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {threads}, 0) != cudaSuccess)
                 return ROSENNA_STATUS_LAUNCH;
             resident = sms * (per_sm > 0 ? per_sm : 1);
         }}
         const long wanted = ((long)n + {per_block - 1}) / {per_block};
-        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {CHAIN_THREADS}, 0, (cudaStream_t)stream>>>(n, x, y);
+        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {threads}, 0, (cudaStream_t)stream>>>(n, x, y);
         return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
     }}
 """

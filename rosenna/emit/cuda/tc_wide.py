@@ -15,9 +15,9 @@ The output layer is one m16n8 tile per warp with its fragments read through L1.
 Accuracy: each stage's products (two k8 tiles, six MMAs) are summed by the tensor cores from zero
 and added to the running sums in fp32, round to nearest (split accumulation). Accumulating a
 whole 128-deep layer in the MMAs (48 per output, each truncating the running sum) left ~1 output
-in a million outside verify's elementwise tolerance on mlp128 (docs/benchmarks.md), which kept
+in a million outside verify's elementwise tolerance on mlp128 (results/measurement-log.md), which kept
 this kernel opt-in; with split accumulation it is the default, and ``-DROSENNA_NO_TENSOR_CORES``
-keeps the FP32 kernels. Measurements: docs/benchmarks.md.
+keeps the FP32 kernels. Measurements: results/measurement-log.md.
 
 The 3xTF32 split and the fragment layouts: :mod:`rosenna.emit.cuda.tf32`.
 """
@@ -28,9 +28,12 @@ from rosenna.emit import fixed
 from rosenna.emit.cuda import staged, tf32
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
+from rosenna.strategy import Tuning
 
 #: Widest hidden layer (and input) the wide kernel takes, and widest output: one n8 tile of the
 #: output MMA.
+DEFAULT_TUNING = Tuning()
+
 WIDE_MAX_WIDTH = 512
 WIDE_MAX_OUT = 8
 
@@ -55,20 +58,13 @@ class WideShape:
     (22 significant bits, what 3xTF32 multiplies with), 8 bytes per lane and k8 x n8 tile instead
     of 16; the kernel splits it in two instructions per weight. Half the weight stream from L2
     and through shared memory: at 512 wide a 64-point block streams 2 MB of fragments per
-    layer."""
+    layer.
 
-    #: A persistent grid (wide_launch) where the fragments are not compact (the compact 512-wide
-    #: stage loop spilled 4 bytes inside the tile loop at the 128-register cap). Off: on the H200
-    #: it was slower at 96, 128 and 512 wide (mlp128 1.121 -> 1.198 ns) and 2% faster at 256
-    #: (docs/benchmarks.md, run 11 (tc17), round B); the study switches it on.
-    PERSISTENT = False
-    PERSISTENT_COMPACT = False
-    #: Widest layer from which the fragments are compact (the study, bench/studies/tc17, measures
-    #: other choices by changing it).
-    COMPACT_FROM = 257
+    The tuning decides ``compact`` (``wide_compact_from``) and the persistent grid
+    (``wide_persistent``, ``wide_persistent_compact``)."""
 
-    def __init__(self, widest):
-        self.compact = widest >= self.COMPACT_FROM
+    def __init__(self, widest, tuning=DEFAULT_TUNING):
+        self.compact = widest >= tuning.wide_compact_from
         if widest <= 128:
             self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 32), 4, 2, 2, 2
         elif widest <= 256:
@@ -85,7 +81,7 @@ class WideShape:
         #: lane (8 compact).
         self.stage4 = self.ks * (self.width // 8) * (16 if self.compact else 32)
         self.smem = self.points * self.lda * 4 + 2 * self.stage4 * 16
-        self.persistent = self.PERSISTENT and (self.PERSISTENT_COMPACT or not self.compact)
+        self.persistent = tuning.wide_persistent and (tuning.wide_persistent_compact or not self.compact)
         assert self.stage4 % self.threads == 0 and self.ni <= 8
 
 
@@ -106,9 +102,9 @@ class WideLayout:
     (``bias[i]``, float offsets from the start of the array); ``k0[g]``: stage g's first row
     within its layer."""
 
-    def __init__(self, layers):
-        self.layers = layers
-        self.shape = shape = WideShape(widest(layers))
+    def __init__(self, layers, tuning=DEFAULT_TUNING):
+        self.layers, self.tuning = layers, tuning
+        self.shape = shape = WideShape(widest(layers), tuning)
         hidden = layers[:-1]
         self.kp = [_round(layer.k, shape.stage_rows) for layer in hidden]
         self.count = [kp // shape.stage_rows for kp in self.kp]
@@ -123,19 +119,19 @@ class WideLayout:
         self.size = self.bias[-1] + WIDE_MAX_OUT  # floats
 
     def packed(self):
-        return wide_packed(self.layers)
+        return wide_packed(self.layers, self.tuning)
 
     def host_packing(self, dest="tc"):
-        return host_packing(self.layers, dest)
+        return host_packing(self.layers, dest, self.tuning)
 
 
 def _round(n, m):
     return (n + m - 1) // m * m
 
 
-def wide_packed(layers):
+def wide_packed(layers, tuning=DEFAULT_TUNING):
     """The wide kernel's ``<name>_tc_packed`` (floats): see :class:`WideLayout`."""
-    layout = WideLayout(layers)
+    layout = WideLayout(layers, tuning)
     width = layout.shape.width
     out = np.zeros(layout.size, np.float32)
     pack = tf32.pack_compact if layout.shape.compact else tf32.pack_layer
@@ -149,10 +145,10 @@ def wide_packed(layers):
     return out
 
 
-def host_packing(layers, dest="tc"):
+def host_packing(layers, dest="tc", tuning=DEFAULT_TUNING):
     """C++ for ``<name>_device_upload``: the same packing as :func:`wide_packed` (``host`` and
     ``dest`` as for :func:`rosenna.emit.cuda.tc_chain.host_packing`)."""
-    layout = WideLayout(layers)
+    layout = WideLayout(layers, tuning)
     shape = layout.shape
     out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest, shape.compact)
            for i, (layer, kp, first, bias) in enumerate(zip(layers, layout.kp, layout.first, layout.bias))]
@@ -171,7 +167,7 @@ def wide_kernel(plan, layers, acts):
     """The wide kernel ``<name>_tc_kernel`` (its body only where the device code is compiled for
     sm_80 or later) and ``<name>_tc_usable``, which also opts the kernel into its shared memory."""
     n, nx, ny = plan.name, plan.nx, plan.ny
-    layout = WideLayout(layers)
+    layout = WideLayout(layers, plan.tuned)
     shape = layout.shape
     P, T, lda = shape.points, shape.threads, shape.lda
     k0p = layout.kp[0]
@@ -261,11 +257,11 @@ def wide_kernel(plan, layers, acts):
 
 def wide_launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the wide kernel and return, when usable: a
-    persistent grid of as many blocks as the GPU holds at once (:attr:`WideShape.PERSISTENT`),
+    persistent grid of as many blocks as the GPU holds at once (the tuning's ``wide_persistent``),
     each block taking every gridDim-th block of points with its weight stream running on from one
     to the next; else one block per block of points."""
     n = plan.name
-    shape = WideShape(widest(layers))
+    shape = WideShape(widest(layers), plan.tuned)
     wanted = f"((long)n + {shape.points - 1}) / {shape.points}"
     if not shape.persistent:
         return f"""    if ({n}_tc_usable()) {{
@@ -299,7 +295,7 @@ class Wide(Kind):
     guard = tf32.GUARD
 
     def layout(self, choice):
-        return WideLayout(choice.layers)
+        return WideLayout(choice.layers, choice.strategy.tuning)
 
     def kernel(self, plan, choice, acts):
         # The staged FP32 kernel's library carries the stage copy already.

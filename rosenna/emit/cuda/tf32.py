@@ -8,8 +8,8 @@ instructions (:func:`split`; ``rosenna_tf32_split``): big is the value with its 
 cleared, small the exact remainder rounded by adding half a TF32 ulp to its bits, as the tensor
 cores truncate what they read of an fp32 register to its top 19 bits. big + small is within
 2^-22 |a| of a (two ``cvt.rna.tf32.f32``, ten instructions on sm_90, gave 2^-23 |a|). The
-error stays at fp32 level (6e-8 on gemm_big against a float64 reference, docs/benchmarks.md run
-5), at a fraction of the FP32 pipe's cost: gemm_big 0.18 ns per point against 0.23-0.28 for the
+error stays at fp32 level (6e-8 on gemm_big against a float64 reference, results/measurement-log.md,
+"The staged and tensor-core kernel study"), at a fraction of the FP32 pipe's cost: gemm_big 0.18 ns per point against 0.23-0.28 for the
 best FP32-FMA kernels measured.
 
 The kernels: :mod:`rosenna.emit.cuda.tc_chain` (narrow chains) and :mod:`rosenna.emit.cuda.tc_wide`
@@ -140,10 +140,12 @@ def device_lib():
     return fixed.load("rosenna_tf32.cuh")
 
 
-def host_tf32():
+def host_tf32(code=""):
     """``rosenna/data/rosenna_host_tf32.h``: TF32 rounding on the host for the C++ packing (the bit
-    operation :func:`tf32` does in numpy)."""
-    return fixed.load("rosenna_host_tf32.h")
+    operation :func:`tf32` does in numpy), and ``rosenna_host_compact.h`` where the packing ``code``
+    writes compact fragments."""
+    compact = fixed.load("rosenna_host_compact.h") if "rosenna_host_compact(" in code else ""
+    return fixed.load("rosenna_host_tf32.h") + compact
 
 
 def usable(n, smem=0):

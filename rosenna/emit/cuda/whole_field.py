@@ -23,15 +23,9 @@ from rosenna.emit.render import Renderer, count, resolver, used_scalars
 from rosenna.emit.host_field import jam
 from rosenna.parallel import Launch, Member
 
-#: Threads per block of the whole-field kernels (the launched phases').
-CUDA_THREADS = 256
-
-#: Threads per block of the persistent kernel ``<name>_field``.
-PERSISTENT_THREADS = 256
-
-#: ``<name>_run`` runs the persistent kernel while the widest phase needs at most this many times
-#: the resident blocks (each thread then strides over that many elements); 1: a thread per element.
-PERSISTENT_WAVES = 1
+# The kernels' shapes are the tuning's: field_threads (the launched phases' threads per block),
+# field_persistent_threads (<name>_field's) and field_persistent_waves (how far <name>_run takes
+# the persistent kernel).
 
 
 def batch_samples(plan):
@@ -139,7 +133,7 @@ def infer_one(plan):
     In every form a conv that :mod:`conv_smem` takes runs as shared-memory tiles, and in the
     launched phases one that :mod:`conv_igemm` takes as a 3xTF32 implicit GEMM.
 
-    H200 measurements that chose this rule are in docs/benchmarks.md ("whole-field launches"). The
+    H200 measurements that chose this rule are in results/measurement-log.md, "The whole-field launch study". The
     intermediates of those samples live in static ``__device__`` buffers. ``<name>_infer_one`` is
     this for one sample; ``<name>_infer_batch`` (:class:`WholeField`) for n. Returns "" when the plan
     has no ``<name>_infer_one``.
@@ -173,7 +167,7 @@ def infer_one(plan):
                if few else "")
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
-    cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t)}\n" if cluster else ""
+    cluster = f"\n{cluster}\n\n{field_cluster.launcher(n, t, plan.tuned)}\n" if cluster else ""
     clusters = (f"/* Blocks of {n}_cluster resident at once on each device (0: not yet asked; -1: it does not run). */\n"
                 f"static int {n}_clusters[64];\n" if cluster else "")
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
@@ -206,21 +200,21 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
     int device = 0;
     if (rosennaGetDevice(&device) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
-{field_cluster.choice(n, few, plan.tuned.cluster_per_call)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
+{field_cluster.choice(n, few, plan.tuned)}    int resident = device < 64 ? __atomic_load_n(&{n}_resident[device], __ATOMIC_RELAXED) : -1;
     if (resident == 0) {{
         int sms = 0, per_sm = 0, cooperative = 0;
         if (rosennaDeviceGetAttribute(&cooperative, rosennaDevAttrCooperativeLaunch, device) != rosennaSuccess ||
             rosennaDeviceGetAttribute(&sms, rosennaDevAttrMultiProcessorCount, device) != rosennaSuccess ||
-            rosennaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_field, {PERSISTENT_THREADS}, 0) != rosennaSuccess ||
+            rosennaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_field, {plan.tuned.field_persistent_threads}, 0) != rosennaSuccess ||
             !cooperative || sms * per_sm == 0)
             resident = -1;
         else
             resident = sms * per_sm;
         __atomic_store_n(&{n}_resident[device], resident, __ATOMIC_RELAXED);
     }}
-{conv_igemm.prefer(plan, convs)}{_choice(n, widest)}
+{conv_igemm.prefer(plan, convs)}{_choice(n, widest, plan.tuned)}
     void *args[] = {{(void *)&x, (void *)&y, (void *)&count}};
-    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3((unsigned)needed), dim3({PERSISTENT_THREADS}), args, 0, s) != rosennaSuccess)
+    if (rosennaLaunchCooperativeKernel((const void *){n}_field, dim3((unsigned)needed), dim3({plan.tuned.field_persistent_threads}), args, 0, s) != rosennaSuccess)
         return ROSENNA_STATUS_LAUNCH;
     return ROSENNA_STATUS_OK;
 }}
@@ -285,10 +279,10 @@ def cluster_phases(sched, buffer=None, tiles=None):
     return out
 
 
-def _choice(n, widest):
+def _choice(n, widest, tuning):
     """``<name>_run``'s choice of form: the blocks the persistent kernel needs, and the launched
-    phases past :data:`PERSISTENT_WAVES` times the resident blocks."""
-    t, waves = PERSISTENT_THREADS, PERSISTENT_WAVES
+    phases past the tuning's ``field_persistent_waves`` times the resident blocks."""
+    t, waves = tuning.field_persistent_threads, tuning.field_persistent_waves
     if waves == 1:
         return (f"    const long needed = (count * {widest}l + {t - 1}) / {t};\n"
                 f"    if (needed > resident)\n        return {n}_phases(count, x, y, s);")
@@ -307,7 +301,7 @@ def _launched(sched, groups, samples, convs, tiles):
     """The kernel of each (jammed) phase and ``<name>_phases``, which launches them in order (the
     phases in ``convs`` as implicit GEMMs where the call allows, :mod:`conv_igemm`; those in
     ``tiles`` otherwise in shared-memory tiles, :mod:`conv_smem`)."""
-    n, t = sched.plan.name, sched.plan.ctype
+    n, t, threads = sched.plan.name, sched.plan.ctype, sched.plan.tuned.field_threads
     kernels, calls = [], []
     for k, launch in enumerate(groups):
         total = launch.threads
@@ -316,15 +310,15 @@ def _launched(sched, groups, samples, convs, tiles):
         if k not in tiles:  # (a tiled phase's direct kernel would never run)
             kernels.append("\n".join(
                 [f"/* {phase_note(k, launch)} */",
-                 f"__global__ void __launch_bounds__({CUDA_THREADS}) {n}_phase{k}(const {t} *ROSENNA_RESTRICT x, "
+                 f"__global__ void __launch_bounds__({threads}) {n}_phase{k}(const {t} *ROSENNA_RESTRICT x, "
                  f"{t} *ROSENNA_RESTRICT y, int count)",
                  "{",
-                 f"    const long g = (long)blockIdx.x * {CUDA_THREADS} + threadIdx.x;",
+                 f"    const long g = (long)blockIdx.x * {threads} + threadIdx.x;",
                  f"    if (g >= (long)count * {total}l)",
                  "        return;"] + code + unused + ["}"]))
         direct = (conv_smem.launch(sched.plan, k, tiles[k]) if k in tiles else
-                  f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {CUDA_THREADS - 1}) / {CUDA_THREADS}), "
-                  f"{min(total * samples, CUDA_THREADS)}, 0, s>>>(x, y, count);")
+                  f"    {n}_phase{k}<<<(unsigned)((count * {total}l + {threads - 1}) / {threads}), "
+                  f"{min(total * samples, threads)}, 0, s>>>(x, y, count);")
         igemm = k in convs and (sched.plan.tuned.smem_igemm_first or k not in tiles)
         calls.append((conv_igemm.launch(sched.plan, k, convs[k]) if igemm else "") + direct)
     return ("/* The phases as separate launches, each convolution unrolled-and-jammed over output channels. */\n"
@@ -338,14 +332,14 @@ def _launched(sched, groups, samples, convs, tiles):
 def _persistent(sched, groups, tiles):
     """``<name>_field``: every phase a grid-stride loop (a block-stride loop over its tiles where
     ``tiles`` computes it, :mod:`conv_smem`), a grid-wide barrier between them."""
-    n, t = sched.plan.name, sched.plan.ctype
+    n, t, threads = sched.plan.name, sched.plan.ctype, sched.plan.tuned.field_persistent_threads
     phases = []
     for k, launch in enumerate(groups):
         lines = ([f"    grid.sync();  /* phase {k - 1}'s stores are visible to every thread */"] if k else [])
         lines.append(f"    /* {phase_note(k, launch)} */")
         if k in tiles:
-            assert tiles[k].tiling.used <= PERSISTENT_THREADS
-            lines += conv_smem.persistent(sched.plan, k, tiles[k], PERSISTENT_THREADS)
+            assert tiles[k].tiling.used <= threads
+            lines += conv_smem.persistent(sched.plan, k, tiles[k], threads)
             phases.append("\n".join(lines))
             continue
         lines.append(f"    for (long g = first; g < count * {launch.threads}l; g += step) {{")
@@ -357,10 +351,10 @@ def _persistent(sched, groups, tiles):
     unused += "    (void)first;\n    (void)step;\n" if len(tiles) == len(groups) else ""  # every phase tiled
     return f"""/* The phases in one cooperative kernel: {count(len(groups), 'phase')}, each a grid-stride loop over count x its
    threads per sample, a grid-wide barrier between consecutive phases. */
-__global__ void __launch_bounds__({PERSISTENT_THREADS}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
+__global__ void __launch_bounds__({threads}) {n}_field(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y, int count)
 {{
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-    const long first = (long)blockIdx.x * {PERSISTENT_THREADS} + threadIdx.x, step = (long)gridDim.x * {PERSISTENT_THREADS};
+    const long first = (long)blockIdx.x * {threads} + threadIdx.x, step = (long)gridDim.x * {threads};
 {conv_smem.shared(sched.plan, tiles)}{unused}{code}
 }}"""
 

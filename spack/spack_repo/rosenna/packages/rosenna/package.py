@@ -32,16 +32,21 @@ class Rosenna(PythonPackage):
     license("BSD-3-Clause", checked_by="rosenna")
 
     version("main", branch="main")
-    # The reproducible sdist (buildsys/reproducible_sdist.py: same bytes from one commit) of the
-    # release commit 2adc9154b3b1bd9d2b802b5695678ca285a49e3d, built with setuptools 84.2.1; docs/spack.md
-    # ("The 0.1.0 release") says how to rebuild it and compare, and tests/test_packaging.py does.
+    # Each release: the reproducible sdist (buildsys/reproducible_sdist.py: the same bytes from one
+    # commit) of its release commit, cut by buildsys/release.py; docs/releasing.md says how to
+    # rebuild it and compare, and tests/test_packaging.py does.
+    # 0.2.0: release commit 72bec0d1062408c5006ae846a504910b68ab3454, sdist built with setuptools 84.2.1
+    version("0.2.0", sha256="d6a53ed11e458355e16da4c4f747aa03b3c83d8fa2403a6c2207e1d6343c7ec1")
+    # 0.1.0: release commit 2adc9154b3b1bd9d2b802b5695678ca285a49e3d, sdist built with setuptools 84.2.1
     version("0.1.0", sha256="f480ac7640f12f4c18751495d6fac9a40789c8fdf6ee666b55d99ac6cbec2854")
 
     variant(
         "verify",
         default=True,
         description="Depend on onnxruntime and the C and Fortran compilers that `rosenna verify` "
-        "and `rosenna gpu-gate` use (onnxruntime is a heavy build); pip's rosenna[verify]",
+        "and `rosenna gpu-gate` use; pip's rosenna[verify]. Cost: Spack builds onnxruntime from "
+        "source (a large CMake build with protobuf, abseil-cpp, re2 and more), tens of minutes and "
+        "most of the install's time; ~verify installs a generate-only rosenna in seconds",
     )
 
     # Keep in step with install_requires in setup.cfg: tests/test_packaging.py compares them.

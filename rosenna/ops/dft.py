@@ -1,0 +1,242 @@
+"""DFT (opsets 17 and 20): generated fixed-size mixed-radix FFTs along any axis.
+
+    forward  Y[k] = sum_n X[n] exp(-2 pi i k n / N)
+    inverse  X[n] = 1/N sum_k Y[k] exp(+2 pi i k n / N)
+
+Complex values are as ONNX holds them: a last axis of 2 (real, imaginary); a real input has a last
+axis of 1. ``onesided`` with a forward transform of real input keeps the N/2 + 1 first frequencies
+(RFFT); with an inverse transform it reads such a half spectrum, completes it by conjugate symmetry
+and returns the real signal (IRFFT; the imaginary parts the symmetry leaves out are ignored, as
+numpy and onnxruntime do). ``dft_length`` (a constant) zero-pads or truncates the signal; the axis
+is an attribute (opset 17, default 1) or a constant input (opset 20, default -2).
+
+How: every line along the axis is copied into a complex work buffer, transformed in place by a
+Stockham autosort FFT whose stages are fixed when the code is generated (N factored into radices
+4, 2, 3, 5, 7 and, as a fallback for any other prime, one direct-DFT stage of that size), then
+copied out (scaled by 1/N when inverse). A stage of radix p over a transform of Ns points so far is
+one loop nest with affine indices:
+
+    dst[a Ns p + k + t Ns] = sum_q src[a Ns + k + q N/p] T[k, t, q]
+    T[k, t, q] = exp(-+2 pi i q (k + t Ns) / (Ns p))   (twiddle and radix-p butterfly in one table)
+
+so the loops need no run-time offsets and every emitter (per point, host batch, whole field, GPU)
+renders them. Two work buffers of 2N values are extra outputs of the node (``canonicalize``), which
+the plan places like any scratch value. Deviation: sums run in the working precision in the order
+above (onnxruntime's radix-2 or Bluestein kernels round differently, within verify's tolerance).
+Refused: a dft_length or axis computed at run time, the last axis.
+"""
+
+import numpy as np
+
+from rosenna.ir import Value
+from rosenna.loopir import Bin, Idx, Num, Ref, Var, flat_index
+from rosenna.ops.base import Op, const_input
+
+#: Radices of the generated stages, tried in this order; any other prime factor is one direct stage.
+RADICES = (4, 2, 3, 5, 7)
+
+
+def factorize(n):
+    """The stage radices of an n-point FFT: 4s, 2, 3s, 5s, 7s, then the remaining primes."""
+    out = []
+    for p in RADICES:
+        while n % p == 0 and n > 1:
+            out.append(p)
+            n //= p
+    q = 11
+    while n > 1:
+        while n % q == 0:
+            out.append(q)
+            n //= q
+        q += 2
+    return out
+
+
+def stage_table(ns, p, inverse):
+    """``T[k, t, q]`` of a radix-p stage after Ns points, as [Ns * p * p, 2] (cos, sin)."""
+    k = np.arange(ns)[:, None, None]
+    t = np.arange(p)[None, :, None]
+    q = np.arange(p)[None, None, :]
+    sign = 1.0 if inverse else -1.0
+    angle = sign * 2.0 * np.pi * (q * (k + t * ns) % (ns * p)) / (ns * p)
+    return np.stack([np.cos(angle), np.sin(angle)], axis=-1).reshape(-1, 2)
+
+
+class DFT(Op):
+    name = "DFT"
+    attributes = {"axis": 1, "inverse": 0, "onesided": 0}
+
+    # -- parameters ------------------------------------------------------------------------------
+    def _axis(self, node, graph, rank):
+        if graph.opset >= 20:
+            value = const_input(graph, node, 2) if len(node.inputs) > 2 and node.inputs[2] else np.array(-2)
+            if value is None:
+                return None
+            axis = int(np.asarray(value).reshape(-1)[0])
+        else:
+            axis = int(self.attr(node, "axis"))
+        return axis + rank if axis < 0 else axis
+
+    def _length(self, node, graph, shape, axis):
+        if len(node.inputs) > 1 and node.inputs[1]:
+            value = const_input(graph, node, 1)
+            return None if value is None else int(np.asarray(value).reshape(-1)[0])
+        if self.attr(node, "onesided") and self.attr(node, "inverse"):
+            return 2 * (shape[axis] - 1)
+        return shape[axis]
+
+    def _params(self, node, graph):
+        shape = tuple(graph.shape_of(node.inputs[0]))
+        axis = self._axis(node, graph, len(shape))
+        length = None if axis is None else self._length(node, graph, shape, axis)
+        return shape, axis, length
+
+    def _kind(self, node):
+        """"full", "rfft" or "irfft"."""
+        if not self.attr(node, "onesided"):
+            return "full"
+        return "irfft" if self.attr(node, "inverse") else "rfft"
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def shape(self, node, graph):
+        shape, axis, length = self._params(node, graph)
+        out = list(shape)
+        kind = self._kind(node)
+        out[axis] = length // 2 + 1 if kind == "rfft" else length
+        out[-1] = 1 if kind == "irfft" else 2
+        return [tuple(out)] + [(2 * length,)] * (len(node.outputs) - 1)
+
+    def check(self, node, graph):
+        shape, axis, length = self._params(node, graph)
+        if axis is None:
+            return ["the axis is computed at run time; rosenna needs it constant"]
+        if length is None:
+            return ["dft_length is computed at run time; rosenna needs it constant"]
+        if not 0 <= axis <= len(shape) - 2:
+            return [f"axis {axis} is not a signal axis of an input of rank {len(shape)}"]
+        if shape[-1] not in (1, 2):
+            return [f"the last axis has {shape[-1]} values; ONNX holds real values as 1, complex as 2"]
+        if length < 1:
+            return [f"dft_length {length} is not positive"]
+        kind = self._kind(node)
+        if kind == "rfft" and shape[-1] != 1:
+            return ["a one-sided forward DFT takes real input (last axis 1)"]
+        if kind == "irfft" and shape[-1] != 2:
+            return ["a one-sided inverse DFT takes complex input (last axis 2)"]
+        return []
+
+    def shape_errors(self, node, graph):
+        return []
+
+    def canonicalize(self, node, graph):
+        """Two work buffers of 2N values, as extra outputs the plan places like scratch values."""
+        if len(node.outputs) > 1:
+            return
+        _, _, length = self._params(node, graph)
+        for tag in ("a", "b"):
+            name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
+            graph.values[name] = Value(name, (2 * length,), graph.dtype)
+            node.outputs.append(name)
+        node.attrs["_tables"] = {}
+        node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
+        for s, (ns, p) in enumerate(self._stages(length)):
+            name = graph.new_name(f"{node.name}_stage{s}")
+            graph.weights[name] = stage_table(ns, p, bool(self.attr(node, "inverse")))
+            node.inputs.append(name)
+            node.attrs["_tables"][s] = name
+
+    def _stages(self, length):
+        stages, ns = [], 1
+        for p in factorize(length):
+            stages.append((ns, p))
+            ns *= p
+        return stages
+
+    # -- lowering --------------------------------------------------------------------------------
+    def lower(self, node, graph, b):
+        shape, axis, n = self._params(node, graph)
+        out_shape = self.shape(node, graph)[0]
+        kind = self._kind(node)
+        x, y = node.inputs[0], node.outputs[0]
+        work = node.outputs[1:3]
+        complex_in = shape[-1] == 2
+        lines = [d for i, d in enumerate(shape[:-1]) if i != axis]
+        length = shape[axis]
+
+        def line(idx):
+            def at(src_shape, position, part):
+                full = list(idx[:axis]) + [position] + list(idx[axis:]) + [part]
+                return flat_index(full, src_shape)
+
+            buf = work[0]
+
+            def load(k, part):
+                return Ref(x, at(shape, k, part))
+
+            # 1. the line into the work buffer, complex, zero-padded or truncated to n points
+            used = min(length, n)
+            if kind == "irfft":
+                half = min(length, n // 2 + 1)
+                b.loop(2 * n, lambda i: b.assign(Ref(buf, Idx.of(i)), Num(0.0)))
+                for part in (0, 1):
+                    b.loop(half, lambda k, part=part: b.assign(Ref(buf, Idx.of(k) * 2 + part), load(k, part)))
+                mirror = min(half, (n + 1) // 2) - 1  # k = 1 .. : X[n - k] = conj X[k]
+                if mirror > 0:
+                    b.loop(mirror, lambda k: b.assign(Ref(buf, (Idx.of(k) * -1 + n - 1) * 2), load(Idx.of(k) + 1, 0)))
+                    b.loop(mirror, lambda k: b.assign(Ref(buf, (Idx.of(k) * -1 + n - 1) * 2 + 1),
+                                                      Bin("-", Num(0.0), load(Idx.of(k) + 1, 1))))
+            else:
+                b.loop(used, lambda k: b.assign(Ref(buf, Idx.of(k) * 2), load(k, 0)))
+                b.loop(used, lambda k: b.assign(Ref(buf, Idx.of(k) * 2 + 1), load(k, 1) if complex_in else Num(0.0)))
+                if n > used:
+                    b.loop(2 * (n - used), lambda i: b.assign(Ref(buf, Idx.of(i) + 2 * used), Num(0.0)))
+            # 2. the stages, ping-pong between the two work buffers
+            src = 0
+            for s, (ns, p) in enumerate(self._stages(n)):
+                self._stage(b, work[src], work[1 - src], node.attrs["_tables"][s], n, ns, p)
+                src = 1 - src
+            result = work[src]
+            # 3. out, scaled by 1/N when inverse
+            scale = 1.0 / n if self.attr(node, "inverse") else 1.0
+
+            def scaled(e):
+                return e if scale == 1.0 else Bin("*", e, Num(scale))
+
+            count = out_shape[axis]
+            parts = 1 if kind == "irfft" else 2
+            for part in range(parts):
+                b.loop(count, lambda k, part=part: b.assign(Ref(y, at(out_shape, k, part)),
+                                                            scaled(Ref(result, Idx.of(k) * 2 + part))))
+
+        b.nest(lines, line)
+
+    @staticmethod
+    def _stage(b, src, dst, table, n, ns, p):
+        """One Stockham stage of radix p after Ns points (module docstring)."""
+        re, im = Var("fre"), Var("fim")
+        stride = n // p
+
+        def group(a):
+            def point(k):
+                def output(t):
+                    b.assign(re, Num(0.0))
+                    b.assign(im, Num(0.0))
+
+                    def term(q):
+                        where = Idx.of(a) * ns + Idx.of(k) + Idx.of(q) * stride
+                        sr, si = Ref(src, where * 2), Ref(src, where * 2 + 1)
+                        row = (Idx.of(k) * p + Idx.of(t)) * p + Idx.of(q)
+                        cr, ci = Ref(table, row * 2), Ref(table, row * 2 + 1)
+                        b.assign(re, Bin("-", Bin("*", sr, cr), Bin("*", si, ci)), accumulate=True)
+                        b.assign(im, Bin("+", Bin("*", sr, ci), Bin("*", si, cr)), accumulate=True)
+
+                    b.loop(p, term)
+                    out = Idx.of(a) * (ns * p) + Idx.of(k) + Idx.of(t) * ns
+                    b.assign(Ref(dst, out * 2), re)
+                    b.assign(Ref(dst, out * 2 + 1), im)
+
+                b.loop(p, output)
+
+            b.loop(ns, point)
+
+        b.loop(n // (ns * p), group)
