@@ -1,11 +1,13 @@
-"""The SIMD variant of <name>_infer (the tuning's ``point_simd_bytes``): the header declares it
-(``omp declare simd`` with x and y linear by one point), <name>.c defines it under the x86-64
-vector ABI's names as the batch path's block code over the lanes, and a caller's ``omp parallel
-for simd`` loop over points calls it: GCC's vectorisation report says the loop is vectorised and
-the object calls the variant. The loop's results (lanes and scalar remainder alike) equal
-<name>_infer_batch's and the scalar routine's bit for bit, in single and double precision. The
-speed is a benchmark (bench/host_point_simd.py, docs/benchmarks-host.md)."""
+"""The SIMD variants of <name>_infer (the tuning's ``point_simd_bytes``; a second of 16 lanes on an
+AVX-512 target): the header declares them (``omp declare simd`` with x and y linear by one
+point), <name>.c defines them under the x86-64 vector ABI's names as the batch path's block code
+over the lanes, and a caller's ``omp parallel for simd`` loop over points calls them: GCC's
+vectorisation report says the loop is vectorised and the object calls the variant. The loop's
+results (lanes and scalar remainder alike) equal <name>_infer_batch's and the scalar routine's bit
+for bit, in single and double precision. The speed is a benchmark (bench/host_point_simd.py,
+docs/benchmarks-host.md)."""
 
+import os
 import platform
 import re
 import subprocess
@@ -13,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from rosenna import generate as gen, zoo
+from rosenna import generate as gen, toolchain, zoo
 from rosenna.emit import c as c_emit
 from rosenna.strategy import Tuning
 
@@ -26,7 +28,7 @@ CALLER = r"""#include <stdio.h>
 /* the solver's loop over cells */
 void cells(int n, const {t} *x, {t} *y)
 {{
-#pragma omp parallel for simd
+#pragma omp parallel for simd{simdlen}
     for (int i = 0; i < n; ++i)
         net_infer(x + (long)i * NET_NX, y + (long)i * NET_NY);
 }}
@@ -48,28 +50,49 @@ int main(void)
 """
 
 
+def _avx512():
+    try:
+        return " avx512f" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+#: (precision, the profile's CPU target, the caller's -march, the lanes its loop asks for)
+CASES = {"single": (np.float32, "x86_64_v3", "x86-64-v3", 8), "double": (np.float64, "x86_64_v3", "x86-64-v3", 8),
+         # AVX-512: the loop at the batch path's width calls the 16-lane variant; GCC 12 vectorises its
+         # remainder with the 8-lane one and passes it the wrong point unless epilogues are not vectorised
+         "wide": (np.float32, "icelake", "icelake-server", 16)}
+
+
 @pytest.mark.host
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["single", "double"])
-def test_solver_loop_vectorises_across_points(tmp_path, dtype):
+@pytest.mark.parametrize("case", list(CASES))
+def test_solver_loop_vectorises_across_points(tmp_path, case):
+    dtype, target, march, lanes = CASES[case]
     path = zoo.save("gemm_big", str(tmp_path / "m.onnx"), dtype)
-    plan, _ = gen.generate(path, str(tmp_path), gen.Options(name="net", embed=True))
-    lanes = 8  # the caller's int index: 8 lanes of 32-byte vectors in both precisions
+    profile = toolchain.resolve(None, target=target, gpu_arch="sm_80")
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, name="net", embed=True))
     header = (tmp_path / "net.h").read_text()
-    assert f"#pragma omp declare simd simdlen({lanes}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch" in header
-    (tmp_path / "caller.c").write_text(CALLER.format(t=plan.ctype))
-    flags = ["-O3", "-march=x86-64-v3", "-fopenmp", "-ffp-contract=off"]
-    report = subprocess.run(["gcc", *flags, "-fopt-info-vec-optimized", "-c", "caller.c"], cwd=tmp_path,
+    for width in (8, 16):  # 8: the caller's int index in 32-byte vectors, both precisions; 16 with AVX-512
+        declared = f"#pragma omp declare simd simdlen({width}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch"
+        assert (declared in header) == (width == 8 or target == "icelake"), declared
+    (tmp_path / "caller.c").write_text(CALLER.format(t=plan.ctype, simdlen=f" simdlen({lanes})" if lanes > 8 else ""))
+    flags = ["-O3", f"-march={march}", "-fopenmp", "-ffp-contract=off"]
+    caller_flags = flags + (["--param", "vect-epilogues-nomask=0"] if lanes > 8 else [])
+    report = subprocess.run(["gcc", *caller_flags, "-fopt-info-vec-optimized", "-c", "caller.c"], cwd=tmp_path,
                             capture_output=True, text=True, check=True).stderr
     loop_line = CALLER.split("\n").index("        net_infer(x + (long)i * NET_NX, y + (long)i * NET_NY);") + 1
     assert re.search(rf"caller\.c:{loop_line}:\d+: optimized: loop vectorized", report), report
     calls = subprocess.run(["objdump", "-dr", "caller.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    variant = c_emit.simd_name(plan, "d", lanes)  # AVX2 (x86-64-v3)
+    variant = c_emit.simd_name(plan, "e" if lanes > 8 else "d", lanes)  # AVX-512 / AVX2 (x86-64-v3)
     assert variant in calls, f"the loop calls no {variant}"
     subprocess.run(["gcc", *flags, "-c", "net.c"], cwd=tmp_path, check=True)
     assert variant in subprocess.run(["nm", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    if target == "icelake" and not _avx512():
+        pytest.skip("built and checked; running it needs an AVX-512 CPU")
     subprocess.run(["gcc", "-fopenmp", "caller.o", "net.o", "-o", "caller", "-lm"], cwd=tmp_path, check=True)
-    out = subprocess.run([str(tmp_path / "caller")], cwd=tmp_path, capture_output=True, check=True).stdout
-    simd, batch, scalar = np.frombuffer(out, plan.ctype == "float" and np.float32 or np.float64).reshape(3, -1)
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # one chunk: the remainder after whole vectors is the last points
+    out = subprocess.run([str(tmp_path / "caller")], cwd=tmp_path, env=env, capture_output=True, check=True).stdout
+    simd, batch, scalar = np.frombuffer(out, dtype).reshape(3, -1)
     for name, other in (("_infer_batch", batch), ("scalar _infer", scalar)):
         worst = int(np.argmax(np.abs(simd - other)))
         assert np.array_equal(simd, other), f"SIMD loop y[{worst}] = {simd[worst]!r}, {name} {other[worst]!r}"

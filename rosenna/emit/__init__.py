@@ -22,7 +22,7 @@ def render(strategy, lang, stamp, profile):
     files = {}
     if lang in ("c", "both"):
         files["rosenna_rt.h"] = runtime_header()
-        files[f"{plan.name}.h"] = c.header(plan, stamp, strategy.host.value("simd_lanes", 0))
+        files[f"{plan.name}.h"] = c.header(plan, stamp, c.simd_widths(strategy))
         files[f"{plan.name}.c"] = c.source(strategy, stamp)
         files[f"{plan.name}.mk"] = make.c_makefile(plan, stamp, profile)
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(strategy, stamp)

@@ -117,22 +117,30 @@ def simd_name(plan, isa, lanes):
 SIMD_ISAS = "bcde"
 
 
-def simd_declaration(plan, lanes):
-    """The header's ``declare simd`` of ``<name>_infer`` ("" without a SIMD variant): a caller's
-    ``omp simd`` loop over points (``{name}_infer(x + i * NX, y + i * NY)``) then calls the
-    variant once per ``lanes`` points. Only on x86-64 (the variants' names are its ABI's), never in
-    ``<name>.c`` itself, which defines the variants (:func:`simd_variants`) instead of letting the
-    compiler clone the scalar body (whose loops and locals GCC does not vectorise across lanes)."""
-    if not lanes:
+def simd_widths(strategy):
+    """The lanes of ``<name>_infer``'s SIMD variants (:func:`rosenna.strategy.point.simd_lanes`):
+    ``()``, ``(8,)`` or, on an AVX-512 target, ``(8, 16)``."""
+    return tuple(w for w in (strategy.host.value("simd_lanes", 0), strategy.host.value("simd_lanes_wide", 0)) if w)
+
+
+def simd_declaration(plan, widths):
+    """The header's ``declare simd`` of ``<name>_infer``, one per width ("" without a SIMD
+    variant): a caller's ``omp simd`` loop over points (``{name}_infer(x + i * NX, y + i * NY)``)
+    then calls the variant of its vectorisation factor once per that many points. Only on x86-64
+    (the variants' names are its ABI's) and not in a device compiler's pass, never in ``<name>.c``
+    itself, which defines the variants (:func:`simd_variants`) instead of letting the compiler
+    clone the scalar body (whose loops and locals GCC does not vectorise across lanes)."""
+    if not widths:
         return ""
     n = plan.name
     host = "!defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__NVPTX__) && !defined(__AMDGPU__)"  # not a device pass
     return (f"#if defined(__x86_64__) && !defined({n.upper()}_SOURCE) && {host}\n"
-            f"#pragma omp declare simd simdlen({lanes}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch\n"
-            f"#endif\n")
+            + "".join(f"#pragma omp declare simd simdlen({lanes}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch\n"
+                      for lanes in widths)
+            + "#endif\n")
 
 
-def header(plan, stamp, lanes=0):
+def header(plan, stamp, widths=()):
     n, t = plan.name, plan.ctype
     guard = f"{n.upper()}_H"
     init = (f"\n/* Read the weights file (<name>.rwt) and copy the weights to the device. Call once,\n"
@@ -154,12 +162,12 @@ extern "C" {{
 #define {n.upper()}_NY {plan.ny}
 {layout_macros(plan)}{init}
 /* One point: reads x[{n.upper()}_NX], writes y[{n.upper()}_NY]. Callable inside OpenMP target and
-   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes.{_simd_doc(plan, lanes)} */
+   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes.{_simd_doc(plan, widths)} */
 #pragma omp declare target
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-{simd_declaration(plan, lanes)}ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
+{simd_declaration(plan, widths)}ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
 #pragma omp end declare target
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -183,10 +191,11 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream);
 """
 
 
-def _simd_doc(plan, lanes):
-    if not lanes:
+def _simd_doc(plan, widths):
+    if not widths:
         return ""
     n = plan.name
+    lanes = " or ".join(str(w) for w in widths)
     return (f"\n   On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,\n"
             f"   {n}_infer(x + i * {n.upper()}_NX, y + i * {n.upper()}_NY), runs {lanes} points per call in SIMD lanes\n"
             f"   (the batch path's code and results, bit for bit the scalar routine's).")
@@ -262,12 +271,12 @@ def source(strategy, stamp):
     plan = strategy.plan
     block = strategy.host.value("points_per_block")
     n, t = plan.name, plan.ctype
-    lanes = strategy.host.value("simd_lanes", 0)
+    widths = simd_widths(strategy)
     # the host's exp/tanh (rosenna_rt.h; the libm names in CUDA/HIP compiles): the scalar routine
     # computes what its SIMD variant and the batch path compute, bit for bit
     point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision])
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
-    includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if lanes else [])
+    includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if widths else [])
     includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
@@ -335,7 +344,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {host_batch}
 }}
 """
-    simd = simd_variants(plan, lanes) if lanes else ""
+    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes")) if widths else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
@@ -369,25 +378,31 @@ def _block_function(plan, name, block, body, faults=False):
 }}"""
 
 
-def simd_variants(plan, lanes):
-    """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): a block routine of
-    ``lanes`` points (the batch path's code at that width) under each x86-64 vector ABI name."""
+def simd_variants(plan, widths, vector):
+    """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): per width, a block
+    routine of that many points (the batch path's code at that width: one vector per statement
+    where the lanes fill at most one of ``vector`` bytes, else two halves) under each x86-64
+    vector ABI name."""
     n, t = plan.name, plan.ctype
-    one_vector = lanes * plan.itemsize <= plan.tuned.point_simd_bytes  # no halves: one vector, not two of half width
-    blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
-                       halves=not one_vector)
-    body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
-    names = [simd_name(plan, isa, lanes) for isa in SIMD_ISAS]
-    entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"
-                         f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                         f"{{\n    {n}_infer_lanes({lanes}, x, y);\n}}" for name in names)
+    parts = []
+    for lanes in widths:
+        width = plan.tuned.point_simd_bytes if lanes == widths[0] else vector  # bytes of the vector it is for
+        one_vector = lanes * plan.itemsize <= width
+        blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
+                           halves=not one_vector)
+        body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
+        routine = f"{n}_infer_lanes{lanes}"
+        entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"
+                             f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                             f"{{\n    {routine}({lanes}, x, y);\n}}"
+                             for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
+        parts.append(f"{_block_function(plan, routine, lanes, body)}\n\n{entries}")
+    lanes = " and ".join(str(w) for w in widths)
     return f"""
 #if defined(__x86_64__)
 /* {n}_infer on {lanes} points at once in SIMD lanes, points x + p * {n.upper()}_NX: the variants the
    header's `declare simd` announces, one per x86-64 vector ABI ISA letter (b SSE, c AVX, d AVX2,
    e AVX-512), each this file's code for the CPU it is compiled for. */
-{_block_function(plan, f"{n}_infer_lanes", lanes, body)}
-
-{entries}
+{(chr(10) * 2).join(parts)}
 #endif
 """
