@@ -57,20 +57,22 @@ def _avx512():
         return False
 
 
-#: (precision, the profile's CPU target, the caller's -march, the lanes its loop asks for)
-CASES = {"single": (np.float32, "x86_64_v3", "x86-64-v3", 8), "double": (np.float64, "x86_64_v3", "x86-64-v3", 8),
+#: (precision, the profile's CPU target, the caller's -march, the lanes its loop asks for, --tune)
+CASES = {"single": (np.float32, "x86_64_v3", "x86-64-v3", 8, ()), "double": (np.float64, "x86_64_v3", "x86-64-v3", 8, ()),
          # AVX-512: the loop at the batch path's width calls the 16-lane variant; GCC 12 vectorises its
          # remainder with the 8-lane one and passes it the wrong point unless epilogues are not vectorised
-         "wide": (np.float32, "icelake", "icelake-server", 16)}
+         "wide": (np.float32, "icelake", "icelake-server", 16, ()),
+         # explicit fma(): the paths still agree bit for bit, and the variant's code fuses
+         "fma": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=true",))}
 
 
 @pytest.mark.host
 @pytest.mark.parametrize("case", list(CASES))
 def test_solver_loop_vectorises_across_points(tmp_path, case):
-    dtype, target, march, lanes = CASES[case]
+    dtype, target, march, lanes, tune = CASES[case]
     path = zoo.save("gemm_big", str(tmp_path / "m.onnx"), dtype)
     profile = toolchain.resolve(None, target=target, gpu_arch="sm_80")
-    plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, name="net", embed=True))
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, tune, name="net", embed=True))
     header = (tmp_path / "net.h").read_text()
     for width in (8, 16):  # 8: the caller's int index in 32-byte vectors, both precisions; 16 with AVX-512
         declared = f"#pragma omp declare simd simdlen({width}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch"
@@ -87,6 +89,8 @@ def test_solver_loop_vectorises_across_points(tmp_path, case):
     assert variant in calls, f"the loop calls no {variant}"
     subprocess.run(["gcc", *flags, "-c", "net.c"], cwd=tmp_path, check=True)
     assert variant in subprocess.run(["nm", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    code = subprocess.run(["objdump", "-d", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert (re.search(r"\bvfmadd\w*ps\s+%ymm", code) is not None) == bool(tune), "FMA instructions only with host_fma"
     if target == "icelake" and not _avx512():
         pytest.skip("built and checked; running it needs an AVX-512 CPU")
     subprocess.run(["gcc", "-fopenmp", "caller.o", "net.o", "-o", "caller", "-lm"], cwd=tmp_path, check=True)
@@ -103,3 +107,77 @@ def test_no_variant_when_off_or_whole_field(tmp_path):
     gen.generate(path, str(tmp_path), gen.Options(name="net", embed=True, tuning=Tuning().replace(point_simd_bytes=0)))
     assert "declare simd" not in (tmp_path / "net.h").read_text()
     assert "_ZGV" not in (tmp_path / "net.c").read_text() and "NET_SOURCE" not in (tmp_path / "net.c").read_text()
+
+
+FORTRAN_CALLER = """module cells_m
+  use net_model
+  implicit none
+contains
+  !> The solver's loop over cells, inside its parallel region (gfortran 12 vectorises an orphaned
+  !> do simd over dummy arrays; a parallel do simd over shared ones it does not).
+  subroutine cells(n, x, y)
+    integer, intent(in) :: n
+    real(net_rk), intent(in) :: x(net_nx, n)
+    real(net_rk), intent(out) :: y(net_ny, n)
+    integer :: i
+    !$omp do simd
+    do i = 1, n
+      call net_infer_simd(x(:, i), y(:, i))
+    end do
+  end subroutine cells
+end module cells_m
+
+program main
+  use, intrinsic :: iso_c_binding, only: c_loc, c_null_ptr
+  use net_model
+  use cells_m
+  implicit none
+  integer, parameter :: n = 1003
+  real(net_rk), target :: x(net_nx, n), y(net_ny, n, 2)
+  integer :: i, e, unit
+
+  do i = 1, n
+    do e = 1, net_nx
+      x(e, i) = real(mod((int((i - 1) * net_nx + e - 1, 8) * 2654435761_8), 4001_8), net_rk) / 1000 - 2
+    end do
+  end do
+  !$omp parallel
+  call cells(n, x, y(:, :, 1))
+  !$omp end parallel
+  if (net_infer_batch_dev(n, c_loc(x), c_loc(y(1, 1, 2)), c_null_ptr) /= 0) error stop 2
+  open (newunit=unit, file='y.bin', access='stream', form='unformatted', status='replace')
+  write (unit) y
+  close (unit)
+end program main
+"""
+
+
+@pytest.mark.host
+def test_fortran_simd_loop_calls_the_c_variants(tmp_path):
+    """The module's <name>_infer_simd (the C library's <name>_infer with its declare simd): a
+    Fortran do simd loop over points calls the C library's SIMD variant, and its results equal
+    the C batch path's bit for bit."""
+    path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
+    profile = toolchain.resolve(None, target="x86_64_v3", gpu_arch="sm_80")
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, name="net", embed=True))
+    module = (tmp_path / "net_model.F90").read_text()
+    assert "!$omp declare simd simdlen(8) linear(ref(x)) linear(ref(y)) notinbranch" in module
+    assert module.count("declare simd") == 1, "the module's own net_infer is not cloned"
+    (tmp_path / "caller.f90").write_text(FORTRAN_CALLER)
+    flags = ["-O3", "-march=x86-64-v3", "-fopenmp", "-ffp-contract=off"]
+    subprocess.run(["gcc", *flags, "-c", "net.c"], cwd=tmp_path, check=True)
+    subprocess.run(["gfortran", *flags, "-c", "net_model.F90"], cwd=tmp_path, check=True)
+    report = subprocess.run(["gfortran", *flags, "-fopt-info-vec-optimized", "-c", "caller.f90"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stderr
+    loop_line = FORTRAN_CALLER.split("\n").index("      call net_infer_simd(x(:, i), y(:, i))") + 1
+    assert re.search(rf"caller\.f90:{loop_line}:\d+: optimized: loop vectorized", report), report
+    calls = subprocess.run(["objdump", "-dr", "caller.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    variant = c_emit.simd_name(plan, "d", 8)
+    assert variant in calls, f"the loop calls no {variant}"
+    subprocess.run(["gfortran", "-fopenmp", "caller.o", "net_model.o", "net.o", "-o", "caller", "-lm"], cwd=tmp_path,
+                   check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    subprocess.run([str(tmp_path / "caller")], cwd=tmp_path, env=env, check=True)
+    simd, batch = np.fromfile(tmp_path / "y.bin", np.float32).reshape(2, -1)
+    worst = int(np.argmax(np.abs(simd - batch)))
+    assert np.array_equal(simd, batch), f"Fortran SIMD loop y[{worst}] = {simd[worst]!r}, C batch {batch[worst]!r}"

@@ -274,8 +274,10 @@ def source(strategy, stamp):
     widths = simd_widths(strategy)
     # the host's exp/tanh (rosenna_rt.h; the libm names in CUDA/HIP compiles): the scalar routine
     # computes what its SIMD variant and the batch path compute, bit for bit
-    point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision])
-    blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
+    fma = plan.tuned.host_fma  # every C path fuses the same products: still equal bit for bit
+    point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision], fma=fma)
+    blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision],
+                       fma=fma)
     includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if widths else [])
     includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
@@ -389,7 +391,7 @@ def simd_variants(plan, widths, vector):
         width = plan.tuned.point_simd_bytes if lanes == widths[0] else vector  # bytes of the vector it is for
         one_vector = lanes * plan.itemsize <= width
         blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
-                           halves=not one_vector)
+                           halves=not one_vector, fma=plan.tuned.host_fma)
         body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
         routine = f"{n}_infer_lanes{lanes}"
         entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"

@@ -50,7 +50,7 @@ def _declarations(plan, stmts, block=0, extra_int=()):
     return out
 
 
-def module(plan, stamp, block):
+def module(plan, stamp, block, widths=()):
     n = plan.name
     point = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
     blocked = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, block), block=block)
@@ -63,6 +63,7 @@ def module(plan, stamp, block):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
     publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init", f"{n}_reload", f"{n}_set_weights"])
+    publics += [f"{n}_infer_simd"] if widths else []
     publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
@@ -155,7 +156,7 @@ module {n}_model
       type(c_ptr), value :: x, y, stream
       integer(c_int) :: status
     end function {n}_infer_batch_dev
-{chr(10).join(whole_fortran.interface(plan))}
+{simd_interface(plan, widths)}{chr(10).join(whole_fortran.interface(plan))}
   end interface
 
 contains
@@ -185,6 +186,33 @@ end module {n}_model
     for line in text.split("\n"):
         lines.extend(wrap(line))
     return "\n".join(lines).replace("\n\n\n", "\n\n")
+
+
+def simd_interface(plan, widths):
+    """``<name>_infer_simd``: the C library's ``<name>_infer`` with its ``declare simd`` (the header's,
+    :func:`rosenna.emit.c.simd_declaration`), so that a ``!$omp simd`` or ``!$omp do simd`` loop
+    over points calls the C library's SIMD variants ("" without them). The module's own
+    ``<name>_infer`` gets no ``declare simd``: gfortran would clone its body, whose loops and locals
+    it keeps per lane (slower than the scalar loop: docs/benchmarks-host.md). The directive only
+    on x86-64 (the variants' names are its vector ABI's; gfortran 12's preprocessor defines no
+    __x86_64__, but real(10), __GFC_REAL_10__, is x87's) and not in a device compiler's pass."""
+    if not widths:
+        return ""
+    n = plan.name
+    lanes = " or ".join(str(w) for w in widths)
+    kind = "c_double" if plan.precision == "double" else "c_float"  # rk's kind, interoperable by name
+    directives = "".join(f"      !$omp declare simd simdlen({w}) linear(ref(x)) linear(ref(y)) notinbranch\n" for w in widths)
+    return f"""
+    !> The C library's {n}_infer (link lib{n}.a): in a !$omp simd or !$omp do simd loop over points,
+    !> call {n}_infer_simd(x(:, i), y(:, i)) runs {lanes} points per call in the C library's SIMD variants.
+    pure subroutine {n}_infer_simd(x, y) bind(C, name='{n}_infer')
+      use, intrinsic :: iso_c_binding, only: {kind}
+#if (defined(__x86_64__) || defined(__GFC_REAL_10__)) && !defined(__NVPTX__) && !defined(__AMDGPU__)
+{directives}#endif
+      real({kind}), intent(in) :: x({plan.nx})
+      real({kind}), intent(out) :: y({plan.ny})
+    end subroutine {n}_infer_simd
+"""
 
 
 def layout_constants(plan):

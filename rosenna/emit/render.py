@@ -34,12 +34,15 @@ class Renderer:
         halves: blocked form: each reduction's SIMD loop over half the block, two vectors of points
             per weight loaded (the batch path); False: over the whole block, for a block of one
             vector (the per-point SIMD variant's 8 floats).
+        fma: write each accumulated product ``s += a * b`` as the language's ``fma(a, b, s)`` (one
+            rounding, whatever the compiler's contraction flags: the tuning's ``host_fma``).
     """
 
     POINT = "p"
 
-    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True):
+    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True, fma=False):
         self.lang = lang
+        self.fma = fma
         self.precision = precision
         self.resolve = resolve
         self.block = block
@@ -117,6 +120,14 @@ class Renderer:
             out.extend(self._lane_loop(group, depth) if kind == "reduction" else self._lines(group, depth))
         return out
 
+    def _assignment(self, stmt, form):
+        target = self.expr(stmt.target)
+        product = stmt.expr
+        if self.fma and stmt.accumulate and isinstance(product, Bin) and product.op == "*":
+            fused = f"{self.fn_name('fma')}({self.expr(product.a)}, {self.expr(product.b)}, {target})"
+            return self.lang.assign.format(target=target, expr=fused)
+        return form.format(target=target, expr=self.expr(product))
+
     def simd(self):
         """The SIMD directive of the blocked form. simdlen: half a block (16 floats, 8 doubles:
         64 bytes) per vector iteration, so that GCC, whose tuning for AVX-512 CPUs otherwise
@@ -161,7 +172,7 @@ class Renderer:
                 form = self.lang.accumulate if stmt.accumulate else self.lang.assign
                 for offset in ((0, self.block // 2) if in_lane and self.halves else (0,)):
                     self.lane_offset = offset
-                    run.append(form.format(target=self.expr(stmt.target), expr=self.expr(stmt.expr)))
+                    run.append(self._assignment(stmt, form))
                 self.lane_offset = 0
                 continue
             flush()

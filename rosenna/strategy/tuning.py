@@ -63,6 +63,14 @@ class Tuning:
         "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
         "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
         "'Per point in SIMD lanes'.")
+    host_fma: bool = _knob(
+        False, "Write each multiply-add of the C library's per-point routine, its SIMD variants and the host batch "
+        "path as C's fma() (one rounding; an FMA instruction where the target has one, a slow library call where "
+        "it has none). Off (the default): a separate multiply and add, bit for bit what the Fortran module, "
+        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off. On: the C "
+        "paths still agree with each other bit for bit (fma is exactly rounded), a K-term dot product moves by at "
+        "most K*u*sum|w*x| (u = 2^-24 in single precision), inside verify's tolerance unless the sum cancels. "
+        "docs/benchmarks-host.md 'FMA and reproducibility'.")
     host_wait: str = _knob(
         "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
         "'yield' (rosenna_rt.h's rosenna_team_wait: a short poll, then a sleep on a condition variable, so a "

@@ -9,7 +9,7 @@ module gemm_small_model
   !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num
   implicit none
   private
-  public :: gemm_small_infer, gemm_small_infer_batch, gemm_small_infer_batch_dev
+  public :: gemm_small_infer, gemm_small_infer_batch, gemm_small_infer_batch_dev, gemm_small_infer_simd
 
   !> The working precision of this generated code.
   integer, parameter, public :: gemm_small_rk = real32
@@ -66,6 +66,17 @@ module gemm_small_model
       type(c_ptr), value :: x, y, stream
       integer(c_int) :: status
     end function gemm_small_infer_batch_dev
+
+    !> The C library's gemm_small_infer (link libgemm_small.a): in a !$omp simd or !$omp do simd loop over points,
+    !> call gemm_small_infer_simd(x(:, i), y(:, i)) runs 8 points per call in the C library's SIMD variants.
+    pure subroutine gemm_small_infer_simd(x, y) bind(C, name='gemm_small_infer')
+      use, intrinsic :: iso_c_binding, only: c_float
+#if (defined(__x86_64__) || defined(__GFC_REAL_10__)) && !defined(__NVPTX__) && !defined(__AMDGPU__)
+      !$omp declare simd simdlen(8) linear(ref(x)) linear(ref(y)) notinbranch
+#endif
+      real(c_float), intent(in) :: x(2)
+      real(c_float), intent(out) :: y(3)
+    end subroutine gemm_small_infer_simd
 
   end interface
 
