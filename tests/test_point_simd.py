@@ -181,3 +181,73 @@ def test_fortran_simd_loop_calls_the_c_variants(tmp_path):
     simd, batch = np.fromfile(tmp_path / "y.bin", np.float32).reshape(2, -1)
     worst = int(np.argmax(np.abs(simd - batch)))
     assert np.array_equal(simd, batch), f"Fortran SIMD loop y[{worst}] = {simd[worst]!r}, C batch {batch[worst]!r}"
+
+
+#: The omp.h declarations the generated code uses, for a clang without libomp's headers (the
+#: device pass is compiled, not linked).
+OMP_STUB = """typedef enum omp_allocator_handle_t {
+    omp_null_allocator = 0, omp_default_mem_alloc = 1, omp_large_cap_mem_alloc = 2, omp_const_mem_alloc = 3,
+    omp_high_bw_mem_alloc = 4, omp_low_lat_mem_alloc = 5, omp_cgroup_mem_alloc = 6, omp_pteam_mem_alloc = 7,
+    omp_thread_mem_alloc = 8, omp_allocator_handle_max = 0x7fffffff
+} omp_allocator_handle_t;
+int omp_get_num_devices(void);
+int omp_get_default_device(void);
+int omp_get_initial_device(void);
+int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+"""
+
+OFFLOAD_CALLER = r"""#include "net.h"
+
+void on_device(int n, const float *x, float *y)
+{
+#pragma omp target teams distribute parallel for map(to: x[0:n * NET_NX]) map(from: y[0:n * NET_NY])
+    for (int i = 0; i < n; ++i)
+        net_infer(x + (long)i * NET_NX, y + (long)i * NET_NY);
+}
+
+void on_host(int n, const float *x, float *y)
+{
+#pragma omp parallel for simd
+    for (int i = 0; i < n; ++i)
+        net_infer(x + (long)i * NET_NX, y + (long)i * NET_NY);
+}
+"""
+
+
+def _clang():
+    import glob
+    import shutil
+
+    return next((c for c in [shutil.which(n) for n in ("clang-16", "clang-15", "clang")]
+                 + sorted(glob.glob("/usr/lib/llvm-1[5-9]/bin/clang")) if c), None)
+
+
+@pytest.mark.host
+@pytest.mark.skipif(_clang() is None, reason="needs clang (OpenMP offload to nvptx)")
+def test_offload_build_keeps_the_variants_on_the_host(tmp_path):
+    """An OpenMP-offload build (clang, nvptx device pass compiled, not linked): the library and a
+    caller with both a target loop and a host simd loop compile; the device pass sees no declare
+    simd and references no variant; the host object defines them."""
+    path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
+    profile = toolchain.resolve(None, target="x86_64_v3", gpu_arch="sm_80")
+    plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, name="net", embed=True))
+    (tmp_path / "caller.c").write_text(OFFLOAD_CALLER)
+    clang = _clang()
+    resource = subprocess.run([clang, "-print-resource-dir"], capture_output=True, text=True).stdout.strip()
+    include = []
+    if not os.path.exists(os.path.join(resource, "include", "omp.h")):
+        (tmp_path / "stub").mkdir()
+        (tmp_path / "stub" / "omp.h").write_text(OMP_STUB)
+        include = ["-I", "stub"]
+    flags = [clang, "-O2", "-march=x86-64-v3", "-fopenmp", "-fopenmp-targets=nvptx64-nvidia-cuda", "-Xopenmp-target",
+             "-march=sm_80", "-nogpulib", "-Wno-unknown-cuda-version", "-Wno-pass-failed", *include, "-save-temps", "-c"]
+    for source in ("net.c", "caller.c"):
+        built = subprocess.run([*flags, source], cwd=tmp_path, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr[-3000:]
+    for stem in ("net", "caller"):
+        device = (tmp_path / f"{stem}-openmp-nvptx64-nvidia-cuda.i").read_text()
+        assert "declare simd" not in device and "_ZGV" not in (tmp_path / f"{stem}-openmp-nvptx64-nvidia-cuda.s").read_text()
+    assert "declare simd" in (tmp_path / "caller-host-x86_64-pc-linux-gnu.i").read_text()
+    host = subprocess.run(["nm", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert c_emit.simd_name(plan, "d", 8) in host
