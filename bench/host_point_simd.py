@@ -5,14 +5,16 @@ onnxruntime's session.run over the same points, one thread, in the same run.
 
     .venv/bin/python bench/host_point_simd.py [--model gemm_big mlp128 silu tanh] [--points 262144]
                                               [--rounds 5] [--cflags "-O3 -march=native -ffp-contract=off"]
+                                              [--tune host_fma=true]
 
 Models (float32): ``gemm_big`` and ``mlp128`` of rosenna.zoo; ``silu``: 5-64-64-3 with SiLU
 (x*sigmoid(x), as PyTorch exports it) after the hidden layers; ``tanh``: 7-96x4-5 (four hidden
 layers of 96, Tanh). The process is pinned to core 0 (one thread: OMP_NUM_THREADS=1,
 intra_op_num_threads=1). Each round runs every path once, interleaved; the table gives the
 median ns per point over the rounds, the SIMD loop's time over the batch path's, and the batch
-path's over onnxruntime's. The SIMD loop's outputs are compared with the batch path's (equal bit
-for bit under -ffp-contract=off) and with onnxruntime's (verify's tolerance).
+path's over onnxruntime's. The SIMD loops' outputs are compared with the batch path's (equal bit
+for bit under -ffp-contract=off, with or without ``--tune host_fma=true``) and with onnxruntime's
+(verify's tolerance). ``--tune`` sets tuning knobs as generate's ``--tune`` does.
 """
 
 import argparse
@@ -32,6 +34,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from rosenna import zoo  # noqa: E402
 from rosenna.compare import compare  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
+from rosenna.strategy import Tuning  # noqa: E402
 
 DRIVER = r"""#include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +133,7 @@ def measure(name, args):
 
     work = tempfile.mkdtemp(prefix="rosenna-simd-")
     path = model_file(name, work)
-    plan, _ = generate(path, work, Options(name="net", embed=True))
+    plan, _ = generate(path, work, Options(name="net", embed=True, tuning=Tuning().parse_overrides(args.tune)))
     x = np.random.default_rng(0).uniform(-1, 1, (args.points, plan.nx)).astype(np.float32)
     x.tofile(os.path.join(work, "x.bin"))
     with open(os.path.join(work, "drv.c"), "w") as fh:
@@ -175,11 +178,13 @@ def main(argv=None):
     ap.add_argument("--points", type=int, default=262144)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cflags", default="-O3 -march=native -ffp-contract=off")
+    ap.add_argument("--tune", nargs="*", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     os.sched_setaffinity(0, {0})
     load = os.getloadavg()[0]
     rows = [measure(name, args) for name in args.model]
-    print(f"1 thread on core 0, {args.points} points, {args.cflags}, median of {args.rounds} interleaved rounds; "
+    print(f"1 thread on core 0, {args.points} points, {args.cflags}{' --tune ' + ' '.join(args.tune) if args.tune else ''}, "
+          f"median of {args.rounds} interleaved rounds; "
           f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
     print("| model | `_infer` loop ns/point | `omp simd` loop | `simdlen(W)` loop (W) | `_infer_batch` | onnxruntime | "
           "SIMD / batch | wide / batch | batch / onnxruntime |")

@@ -214,7 +214,7 @@ def c_source(plan):
                + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
     branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2))
     host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
-                                                  math=HOST_MATH[plan.precision]), 1))
+                                                  math=HOST_MATH[plan.precision], fma=plan.tuned.host_fma), 1))
     return f"""{declare}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
