@@ -171,6 +171,26 @@ def test_host_branch_matches_onnxruntime(built, lang):
         assert result.passed, result.message()
 
 
+def test_host_fma_branch_matches_onnxruntime(built):
+    """The tuning's host_fma: the C host branch's multiply-adds written as fmaf, still within
+    verify's tolerance of onnxruntime."""
+    _, out, want = built
+    fused = out / "fma"
+    fused.mkdir(exist_ok=True)
+    plan, _ = gen.generate(str(out / "hostfield.onnx"), str(fused),
+                           gen.Options(name="fused", lang="c", embed=True, infer_one=True,
+                                       tuning=Tuning().replace(host_fma=True)))
+    assert "fmaf(" in _host_branch((fused / "fused.c").read_text())
+    (fused / "x.bin").write_bytes((out / "x.bin").read_bytes())
+    (fused / "main.c").write_text(C_MAIN.format(n="fused", t=plan.ctype, NX=plan.nx, NY=plan.ny))
+    subprocess.run(["gcc", "-O1", "-march=native", "-ffp-contract=off", "-fopenmp", "-I", str(fused), "main.c",
+                    "fused.c", "-o", "main_c", "-lm"], cwd=fused, check=True, capture_output=True)
+    subprocess.run([str(fused / "main_c")], cwd=fused, check=True, env=dict(os.environ, OMP_NUM_THREADS="2"), timeout=60)
+    for i, y in enumerate(np.fromfile(fused / "y.bin", np.float32).reshape(-1, plan.ny)):
+        result = compare(y, want, output=f"fma call {i}")
+        assert result.passed, result.message()
+
+
 def test_jam_keeps_each_sum_in_order():
     """Unroll-and-jam only interleaves independent output channels: each accumulator gets the
     same terms in the same order as before, so the host form's sums are the scalar loops' sums."""
