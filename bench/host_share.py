@@ -1,8 +1,11 @@
 """Host threads on a machine they share: the time per call of the whole-field ``<name>_infer_one``
 and of ``<name>_infer_batch`` with 2 threads on 2 cores while another process holds one of them (a
-busy loop pinned to core 1), against 1 thread, for the tuning's two ways of waiting
-(``host_wait=yield``: rosenna_team_wait, which yields the core; ``host_wait=omp``: OpenMP's
-barriers, spinning unless ``OMP_WAIT_POLICY=passive``) and onnxruntime with 1 and 2 threads.
+busy loop pinned to core 1), against 1 thread: the default build (``host_wait=yield``:
+rosenna_team_wait, which sleeps instead of spinning; ``host_pace``: the whole-field call's team
+size chosen by the time calls took), the same without the pace (``host_pace=0``), OpenMP's own
+barriers (``host_wait=omp host_pace=0``, spinning unless ``OMP_WAIT_POLICY=passive``) and
+onnxruntime with 1 and 2 threads. Each run of a driver is one process of ``--calls`` calls, so
+the pace starts afresh in each (its first calls time both team sizes): give enough calls.
 
     .venv/bin/python bench/host_share.py [--model convnet16 mlp128] [--rounds 7] [--calls 20]
                                          [--no-busy] [--cflags "-O3 -march=native"]
@@ -66,6 +69,12 @@ int main(int argc, char **argv)
 """
 
 
+#: The builds compared: the default (yielding barrier, team size by pace), without the pace, and
+#: OpenMP's own barriers without it.
+BUILDS = {"default": {}, "host_pace=0": {"host_pace": 0},
+          "host_wait=omp host_pace=0": {"host_wait": "omp", "host_pace": 0}}
+
+
 def pin():
     os.sched_setaffinity(0, CORES)
 
@@ -80,8 +89,9 @@ def busy_loop():
     return subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
 
 
-def build(name, wait, work):
-    """Generate and compile the model with ``host_wait=wait``: (driver path, plan, x, path of the model)."""
+def build(name, tune, work):
+    """Generate and compile the model with the tuning ``tune`` (e.g. ``{"host_wait": "omp"}``):
+    (driver path, plan, x, path of the model)."""
     import op_models
 
     os.makedirs(work, exist_ok=True)
@@ -90,7 +100,7 @@ def build(name, wait, work):
         op_models.convnet(path, channels=16)
     else:
         zoo.save(name, path)
-    plan, _ = generate(path, work, Options(name="net", embed=True, tuning=Tuning().replace(host_wait=wait)))
+    plan, _ = generate(path, work, Options(name="net", embed=True, tuning=Tuning().replace(**tune)))
     whole = plan.path == "whole"
     points = 1 if whole else BATCH_POINTS
     x = np.random.default_rng(0).uniform(-1, 1, points * plan.nx).astype(np.float32)
@@ -123,24 +133,25 @@ def ort_session(path, threads):
 
 def measure(name):
     work = tempfile.mkdtemp(prefix="rosenna-share-")
-    builds = {wait: build(name, wait, os.path.join(work, wait)) for wait in ("yield", "omp")}
-    _, plan, x, path, points = builds["yield"]
+    builds = {key: build(name, tune, os.path.join(work, f"build{i}")) for i, (key, tune) in enumerate(BUILDS.items())}
+    _, plan, x, path, points = builds["default"]
     sessions = {threads: ort_session(path, threads) for threads in (1, 2)}
     inp = sessions[1].get_inputs()[0]
     feed = {inp.name: x.reshape([points] + [d if isinstance(d, int) else 1 for d in inp.shape[1:]])}
     want = sessions[1].run(None, feed)[0].reshape(-1)
-    for wait, (drv, *_rest) in builds.items():
+    for key, (drv, *_rest) in builds.items():
         run_driver(drv, 2, 1, points)
         got = np.fromfile(os.path.join(os.path.dirname(drv), "y_c.bin"), np.float32)
         result = compare(got, want, output="y")
         if not result.passed:
-            raise SystemExit(f"{name} ({wait}): differs from onnxruntime: {result.message()}")
-    paths = [("rosenna host_wait=yield", 1, lambda: run_driver(builds["yield"][0], 1, ARGS.calls, points)),
-             ("rosenna host_wait=yield", 2, lambda: run_driver(builds["yield"][0], 2, ARGS.calls, points)),
-             ("rosenna host_wait=omp", 1, lambda: run_driver(builds["omp"][0], 1, ARGS.calls, points)),
-             ("rosenna host_wait=omp", 2, lambda: run_driver(builds["omp"][0], 2, ARGS.calls, points)),
-             ("rosenna host_wait=omp, OMP_WAIT_POLICY=passive", 2,
-              lambda: run_driver(builds["omp"][0], 2, ARGS.calls, points, passive=True))]
+            raise SystemExit(f"{name} ({key}): differs from onnxruntime: {result.message()}")
+    paths = []
+    for key in BUILDS:
+        for threads in (1, 2):
+            paths.append((f"rosenna {key}", threads,
+                          lambda key=key, threads=threads: run_driver(builds[key][0], threads, ARGS.calls, points)))
+    paths.append(("rosenna host_wait=omp host_pace=0, OMP_WAIT_POLICY=passive", 2,
+                  lambda: run_driver(builds["host_wait=omp host_pace=0"][0], 2, ARGS.calls, points, passive=True)))
     for threads, sess in sessions.items():
         def ort(sess=sess, threads=threads):
             os.sched_setaffinity(0, CORES if threads > 1 else {0})

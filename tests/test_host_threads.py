@@ -79,16 +79,20 @@ def test_whole_field_threads_wait_only_at_the_yielding_barrier(whole, tmp_path):
     assert constructs and all(line.endswith(" nowait") for line in constructs), constructs
     waits = host.count("rosenna_team_wait(&team, &team_passed, 0);") + 1  # and the master's before the join
     assert waits >= 2 and host.count("rosenna_team_done(&team, &team_passed, 0);") == 1
-    assert host.rstrip().endswith("rosenna_team_end(&team);")
+    assert host.rstrip().endswith("rosenna_team_end(&team);\n    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
+    assert "#pragma omp parallel num_threads(team_size)" in host and "rosenna_pace_threads(&pace, 64)" in host
     fortran = _host((out / "net_model.F90").read_text()).split("end subroutine")[0]
     ends = re.findall(r"!\$omp end (?:do|do simd|single)\b[^\n]*", fortran)
     assert ends and all(line.endswith(" nowait") for line in ends), ends
     assert fortran.count("call team_wait(team, team_passed, 0, .false.)") == waits - 1
     assert fortran.count("call team_wait(team, team_passed, 0, .true.)") == 1
+    assert "!$omp parallel num_threads(team_size)" in fortran and "!$ team_size = pace_threads(64)" in fortran
     # the 'omp' form keeps OpenMP's barriers: one construct without nowait per barrier
     spin = _generate(tmp_path, str(out / "convnet.onnx"), host_wait="omp")
     host = _host((tmp_path / "net.c").read_text())
     assert "rosenna_team" not in host and "team_wait" not in (tmp_path / "net_model.F90").read_text()
+    _generate(tmp_path / "fixed", str(out / "convnet.onnx"), host_pace=0)  # the team always full
+    assert "rosenna_pace" not in _host((tmp_path / "fixed" / "net.c").read_text())
     assert len([c for c in re.findall(r"#pragma omp (?:for|single)[^\n]*", host) if not c.endswith("nowait")]) == waits - 1
     assert spin.tuned.host_wait == "omp"
 
@@ -124,3 +128,49 @@ def test_three_threads_on_two_cores_match_one_thread(whole):
             got[threads] = np.fromfile(out / f"y_{lang}.bin", np.float32)
         worst = int(np.argmax(np.abs(got[3] - got[1])))
         assert np.array_equal(got[3], got[1]), f"{lang}: y[{worst}] {got[3][worst]} with 3 threads, {got[1][worst]} with 1"
+
+
+PACE = r"""#include <stdio.h>
+#include "rosenna_rt.h"
+
+/* the team size rosenna_pace picks, given the times its calls took */
+int main(void)
+{
+    rosenna_pace pace = ROSENNA_PACE_INIT;
+    int first = rosenna_pace_threads(&pace, 4), second, solo = 0, team = 0;
+
+    rosenna_pace_record(&pace, first, 9e-3);          /* the team: slow (a busy core) */
+    second = rosenna_pace_threads(&pace, 4);
+    rosenna_pace_record(&pace, second, 1e-3);         /* one thread: fast */
+    for (int call = 2; call < 10; ++call) {
+        int threads = rosenna_pace_threads(&pace, 4);
+        solo += threads == 1;
+        rosenna_pace_record(&pace, threads, threads == 1 ? 1e-3 : 9e-3);
+    }
+    for (int call = 10; call < 30; ++call) {          /* the core freed: the team fast */
+        int threads = rosenna_pace_threads(&pace, 4);
+        team += call >= 20 && threads > 1;
+        rosenna_pace_record(&pace, threads, threads == 1 ? 1e-3 : 0.5e-3);
+    }
+    printf("%d %d %d %d\n", first, second, solo, team);
+    return 0;
+}
+"""
+
+
+@pytest.mark.host
+def test_pace_runs_the_faster_team_size(whole, tmp_path):
+    """rosenna_pace (rosenna_rt.h) with 2 threads: the team first, then one thread; then the faster
+    of the two, the other once every period calls (here 4); it returns to the team once the
+    team's probes are faster."""
+    _, out = whole
+    (tmp_path / "pace.c").write_text(PACE)
+    subprocess.run(["gcc", "-O1", "-fopenmp", "-I", str(out), "pace.c", "-o", "pace"], cwd=tmp_path, check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    got = subprocess.run([str(tmp_path / "pace")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    first, second, solo, team = map(int, got)
+    assert (first, second) == (2, 1)
+    assert solo == 6, "calls 2-9: one thread but at calls 4 and 8 (the team's probes)"
+    assert team >= 7, "calls 20-29: the team again, one thread only at the probes"
+

@@ -77,6 +77,59 @@ static inline void rosenna_team_end(rosenna_team *team)
     pthread_cond_destroy(&team->all_in);
     pthread_mutex_destroy(&team->lock);
 }
+
+/* The team size of a host whole-field call, chosen by the wall time calls took: every thread
+   the runtime offers (omp_get_max_threads), or one. On a machine where something else holds a
+   core, a team's fork, barriers and join wait for a descheduled partner (a scheduler's time
+   slice, milliseconds, against a call of a fraction of one), and one thread is faster; on a free
+   machine the team is. Each size's time is a running average (the newest call weighs 3/4); the
+   faster size runs, the other once every `period` calls to refresh its time. The results do not
+   depend on the team size. Concurrent callers share the averages (atomics: a heuristic, not a
+   lock). rosenna_pace_threads returns the size for this call, rosenna_pace_record takes its time. */
+typedef struct {
+    double team, solo; /* seconds per call; 0: not timed yet */
+    int calls;
+} rosenna_pace;
+
+#define ROSENNA_PACE_INIT {0.0, 0.0, 0}
+
+static inline int rosenna_pace_threads(rosenna_pace *pace, int period)
+{
+    const int most = omp_get_max_threads();
+    double team, solo;
+    int calls;
+
+    if (most < 2 || period < 1 || omp_in_parallel())
+        return most;
+#pragma omp atomic capture
+    calls = pace->calls++;
+#pragma omp atomic read
+    team = pace->team;
+#pragma omp atomic read
+    solo = pace->solo;
+    if (team == 0.0)
+        return most;
+    if (solo == 0.0)
+        return 1;
+    return (solo < team) != (calls % period == 0) ? 1 : most;
+}
+
+static inline void rosenna_pace_record(rosenna_pace *pace, int threads, double seconds)
+{
+    double *slot = threads == 1 && omp_get_max_threads() > 1 ? &pace->solo : &pace->team;
+    double old;
+
+#pragma omp atomic read
+    old = *slot;
+    seconds = old == 0.0 ? seconds : 0.25 * old + 0.75 * seconds;
+#pragma omp atomic write
+    *slot = seconds;
+}
+
+static inline double rosenna_pace_clock(void)
+{
+    return omp_get_wtime();
+}
 #else
 typedef struct {
     int arrived;
@@ -99,6 +152,31 @@ static inline void rosenna_team_done(rosenna_team *team, int *passed, int spins)
 static inline void rosenna_team_end(rosenna_team *team)
 {
     (void)team;
+}
+
+typedef struct {
+    int calls;
+} rosenna_pace;
+
+#define ROSENNA_PACE_INIT {0}
+
+static inline int rosenna_pace_threads(rosenna_pace *pace, int period)
+{
+    (void)pace;
+    (void)period;
+    return 1;
+}
+
+static inline void rosenna_pace_record(rosenna_pace *pace, int threads, double seconds)
+{
+    (void)pace;
+    (void)threads;
+    (void)seconds;
+}
+
+static inline double rosenna_pace_clock(void)
+{
+    return 0.0;
 }
 #endif
 #endif

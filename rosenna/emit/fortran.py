@@ -127,12 +127,13 @@ def module(plan, stamp, block, widths=()):
         batch_doc, batch_decls, batch_stmts = whole_fortran.batch_statements(plan)
         block_sub = whole_fortran.batch_routines(plan)
     uses = "".join(line + "\n" for line in whole_fortran.uses(plan))
+    pace_uses = ", omp_get_max_threads, omp_in_parallel, omp_get_wtime" if whole_fortran.paced(plan) else ""
     text = f"""! {stamp}
 {chr(10).join(layout + whole_fortran.preamble(plan))}
 module {n}_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
-  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num{pace_uses}
 {uses}  implicit none
   private
   public :: {', '.join(publics)}

@@ -42,7 +42,7 @@ HOST_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
 #: private clause or "".
 TABLE = {
     "c": {
-        "team_open": ["#pragma omp parallel", "{"],
+        "team_open": ["#pragma omp parallel{threads}", "{"],
         "team_close": ["}"],
         "for": "#pragma omp for{collapse}{schedule}{nowait}",
         "for_simd": "#pragma omp for simd{schedule}{nowait}",
@@ -62,7 +62,7 @@ TABLE = {
         "team_end": "rosenna_team_end(&team);",
     },
     "fortran": {
-        "team_open": ["!$omp parallel{private}"],
+        "team_open": ["!$omp parallel{threads}{private}"],
         "team_close": ["!$omp end parallel"],
         "for": "!$omp do{collapse}{schedule}",
         "for_simd": "!$omp do simd{schedule}{private}",
@@ -142,15 +142,17 @@ def host_names(plan):
     return sorted(scalars), sorted(loops)
 
 
-def host_lines(plan, lang, renderer, depth):
-    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``."""
+def host_lines(plan, lang, renderer, depth, threads=None):
+    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``.
+    ``threads``: an expression for the team's size (``num_threads``), or None."""
     table = TABLE[lang.name]
     t = plan.ctype
     pad = lang.indent * depth
     team = _private(table, [name for names in host_names(plan) for name in names])
     waits = yields(plan)
     lines = [pad + table["arrived"]] if waits else []
-    lines += [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team)]
+    size = f" num_threads({threads})" if threads else ""
+    lines += [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team, threads=size)]
     lines += [pad + text for text in table["team_open"][1:]]
     inner = depth + (1 if table["block"] else 0)
     if waits:

@@ -79,6 +79,11 @@ class Tuning:
         "static loops and blocks). "
         "2 cores, one held by a busy process, 3-conv 16-channel net on 64x64: docs/benchmarks-host.md "
         "'Threads that share the machine'.", choices=("yield", "omp"))
+    host_pace: int = _knob(
+        64, "The C whole-field host branch times its calls and runs the faster of a full team and one thread, "
+        "the other once every this many calls (rosenna_rt.h's rosenna_pace; 0: always the full team). With a busy "
+        "core a team's fork and joins wait a scheduler's time slice for a descheduled partner, and one thread is "
+        "faster. docs/benchmarks-host.md 'Threads that share the machine'.")
     host_wait_spins: int = _knob(
         1000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
         "in all; an op of the conv nets takes tens of microseconds).")
