@@ -357,24 +357,28 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     return head + simd + batch + one
 
 
-def _block_function(plan, name, block, body, faults=False):
+def _block_function(plan, name, block, body, faults=False, count=True):
     """A host block routine: ``count`` points (at most ``block``) of x, transposed so the point
     index is innermost, the plan's statements over the block (``body``), transposed back to y.
     With ``faults`` (:func:`rosenna.loopir.counts_faults`) it returns the block's status: INDEX
-    where a point's index fell outside its axis."""
+    where a point's index fell outside its axis. ``count=False``: always ``block`` points (a SIMD
+    variant's lanes), no count argument."""
     n, t = plan.name, plan.ctype
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    for (int p = 0; p < count; ++p)\n"
                     f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;"
                     if faults else "")
-    return f"""static {'int' if faults else 'void'} {name}(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+    points = "count" if count else str(block)
+    load = (f"p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)}" if count
+            else f"x[(long)p * {nxm} + e]")
+    return f"""static {'int' if faults else 'void'} {name}({'int count, ' if count else ''}const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
 {{
     {t} xb[{nxm} * {block}], yb[{nym} * {block}];
     for (int e = 0; e < {nxm}; ++e)
         for (int p = 0; p < {block}; ++p)
-            xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
+            xb[e * {block} + p] = {load};
 {body}
-    for (int p = 0; p < count; ++p)
+    for (int p = 0; p < {points}; ++p)
         for (int e = 0; e < {nym}; ++e)
             y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}
 }}"""
@@ -396,9 +400,9 @@ def simd_variants(plan, widths, vector):
         routine = f"{n}_infer_lanes{lanes}"
         entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"
                              f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
-                             f"{{\n    {routine}({lanes}, x, y);\n}}"
+                             f"{{\n    {routine}(x, y);\n}}"
                              for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
-        parts.append(f"{_block_function(plan, routine, lanes, body)}\n\n{entries}")
+        parts.append(f"{_block_function(plan, routine, lanes, body, count=False)}\n\n{entries}")
     lanes = " and ".join(str(w) for w in widths)
     return f"""
 #if defined(__x86_64__)

@@ -139,9 +139,8 @@ def subroutine(plan):
     decls = _locals(*host_names(plan)) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
     if period:  # the team's size chosen by the time calls took (pace_threads)
         decls += ["    integer :: team_size", "    real(real64) :: started"]
-        host = (["    team_size = 1", "    started = 0", f"    !$ team_size = pace_threads({period})",
-                 "    !$ started = omp_get_wtime()"] + host
-                + ["    !$ call pace_record(team_size, omp_get_wtime() - started)"])
+        host = ([f"    team_size = pace_threads({period})", "    started = pace_clock()"] + host
+                + ["    call pace_record(team_size, pace_clock() - started)"])
     device = _locals(sorted(set(used_scalars(plan.body)) - set(host_names(plan)[0])),
                      sorted(set(used_loop_vars(plan.body)) - set(host_names(plan)[1])))
     if device:  # names only the offload branches use
@@ -214,6 +213,14 @@ PACE = """
       pace_team = merge(seconds, 0.25_real64 * old + 0.75_real64 * seconds, old == 0)
     end if
   end subroutine pace_record
+
+  !> Wall-clock seconds (OpenMP's clock; 0 without OpenMP, where pace_threads gives one thread).
+  function pace_clock() result(seconds)
+    real(real64) :: seconds
+
+    seconds = 0
+    !$ seconds = omp_get_wtime()
+  end function pace_clock
 """
 
 

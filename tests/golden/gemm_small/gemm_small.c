@@ -130,12 +130,12 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
 /* gemm_small_infer on 8 points at once in SIMD lanes, points x + p * GEMM_SMALL_NX: the variants the
    header's `declare simd` announces, one per x86-64 vector ABI ISA letter (b SSE, c AVX, d AVX2,
    e AVX-512), each this file's code for the CPU it is compiled for. */
-static void gemm_small_infer_lanes8(int count, const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
+static void gemm_small_infer_lanes8(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
     float xb[GEMM_SMALL_NX * 8], yb[GEMM_SMALL_NY * 8];
     for (int e = 0; e < GEMM_SMALL_NX; ++e)
         for (int p = 0; p < 8; ++p)
-            xb[e * 8 + p] = p < count ? x[(long)p * GEMM_SMALL_NX + e] : 0.0f;
+            xb[e * 8 + p] = x[(long)p * GEMM_SMALL_NX + e];
     float acc0[8];
     float acc1[8];
     float acc2[8];
@@ -173,7 +173,7 @@ static void gemm_small_infer_lanes8(int count, const float *ROSENNA_RESTRICT x, 
         yb[p + 8] = ((acc1[p] + gemm_small_w3_fc1_bias[1]) > 0.0f ? (acc1[p] + gemm_small_w3_fc1_bias[1]) : 0.0f);
         yb[p + 16] = ((acc2[p] + gemm_small_w3_fc1_bias[2]) > 0.0f ? (acc2[p] + gemm_small_w3_fc1_bias[2]) : 0.0f);
     }
-    for (int p = 0; p < count; ++p)
+    for (int p = 0; p < 8; ++p)
         for (int e = 0; e < GEMM_SMALL_NY; ++e)
             y[(long)p * GEMM_SMALL_NY + e] = yb[e * 8 + p];
 }
@@ -181,22 +181,22 @@ static void gemm_small_infer_lanes8(int count, const float *ROSENNA_RESTRICT x, 
 void _ZGVbN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
 void _ZGVbN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-    gemm_small_infer_lanes8(8, x, y);
+    gemm_small_infer_lanes8(x, y);
 }
 void _ZGVcN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
 void _ZGVcN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-    gemm_small_infer_lanes8(8, x, y);
+    gemm_small_infer_lanes8(x, y);
 }
 void _ZGVdN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
 void _ZGVdN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-    gemm_small_infer_lanes8(8, x, y);
+    gemm_small_infer_lanes8(x, y);
 }
 void _ZGVeN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
 void _ZGVeN8l8l12_gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y)
 {
-    gemm_small_infer_lanes8(8, x, y);
+    gemm_small_infer_lanes8(x, y);
 }
 #endif
 
