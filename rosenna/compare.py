@@ -6,7 +6,9 @@ An element of ``got`` matches the element of ``want`` at the same index when
     |got - want| <= atol + rtol * |want|
 
 or both are NaN, or ``want`` is +Inf / -Inf and ``got`` is the same infinity. Every element must
-match; the tolerance is keyed on an element type (:data:`TOLERANCE`), or given. verify judges a
+match; the tolerance is keyed on an element type (:data:`TOLERANCE`), or given. The 16-bit builds
+(``--precision bf16`` / ``fp16``, :func:`low_precision_tolerance`) take ``atol`` as a fraction of
+the output's largest ``|want|`` (:attr:`Tolerance.scaled`). verify judges a
 build by the precision it computes in (:data:`PRECISIONS`, :func:`judging_tolerance`): a float32
 build of a float64 model at float32's tolerance, never tighter than the model's own type allows.
 On a mismatch :meth:`Comparison.message` names the output, the worst index, both values and the
@@ -22,13 +24,25 @@ import numpy as np
 class Tolerance:
     rtol: float
     atol: float
+    #: ``atol`` is a fraction of the output's largest finite ``|want|`` (the 16-bit precisions: their
+    #: error near a zero of an output is a fraction of the output's scale, not of the value there).
+    scaled: bool = False
 
     def at(self, want):
         """The allowed ``|got - want|`` for a reference value ``want``."""
         return self.atol + self.rtol * np.abs(want)
 
+    def for_output(self, want):
+        """The tolerance with a :attr:`scaled` atol made absolute for the output ``want`` (all of it)."""
+        if not self.scaled:
+            return self
+        finite = np.abs(np.asarray(want, np.float64))
+        finite = finite[np.isfinite(finite)]
+        top = float(finite.max()) if finite.size else 0.0
+        return Tolerance(self.rtol, self.atol * (top if top > 0 else 1.0))
+
     def __str__(self):
-        return f"atol {self.atol:g} + rtol {self.rtol:g}*|want|"
+        return f"atol {self.atol:g}{'*max|want|' if self.scaled else ''} + rtol {self.rtol:g}*|want|"
 
 
 #: The tolerance per element type: of the reference's values (the ONNX model's type) or of the
@@ -69,6 +83,28 @@ PRECISIONS = {
     "half": Precision("half", "float16", float(np.finfo(np.float16).eps)),
     "bfloat16": Precision("bfloat16", "bfloat16", 2.0 ** -7),
 }
+
+#: ``--precision bf16`` / ``fp16`` -> its :data:`PRECISIONS` entry.
+LOW_PRECISIONS = {"bf16": "bfloat16", "fp16": "half"}
+
+
+def low_precision_tolerance(precision, layers=1, reduction=1):
+    """``(tolerance, why)`` for code built with ``--precision bf16`` or ``fp16`` (``precision``):
+    rtol = eps * layers, and atol the same fraction of the output's largest |want| (scaled), times
+    sqrt(reduction / REDUCTION_REFERENCE) past that length, as :func:`judging_tolerance` does.
+    ``layers``: the dense layers on the longest path, each of which rounds its inputs and weights
+    to the type (unit roundoff eps / 2 each). docs/low-precision.md derives it and compares it
+    with the errors measured, rosenna's and PyTorch's at the same precision."""
+    built = PRECISIONS[LOW_PRECISIONS[precision]]
+    rtol = built.eps * max(int(layers), 1)
+    atol, why = rtol, (f"{built.dtype}'s: eps {built.eps:g} x {max(int(layers), 1)} dense layer(s) "
+                       "(docs/low-precision.md)")
+    if reduction > REDUCTION_REFERENCE:
+        scale = float(np.sqrt(reduction / REDUCTION_REFERENCE))
+        atol *= scale
+        why += f"; atol x{scale:.3g} for sums of {reduction} terms"
+    return Tolerance(rtol=rtol, atol=atol, scaled=True), why
+
 
 #: The rule in words, as verify and the gate print it.
 RULE = "each element |got - want| <= atol + rtol*|want|; NaN matches NaN, an Inf the same Inf"
@@ -164,8 +200,8 @@ def compare(got, want, dtype="float32", *, output="", tolerance=None):
     Returns:
         A :class:`Comparison`; its ``passed`` is True exactly when every element matches.
     """
-    tol = tolerance or tolerance_for(dtype)
     want, got = np.asarray(want), np.asarray(got)
+    tol = (tolerance or tolerance_for(dtype)).for_output(want)
     if got.size != want.size:
         return Comparison(output, want.size, want.size, (), float("nan"), float("nan"), float("inf"),
                           float("inf"), tol.rtol, tol.atol,

@@ -109,6 +109,16 @@ def working_dtype(input_dtypes, output_dtypes):
     return {np.dtype(np.float64 if wide else np.float32)}
 
 
+#: The ``sources`` of the Cast nodes ``--precision bf16`` / ``fp16`` puts in front of each dense layer
+#: (rosenna.passes.low_precision); the strategy's chain analysis knows them by it.
+LOW_PRECISION_ROUNDING = "low-precision rounding"
+
+
+def is_rounding(sources):
+    """Whether a node (or planned op) with these ``sources`` is such a rounding."""
+    return tuple(sources) == (LOW_PRECISION_ROUNDING,)
+
+
 @dataclass
 class Value:
     """A tensor flowing between nodes. ``shape`` is a tuple of ints once shapes are static."""

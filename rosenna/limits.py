@@ -9,25 +9,24 @@ import from here and from that module, which import nothing of the code they con
 
 from rosenna.strategy.tuning import Tuning
 
-_DEFAULT = Tuning()
-
-#: Parameters above which weights are file-loaded rather than embedded (override with
+#: Default of the toolchain profile's ``embed_threshold``: parameters above which weights are
+#: file-loaded rather than embedded (override with
 #: ``--embed-weights`` / ``--no-embed``, or a toolchain profile's ``embed_threshold``). Not a speed
 #: question: a source file of a million literals is what compilers still take in seconds.
 EMBED_THRESHOLD = 1_000_000
 
 #: The tuning's defaults a toolchain profile's ``thresholds`` section predates (its
 #: ``constant_limit_bytes`` sets ``Tuning.constant_limit``) and :attr:`rosenna.plan.Plan.path` uses.
-CONSTANT_LIMIT = _DEFAULT.constant_limit
-WHOLE_THRESHOLD = _DEFAULT.whole_threshold
+CONSTANT_LIMIT = Tuning().constant_limit
+WHOLE_THRESHOLD = Tuning().whole_threshold
 
 # Budgets: work a small file may ask for. A 187-byte model (ConstantOfShape [20000, 20000] then
 # ReduceSum) once took 11 s and 1.6 GB to fold; each budget is refused in one line naming the op,
 # the budget and the option that raises it (docs/security.md).
-#: Elements of one output of a folded node (``--max-fold-elements``): 2^24, 64 MiB of float32.
+#: Budget: elements of one output of a folded node (``--max-fold-elements``): 2^24, 64 MiB of float32.
 MAX_FOLD_ELEMENTS = 1 << 24
-#: Bytes of one generated source file (64 MiB of weights embedded as text are about 12 MiB).
+#: Budget: bytes of one generated source file (64 MiB of weights embedded as text are about 12 MiB).
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
-#: Loop nests of one op's code (``--max-op-nests``). The conformance cases need at most 25 (a
+#: Budget: loop nests of one op's code (``--max-op-nests``). The conformance cases need at most 25 (a
 #: padded pool's border regions); a Resize is split per axis, so its nests are its runs on one axis.
 MAX_OP_NESTS = 1024

@@ -110,6 +110,9 @@ class Plan:
     #: The tuning the plan was built for and the emitters render with (rosenna.strategy.Tuning;
     #: None: the defaults, :attr:`tuned`). Its ``whole_threshold`` decides :attr:`path`.
     tuning: object = field(default=None, compare=False)
+    #: ``--precision bf16`` / ``fp16``: the dense layers round their weights and inputs to that type
+    #: (rosenna.passes.low_precision); None: the plain float32 or float64 plan.
+    low_precision: str = None
 
     @property
     def whole_threshold(self):
@@ -183,9 +186,11 @@ def _within_nest_budget(graph, node, nests):
                          f"{budget} per op; raise it with --max-op-nests N if the model means it")
 
 
-def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False, tuning=None):
+def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, infer_one=False, tuning=None,
+          low_precision=None):
     """Lay out the graph (after the passes) and lower every node. ``infer_one``: emit
-    ``<name>_infer_one`` for a per-point plan too; ``tuning``: see :attr:`Plan.tuning`."""
+    ``<name>_infer_one`` for a per-point plan too; ``tuning``: see :attr:`Plan.tuning`;
+    ``low_precision``: see :attr:`Plan.low_precision` (the graph already rounded)."""
     storage, inputs, outputs = {}, [], []
     offset = 0
     for i, vname in enumerate(graph.inputs):
@@ -301,7 +306,8 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
     # A model without weights has nothing to load: it is embedded whatever was asked.
     embedded = (params <= embed_threshold if embed is None else bool(embed)) or not weights
     plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
-                embed=embedded, producer=graph.producer, infer_one=bool(infer_one), tuning=tuning)
+                embed=embedded, producer=graph.producer, infer_one=bool(infer_one), tuning=tuning,
+                low_precision=low_precision)
     return dataclasses.replace(plan, hash=plan_hash(plan))
 
 
@@ -320,6 +326,8 @@ def plan_hash(plan):
         "weights": [(w.ident, w.size) for w in plan.weights],
         "ops": [op.label for op in plan.ops],
     }
+    if plan.low_precision:  # absent otherwise: the float32 and float64 plans keep their hashes
+        record["low_precision"] = plan.low_precision
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from rosenna import frontend
 from rosenna import generate as gen
 from rosenna import outdir
-from rosenna.compare import RULE, judging_tolerance
+from rosenna.compare import RULE, judging_tolerance, low_precision_tolerance
 from rosenna.errors import ModelError, UsageError
 from rosenna.ir import int_range
 from rosenna.toolrun import compiler, run
@@ -83,6 +83,17 @@ def depth(graph):
         longest[id(node)] = 1 + max((longest.get(id(producers[i]), 0) for i in node.inputs if i in producers),
                                     default=0)
     return max(longest.values(), default=1)
+
+
+def dense_layers(graph):
+    """The most Gemm nodes on one path from the graph's inputs to an output (at least 1): the
+    roundings a value meets under ``--precision bf16`` / ``fp16``."""
+    producers = graph.producers()
+    longest = {}
+    for node in graph.nodes:  # in topological order
+        longest[id(node)] = (node.op == "Gemm") + max((longest.get(id(producers[i]), 0) for i in node.inputs
+                                                       if i in producers), default=0)
+    return max(max(longest.values(), default=1), 1)
 
 
 #: Ops whose outputs are sums over one input axis, and that axis: ``(input index, axis)``.
@@ -365,7 +376,10 @@ def run_verify(model_path, options, cases=16, seed=0, keep=None, cflags=None, ff
                             frontend.load_frozen(options.freeze), draws)
         ref.draws = {name: d for name, d in draws.items() if d != Draw()}
     calls = calls_for(plan, entries, ref.cases)
-    tolerance, why = judging_tolerance(plan.precision, graph.dtype, depth(graph), reduction_length(graph))
+    if plan.low_precision:
+        tolerance, why = low_precision_tolerance(plan.low_precision, dense_layers(graph), reduction_length(graph))
+    else:
+        tolerance, why = judging_tolerance(plan.precision, graph.dtype, depth(graph), reduction_length(graph))
     workdir = outdir.private_folder(keep) if keep else tempfile.mkdtemp(prefix="rosenna-verify-")
     try:
         results = _build_and_run(model_path, options, ref, calls, tolerance, workdir, cc, fc, cflags, fflags, profile)

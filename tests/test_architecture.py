@@ -23,8 +23,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "rosenna"
 #: Circles found when this test was written, each with who mends it. The test fails on any other
 #: circle, and on one of these once it is gone (then delete its line).
 KNOWN_CIRCLES = {}
-#: What ``rosenna.emit`` may take from ``rosenna.strategy``: the result and the tuning.
-STRATEGY_RESULT = {"Strategy", "Decision", "Rejected", "Tuning", "TuningError", "Chain", "Layer", "of"}
+#: What ``rosenna.emit`` may take from ``rosenna.strategy``: the result (its whole-field part's types
+#: included) and the tuning.
+STRATEGY_RESULT = {"Strategy", "Decision", "Rejected", "Tuning", "TuningError", "Chain", "Layer", "of",
+                   "Field", "Schedule", "GemmConv", "TiledConv"}
 
 
 def _modules():
@@ -220,3 +222,69 @@ def test_the_starter_for_a_new_implementation_runs(tmp_path):
     plan = build_plan(str(tmp_path / "m.onnx"), Options(lang="c"))[1]
     choice = cuda.choose(strategy.decide(plan))
     assert kind.layout(choice).size > 0 and "m_batch_kernel" in kind.kernel(plan, choice, [])
+
+
+#: The words a documented module constant of emit/ or limits.py starts its ``#:`` comment with: a
+#: fact of the hardware, an ABI, a compiler, an output format or the fixed device code (never a
+#: choice of speed), a budget against hostile input (limits.py, each with its own option), or the
+#: default of a profile setting defined there (the embed threshold).
+NOT_TUNING = ("Fact", "Budget", "Default of")
+
+
+def _numeric(node):
+    """Whether a module-level value is a number, arithmetic, a container holding one, or a
+    :class:`Tuning` built at import: what a tuning constant looks like."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_numeric(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(_numeric(v) for v in node.values)
+    if isinstance(node, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        return name == "Tuning"
+    return False
+
+
+def _tuning_constants(source):
+    """``[(line, name)]``: module-level constants (``NAME = ...`` or ``_NAME = ...``, upper case)
+    of a numeric value whose ``#:`` comment right above does not start with one of
+    :data:`NOT_TUNING`."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names = [t.id for t in targets if isinstance(t, ast.Name) and re.fullmatch(r"_?[A-Z][A-Z0-9_]*", t.id)]
+        if not names or node.value is None or not _numeric(node.value):
+            continue
+        k = node.lineno - 2
+        while k >= 0 and lines[k].startswith("#:") and k - 1 >= 0 and lines[k - 1].startswith("#:"):
+            k -= 1  # the first line of the comment block
+        if not (k >= 0 and lines[k].startswith("#:") and lines[k][2:].strip().startswith(NOT_TUNING)):
+            found += [(node.lineno, name) for name in names]
+    return found
+
+
+def test_no_module_level_tuning_constant_in_emit():
+    """Every number that decides how generated code runs is a field of rosenna.strategy.Tuning
+    (set per GPU by the profile, --tune on the command line); a module-level number in emit/ or
+    limits.py is a named fact of the hardware, an ABI or a format, or a budget, and says so."""
+    files = sorted(ROOT.joinpath("emit").rglob("*.py")) + [ROOT / "limits.py"]
+    assert len(files) > 40, "the scan should see every module of rosenna/emit"
+    found, facts = [], 0
+    for path in files:
+        source = path.read_text()
+        found += [f"{path.relative_to(ROOT.parent)}:{line}: {name}" for line, name in _tuning_constants(source)]
+        facts += len(re.findall(r"^#: (Fact|Budget|Default of)", source, re.M))
+    assert not found, ("module-level numbers in emit/ or limits.py: make each a field of rosenna.strategy.Tuning, or "
+                       "say in its '#:' comment that it is a Fact (hardware, ABI, format) or a Budget: " + "; ".join(found))
+    assert facts >= 5, "the documented facts are where this test expects them"
+
+
+def test_the_constant_check_finds_a_tuning_constant():
+    source = ("THREADS = 256\nSMEM = 16 * 1024\nTILES = {'a': (4, 2)}\n_DEFAULT = Tuning()\nGUARD = '#if X'\n"
+              "#: Fact: 32 lanes per warp.\nWARP = 32\n#: Threads per block.\nBLOCK = 128\nlimit = 5\n"
+              "#: Budget: a cap against\n#: hostile input.\nMAX_NESTS = 1024\nNAMES = ('a', 'b')\n")
+    assert [name for _, name in _tuning_constants(source)] == ["THREADS", "SMEM", "TILES", "_DEFAULT", "BLOCK"]

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from rosenna import compare
-from rosenna.emit.cuda import conv_igemm, field_fuse, igemm_pack, tf32
+from rosenna.emit.cuda import igemm_pack, tf32
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.generate import Options, build_plan
 from rosenna.strategy import Tuning
+from rosenna.strategy.field import convs as field_convs, fusion
 from tests import op_models
 
 #: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, Relu after)
@@ -45,8 +46,8 @@ def _conv(tmp_path, name):
     """The plan of a one-Conv model and its implicit-GEMM phase."""
     path = _model(str(tmp_path / f"{name}.onnx"), GEOMETRIES[name])
     _, plan = build_plan(path, Options(name=name))
-    sched = field_fuse.schedule(plan)
-    convs = conv_igemm.choose(sched)
+    sched = fusion.schedule(plan)
+    convs = field_convs.choose_igemm(sched)
     assert len(convs) == 1, "the conv should take the implicit GEMM"
     return path, sched.plan, next(iter(convs.values()))
 
@@ -174,13 +175,13 @@ def test_one_tf32_product_is_not_enough(tmp_path):
 def test_tiles_and_interior():
     """The tiling of the U-Net's levels: 4x8 tiles of 64x64, 4x4 of 4x4; interior tiles are those
     whose 3x3 taps stay inside; 64 and 72 output channels in groups of 4 n8 tiles."""
-    s = conv_igemm.Shape(8, 64, 64, 8, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
+    s = field_convs.Shape(8, 64, 64, 8, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.wx, s.wy, s.mt, s.tiles, s.kt, s.nt, s.interior) == (8, 4, 2, 128, 9, 1, (1, 14, 1, 6))
-    s = conv_igemm.Shape(8, 4, 4, 8, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1)
+    s = field_convs.Shape(8, 4, 4, 8, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.wx, s.wy, s.mt, s.tiles, s.interior) == (4, 4, 1, 1, (0, -1, 0, -1))
-    s = conv_igemm.Shape(64, 64, 64, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
+    s = field_convs.Shape(64, 64, 64, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.nt, s.ng, s.ns, s.mt, s.kt, s.tiles) == (4, 2, 8, 2, 72, 256)
-    s = conv_igemm.Shape(12, 10, 9, 72, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1)
+    s = field_convs.Shape(12, 10, 9, 72, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.nt, s.ng, s.ns) == (4, 3, 12)  # 72 channels: 9 n8 tiles in 3 groups of 4, padded to 12
 
 
@@ -188,14 +189,14 @@ def test_rule_keeps_small_and_grouped_convs(tmp_path):
     """The tuning's igemm_min_k and igemm_min_cout: the U-Net's first (1 channel in, K = 9) and last
     (1 channel out) convs keep the direct loops, the 8 -> 8 ones take the implicit GEMM."""
     _, plan = build_plan(os.path.join("examples", "surrogates", "poisson_guess", "pguess.onnx"), Options(name="u"))
-    sched = field_fuse.schedule(plan)
-    convs = conv_igemm.choose(sched)
+    sched = fusion.schedule(plan)
+    convs = field_convs.choose_igemm(sched)
     notes = [sched.phases[k].notes[0] for k in convs]
     assert len(convs) == 8 and all("Conv" in n for n in notes)
     assert not any("down.0" in n or "out_Conv" in n for n in notes)
     window = convs[min(convs)].window
-    assert conv_igemm.eligible(dict(window, group=2)) == "grouped"
-    assert "under" in conv_igemm.eligible(dict(window, w_shape=(8, 1, 3, 3)))
+    assert field_convs.igemm_eligible(dict(window, group=2)) == "grouped"
+    assert "under" in field_convs.igemm_eligible(dict(window, w_shape=(8, 1, 3, 3)))
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

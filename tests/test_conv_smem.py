@@ -20,11 +20,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rosenna import compare
-from rosenna.emit.cuda import conv_smem, field_fuse
+from rosenna.emit.cuda import conv_smem
 from rosenna.emit.cuda.source import kernel_source
 from rosenna.emit.lang import C
 from rosenna.generate import Options, build_plan
 from rosenna.strategy import Tuning
+from rosenna.strategy.field import convs as field_convs, fusion
 from tests import devflags, op_models
 
 #: (C, H, W, COUT, kernel, strides, pads [top, left, bottom, right], dilations, group, activation)
@@ -50,7 +51,7 @@ def _conv(tmp_path, name, monkeypatch):
     """The ONNX file, plan and tiled phase of a one-Conv model."""
     path = _model(str(tmp_path / f"{name}.onnx"), GEOMETRIES[name])
     _, plan = build_plan(path, Options(name=name, tuning=Tuning().replace(smem_conv="all")))
-    convs = conv_smem.choose(field_fuse.schedule(plan))
+    convs = field_convs.choose_tiles(fusion.schedule(plan))
     assert len(convs) == 1, "the conv should take the tiled kernel"
     (k, conv), = convs.items()
     return path, plan, k, conv
@@ -144,7 +145,7 @@ def test_tilings_cover_the_cases():
                zip((h, w), pads[:2], pads[2:], k, dil, strides)]
         window = {"x_shape": (1, c, h, w), "w_shape": (cout, c // group) + k, "y_shape": (1, cout, *out),
                   "strides": strides, "pads": pads[:2], "dilations": dil, "group": group}
-        return conv_smem.tiling_of(window)
+        return field_convs.tiling_of(window)
 
     odd = tiling("odd_extents")
     assert odd.ow % odd.tw and odd.oh % odd.th and odd.cot == 1 and odd.ng == 5  # 5 channels: groups of 1
@@ -152,7 +153,7 @@ def test_tilings_cover_the_cases():
     assert chunks.cc < chunks.c and chunks.c % chunks.cc == 0
     dw = tiling("depthwise")
     assert dw.depthwise and dw.cot == 1 and dw.cs == dw.cob < dw.cout and dw.ng > 1
-    assert tiling("one_output").cob == 1 and tiling("tiny_field").used < conv_smem.THREADS
+    assert tiling("one_output").cob == 1 and tiling("tiny_field").used < Tuning().smem_threads
     assert tiling("stride2_pad0").ih == (tiling("stride2_pad0").th - 1) * 2 + 3
 
 
@@ -164,8 +165,8 @@ def test_halo_one_short_fails(tmp_path, monkeypatch):
     x = np.random.default_rng(2).standard_normal((1, s.c, s.h, s.w)).astype(np.float32)
     want = _reference(path, x)
     for attr in ("ih", "iw"):
-        short = getattr(conv_smem.Tiling, attr).fget(s) - 1
-        monkeypatch.setattr(conv_smem.Tiling, attr, property(lambda self, v=short: v))
+        short = getattr(field_convs.Tiling, attr).fget(s) - 1
+        monkeypatch.setattr(field_convs.Tiling, attr, property(lambda self, v=short: v))
         assert _outside(emulate(tmp_path, plan, k, conv, x), want).any(), f"{attr} one short went unnoticed"
         monkeypatch.undo()
 
@@ -174,17 +175,17 @@ def test_rule_refuses_cleanly(tmp_path, monkeypatch):
     """Grouped convs that are not depthwise, 1x1 convs and 1-D convs keep the direct loops; off by
     the rule (the tuning's smem_conv "") nothing is tiled, "depthwise" tiles only those."""
     window = {"x_shape": (1, 8, 9, 9), "w_shape": (8, 8, 3, 3), "y_shape": (1, 8, 9, 9), "group": 1}
-    assert conv_smem.eligible(window) == ""
-    assert "grouped" in conv_smem.eligible(dict(window, w_shape=(8, 4, 3, 3), group=2))
-    assert "one tap" in conv_smem.eligible(dict(window, w_shape=(8, 8, 1, 1)))
-    assert conv_smem.eligible(dict(window, x_shape=(1, 8, 9))) == "not 2-D"
+    assert field_convs.smem_eligible(window) == ""
+    assert "grouped" in field_convs.smem_eligible(dict(window, w_shape=(8, 4, 3, 3), group=2))
+    assert "one tap" in field_convs.smem_eligible(dict(window, w_shape=(8, 8, 1, 1)))
+    assert field_convs.smem_eligible(dict(window, x_shape=(1, 8, 9))) == "not 2-D"
     path = _model(str(tmp_path / "dw.onnx"), GEOMETRIES["depthwise"])
     for rule, taken in (("", 0), ("depthwise", 1), ("all", 1)):
         _, plan = build_plan(path, Options(name="dw", tuning=Tuning().replace(smem_conv=rule)))
-        assert len(conv_smem.choose(field_fuse.schedule(plan))) == taken
+        assert len(field_convs.choose_tiles(fusion.schedule(plan))) == taken
     path = _model(str(tmp_path / "plain.onnx"), GEOMETRIES["odd_extents"])
     _, plan = build_plan(path, Options(name="plain", tuning=Tuning().replace(smem_conv="depthwise")))
-    assert conv_smem.choose(field_fuse.schedule(plan)) == {}
+    assert field_convs.choose_tiles(fusion.schedule(plan)) == {}
 
 
 @pytest.fixture(scope="module")
@@ -204,14 +205,9 @@ def kernel_file(tmp_path_factory):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(d / "cv.onnx"))
     from rosenna import emit
 
-    saved = conv_smem.FORMS
-    conv_smem.FORMS = ("launched", "persistent", "cluster")
-    try:
-        tuning = Tuning().replace(smem_conv="all", cluster_min_phases=0)
-        _, plan = build_plan(str(d / "cv.onnx"), Options(name="cv", infer_one=True, tuning=tuning))
-        text = kernel_source(plan, "test")
-    finally:
-        conv_smem.FORMS = saved
+    tuning = Tuning().replace(smem_conv="all", cluster_min_phases=0)
+    _, plan = build_plan(str(d / "cv.onnx"), Options(name="cv", infer_one=True, tuning=tuning))
+    text = kernel_source(plan, "test")
     (d / "rosenna_rt.h").write_text(emit.runtime_header())
     (d / "cv_kernel.cu").write_text(text)
     return d
@@ -245,12 +241,12 @@ def test_kernel_file_compiles_for_gfx90a(kernel_file):
 
 @pytest.mark.parametrize("forms", [("launched",), ("persistent", "cluster"), ()])
 def test_forms_take_the_tiles_where_listed(tmp_path, monkeypatch, forms):
-    """conv_smem.FORMS: the launched phases, the persistent kernel and the clustered kernel each run
-    the tiled conv only where listed (else their direct loops), and the tile functions are emitted
-    only when some form calls them."""
-    monkeypatch.setattr(conv_smem, "FORMS", forms)
+    """The tuning's smem_launched, smem_persistent and smem_cluster: the launched phases, the
+    persistent kernel and the clustered kernel each run the tiled conv only where on (else their
+    direct loops), and the tile functions are emitted only when some form calls them."""
     path = _model(str(tmp_path / "cv.onnx"), GEOMETRIES["odd_extents"])
-    tuning = Tuning().replace(smem_conv="all", cluster_min_phases=0)  # the small net gets a clustered kernel too
+    tuning = Tuning().replace(smem_conv="all", cluster_min_phases=0,  # the small net gets a clustered kernel too
+                              **{f"smem_{form}": form in forms for form in ("launched", "persistent", "cluster")})
     _, plan = build_plan(path, Options(name="cv", infer_one=True, tuning=tuning))
     text = kernel_source(plan, "test")
     assert ("cv_smem0_c1r2_kernel<<<" in text) == ("launched" in forms)  # 5 channels: 1 per thread

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import devflags
-from rosenna import zoo
+from rosenna import strategy, zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import whole_field
 from rosenna.generate import Options, build_plan, generate
@@ -209,7 +209,7 @@ def test_whole_field_plan_gets_one_launch_per_call(tmp_path, monkeypatch):
     assert 'extern "C" int convnet_infer_one(' in text and "return convnet_run(1, x, y, " in text
     # infer_batch: each op's launch covers up to 256 samples (256 KiB of intermediates per
     # sample: 256 fit 64 MiB), not one launch per op and sample
-    samples = whole_field.batch_samples(plan)
+    samples = strategy.decide(plan).field.samples
     assert samples == 256
     assert f"for (int start = 0; start < n; start += {samples}) {{" in text
     assert "convnet_infer_one(x + (long)i * " not in text

@@ -1,4 +1,4 @@
-"""Producer-side epilogues of the CUDA/HIP whole-field phases (rosenna/emit/cuda/field_epilogue.py):
+"""Producer-side epilogues of the CUDA/HIP whole-field phases (rosenna/strategy/field/epilogue.py):
 a conv's threads mapped to pool windows, a conv's thread writing its upsampled-and-added elements.
 The fused phases as the kernel file holds them run on the host (tests/test_infer_one.py
 emulate_launches, tests/test_field_fuse.py emulate_clusters) against onnxruntime, on the small U-Net
@@ -14,7 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import op_models
 from rosenna import generate as gen
-from rosenna.emit.cuda import conv_igemm, field_epilogue, field_fuse, field_rewrite
+from rosenna import strategy
+from rosenna.emit.cuda import field_fuse
+from rosenna.strategy.field import convs, epilogue as field_epilogue, fusion, rewrite as field_rewrite
 from rosenna.loopir import Assign, Idx, Loop, Ref, Var
 from rosenna.parallel import launch_groups
 from rosenna.strategy import Tuning
@@ -114,26 +116,26 @@ def test_phases(tmp_path, unet_path):
     (the MaxPools of a and c pulled, b pushed through the Concats into the Add, its output stored
     for t), and with a pool that does not divide its conv's 9 x 9 nothing is fused."""
     _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
-    assert len(field_fuse.schedule(plan, epilogues=False).phases) == 14
-    assert _ops(field_fuse.schedule(plan, epilogues=True)) == [
+    assert len(fusion.schedule(plan, epilogues=False).phases) == 14
+    assert _ops(fusion.schedule(plan, epilogues=True)) == [
         ["Conv", "AveragePool"], ["Conv", "AveragePool"], ["Conv", "Concat", "Concat", "Add"],
         ["Conv+Relu", "Concat", "Concat", "Add"], ["Conv"], ["Conv"]]
     _, plan = gen.build_plan("examples/surrogates/poisson_guess/pguess.onnx", gen.Options(lang="c"))
-    fused = field_fuse.schedule(plan, epilogues=True)
+    fused = fusion.schedule(plan, epilogues=True)
     assert (len(launch_groups(plan)), len(fused.phases)) == (26, 10)
     # a fused phase is no conv's alone: no implicit GEMM or shared-memory tile takes it (the last two convs)
-    assert sorted(conv_igemm.conv_phases(fused)) == [8, 9]
+    assert sorted(convs.conv_phases(fused)) == [8, 9]
     # buffers shared anew by each value's own size: 306 KB per sample against the plan's 436
     assert (sum(fused.plan.scratch), sum(plan.scratch)) == (76416, 109056)
     _, plan = gen.build_plan(odd_net(tmp_path / "odd.onnx"), gen.Options(lang="c"))
-    sched = field_fuse.schedule(plan, epilogues=True)
+    sched = fusion.schedule(plan, epilogues=True)
     assert _ops(sched) == [["Conv", "MaxPool"], ["Conv", "Concat", "Concat", "Add"], ["Conv", "MaxPool"], ["Add"],
                            ["Conv"]]
     stored = [{s.target.buf for m in launch.members for s in _walk(m.body) if isinstance(s, Assign)
                and isinstance(s.target, Ref)} for launch in sched.phases]
     assert stored[0] == {"a", "p"} and stored[1] == {"b", "s"} and stored[2] == {"q"}  # c read by its pool alone
     _, plan = gen.build_plan(odd_net(tmp_path / "odd9.onnx", odd=True), gen.Options(lang="c"))
-    assert len(field_fuse.schedule(plan, epilogues=True).phases) == len(launch_groups(plan))
+    assert len(fusion.schedule(plan, epilogues=True).phases) == len(launch_groups(plan))
 
 
 def _walk(stmts):
@@ -150,19 +152,16 @@ def test_unet_epilogues_emulated(tmp_path, unet_path, form, monkeypatch):
     from rosenna.emit.cuda import whole_field
 
     tuning = Tuning().replace(field_epilogues=form)
-    _, plan = gen.build_plan(unet_path, gen.Options(lang="c", tuning=tuning))
-    phases = [len(s.phases) for s in whole_field.schedules(plan)]
+    _, plan = gen.build_plan(unet_path, gen.Options(lang="c", infer_one=True, tuning=tuning))
+    field = strategy.decide(plan).field
+    phases = [len(s.phases) for s in (field.launched, field.persistent, field.cluster)]
     assert phases == [6 if f == form else 14 for f in ("launches", "persistent", "cluster")]
     # the clustered kernel's intermediates its own where its phases differ: the others' step unchanged
-    assert (whole_field.cluster_buffer(plan) is field_fuse.buffer_symbol) == (form != "cluster")
+    assert (whole_field.cluster_buffer(field) is field_fuse.buffer_symbol) == (form != "cluster")
     if form == "cluster":
-        assert whole_field.scratch(plan) == whole_field.schedules(plan)[0].plan.scratch
-    if form == "cluster":
-        from rosenna.emit.cuda import conv_smem
-
-        monkeypatch.setattr(conv_smem, "FORMS", ("launched", "persistent"))  # direct loops: the host runs them
-        plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen",
-                                                        tuning=tuning.replace(cluster_samples=256))
+        assert list(field.scratch) == field.launched.plan.scratch
+        plan, x, forwards, backwards = emulate_clusters(unet_path, tmp_path / "gen",  # direct loops: the host runs them
+                                                        tuning=tuning.replace(cluster_samples=256, smem_cluster=False))
     else:
         plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=form == "persistent",
                                                         tuning=tuning)
@@ -184,7 +183,7 @@ def test_odd_nets_emulated(tmp_path, epilogues, net):
     path = resize_net(tmp_path / "rz.onnx") if net == "resize" else odd_net(tmp_path / "odd.onnx", odd=net == "odd9")
     if net == "resize":
         _, plan = gen.build_plan(path, gen.Options(lang="c"))
-        sched = field_fuse.schedule(plan, epilogues=True)
+        sched = fusion.schedule(plan, epilogues=True)
         assert _ops(sched) == [["Conv", "AveragePool"], ["Conv", "Resize", "Add"], ["Conv"]]
         from rosenna.emit.cuda import whole_field
 
@@ -198,10 +197,10 @@ def test_odd_nets_emulated(tmp_path, epilogues, net):
 
 
 def _broken(how):
-    """field_fuse.schedule with the epilogues and one stored element of a fused phase broken:
+    """fusion.schedule with the epilogues and one stored element of a fused phase broken:
     the first store of the skip connection dropped, or moved one element on."""
     def schedule(plan):
-        sched = field_fuse.schedule(plan, epilogues=True)
+        sched = fusion.schedule(plan, epilogues=True)
         for launch in sched.phases:
             for m in launch.members:
                 for k, s in enumerate(m.body):
@@ -228,9 +227,9 @@ def test_checked_refuses_a_wrong_fusion(unet_path):
     """field_epilogue's element check: a pushed phase whose stores miss an element is refused."""
     _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
     groups = launch_groups(plan)
-    version = field_fuse._versions(plan, groups)
+    version = fusion._versions(plan, groups)
     k = next(k for k, g in enumerate(groups) if g.notes[0].startswith("Concat"))
-    value = field_fuse._value_of(plan, groups[k - 1], version)
+    value = fusion._value_of(plan, groups[k - 1], version)
     fused = field_epilogue.push(plan, groups[k - 1], groups[k], value, version, {value})
     assert fused is not None and field_epilogue._checked(fused, groups[k - 1], groups[k], version) is fused
     fused.members[0].body.pop()  # the last region's copies
@@ -265,11 +264,11 @@ def test_store_hook_emulated(tmp_path, unet_path):
 
     def schedule(plan):
         groups = launch_groups(plan)
-        version = field_fuse._versions(plan, groups)
+        version = fusion._versions(plan, groups)
         out, k, hooked = [], 0, 0
         while k < len(groups):
             out.append(groups[k])
-            value = field_fuse._value_of(plan, groups[k], version)
+            value = fusion._value_of(plan, groups[k], version)
             dims = None
             if value is not None and groups[k].notes[0].startswith("Conv"):
                 extent = 1 + max(int(field_rewrite.stored_elements([m], lambda b: b == value).max())
@@ -286,7 +285,7 @@ def test_store_hook_emulated(tmp_path, unet_path):
                 k, hooked = k + done, hooked + 1
             k += 1
         assert hooked == 2 and len(out) == 14 - 2 * 3 + 2
-        return field_fuse.Schedule(field_fuse._storage(plan, out, version, {}), out, [])
+        return fusion.Schedule(fusion._storage(plan, out, version, {}), tuple(out))
 
     plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=schedule)
     want = reference(unet_path, plan, x)

@@ -1,4 +1,4 @@
-"""Phase fusion of the CUDA/HIP whole-field path (rosenna/emit/cuda/field_fuse.py): the U-Net of
+"""Phase fusion of the CUDA/HIP whole-field path (rosenna/strategy/field/fusion.py, rendered by rosenna/emit/cuda/field_fuse.py): the U-Net of
 examples/surrogates/poisson_guess in small (tests/op_models.py unet: AveragePools, the Reshape and
 Concat upsampling, skip Adds) with its cheap ops computed where they are read, the kernels' code run
 on the host against onnxruntime (tests/test_infer_one.py emulate_launches), and the index algebra
@@ -14,7 +14,7 @@ import pytest
 import devflags
 import op_models
 from rosenna import generate as gen
-from rosenna.emit.cuda import field_fuse, field_index
+from rosenna.strategy.field import fusion, index as field_index
 from rosenna.loopir import Idx, Loop
 from rosenna.parallel import launch_groups
 from test_infer_one import assert_close, emulate_launches, reference
@@ -39,14 +39,14 @@ def test_unet_phases(unet_path):
     become the 6 convs; without decoding, the Concats keep theirs; by default nothing is fused."""
     _, plan = gen.build_plan(unet_path, gen.Options(lang="c"))
     assert len(launch_groups(plan)) == 14
-    sched = field_fuse.schedule(plan, 4, decode=True)
+    sched = fusion.schedule(plan, 4, decode=True)
     assert [launch.notes for launch in sched.phases] == [
         ["Conv: down0"], ["Conv: down1"], ["Conv: down2"], ["Conv+Relu: up1+up1.a"], ["Conv: up0"], ["Conv: out"]]
     assert len(sched.values) == 8
     assert all(len(launch.members) == 1 for _, launch in sched.values)  # Concat(v, v): one region, no branch
-    assert len(field_fuse.schedule(plan).phases) == 14
-    assert len(field_fuse.schedule(plan, 2, decode=True).phases) == 8  # the pools (4 loads) kept
-    exact = field_fuse.schedule(plan, 4, decode=False)
+    assert len(fusion.schedule(plan).phases) == 14
+    assert len(fusion.schedule(plan, 2, decode=True).phases) == 8  # the pools (4 loads) kept
+    exact = fusion.schedule(plan, 4, decode=False)
     assert [launch.notes[0].split(":")[0] for _, launch in exact.values] == ["AveragePool", "AveragePool", "Add", "Add"]
 
 
@@ -56,7 +56,7 @@ def test_unet_fused_emulated_on_host(tmp_path, unet_path, persistent, fused):
     launches', jammed), threads in order and in reverse, against onnxruntime. The kernel file
     reads the pools and Adds through their regions' functions (indices that follow from the
     reader's) and the Concats through decoding ones (a Concat of a value with itself as one
-    region with one more index: field_fuse.merged)."""
+    region with one more index: field_index.merged)."""
     plan, x, forwards, backwards = emulate_launches(unet_path, tmp_path / "gen", persistent=persistent, tuning=fused)
     kernel = (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()
     assert f"{plan.name}_value1_0(x, y, s, " in kernel  # the first pool, from the conv's indices
@@ -71,10 +71,10 @@ def test_fused_phases_need_their_own_buffers(tmp_path, unet_path, fused):
     """The check above can fail: the fused phases over the plan's own buffer sharing (made for one
     phase per op) read a skip connection after the upsampling conv has overwritten it."""
     def plan_buffers(plan):
-        sched = field_fuse.schedule(plan)
+        sched = fusion.schedule(plan)
         storage = {name: plan.storage[name] if where[0] == "t" else where for name, where in sched.plan.storage.items()}
-        return field_fuse.Schedule(dataclasses.replace(sched.plan, storage=storage, scratch=plan.scratch),
-                                   sched.phases, sched.values)
+        return fusion.Schedule(dataclasses.replace(sched.plan, storage=storage, scratch=plan.scratch),
+                               sched.phases, sched.values)
 
     plan, x, forwards, _ = emulate_launches(unet_path, tmp_path / "gen", persistent=True, schedule=plan_buffers,
                                             tuning=fused)
@@ -128,7 +128,7 @@ def test_field3d_fused_emulated_on_host(tmp_path, fused):
 
     path = field3d(tmp_path / "field3d.onnx")
     _, plan = gen.build_plan(path, gen.Options(lang="c", tuning=fused))
-    assert [len(launch_groups(plan)), len(field_fuse.schedule(plan).phases)] == [11, 7]
+    assert [len(launch_groups(plan)), len(fusion.schedule(plan).phases)] == [11, 7]
     plan, x, forwards, backwards = emulate_launches(path, tmp_path / "gen", persistent=True, tuning=fused)
     assert "        if (o == " in (tmp_path / "gen" / f"{plan.name}_kernel.cu").read_text()  # the Concat's two regions
     want = reference(path, plan, x)
@@ -161,8 +161,10 @@ def test_kernel_batch_step_of_the_unet():
 
     _, plan = gen.build_plan(os.path.join(os.path.dirname(__file__), "..", "examples", "surrogates", "poisson_guess",
                                           "pguess.onnx"), gen.Options(lang="c"))
-    assert (whole_field.batch_samples(plan), whole.batch_samples(plan)) == (256, 128)
-    assert "for (int start = 0; start < n; start += 256) {" in whole_field.KIND.launch(plan, None)[1]
+    from rosenna.emit import cuda
+
+    assert (cuda.choose(plan).strategy.field.samples, whole.batch_samples(plan)) == (256, 128)
+    assert "for (int start = 0; start < n; start += 256) {" in whole_field.KIND.launch(plan, cuda.choose(plan))[1]
 
 
 def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3, tuning=None):
@@ -171,15 +173,17 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3, tuning=No
     thread rank ``first`` of the cluster (forwards, then in a second pass backwards), each running
     the very lines of the kernel's phase loop. Returns (plan, x, y forwards, y backwards)."""
     import numpy as np
+    from rosenna import strategy
     from rosenna.emit.cuda import whole_field
     from test_infer_one import EMULATE_MAIN
 
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True, tuning=tuning))
     n, t = plan.name, plan.ctype
     kernel = (out / f"{n}_kernel.cu").read_text()
-    sched, buffer = whole_field.schedules(plan)[2], whole_field.cluster_buffer(plan)
+    field = strategy.decide(plan).field
+    sched, buffer = field.cluster, whole_field.cluster_buffer(field)
     funcs, calls, width = [], [], blocks * threads
-    for k, phase in enumerate(whole_field.cluster_phases(sched, buffer)):
+    for k, phase in enumerate(whole_field.cluster_phases(sched, buffer, field.tiles.get("cluster"))):
         lines = "\n".join(phase)
         assert lines in kernel, f"phase {k} differs from {n}_cluster's"
         funcs.append(f"static void phase{k}(const {t} *x, {t} *y, long s, long first)\n{{\n"
@@ -206,13 +210,11 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3, tuning=No
 @pytest.fixture
 def clusters(monkeypatch):
     """The tuning of a kernel file with <name>_cluster, run for up to 256 samples (cluster_samples)
-    whatever the plan's phase count (cluster_min_phases), its convs as direct loops (the tiled ones, conv_smem, have no host form of their block barriers:
+    whatever the plan's phase count (cluster_min_phases), its convs as direct loops (smem_cluster off: the tiled ones have no host form of their block barriers;
     tests/test_conv_smem.py runs their tiles thread by thread)."""
-    from rosenna.emit.cuda import conv_smem
     from rosenna.strategy import Tuning
 
-    monkeypatch.setattr(conv_smem, "FORMS", tuple(f for f in conv_smem.FORMS if f != "cluster"))
-    return Tuning().replace(cluster_samples=256, cluster_min_phases=0)
+    return Tuning().replace(cluster_samples=256, cluster_min_phases=0, smem_cluster=False)
 
 
 def test_unet_clusters_emulated_on_host(tmp_path, unet_path, clusters):
@@ -261,7 +263,7 @@ def test_cluster_code_compiles(tmp_path, clusters):
     ptx = (keep / "convnet_kernel.compute_90.ptx").read_text()
     entry = ptx[ptx.index(".entry _Z15convnet_cluster"):]
     entry = entry[:entry.index("\n}\n")]
-    assert entry.count("barrier.cluster.arrive.release;") == len(field_fuse.schedule(plan).phases) - 1
+    assert entry.count("barrier.cluster.arrive.release;") == len(fusion.schedule(plan).phases) - 1
     assert _nc_loads_of("mov.u64 %rd1, convnet_wsf0;\nadd.s64 %rd2, %rd1, 8;\nld.global.nc.f32 %f1, [%rd2+4];",
                         "convnet_wsf")  # the check sees one
     assert not _nc_loads_of(entry, "convnet_wsf"), "an intermediate read through ld.global.nc"
@@ -333,8 +335,8 @@ def test_whole_field_weights_in_constant_memory():
 def test_few_phase_plans_have_no_clustered_kernel(tmp_path, unet_path):
     """The tuning's cluster_min_phases: a conv net of 3 phases gets no <name>_cluster (the persistent
     kernel's whole GPU wins there on the H200), a U-Net of 14 one, for up to
-    cluster_samples samples, its convs in shared-memory tiles (conv_smem.FORMS)."""
-    from rosenna.emit.cuda import field_cluster
+    cluster_samples samples, its convs in shared-memory tiles (smem_cluster)."""
+    from rosenna import strategy
     from rosenna.emit.cuda.source import kernel_source
     from rosenna.strategy import Tuning
 
@@ -345,7 +347,7 @@ def test_few_phase_plans_have_no_clustered_kernel(tmp_path, unet_path):
     text = (tmp_path / "convnet_kernel.cu").read_text()
     assert "convnet_cluster" not in text and "cluster_ctarank" not in text
     _, plan = gen.build_plan(unet_path, gen.Options(name="unet", infer_one=True))
-    assert field_cluster.samples(field_fuse.schedule(plan)) == tuning.cluster_samples
+    assert strategy.decide(plan).field.cluster_samples == tuning.cluster_samples
     unet = kernel_source(plan, "test")
     assert f"if (count <= {tuning.cluster_samples} && device < 64)" in unet
     assert "tile += step / 256)" in unet  # a tiled conv phase inside unet_cluster

@@ -12,7 +12,9 @@ import pytest
 from rosenna import generate as gen
 from rosenna.commands.info import describe
 from rosenna import parallel
-from rosenna.emit.cuda import conv_smem, field_fuse, whole_field
+from rosenna import strategy
+from rosenna.emit.cuda import field_fuse, whole_field
+from rosenna.strategy.field import fusion
 from rosenna.plan import WHOLE_THRESHOLD
 
 C_MAIN = """#include <stdio.h>
@@ -246,9 +248,9 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     <name>_infer_batch launches them: each phase as a loop over its global thread indices (samples
     x threads per sample), forwards and backwards, into buffers for every sample and the C file's
     weights. The phases are the kernel file's: its launched ones (whole_field.launches, jammed),
-    or with ``persistent`` those of its persistent kernel (field_fuse.schedule's phases), or the
+    or with ``persistent`` those of its persistent kernel (the strategy's schedule), or the
     given ``launches`` (unfused), or the phases of ``schedule(plan)`` (a function: the plan -> a
-    field_fuse.Schedule, its value functions included). Returns (plan, x, y forwards, y backwards).
+    rosenna.strategy.Schedule, its value functions included). Returns (plan, x, y forwards, y backwards).
     A launch holding regions that depend on each other gives a wrong answer in at least one order;
     a sample reading another's intermediates, or a value read after its buffer was reused, gives a
     wrong answer."""
@@ -256,9 +258,10 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None and schedule is None else None
     if launches is not None:
-        sched = field_fuse.Schedule(plan, launches, [])
+        sched = fusion.Schedule(plan, tuple(launches))
     else:
-        sched = schedule(plan) if schedule else whole_field.schedules(plan)[1 if persistent else 0]
+        field = strategy.decide(plan).field
+        sched = schedule(plan) if schedule else field.persistent if persistent else field.launched
         launches = sched.phases if persistent else whole_field.launches(sched)
     code = kernel_file or "\n".join("\n".join(whole_field.batch_body(sched, launch)) for launch in launches)
     funcs, calls = [field_fuse.value_functions(sched, code, "static inline")], []
@@ -266,7 +269,7 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
         assert field_fuse.value_functions(sched, kernel_file) in kernel_file
     # phases of the kernel file's form computed in shared-memory tiles (tests/test_conv_smem.py
     # checks those): emulated here through the direct loops they replace
-    tiled = conv_smem.choose(sched, "persistent" if persistent else "launched") if kernel_file is not None else {}
+    tiled = field.tiles["persistent" if persistent else "launched"] if kernel_file is not None else {}
     for k, launch in enumerate(launches):
         body = "\n".join(whole_field.batch_body(sched, launch))
         if k in tiled:

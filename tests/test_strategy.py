@@ -2,6 +2,7 @@
 choices and their reasons, the frozen plan, one-layer chains of every width, and the tuning."""
 
 import dataclasses
+import os
 import shutil
 import subprocess
 
@@ -45,7 +46,7 @@ def test_the_choice_for_each_kind_of_model_and_why(models, name, batched, tensor
     s = strategy.decide(_plan(models[1][name]))
     assert (s.batched.chosen, s.tensor.chosen, s.routine.chosen) == (batched, tensor, routine)
     # every implementation of a table is either the winner, an alternative that fits, or rejected with reasons
-    for decision, size in ((s.batched, 5), (s.tensor, 3), (s.routine, 3)):
+    for decision, size in ((s.batched, 5), (s.tensor, 4), (s.routine, 3)):
         names = [decision.chosen] * bool(decision.chosen) + list(decision.alternatives) + [r.name for r in decision.rejected]
         assert len(names) == len(set(names)) == size, decision
         assert all(r.reasons and all(isinstance(why, str) and why for why in r.reasons) for r in decision.rejected)
@@ -261,6 +262,7 @@ def test_a_profiles_tuning_section_reaches_generate_info_and_the_provenance(tmp_
     ("tuning:\n  sm_90: {no_such_knob: 1}\n", "tuning.sm_90"),
     ("tuning:\n  sm_90: {smem_conv: some}\n", "tuning.sm_90.smem_conv"),
     ("tuning:\n  volta: {constant_limit: 1}\n", "tuning"),
+    ("tuning:\n  sm_90: {dmma_smem_limit: 100000}\n", "tuning.sm_90.dmma_smem_limit"),
 ])
 def test_a_broken_tuning_section_is_refused_in_one_line(tmp_path, monkeypatch, capsys, text, words):
     from rosenna.cli import main
@@ -271,6 +273,44 @@ def test_a_broken_tuning_section_is_refused_in_one_line(tmp_path, monkeypatch, c
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "g").exists() or not list((tmp_path / "g").iterdir())
+
+
+def test_the_architectures_shared_memory_limits_are_built_in(tmp_path, monkeypatch, capsys):
+    """sm_86 lets a block opt in to 99 KB of shared memory, not the default's 100: the built-in
+    section lowers tiled_smem_limit there (and a profile's own section still wins); sm_90 keeps
+    the defaults."""
+    from rosenna.cli import main
+    from rosenna.strategy import Tuning
+
+    assert Tuning.for_target(None, "sm_86").tiled_smem_limit == 99 * 1024 < Tuning().tiled_smem_limit
+    assert Tuning.for_target({"sm_86": {"tiled_smem_limit": 50000}}, "sm_86").tiled_smem_limit == 50000
+    assert Tuning.for_target(None, "sm_90") == Tuning()
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "ampere.yaml").write_text("extends: gcc\ncuda_arch: 86\n")
+    monkeypatch.setenv("ROSENNA_TOOLCHAIN_PATH", str(folder))
+    assert main(["info", "--tuning", "--toolchain", "ampere"]) == 0
+    assert "tiled_smem_limit = 101376  (set)" in capsys.readouterr().out
+
+
+def test_info_shows_the_whole_field_choices(capsys):
+    """`rosenna info` on the poisson_guess U-Net: the schedule, the forms of <name>_run with the
+    ones that also fit, and per conv its kernel, the alternatives and why the others do not fit;
+    a tuning that refuses the clustered kernel says why."""
+    from rosenna.cli import main
+
+    model = os.path.join(os.path.dirname(__file__), "..", "examples", "surrogates", "poisson_guess", "pguess.onnx")
+    assert main(["info", model]) == 0
+    out = capsys.readouterr().out
+    assert "whole-field schedule: one phase per op (" in out and "phases_per_op = 26" in out
+    assert "whole-field forms: cluster (" in out and "also fits: persistent\n      also fits: launched" in out
+    assert "whole-field conv, phase 0 (Conv: _down.0_Conv): smem-tiles" in out and "not igemm: K = 9 under igemm_min_k 32" in out
+    assert "whole-field conv, phase 2 (Conv: _down.1_Conv): igemm (3xTF32 implicit GEMM in the launched phases from 16 " in out
+    assert main(["info", model, "--tune", "cluster_min_phases=30", "--tune", "field_epilogues=all", "--tune", "smem_conv="]) == 0
+    out = capsys.readouterr().out
+    assert "whole-field forms: persistent (" in out and "not cluster: 10 phases, under cluster_min_phases 30" in out
+    assert "whole-field schedule: fused (producer-side epilogues in cluster, launches, persistent" in out
+    assert "not smem-tiles: smem_conv is ''" in out
 
 
 def test_tune_on_the_command_line_is_checked(tmp_path, capsys):

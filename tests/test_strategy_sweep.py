@@ -1,6 +1,7 @@
 """A property sweep of the strategy stage and the emitters: generated MLP shapes (1 to 6 layers,
 widths 1 to 1,100, every activation the kernels take, float32 and float64, embedded and
-file-loaded), conv and RNN shapes. For each: every implementation's ``fits`` answers (reasons,
+file-loaded), conv and RNN shapes, and drawn conv nets through the whole-field strategy under
+tunings that reach its branches. For each: every implementation's ``fits`` answers (reasons,
 never an exception), the strategy decides, and every file renders. A sample of each kind is
 compiled on the host and verified against onnxruntime, the one-layer 1,100-wide Gemm among them.
 The shapes are drawn from a fixed seed: the same sweep every run."""
@@ -106,14 +107,112 @@ def test_every_fits_answers_and_every_file_renders(swept):
 
 def test_the_strategys_footprints_are_the_layouts_the_emitters_build(swept):
     """The sizes a choice depends on, computed in rosenna/strategy/mlp, against the emitters' layouts."""
-    assert (mlp.TILED_POINTS, mlp.TILED_THREADS) == (tiled.WIDE_POINTS, tiled.WIDE_THREADS)
-    assert (mlp.WIDE_MAX_WIDTH, mlp.WIDE_MAX_OUT) == (tc_wide.WIDE_MAX_WIDTH, tc_wide.WIDE_MAX_OUT)
+    assert mlp.WIDE_MAX_OUT == tc_wide.WIDE_MAX_OUT
     for name, (_, _, plan, s) in swept.items():
         if not s.layers:
             continue
         assert mlp.chain_bytes(s.layers) == tc_chain.chain_bytes(s.layers), name
         if s.chain.hidden:
-            assert mlp.tiled_smem(s.layers) == tiled.smem(s.layers), name
+            assert mlp.tiled_smem(s.layers, s.tuning) == tiled.smem(s.layers, s.tuning), name
+
+
+#: Tunings the conv sweep decides under: the defaults, and settings that reach the field
+#: strategy's other branches (every conv an implicit GEMM, the depthwise-only rule, a clustered
+#: kernel for any plan, the epilogues in every form, phases computed where read, blocks too small
+#: for the tiles, odd tile shapes).
+FIELD_TUNINGS = (
+    {}, {"igemm_min_k": 1, "igemm_min_cout": 1, "igemm_min_rows": 1}, {"smem_conv": "depthwise"},
+    {"cluster_samples": 256, "cluster_min_phases": 0, "cluster_jam": True, "smem_igemm_first": False},
+    {"field_epilogues": "all", "cluster_min_phases": 0}, {"field_inline_loads": 4, "field_decode": True},
+    {"cluster_min_phases": 0, "cluster_threads": 32, "field_persistent_threads": 32, "smem_threads": 64},
+    {"smem_channels_launched": 3, "smem_rows_launched": 3, "smem_depthwise_rows_persistent": 5,
+     "smem_chunk_bytes": 64, "whole_batch_samples": 1},
+)
+
+
+def _conv_shapes(tmp, count=10, seed=27):
+    """Conv nets of one to three convs (any group that divides, depthwise, 1x1 to 5x5 taps, strides,
+    dilations, pads, activations), drawn from a fixed seed: ``[(name, path)]``."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        c, h, w = int(rng.choice((1, 2, 3, 4, 8, 12))), int(rng.integers(5, 34)), int(rng.integers(5, 34))
+        shape, nodes, inits, name = [1, c, h, w], [], [], "x"
+        for j in range(int(rng.integers(1, 4))):
+            k = tuple(int(v) for v in rng.choice((1, 2, 3, 5), 2))
+            dil = tuple(int(v) for v in rng.choice((1, 1, 2), 2))
+            if any(kk * d > n for kk, d, n in zip(k, dil, (h, w))):
+                k, dil = (1, 1), (1, 1)
+            group = c if rng.random() < 0.3 else 1
+            cout = c if group > 1 else int(rng.choice((1, 3, 8, 9, 16, 24)))
+            strides = tuple(int(v) for v in rng.choice((1, 1, 2), 2))
+            pads = [int(v) for v in rng.integers(0, 2, 4)]
+            weights = rng.standard_normal((cout, c // group) + k).astype(np.float32) * 0.2
+            inits.append(numpy_helper.from_array(weights, f"w{j}"))
+            nodes.append(helper.make_node("Conv", [name, f"w{j}"], [f"c{j}"], kernel_shape=list(k), strides=list(strides),
+                                          pads=pads, dilations=list(dil), group=group))
+            name = f"c{j}"
+            if rng.random() < 0.5:
+                nodes.append(helper.make_node(str(rng.choice(("Relu", "Tanh", "Sigmoid"))), [name], [f"a{j}"]))
+                name = f"a{j}"
+            h = (h + pads[0] + pads[2] - (k[0] - 1) * dil[0] - 1) // strides[0] + 1
+            w = (w + pads[1] + pads[3] - (k[1] - 1) * dil[1] - 1) // strides[1] + 1
+            c = cout
+            if min(h, w) < 3:
+                break
+        nodes.append(helper.make_node("Identity", [name], ["y"]))
+        graph = helper.make_graph(nodes, f"field{i}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, h, w])], inits)
+        path = tmp / f"field{i}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        out.append((f"field{i}", str(path)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fields(tmp_path_factory):
+    """``{name: plan}``: the drawn conv nets and the sweep's conv and RNN models (the small U-Net
+    among them), each with ``<name>_infer_one`` (so with a whole-field strategy)."""
+    tmp = tmp_path_factory.mktemp("fields")
+    models = _conv_shapes(tmp) + _other_models(tmp)
+    return {name: build_plan(str(path), Options(lang="c", name=name, infer_one=True))[1] for name, path in models}
+
+
+def test_the_field_strategy_answers_for_conv_shapes(fields):
+    """For every conv net of the sweep under every tuning of :data:`FIELD_TUNINGS`: the whole-field
+    implementation's ``fits`` answers, the field strategy decides (each conv phase an implicit
+    GEMM, tiles or the direct loops, with reasons), and the kernel file's whole-field part renders
+    what it decided; no exception anywhere."""
+    from rosenna.emit.cuda import whole_field
+
+    seen = set()
+    for settings in FIELD_TUNINGS:
+        tuning = strategy.Tuning().replace(**settings)
+        for name, plan in fields.items():
+            s = strategy.decide(plan, tuning)
+            for impl in field.BATCHED:
+                reasons = impl.fits(Subject(s.plan, s.chain, plan.path), tuning)
+                assert isinstance(reasons, tuple) and all(isinstance(r, str) and r for r in reasons), name
+            f = s.field
+            if f is None:  # an LSTM keeps the plan per point: no <name>_infer_one
+                assert not plan.emits_infer_one and whole_field.infer_one(s) == "", name
+                continue
+            assert f.samples >= 1 and f.widest >= 1, name
+            for decision in f.decisions:
+                assert decision.chosen and all(isinstance(line, str) for line in decision.lines()), (name, settings)
+                assert all(rej.reasons and all(rej.reasons) for rej in decision.rejected), (name, decision)
+                seen.add(decision.chosen)
+            assert set(f.tiles) <= {"launched", "persistent", "cluster"} and (f.cluster_samples > 0) == ("cluster" in f.tiles)
+            for form, tiles in f.tiles.items():
+                block = {"persistent": tuning.field_persistent_threads, "cluster": tuning.cluster_threads}.get(form)
+                assert all(block is None or conv.tiling.used <= block for conv in tiles.values()), (name, form)
+            text = whole_field.infer_one(s)
+            assert f"{plan.name}_run(" in text and all(f"{plan.name}_igemm{k}(" in text for k in f.igemm), name
+    # the sweep reaches every choice of a conv phase and of the forms
+    assert seen >= {"igemm", "smem-tiles", "direct", "cluster", "persistent", "fused", "one phase per op"}, seen
 
 
 def _verified(item):

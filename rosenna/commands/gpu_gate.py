@@ -38,6 +38,8 @@ def register(subparsers):
                                               f"{POINTS_HOST} with --host-fallback, about a minute on 2 cores)")
     p.add_argument("--tune", action="append", metavar="KEY=VALUE", default=[],
                    help="set one tuning value over the profile's for the generated code (repeatable)")
+    p.add_argument("--precision", choices=("bf16", "fp16"),
+                   help="generate a float32 model's dense layers in bf16 or fp16 (float32 sums; docs/low-precision.md)")
     p.add_argument("--out", default="gpu-gate", metavar="DIR", help="where builds and reports go (default gpu-gate)")
     p.add_argument("--label", default="", help="names the compiler set in the report")
     p.add_argument("--weights", choices=tuple(gate.WEIGHTS), default="both",
@@ -113,7 +115,7 @@ def run(args):
         print(f"rosenna gpu-gate: note: {', '.join(job_flags)} only matter with --print-job or --check-job",
               file=sys.stderr)
     config = gate.Config(model=args.model, points=args.points, out=args.out, host_fallback=args.host_fallback,
-                         label=args.label, weights=args.weights)
+                         label=args.label, weights=args.weights, precision=args.precision)
     if profile is not None:  # without one, gate.Config takes the gcc profile's flags
         if args.flags is None:
             check_offload(profile, args.host_fallback)

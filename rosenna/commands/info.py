@@ -26,7 +26,7 @@ def describe(plan):
         return " ".join(f"{s.name}[{s.offset}:{s.offset + s.size}]" for s in items)
 
     lines = [
-        f"model: {plan.name}  precision: {plan.precision}",
+        f"model: {plan.name}  precision: {plan.low_precision or plan.precision}",
         "inputs:",
         *(f"  {s.name}  shape {list(s.shape)}  x[{s.offset}:{s.offset + s.size}]" for s in plan.inputs),
         "outputs:",

@@ -96,7 +96,7 @@ def run(args):
     plan = v.plan
     raised = f" (--cases {args.cases}: one case per point of the largest batch call)" if (
         args.reference is None and v.reference.cases > args.cases) else ""
-    print(f"{plan.name}: {v.reference.cases} cases{raised}, precision {plan.precision}, "
+    print(f"{plan.name}: {v.reference.cases} cases{raised}, precision {plan.low_precision or plan.precision}, "
           f"weights {'embedded' if plan.embed else 'file-loaded'}")
     print(f"reference: {v.reference.source}")
     for name, draw in v.reference.draws.items():

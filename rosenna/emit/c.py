@@ -8,6 +8,7 @@ from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
 from rosenna.loopir import FAULT, counts_faults
 
+#: Fact of the output's format, not of its speed: weight literals per line.
 VALUES_PER_LINE = 6
 #: The host batch path calls rosenna_rt.h's inlinable exp/tanh, which vectorise in `omp simd` loops
 #: (one table with the whole-field host loops: emit/host_field.py).

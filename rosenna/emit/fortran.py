@@ -8,10 +8,13 @@ from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, count, resolver, used_loop_vars, used_scalars
 from rosenna.loopir import FAULT, counts_faults
 
+#: Fact of the output's format, not of its speed: weight literals per line.
 VALUES_PER_LINE = 4
-#: Arrays up to this many values are initialised in their declaration; larger ones by DATA
-#: statements of DATA_CHUNK values (a declaration may not have more than 255 continuation lines).
+#: Fact of Fortran: a declaration may not have more than 255 continuation lines, so arrays up to
+#: this many values are initialised in their declaration (200 lines of 4), larger ones by DATA
+#: statements of DATA_CHUNK values.
 INLINE_LIMIT = 800
+#: Fact of Fortran (the same limit): values per DATA statement.
 DATA_CHUNK = 400
 
 

@@ -4,6 +4,7 @@ names never split)."""
 
 import re
 
+#: Fact of Fortran: the longest free-form source line the standard allows.
 MAX_LINE = 132
 
 

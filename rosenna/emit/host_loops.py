@@ -14,8 +14,8 @@ from rosenna.loopir import Assign, Bin, Fn, Idx, Loop, Num, Ref, Select, Var, wa
 # How far the loops are jammed and unrolled is the tuning's: cuda_jam and host_jam (output channels
 # sharing one pass over the inputs), jam_chains (independent sums a SIMD loop should carry),
 # host_unroll and host_unroll_whole (statements of unrolled tap loops).
-#: Iterations apart over which GCC's predictive commoning relates memory references (its
-#: MAX_DISTANCE in tree-predcom.cc: 8 where the target has 16 or more registers, as x86-64 has):
+#: Fact of GCC, a correctness margin and no speed choice: iterations apart over which GCC's
+#: predictive commoning relates memory references (its MAX_DISTANCE in tree-predcom.cc: 8 where the target has 16 or more registers, as x86-64 has):
 #: see :func:`stores_meet`.
 PCOM_DISTANCE = 8
 

@@ -11,7 +11,7 @@ does the same work from registers. This module writes that body in C for the off
   unrolled every weight index is a constant and four neighbouring outputs' weights are one
   16-byte load (the device compiler's load vectoriser joins them; all threads of a warp read the
   same address);
-- a layer at most :data:`REGISTER_WIDTH` wide in and out: every loop unrolled, inputs and outputs
+- a layer at most the tuning's ``offload_register_width`` wide in and out: every loop unrolled, inputs and outputs
   in registers (the arrays vanish);
 - a wider layer (``rosenna_dense_kouter``'s scheme): its outputs accumulate in registers while
   its inputs are read one at a time from a local array (two ping-pong arrays of the widest
@@ -38,10 +38,8 @@ from rosenna.emit.chain import WarpLayout
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
-#: Layers at most this wide in and out keep their inputs and outputs in registers.
-REGISTER_WIDTH = 64
-#: Inputs per step of a wide layer's loop (unrolled): one step's weight loads in flight together.
-KOUTER_UNROLL = 4
+# The tuning's offload_register_width (layers at most this wide in and out keep their inputs and
+# outputs in registers) and offload_unroll (inputs per step of a wider layer's loop).
 #: Which compilations see the repacked copy (clang with OpenMP, host and device passes: the
 #: offload runtime pairs a device's declare-target variables with the host's) and the body
 #: (``ROSENNA_OFFLOAD_BODY`` non-zero: rosenna_rt.h makes it 1 in clang's device passes, else 0;
@@ -83,11 +81,12 @@ static inline unsigned rosenna_warp_active(void)
 #define ROSENNA_WARP 0
 #endif
 #endif"""
+#: Fact of the output's format, not of its speed: weight literals per line.
 VALUES_PER_LINE = 6
 
 
-def _wide(layers):
-    return any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
+def _wide(layers, tuning):
+    return any(max(layer.k, layer.n) > tuning.offload_register_width for layer in layers)
 
 
 class Layout:
@@ -221,7 +220,7 @@ def _thread(plan, layers, warp):
     t, zero = plan.ctype, C.literal(0.0, plan.precision)
     lay = layout(plan, layers, warp)
     w = packed_name(plan)
-    wide = _wide(layers)
+    wide = _wide(layers, plan.tuned)
     lines = []
     if wide:
         width = max(lay.offsets[i][2] for i in range(len(layers) - 1)) if len(layers) > 1 else 4
@@ -371,7 +370,7 @@ def _kouter(plan, i, layer, woff, boff, npad, src, dst, what, zero, w):
             "#pragma unroll",
             f"        for (int j = 0; j < {npad}; ++j)",
             f"            s[j] = {zero};",
-            f"#pragma unroll {KOUTER_UNROLL}",
+            f"#pragma unroll {plan.tuned.offload_unroll}",
             f"        for (int k = 0; k < {layer.k}; ++k) {{",
             f"            const {t} v = {src}[k];",
             f"            const {t} *wk = {w} + {_plus(woff)}k * {npad};",

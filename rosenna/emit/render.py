@@ -19,6 +19,7 @@ The renderer knows two forms:
 from rosenna.emit.lang import COMPOSITE
 from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
 
+#: Fact of C and Fortran: the binding strength of the arithmetic operators.
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
 
 

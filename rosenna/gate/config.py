@@ -44,6 +44,7 @@ class Config:
     label: str = ""  # names the compiler set in the report
     profile: dict = None  # the toolchain profile used: {"name", "file", "reason"}, or None
     tuning: object = None  # the generated code's rosenna.strategy.Tuning (None: the defaults)
+    precision: str = None  # "bf16" / "fp16": the generated code's --precision (None: the model's type)
 
 
 class NoDevice(UsageError):

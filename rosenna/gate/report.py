@@ -83,7 +83,7 @@ def build(c, plan, rows, planted, counter, *, checks, steps, complete, host=None
     job, job_var = job_id()
     return {
         "schema_version": SCHEMA_VERSION,
-        "rosenna": __version__, "model": plan.name, "precision": plan.precision, "points": c.points,
+        "rosenna": __version__, "model": plan.name, "precision": plan.low_precision or plan.precision, "points": c.points,
         "mode": mode, "machine": host or machine(),
         "job": {"id": job, "from": job_var},
         "profile": c.profile,
@@ -97,6 +97,14 @@ def build(c, plan, rows, planted, counter, *, checks, steps, complete, host=None
     }
 
 
+def _precision_words(precision):
+    """The report's words for its precision (a float32 model's ``--precision bf16`` / ``fp16`` too)."""
+    if precision in ("bf16", "fp16"):
+        return (f"float32 model generated with --precision {precision} (dense layers in {precision}, float32 sums; "
+                "judged by verify's tolerance for it, docs/low-precision.md)")
+    return f"{'float64' if precision == 'double' else 'float32'} model"
+
+
 def markdown(report, log):
     c, m = report["flags"], report["machine"]
     state = "PASS" if report["pass"] else ("FAIL" if report["complete"] else "INCOMPLETE (still running, or stopped)")
@@ -106,7 +114,7 @@ def markdown(report, log):
              f"- rosenna {report['rosenna']}; {m['date']}; host {m['host']}"
              + (f" (node {m['node']})" if m.get("node") and m["node"] != m["host"] else "") + f"; GPU {words(m['gpu'])}; "
              f"job {words(job['id'])}" + (f" (${job['from']})" if job["from"] else ""),
-             f"- mode: {report['mode']}; {'float64' if report['precision'] == 'double' else 'float32'} model; points: {report['points']}; repeats: "
+             f"- mode: {report['mode']}; {_precision_words(report['precision'])}; points: {report['points']}; repeats: "
              f"{report['config']['reps']} (median); checked against onnxruntime on {report['checked_points']} points",
              "- toolchain profile: " + (f"{profile['name']} ({profile['file']})" + (
                  f", chosen because {profile['reason']}" if profile.get("reason") else "") if profile else "none (flags below)"),

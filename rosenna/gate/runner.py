@@ -11,7 +11,7 @@ import shlex
 import numpy as np
 
 from rosenna import zoo
-from rosenna.compare import compare
+from rosenna.compare import compare, low_precision_tolerance
 from rosenna.errors import UsageError
 from rosenna.gate import build, report
 from rosenna.gate.config import WEIGHTS, check_device, resolved
@@ -116,7 +116,7 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
 
     omp_dir, nat_dir = os.path.join(vdir, "omp"), os.path.join(vdir, c.backend)
     for d in {omp_dir, nat_dir}:
-        generate(model_path, d, Options(lang="both", embed=embed, tuning=c.tuning))
+        generate(model_path, d, Options(lang="both", embed=embed, tuning=c.tuning, precision=c.precision))
     defs = [] if embed else ["-DROSENNA_WEIGHTS"]
     builds = []
     if plan.path == "whole":
@@ -132,13 +132,13 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
             builds.append(build.fortran(shell, c, values, vdir, omp_dir, defs, "omp", "batch-fortran-omp"))
         if c.fc != "none" and c.acc_flags:
             acc_dir = os.path.join(vdir, "acc")
-            generate(model_path, acc_dir, Options(lang="fortran", embed=embed, tuning=c.tuning))
+            generate(model_path, acc_dir, Options(lang="fortran", embed=embed, tuning=c.tuning, precision=c.precision))
             builds.append(build.fortran(shell, c, values, vdir, acc_dir, defs, "acc", "batch-fortran-acc"))
     else:
         builds += build.per_point(shell, c, values, vdir, omp_dir, defs, "omp")
         if c.acc_flags:
             acc_dir = os.path.join(vdir, "acc")
-            generate(model_path, acc_dir, Options(lang="both", embed=embed, tuning=c.tuning))
+            generate(model_path, acc_dir, Options(lang="both", embed=embed, tuning=c.tuning, precision=c.precision))
             builds += build.per_point(shell, c, values, vdir, acc_dir, defs, "acc")
     if c.backend == "omp":
         builds.append(build.batch_omp(shell, c, values, vdir, omp_dir, defs, name="batch"))
@@ -152,8 +152,18 @@ def _builds(shell, c, plan, model_path, values, vdir, embed):
                     if not embed else dict(os.environ))
 
 
-def _measure(shell, c, plan, row, exe, env, xfile, ref, counter):
-    """Run one harness at 0 and STEPS extra steps; fill ``row``."""
+def tolerance_of(graph, plan):
+    """The tolerance a row is judged by: None (the model type's) unless the plan is
+    ``--precision bf16`` / ``fp16``, then verify's for it (:func:`rosenna.compare.low_precision_tolerance`)."""
+    if not plan.low_precision:
+        return None
+    from rosenna.verify import dense_layers, reduction_length
+
+    return low_precision_tolerance(plan.low_precision, dense_layers(graph), reduction_length(graph))[0]
+
+
+def _measure(shell, c, plan, row, exe, env, xfile, ref, counter, tolerance=None):
+    """Run one harness at 0 and STEPS extra steps; fill ``row`` (``tolerance``: :func:`tolerance_of`)."""
     yfile = exe + ".y"
     runs = {}
     for steps in (0, STEPS):
@@ -172,7 +182,7 @@ def _measure(shell, c, plan, row, exe, env, xfile, ref, counter):
     row.ns_per_point = _value(runs[STEPS], "NS_PER_POINT")
     dtype = np.float64 if plan.precision == "double" else np.float32
     got = np.fromfile(yfile, dtype=dtype).reshape(ref.shape[0], plan.ny).astype(np.float64)
-    cmp = compare(got, ref, "float64" if plan.precision == "double" else "float32", output="y")
+    cmp = compare(got, ref, "float64" if plan.precision == "double" else "float32", output="y", tolerance=tolerance)
     worst = cmp.worst_index
     row.max_abs_err = cmp.abs_err
     row.worst = (f"point {worst[0]} y[{worst[1]}]: got {cmp.got:.9g}, onnxruntime {cmp.want:.9g}, "
@@ -237,7 +247,8 @@ def run(config, progress=None):
     from rosenna.generate import Options, build_plan
 
     model_path = _model_path(c, out)
-    _, plan = build_plan(model_path, Options(lang="c"))
+    graph, plan = build_plan(model_path, Options(lang="c", precision=c.precision))
+    tolerance = tolerance_of(graph, plan)
     real = "double" if plan.precision == "double" else "float"
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.0, 1.0, size=(c.points, plan.nx)).astype(np.float64 if real == "double" else np.float32)
@@ -261,11 +272,12 @@ def run(config, progress=None):
         say(f"building {label} ({real}) in {vdir}")
         builds, env = _builds(shell, c, plan, model_path, values, vdir, embed)
         for name, exe, note in builds:
-            row = Row(name, label, status="SKIP" if note == SKIP_WHOLE else "FAIL", note=note)
+            row = Row(name, f"{label} {plan.low_precision}" if plan.low_precision else label,
+                      status="SKIP" if note == SKIP_WHOLE else "FAIL", note=note)
             rows.append(row)
             if exe is not None:
                 say(f"{name:<17} {label:<12} running {c.points} points")
-                _measure(shell, c, plan, row, exe, env, xfile, ref, counter)
+                _measure(shell, c, plan, row, exe, env, xfile, ref, counter, tolerance)
                 if row.status == "PASS" or row.ns_per_point is not None:
                     exes[(name, label)] = (exe, env)
             write()  # before the row is announced: a job killed now keeps it

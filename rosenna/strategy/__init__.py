@@ -4,7 +4,8 @@ once, recorded with why, and rendered by the emitters.
 Owns: the analyses of the frozen plan (the MLP layer list, :mod:`rosenna.strategy.mlp.analysis`),
 the ordered tables of named implementations with priorities (one subpackage per way of running a
 model: :mod:`~rosenna.strategy.point`, :mod:`~rosenna.strategy.mlp`, :mod:`~rosenna.strategy.field`),
-the :class:`~rosenna.strategy.tuning.Tuning` their thresholds come from, and the frozen result,
+the whole-field schedule and fusion (:mod:`rosenna.strategy.field`), the
+:class:`~rosenna.strategy.tuning.Tuning` their thresholds come from, and the frozen result,
 :class:`Strategy`. Every ``fits`` answers for any plan (reasons, never an exception).
 
 The emitters read a :class:`Strategy` and nothing else of this package's internals: they render
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 
 from rosenna.strategy import field, mlp, point
 from rosenna.strategy.mlp.analysis import Chain, Layer, analyse  # noqa: F401 (the result's types)
+from rosenna.strategy.field import Field  # noqa: F401 (the result's types)
+from rosenna.strategy.field.convs import GemmConv, TiledConv  # noqa: F401
+from rosenna.strategy.field.fusion import Schedule  # noqa: F401
 from rosenna.strategy.table import Decision, Rejected, Subject, select  # noqa: F401
 from rosenna.strategy.tuning import MEASURED, Tuning, TuningError  # noqa: F401
 
@@ -35,6 +39,7 @@ class Strategy:
     offload: Decision  # the OpenMP offload device body of <name>_infer
     memory: Decision  # where the kernel file keeps embedded weights
     host: Decision  # the host batch's blocks and vectors
+    field: object = None  # the whole-field kernels (a field.Field; None: the plan emits no <name>_infer_one)
 
     @property
     def parts(self):
@@ -54,9 +59,12 @@ class Strategy:
             widths = " -> ".join([str(self.layers[0].k)] + [str(layer.n) for layer in self.layers])
             acts = ", ".join(layer.act or "linear" for layer in self.layers)
             count = f"{len(self.layers)} layer{'s' if len(self.layers) > 1 else ''}"
-            out.append(f"  MLP chain: {count}, {widths} ({acts})")
+            low = f"; inputs and weights of every layer in {self.chain.low_precision}" if self.chain.low_precision else ""
+            out.append(f"  MLP chain: {count}, {widths} ({acts}){low}")
         for decision in self.parts:
             out += ["  " + line for line in decision.lines()]
+        if self.field is not None:
+            out += ["  " + line for line in self.field.lines()]
         return out
 
 
@@ -75,7 +83,7 @@ def decide(plan, tuning=None, vector=32):
     offload = select("offload device body", mlp.OFFLOAD, subject, tuning,
                      values=(("warp", mlp.offload_warp(plan, chain)),) if chain else ())
     return Strategy(plan, tuning, chain, batched, tensor, routine, offload, field.memory(plan, tuning),
-                    point.host(plan, tuning, vector))
+                    point.host(plan, tuning, vector), field.decide(plan, tuning))
 
 
 def of(subject, tuning=None):

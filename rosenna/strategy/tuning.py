@@ -150,6 +150,40 @@ class Tuning:
         "'depthwise', 'all'. H200, results/measurement-log.md, \"Shared-memory conv tiles\" round A: the U-Net 50.9 / 126.4 / "
         "317.1 us at 1 / 16 / 256 samples tiled against 81.1 / 137.7 / 337.4 direct.",
         choices=("", "depthwise", "all"))
+    smem_launched: bool = _knob(
+        True, "Whether the launched phases (<name>_phases) run the tiled convs (smem_conv). H200, "
+        "results/measurement-log.md, \"Shared-memory conv tiles\": the tiles in every form is the default there.")
+    smem_persistent: bool = _knob(True, "The same for the persistent kernel <name>_field.")
+    smem_cluster: bool = _knob(True, "The same for the clustered kernel <name>_cluster.")
+    smem_threads: int = _knob(
+        256, "Threads per block of a shared-memory conv tile (the persistent kernel's block size; the launched form "
+        "takes the used ones in whole warps). H200, results/measurement-log.md, \"Shared-memory conv tiles\".",
+        minimum=32, maximum=1024)
+    smem_chunk_bytes: int = _knob(
+        16 * 1024, "Shared memory per block for a chunk of a tile's input (the input channels are staged in chunks "
+        "that fit). Same study; not timed against other sizes.", minimum=64, maximum=227 * 1024)
+    smem_channels_launched: int = _knob(
+        4, "Output channels per thread of a tiled conv in the launched phases (the largest divisor of the conv's "
+        "up to this). H200, results/measurement-log.md, \"Shared-memory conv tiles\" round A: the U-Net at 256 "
+        "samples 317.1 us with (4 channels, 2 rows) launched, 352.7 with (1, 1), 337.4 direct.", minimum=1)
+    smem_rows_launched: int = _knob(
+        2, "Consecutive output rows per thread of a tiled conv in the launched phases (same study).", minimum=1)
+    smem_depthwise_rows_launched: int = _knob(
+        4, "Output rows per thread of a tiled depthwise conv (one channel per thread) in the launched phases. "
+        "Same study: the depthwise net at 256 samples 47.2 us with 4, 50.3 with 2, 66.7 direct.", minimum=1)
+    smem_channels_persistent: int = _knob(
+        1, "Output channels per thread of a tiled conv in the persistent kernel (the small calls: the finest tiles, "
+        "most blocks). Same study, round A: the U-Net at 1 sample 50.9 us with (1, 1), 69.3 with (4, 2), 95.2 "
+        "with (8, 2), 81.1 direct.", minimum=1)
+    smem_rows_persistent: int = _knob(1, "Output rows per thread there (same study).", minimum=1)
+    smem_depthwise_rows_persistent: int = _knob(1, "Rows per thread of a tiled depthwise conv there.", minimum=1)
+    smem_channels_cluster: int = _knob(
+        2, "Output channels per thread of a tiled conv in the clustered kernel. Same study, round B: the U-Net at "
+        "1 / 16 samples 49.3 / 62.9 us with (2, 1), 58.1 / 73.3 with (4, 1), 72.7 / 83.9 with (8, 1).", minimum=1)
+    smem_rows_cluster: int = _knob(1, "Output rows per thread there (same study).", minimum=1)
+    smem_depthwise_rows_cluster: int = _knob(
+        2, "Rows per thread of a tiled depthwise conv there. Same study, round B: the depthwise net 15.6 / 19.4 us "
+        "at 1 / 16 samples with the (4, 2) tiles, 17.3 / 21.2 with (4, 1).", minimum=1)
     # -- the FP32 MLP kernels ---------------------------------------------------------------------
     narrow_max_width: int = _knob(
         128, "Widest layer the narrow FP32 kernel unrolls (nvcc ran for minutes on a 256-wide layer: a "
@@ -158,8 +192,16 @@ class Tuning:
         96, "A hidden layer at least this wide sends an FP32 MLP to a shared-memory kernel (staged or tiled). "
         "H200, results/measurement-log.md, \"The staged and tensor-core kernel study\".", minimum=1)
     tiled_smem_limit: int = _knob(
-        100 * 1024, "Shared memory the tiled FP32 kernel may ask for per block (the H100/H200 allow 227 KB; "
-        "two blocks per SM fit this).")
+        100 * 1024, "Shared memory the tiled FP32 kernel may ask for per block (dynamic, with the opt-in): sm_90 "
+        "allows 227 KB per block (228 per SM: two blocks fit this), sm_80 163 KB, sm_86 and sm_89 99 KB (the "
+        "built-in sm_86 / sm_89 sections lower it to that). Not timed: the hardware's limits.",
+        maximum=227 * 1024)
+    tiled_points: int = _knob(
+        64, "Points per block of the tiled FP32 kernel (rosenna/data/rosenna_tile.cuh: 8-point x 8-column tiles "
+        "per thread). H200, results/measurement-log.md, \"The second kernel study\" (its gemm_big and mlp128 "
+        "tiles); not timed against other sizes.", minimum=8)
+    tiled_threads: int = _knob(
+        128, "Threads per block of the tiled FP32 kernel (same study).", minimum=32, maximum=1024)
     chain_min_macs: int = _knob(
         512, "Below this many multiply-adds per point the FP32 kernel keeps a chain the 3xTF32 register chain "
         "would take (memory-bound: gemm_small runs at the memory floor). H200, results/measurement-log.md, \"The tensor-core tolerance study\".")
@@ -186,6 +228,15 @@ class Tuning:
         2, "Blocks per SM the FP64 DMMA kernel asks of ptxas (__launch_bounds__' second argument; 1: none) up to "
         "32 wide (same study).", minimum=1)
     dmma_blocks_128: int = _knob(1, "The same up to 128 wide.", minimum=1)
+    dmma_threads: int = _knob(
+        256, "Threads per block of the FP64 DMMA kernel (8 warps). results/measurement-log.md, \"The float64 study\" "
+        "timed the tiles and blocks per SM at this size, not other sizes.", minimum=32, maximum=1024)
+    dmma_smem_limit: int = _knob(
+        40 * 1024, "Fragments and biases of the FP64 DMMA kernel up to this many bytes are copied into shared "
+        "memory once per block; larger ones are read from global memory through L1. The copy is a static "
+        "__shared__ array, which every architecture caps at 48 KB per block (sm_80's 163 KB and sm_90's 227 KB "
+        "are for dynamic shared memory with the opt-in); 40 KB leaves room beside it. Not timed.",
+        maximum=48 * 1024)
     wide_min_hidden: int = _knob(
         64, "Below this hidden width the wide 3xTF32 kernel leaves the chain to the others (a 32-wide tile would "
         "leave most of its 8 warps one n8 tile).")
@@ -193,6 +244,16 @@ class Tuning:
     routine_constant_bytes: int = _knob(
         6 * 1024, "Packed weights of the one-thread routine up to this many bytes go to __constant__ memory "
         "(the batched kernels' constant_limit measurement).")
+    routine_register_width: int = _knob(
+        64, "Layers at most this wide in and out keep their inputs and outputs in registers in the CUDA/HIP "
+        "one-thread routine; a wider one accumulates its outputs in registers and reads its inputs from a local "
+        "array. results/measurement-log.md, \"Per-point routines and float64 on DMMA\".", minimum=1)
+    offload_register_width: int = _knob(
+        64, "The same for the OpenMP offload MLP body of <name>_infer (and the width past which an FP32 chain takes "
+        "its warp path). results/measurement-log.md, \"The per-point routine study\".", minimum=1)
+    offload_unroll: int = _knob(
+        4, "Inputs per step of a wider layer's loop in that body, unrolled: one step's weight loads in flight "
+        "together (same study; not timed against other steps).", minimum=1)
     routine_max_width: int = _knob(
         512, "Widest layer the one-thread MLP routine takes (its sums live in registers or local memory); "
         "wider chains get the plan's loops. A compile-time bound, not timed.", minimum=1)
@@ -213,6 +274,16 @@ class Tuning:
     narrow_shared_limit: int = _knob(
         32 * 1024, "__device__ weights of the narrow FP32 kernel up to this many bytes are copied into shared "
         "memory once per block (a persistent grid); larger ones are read as 16-byte __ldg loads.")
+    lowp_warps: int = _knob(
+        8, "Warps per block of the bf16/fp16 tensor-core chain (--precision bf16 / fp16; a persistent grid, "
+        "each block copies the 16-bit fragments to shared memory once). 8 and 4 within 1.5 % on an H100 "
+        "(results/measurement-log.md, \"Low precision on the GPU\").", minimum=1, maximum=32)
+    lowp_two_tiles_width: int = _knob(
+        0, "Widest layer for which a warp of the bf16/fp16 chain carries two 16-row tiles (32 points; each "
+        "B fragment read from shared memory then feeds two MMAs); beyond it one (16 points). At most 64 "
+        "(registers). 0, one tile always: two tiles were 1.6x slower on the 5-64-64-3 SiLU MLP and level "
+        "on mlp128 on an H100 (results/measurement-log.md, \"Low precision on the GPU\").",
+        minimum=0, maximum=64)
     chain_two_tiles_width: int = _knob(
         48, "Widest layer for which a warp of the 3xTF32 register chain carries two 16-row tiles (32 points); "
         "beyond it one. H200, results/measurement-log.md, \"The tensor-core tolerance study\", a 5-64-64-3 SiLU MLP: two tiles "
@@ -325,9 +396,10 @@ class Tuning:
 
     @classmethod
     def for_target(cls, profile_tuning=None, arch=None, where="tuning"):
-        """The defaults, overlaid by ``profile_tuning["default"]`` then ``profile_tuning[arch]``
-        (a profile's ``tuning:`` mapping; ``arch`` e.g. ``sm_90``, ``gfx90a``, or None)."""
-        tuning = cls()
+        """The defaults, overlaid by the built-in section of ``arch`` (:data:`ARCH_DEFAULTS`), then
+        ``profile_tuning["default"]``, then ``profile_tuning[arch]`` (a profile's ``tuning:``
+        mapping; ``arch`` e.g. ``sm_90``, ``gfx90a``, or None)."""
+        tuning = cls().replace(f"built-in {arch}", **ARCH_DEFAULTS.get(arch, {}))
         if not profile_tuning:
             return tuning
         if not isinstance(profile_tuning, dict):
@@ -340,6 +412,20 @@ class Tuning:
                 raise TuningError(f"{where}.{section}: expected a mapping of tuning keys to values")
             tuning = tuning.replace(f"{where}.{section}", **values)
         return tuning
+
+
+#: Built-in sections by GPU architecture, applied before a profile's own: where a hardware limit
+#: is below a default. The most shared memory a block may opt in to: 227 KB on sm_90, 163 KB on
+#: sm_80 and sm_87, 99 KB on sm_86 and sm_89, 96 KB on sm_70 and sm_72, 64 KB on sm_75 (NVIDIA's
+#: tuning guides for each architecture and the CUDA programming guide's table of compute
+#: capabilities).
+ARCH_DEFAULTS = {
+    "sm_70": {"tiled_smem_limit": 96 * 1024},
+    "sm_72": {"tiled_smem_limit": 96 * 1024},
+    "sm_75": {"tiled_smem_limit": 64 * 1024},
+    "sm_86": {"tiled_smem_limit": 99 * 1024},
+    "sm_89": {"tiled_smem_limit": 99 * 1024},
+}
 
 
 def _text(value):

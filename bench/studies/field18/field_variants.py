@@ -1,6 +1,6 @@
 """Variants of the CUDA whole-field path side by side on one GPU (the study behind results/measurement-log.md
 "The whole-field phase study"): each variant is the kernel file generated with one setting of the phase fusion
-(rosenna/emit/cuda/field_fuse.py), built with bench/frontier.cu into its own driver.
+(rosenna/strategy/field/fusion.py), built with bench/frontier.cu into its own driver.
 
     .venv/bin/python bench/studies/field18/field_variants.py build/dev-field18     # here: generate and build
     bash build/dev-field18/run.sh                                  # there: time, compare outputs
@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.dirname(HERE))), os.path.dirname(os.path.dirname(HERE))]
 
 import bench_header  # noqa: E402 (bench/)
-from rosenna.emit.cuda import whole_field  # noqa: E402
+from rosenna import strategy  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
 from rosenna.strategy import Tuning  # noqa: E402
 
@@ -203,7 +203,8 @@ def build(out):
                 open(os.path.join(d, f"lib{name}.a"), "wb").write(kept[1])  # the same source: its library
                 open(os.path.join(d, "ptxas.txt"), "w").write(kept[2])
             libs.append((name, d))
-            phases = min(len(s.phases) for s in whole_field.schedules(plan))  # the fused form's, if any
+            field = strategy.decide(plan).field
+            phases = min(len(s.phases) for s in (field.launched, field.persistent, field.cluster))  # the fused form's, if any
             table.append((name, model, variant, phases, plan.nx, plan.ny))
             print(f"{model} {variant}: {phases} phases", flush=True)
 

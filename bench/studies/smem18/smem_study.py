@@ -33,31 +33,49 @@ sys.path[:0] = [os.path.dirname(os.path.dirname(_STUDIES)), os.path.dirname(_STU
                 os.path.join(_STUDIES, "igemm18")]
 
 import field_variants  # noqa: E402
-from rosenna.emit.cuda import conv_smem  # noqa: E402
+from rosenna.strategy import Tuning  # noqa: E402
+
+FORMS = ("launched", "persistent", "cluster")
 
 WORK = os.environ.get("WORK", os.path.join("build", "smem-study"))
 
 
+def _shape(form, channels, rows):
+    """The tuning keys of ``channels`` x ``rows`` per thread (and depthwise rows) in ``form``."""
+    return {f"tuning.smem_channels_{form}": channels, f"tuning.smem_rows_{form}": rows,
+            f"tuning.smem_depthwise_rows_{form}": rows}
+
+
+def _shipped_shapes():
+    """The tuning keys of the generator's default tile shapes in every form."""
+    default = Tuning()
+    return {f"tuning.smem_{what}_{form}": getattr(default, f"smem_{what}_{form}")
+            for form in FORMS for what in ("channels", "rows", "depthwise_rows")}
+
+
 def _tiled(channels, rows, igemm_first=True):
     """Every eligible conv tiled, with ``channels`` x ``rows`` per thread in every form."""
-    return {"tuning.smem_conv": "all", "conv_smem.TILES": {f: (channels, rows, rows) for f in conv_smem.FORMS},
-            "tuning.smem_igemm_first": igemm_first}
+    shapes = {}
+    for form in FORMS:
+        shapes.update(_shape(form, channels, rows))
+    return {"tuning.smem_conv": "all", **shapes, "tuning.smem_igemm_first": igemm_first}
 
 
 CLUSTER = {"tuning.cluster_samples": 16, "tuning.cluster_jam": False}
-#: the generator's defaults (tiled convs, conv_smem.TILES per form, the clustered kernel for up to 16
-#: samples), and the same without the clustered kernel
-SHIPPED = dict(CLUSTER, **{"tuning.smem_conv": "all", "conv_smem.TILES": dict(conv_smem.TILES)})
+#: the generator's defaults (tiled convs, the tuning's tile shapes per form, the clustered kernel for
+#: up to 16 samples), and the same without the clustered kernel
+SHIPPED = dict(CLUSTER, **{"tuning.smem_conv": "all", **_shipped_shapes()})
 VARIANTS = {"cluster": CLUSTER, "shipped": SHIPPED, "shipped-nocl": dict(SHIPPED, **{"tuning.cluster_samples": 0}),
             # the shipped tilings but one form's (channels, rows) per thread: p = persistent, c = clustered
             **{f"{base}-{f[0]}{c}{r}": dict(SHIPPED, **{"tuning.cluster_samples": 16 if base == "shipped" else 0,
-                                                     "conv_smem.TILES": dict(conv_smem.TILES, **{f: (c, r, r)})})
+                                                     **_shape(f, c, r)})
                for base in ("shipped", "shipped-nocl") for f in ("persistent", "cluster") for c in (1, 2, 4) for r in (1, 2)},
             **{f"s-c{c}r{r}": _tiled(c, r) for c in (1, 2, 4, 8, 16, 32) for r in (1, 2, 4)},
             **{f"s-c{c}r{r}-ni": _tiled(c, r, False) for c in (1, 2, 4, 8, 16, 32) for r in (1, 2, 4)}}
 VARIANTS.update({f"cl-{v}": dict(CLUSTER, **settings) for v, settings in list(VARIANTS.items()) if v.startswith("s-")})
 # tiled in the launched phases only (the persistent and clustered kernels keep the direct loops)
-VARIANTS.update({f"{v}-L": dict(settings, **{"conv_smem.FORMS": ("launched",)}) for v, settings in list(VARIANTS.items())
+VARIANTS.update({f"{v}-L": dict(settings, **{"tuning.smem_persistent": False, "tuning.smem_cluster": False})
+                 for v, settings in list(VARIANTS.items())
                  if v.startswith(("s-", "cl-s-"))})
 #: round B's build (round A: VARIANTS="unet:main,cluster,s-c4r2,s-c8r2,s-c8r1,s-c1r1,s-c8r2-ni;
 #: dwsep:main,cluster,s-c4r2,s-c4r1,s-c4r4;convnet:main,s-c8r2,s-c8r1,s-c1r1,s-c8r2-ni;
@@ -104,9 +122,8 @@ def main(out):
     field_variants.MODELS = models()
     field_variants.BUILT = BUILT
     field_variants.VARIANTS.update(VARIANTS)
-    field_variants.MODULES["conv_smem"] = conv_smem
-    field_variants.BASE.update({"tuning.smem_conv": "", "conv_smem.TILES": conv_smem.TILES,
-                                "tuning.smem_igemm_first": True, "conv_smem.FORMS": conv_smem.FORMS})
+    field_variants.BASE.update({"tuning.smem_conv": "", **_shipped_shapes(), "tuning.smem_igemm_first": True,
+                                "tuning.smem_launched": True, "tuning.smem_persistent": True, "tuning.smem_cluster": True})
     field_variants.build(WORK)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(WORK, "variants"), "rb") as f, \

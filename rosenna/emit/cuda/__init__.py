@@ -3,7 +3,10 @@
 Where to look:
 
 - :mod:`~rosenna.emit.cuda.kinds`: the ordered table of batched kernels, and :func:`choose`;
-  one module per kind: :mod:`~rosenna.emit.cuda.whole_field` (whole-field launches),
+  one module per kind: :mod:`~rosenna.emit.cuda.whole_field` (the whole-field kernels the
+  strategy's :class:`rosenna.strategy.Field` decided, with :mod:`~rosenna.emit.cuda.field_fuse`,
+  :mod:`~rosenna.emit.cuda.field_cluster`, :mod:`~rosenna.emit.cuda.conv_igemm` and
+  :mod:`~rosenna.emit.cuda.conv_smem` rendering its parts),
   :mod:`~rosenna.emit.cuda.narrow` (FP32, one thread per point, layers in registers),
   :mod:`~rosenna.emit.cuda.staged` (FP32 wide MLPs up to 128 wide, the default for them),
   :mod:`~rosenna.emit.cuda.tiled` (FP32 wide MLPs beyond), :mod:`~rosenna.emit.cuda.point`

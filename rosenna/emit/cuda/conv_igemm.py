@@ -2,11 +2,11 @@
 
 A 2-D Conv with ``group == 1`` is the product of the im2col matrix A (rows: the output pixels of
 every sample of the call; columns K: the taps x the input channels) and the weights B (K x the
-output channels). :func:`choose` picks the phases of :func:`rosenna.emit.cuda.field_fuse.schedule`
-that are one such Conv and pass the rule of :mod:`rosenna.limits` (``IGEMM_MIN_K`` and
-``IGEMM_MIN_COUT`` when the file is generated, ``IGEMM_MIN_ROWS`` per call); ``<name>_phases``
-then launches ``<name>_igemm<k>`` for them instead of the direct kernel when the call has the
-rows and the device runs sm_80 code. The persistent kernel (the small calls) keeps the direct loops.
+output channels). Which phases are such a Conv, their tiling and from how many samples a call
+takes them is the strategy's (:class:`rosenna.strategy.GemmConv`, decided by
+rosenna/strategy/field/convs.py under the tuning's ``igemm_*`` fields); ``<name>_phases`` then
+launches ``<name>_igemm<k>`` for them instead of the direct kernel when the call has the samples
+and the device runs sm_80 code. The persistent kernel (the small calls) keeps the direct loops.
 
 The kernel (``rosenna/data/rosenna_igemm.cuh``): a warp per tile of output pixels of one sample,
 ``mma.sync.m16n8k8`` TF32 with the 3xTF32 split of :mod:`rosenna.emit.cuda.tf32` (big and small
@@ -15,201 +15,20 @@ the input channels padded to a multiple of 4 (:func:`rosenna.emit.cuda.igemm_pac
 a k8 tile is one tap, so the im2col index of every load is affine with compile-time tap offsets.
 The weights are split and put in fragment order once (:mod:`rosenna.emit.cuda.igemm_pack`):
 embedded ones when the file is generated, file-loaded ones in ``<name>_device_upload``. Tiles
-whose taps all fall inside the input skip the bounds checks (:attr:`Shape.interior`).
+whose taps all fall inside the input skip the bounds checks (the shape's ``interior``).
 
 Not taken, the direct loops run instead: HIP (no ``mma.sync``; an MFMA form is not written),
 ``-DROSENNA_NO_TENSOR_CORES``, devices before sm_80, double precision, grouped and depthwise
 convs, 1-D and 3-D convs.
 """
 
-from dataclasses import dataclass
-
-from rosenna.strategy import Tuning
 from rosenna.emit import fixed
 from rosenna.emit.cuda import field_fuse, igemm_pack, tf32
 from rosenna.emit.cuda.mlp import array
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count
 from rosenna.emit.whole import sample_resolver
-from rosenna.loopir import Comment, Idx, Ref, Var, add
-
-DEFAULT_TUNING = Tuning()
-
-# The tiling is the tuning's: igemm_warps (warps per block of <name>_igemm<k>, one output tile
-# each), igemm_max_nt, igemm_max_mt and igemm_tile_fragments (a warp's n8 and m16 tiles),
-# igemm_partial and igemm_unroll_kt (how the loop over K sums and unrolls); Shape carries them.
-
-
-@dataclass(frozen=True)
-class Shape:
-    """How one conv is tiled. The geometry (C input channels of H x W, COUT output channels of OH
-    x OW, KH x KW taps, strides, begin pads, dilations), the padded channels CP and K (KT k8 tiles),
-    the output channels in NG groups of NT n8 tiles (NS = NG x NT, padded), a warp tile of WY x WX
-    pixels (MT m16 tiles) and one group, TY x TX x NG tiles per sample."""
-
-    c: int
-    h: int
-    w: int
-    cout: int
-    oh: int
-    ow: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    ph: int
-    pw: int
-    dh: int
-    dw: int
-    max_nt: int = DEFAULT_TUNING.igemm_max_nt
-    max_mt: int = DEFAULT_TUNING.igemm_max_mt
-    tile_fragments: int = DEFAULT_TUNING.igemm_tile_fragments
-    partial: int = DEFAULT_TUNING.igemm_partial
-    unroll_kt: int = DEFAULT_TUNING.igemm_unroll_kt
-
-    @property
-    def cp(self):
-        return -(-self.c // 4) * 4
-
-    @property
-    def kt(self):
-        return -(-self.kh * self.kw * self.cp // 8)
-
-    @property
-    def nt(self):
-        return min(self.max_nt, -(-self.cout // 8))
-
-    @property
-    def ng(self):
-        return -(-self.cout // (8 * self.nt))
-
-    @property
-    def ns(self):
-        return self.ng * self.nt
-
-    @property
-    def wx(self):
-        """Tile width: the output width up to 8, a power of two (row and column by shifts)."""
-        wx = 1
-        while wx < min(8, self.ow):
-            wx *= 2
-        return wx
-
-    @property
-    def mt(self):
-        return max(1, min(self.max_mt, self.tile_fragments // self.nt, -(-self.oh * self.wx // 16)))
-
-    @property
-    def wy(self):
-        return 16 * self.mt // self.wx
-
-    @property
-    def tx(self):
-        return -(-self.ow // self.wx)
-
-    @property
-    def ty(self):
-        return -(-self.oh // self.wy)
-
-    @property
-    def tiles(self):
-        return self.tx * self.ty * self.ng
-
-    @property
-    def interior(self):
-        """``(ty0, ty1, tx0, tx1)``: the tiles ty0 <= ty <= ty1, tx0 <= tx <= tx1 lie inside the output
-        and read inside the input at every tap (an empty range when none do)."""
-        def inside(t, tile, out, size, stride, pad, taps, dil):
-            first, last = t * tile, t * tile + tile - 1
-            return last < out and first * stride - pad >= 0 and last * stride - pad + (taps - 1) * dil < size
-
-        ys = [t for t in range(self.ty) if inside(t, self.wy, self.oh, self.h, self.sh, self.ph, self.kh, self.dh)]
-        xs = [t for t in range(self.tx) if inside(t, self.wx, self.ow, self.w, self.sw, self.pw, self.kw, self.dw)]
-        if not ys or not xs:
-            return 0, -1, 0, -1
-        return ys[0], ys[-1], xs[0], xs[-1]
-
-    def params(self, check):
-        """The template arguments of ``rosenna_igemm_tile``."""
-        return ", ".join(str(v) for v in (
-            self.c, self.cp, self.h, self.w, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, self.dh, self.dw,
-            self.oh, self.ow, self.kt, self.nt, self.ns, self.mt, self.wx)) + \
-            f", {'true' if check else 'false'}, {self.partial}, {-(-self.kt // self.partial) if self.kt <= self.unroll_kt else 1}"
-
-
-@dataclass(frozen=True)
-class Conv:
-    """One phase computed by ``<name>_igemm<k>``: the plan's Conv (its ``window``) and its tiling."""
-
-    window: dict
-    shape: Shape
-    note: str
-
-
-def shape_of(window, tuning=DEFAULT_TUNING):
-    x, w, y = window["x_shape"], window["w_shape"], window["y_shape"]
-    return Shape(x[1], x[2], x[3], w[0], y[2], y[3], w[2], w[3], *window["strides"], *window["pads"],
-                 *window["dilations"], tuning.igemm_max_nt, tuning.igemm_max_mt, tuning.igemm_tile_fragments,
-                 tuning.igemm_partial, tuning.igemm_unroll_kt)
-
-
-def eligible(window, tuning=DEFAULT_TUNING):
-    """Why a Conv's geometry keeps the direct loops ("" when the implicit GEMM may take it):
-    ``tuning.igemm_min_k`` and ``igemm_min_cout``."""
-    if len(window["x_shape"]) != 4:
-        return "not 2-D"
-    if window["group"] != 1:
-        return "grouped"
-    if window["x_shape"][0] != 1:
-        return "a batch axis over 1"
-    _, c, kh, kw = window["w_shape"]
-    if c * kh * kw < tuning.igemm_min_k:
-        return f"K = {c * kh * kw} under igemm_min_k {tuning.igemm_min_k}"
-    if window["w_shape"][0] < tuning.igemm_min_cout:
-        return f"{window['w_shape'][0]} output channels, under igemm_min_cout {tuning.igemm_min_cout}"
-    return ""
-
-
-def _ops_of(plan):
-    """Each top-level statement of the plan's body -> the Comment before it."""
-    out, last = {}, None
-    for stmt in plan.body:
-        if isinstance(stmt, Comment):
-            last = stmt
-        else:
-            out[id(stmt)] = last
-    return out
-
-
-def conv_phases(sched):
-    """``{phase index: (window, note)}``: the phases of ``sched`` whose regions are exactly one
-    Conv's loops, its input and output in device buffers (not computed in place), in a float32
-    plan: those a conv kernel of its own may compute (this module's, :mod:`conv_smem`'s)."""
-    plan = sched.plan
-    if plan.precision != "single":
-        return {}
-    comment_of, out = _ops_of(plan), {}
-    for k, launch in enumerate(sched.phases):
-        # the top-level statements of its regions: a parallel region's outer loop, a serial one's body
-        tops = {id(stmt) for m in launch.members for stmt in ([m.chain[0]] if m.chain else m.body)}
-        comment = comment_of.get(next(iter(tops)))
-        if comment is None or comment.op is None or comment.op.op != "Conv":
-            continue
-        if tops != {id(stmt) for stmt in plan.body if comment_of.get(id(stmt)) is comment}:
-            continue
-        window = comment.op.window
-        if any(plan.storage[window[v]][0] not in ("x", "y", "t") for v in ("x", "y")):
-            continue
-        out[k] = window, comment.text
-    return out
-
-
-def choose(sched):
-    """``{phase index: Conv}``: the phases of ``sched`` computed by the implicit GEMM: the
-    :func:`conv_phases` whose Conv is :func:`eligible`."""
-    return {k: Conv(window, shape_of(window, sched.plan.tuned), note) for k, (window, note) in conv_phases(sched).items()
-            if not eligible(window, sched.plan.tuned)}
-
+from rosenna.loopir import Idx, Ref, Var, add
 
 def operand(plan, value):
     """``(array, floats per sample, offset)`` of a conv's input or output in the kernel file."""
@@ -227,12 +46,6 @@ def epilogue(plan, conv):
     window = conv.window
     value = add(Var("v"), Ref(window["b"], Idx.of("co"))) if window["b"] else Var("v")
     return Renderer(C, plan.precision, sample_resolver(plan)).expr(activation_expr(window["activation"], value))
-
-
-def min_samples(conv, tuning=DEFAULT_TUNING):
-    """The samples a call needs before the implicit GEMM takes this conv (``tuning.igemm_min_rows``)."""
-    pixels = conv.shape.oh * conv.shape.ow
-    return max(1, -(-tuning.igemm_min_rows // pixels))
 
 
 def kernel(plan, k, conv):
@@ -334,18 +147,20 @@ def launch(plan, k, conv):
     rows and the device the code; an ``else`` follows them (the direct launch)."""
     n, s, warps = plan.name, conv.shape, plan.tuned.igemm_warps
     return (f"{tf32.GUARD}\n"
-            f"    if (count >= {min_samples(conv, plan.tuned)} && {n}_igemm_usable())\n"
+            f"    if (count >= {conv.min_samples} && {n}_igemm_usable())\n"
             f"        {n}_igemm{k}<<<(unsigned)((count * {s.tiles}l + {warps - 1}) / {warps}), {32 * warps}, 0, s>>>(x, y, count);\n"
             f"    else\n#endif\n")
 
 
-def upload(plan, helper):
+def upload(plan, field, helper):
     """``(helper, lines)`` for ``<name>_device_upload`` of a file-loaded plan: the TF32 rounding on the
     host (``helper``: when no other part of the file brings it) and the packing and copy of each
-    chosen conv's B fragments, under :data:`tf32.GUARD`. ``("", "")`` when there is none."""
-    if plan.embed or not plan.emits_infer_one:
+    implicit-GEMM conv's B fragments (``field``: the strategy's :class:`rosenna.strategy.Field`,
+    None when the plan has no whole-field kernels), under :data:`tf32.GUARD`. ``("", "")`` when
+    there is none."""
+    if plan.embed or field is None:
         return "", ""
-    convs = choose(field_fuse.schedule(plan))
+    convs = field.igemm
     if not convs:
         return "", ""
     lines = [tf32.GUARD]
@@ -370,7 +185,7 @@ def prefer(plan, convs):
     which an implicit GEMM takes a phase runs the launched phases ("" otherwise)."""
     if not convs or not plan.tuned.igemm_prefer_launches:
         return ""
-    first = min(min_samples(conv, plan.tuned) for conv in convs.values())
+    first = min(conv.min_samples for conv in convs.values())
     return (f"{tf32.GUARD}\n"
             f"    if (count >= {first} && {plan.name}_igemm_usable())  /* an implicit-GEMM conv takes the call */\n"
             f"        return {plan.name}_phases(count, x, y, s);\n#endif\n")

@@ -1,7 +1,7 @@
 """Convolutions of the CUDA/HIP whole-field path as shared-memory tiled direct convolutions.
 
 A block computes a tile of TH x TW output pixels of one sample for a group of COB output channels
-(:class:`Tiling`). For each chunk of CC input channels it stages the input tile and its halo (CC x
+(its tiling). For each chunk of CC input channels it stages the input tile and its halo (CC x
 IH x IW floats) in shared memory with coalesced loads, zero-filling what lies outside the image
 (the padding), so the sums that follow have no bounds tests: the interior/border split is made
 once per tile, by the loads. After a ``__syncthreads`` each thread sums PY output rows of one column
@@ -13,200 +13,19 @@ rows, then columns of taps; a padded tap adds w x 0), so the results equal the d
 
 The same tile function runs in the launched form (``<name>_smem<k>_kernel``, a block per tile), the
 persistent kernel (each block loops over the phase's tiles) and the clustered one (a cluster's
-blocks over its sample's): the block barriers stay uniform (:data:`FORMS`). Taken where :func:`eligible` and the tuning's rule
-(``smem_conv``) allow: 2-D convs with more than one tap, ``group == 1`` or depthwise (one input
-channel per group, one output channel per input channel); others keep the direct loops. The
+blocks over its sample's): the block barriers stay uniform. Which convs take the tiles in which
+form, and their tiling (:class:`rosenna.strategy.TiledConv`), is the strategy's
+(rosenna/strategy/field/convs.py: 2-D convs with more than one tap, ``group == 1`` or depthwise,
+under the tuning's ``smem_conv`` rule and tile shapes); others keep the direct loops. The
 implicit GEMM (:mod:`conv_igemm`) takes precedence on the calls it takes.
 
 The tile's code is three functions (load a chunk, sum a chunk, store), plain C but for the
 qualifiers: a host harness runs them thread by thread (tests/test_conv_smem.py).
 """
 
-from dataclasses import dataclass
-
 from rosenna.emit.cuda import conv_igemm
 from rosenna.emit.lang import C
 from rosenna.emit.render import count
-
-#: Threads per block (the persistent kernel's block size; the launched form may take fewer).
-THREADS = 256
-
-#: Per form of ``<name>_run``: output channels per thread (the largest divisor of the conv's up to
-#: this), output rows per thread (consecutive: a stride-1 conv reads PY + KH - 1 rows for PY x KH
-#: taps) and rows per thread of a depthwise conv (one channel per thread). The persistent and
-#: clustered kernels run the small calls: the finest tiles (most blocks); the launched phases
-#: the large ones: more outputs per thread. H200 (results/measurement-log.md, "Shared-memory conv tiles",
-#: round A): the U-Net at 1 sample 50.9 µs with (1, 1) in the persistent kernel, 69.3 with (4, 2),
-#: 95.2 with (8, 2), 81.1 direct; at 256 samples 317.1 with (4, 2) launched, 352.7 with (1, 1),
-#: 337.4 direct; the depthwise net at 256 samples 47.2 with depthwise rows 4, 50.3 with 2, 66.7 direct.
-#: Round B, in the clustered kernel: the U-Net at 1 / 16 samples 49.3 / 62.9 with (2, 1), 58.1 /
-#: 73.3 with (4, 1), 72.7 / 83.9 with (8, 1), 95.3 / 153.9 direct (those builds' clustered kernel read
-#: its blocks per cluster at run time); the depthwise net 15.6 / 19.4 with (4, 2), 17.3 / 21.2 with (4, 1).
-TILES = {"launched": (4, 2, 4), "persistent": (1, 1, 1), "cluster": (2, 1, 2)}
-
-#: Shared memory per block for a chunk of the input tile, in bytes.
-SMEM_BYTES = 16 * 1024
-
-
-#: The forms of ``<name>_run`` whose phases take the tiled convs: "launched" (``<name>_phases``),
-#: "persistent" (``<name>_field``), "cluster" (``<name>_cluster``; only plans of many phases have one:
-#: the tuning's ``cluster_min_phases``).
-FORMS = ("launched", "persistent", "cluster")
-
-
-def _divisor(n, most):
-    """The largest divisor of n up to ``most`` (at least 1)."""
-    return max(d for d in range(1, max(1, min(n, most)) + 1) if n % d == 0)
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """One conv's geometry (C input channels of H x W, COUT output channels of OH x OW, KH x KW
-    taps, strides, begin pads, dilations, depthwise or not) and its tiling: TW x TH output pixels
-    (RT rows of TW threads, PY rows each) x COB output channels (CGS groups of COT, one per thread)
-    per block, NG channel groups, TX x TY tiles per sample; the input tile IH x IW in chunks of CC
-    of the CS channels a block reads."""
-
-    c: int; h: int; w: int; cout: int; oh: int; ow: int; kh: int; kw: int  # noqa: E702
-    sh: int; sw: int; ph: int; pw: int; dh: int; dw: int; depthwise: bool  # noqa: E702
-    threads: int; channels: int; rows: int; smem_bytes: int  # noqa: E702
-
-    @property
-    def tw(self):
-        tw = 1
-        while tw < min(32, self.ow):
-            tw *= 2
-        return tw
-
-    @property
-    def cot(self):
-        return 1 if self.depthwise else _divisor(self.cout, self.channels)
-
-    @property
-    def py(self):
-        return max(1, min(self.rows, self.oh))
-
-    @property
-    def cgs(self):
-        """Channel groups of COT in a block: all the conv's channels while two rows of threads fit."""
-        return _divisor(self.cout // self.cot, max(1, self.threads // (2 * self.tw)))
-
-    @property
-    def rt(self):
-        return max(1, min(-(-self.oh // self.py), self.threads // (self.tw * self.cgs)))
-
-    @property
-    def used(self):
-        """Threads of a block that compute (a multiple of TW; the rest only help to load)."""
-        return self.tw * self.rt * self.cgs
-
-    @property
-    def block(self):
-        """Threads of the launched form's block: the used ones, in whole warps."""
-        return -(-self.used // 32) * 32
-
-    @property
-    def th(self):
-        return self.rt * self.py
-
-    @property
-    def cob(self):
-        return self.cgs * self.cot
-
-    @property
-    def ng(self):
-        return self.cout // self.cob
-
-    @property
-    def tx(self):
-        return -(-self.ow // self.tw)
-
-    @property
-    def ty(self):
-        return -(-self.oh // self.th)
-
-    @property
-    def tiles(self):
-        return self.tx * self.ty * self.ng
-
-    @property
-    def ih(self):
-        return (self.th - 1) * self.sh + (self.kh - 1) * self.dh + 1
-
-    @property
-    def iw(self):
-        return (self.tw - 1) * self.sw + (self.kw - 1) * self.dw + 1
-
-    @property
-    def cs(self):
-        """Input channels a block reads: all of them, or (depthwise) its own COB."""
-        return self.cob if self.depthwise else self.c
-
-    @property
-    def cc(self):
-        return _divisor(self.cs, max(1, self.smem_bytes // (4 * self.ih * self.iw)))
-
-    @property
-    def floats(self):
-        """Shared-memory floats of a block."""
-        return self.cc * self.ih * self.iw
-
-
-@dataclass(frozen=True)
-class Conv:
-    """One phase computed in shared-memory tiles: the plan's Conv (its ``window``) and its tiling."""
-
-    window: dict
-    tiling: Tiling
-    note: str
-    tag: str = ""  # in the functions' names: a form whose phases are another schedule's
-
-
-def eligible(window):
-    """Why a Conv keeps the direct loops ("" when the tiled kernel may take it)."""
-    if len(window["x_shape"]) != 4:
-        return "not 2-D"
-    if window["x_shape"][0] != 1:
-        return "a batch axis over 1"
-    cout, cpg, kh, kw = window["w_shape"]
-    group, c = window["group"], window["x_shape"][1]
-    if group != 1 and not (cpg == 1 and group == c and cout == c):
-        return "grouped (neither group 1 nor depthwise)"
-    if kh * kw < 2:
-        return "one tap (nothing to share between neighbouring outputs)"
-    return ""
-
-
-def tiling_of(window, form="launched"):
-    """The conv's :class:`Tiling` in ``form`` (:data:`TILES`)."""
-    channels, rows, depthwise_rows = TILES[form]
-    x, w, y = window["x_shape"], window["w_shape"], window["y_shape"]
-    return Tiling(x[1], x[2], x[3], w[0], y[2], y[3], w[2], w[3], *window["strides"], *window["pads"],
-                  *window["dilations"], window["group"] != 1, THREADS, channels,
-                  depthwise_rows if window["group"] != 1 else rows, SMEM_BYTES)
-
-
-def choose(sched, form="launched", tag=""):
-    """``{phase index: Conv}``: the phases of ``sched`` that are one :func:`eligible` Conv
-    (:func:`conv_igemm.conv_phases`) and pass the tuning's ``smem_conv`` rule, in ``form``
-    (one of :data:`FORMS`; none in a form not listed there). In the persistent and clustered forms
-    a tile needs no more threads than their blocks have (the tuning's ``field_persistent_threads``,
-    ``cluster_threads``); a conv whose tile needs more keeps its direct loops there."""
-    tuning = sched.plan.tuned
-    rule = tuning.smem_conv
-    if not rule or form not in FORMS:
-        return {}
-    block = {"persistent": tuning.field_persistent_threads, "cluster": tuning.cluster_threads}.get(form)
-    out = {}
-    for k, (window, note) in conv_igemm.conv_phases(sched).items():
-        if eligible(window):
-            continue
-        tiling = tiling_of(window, form)
-        if rule == "depthwise" and not tiling.depthwise or block is not None and tiling.used > block:
-            continue
-        out[k] = Conv(window, tiling, note, tag)
-    return out
-
 
 def name(plan, k, conv):
     """The tile functions' prefix: the phase and the tiling (a conv may have one per form)."""
@@ -351,7 +170,7 @@ static __device__ __forceinline__ void {f}(const float *ROSENNA_RESTRICT x, floa
 
 def source(tiles):
     """The kernel file's part for the tiled convs (``tiles``: form -> (its schedule's plan,
-    :func:`choose`'s)): each conv's functions per tiling, and the kernels of those the launched
+    the strategy's tiled convs, :attr:`rosenna.strategy.Field.tiles`)): each conv's functions per tiling, and the kernels of those the launched
     form takes."""
     convs = {name(plan, k, conv): (plan, k, conv) for plan, chosen in tiles.values() for k, conv in chosen.items()}
     if not convs:

@@ -31,15 +31,11 @@ from rosenna.emit.cuda.mlp import activation_fn, chunks
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
 
-# Tiles of 8 points a warp carries, by the widest layer (the tuning's dmma_tiles_32, _64, _128), and
-# the blocks per SM asked of ptxas (dmma_blocks_32, _128).
-#: Threads per block: 8 warps.
-THREADS = 256
+# Tiles of 8 points a warp carries, by the widest layer (the tuning's dmma_tiles_32, _64, _128), the
+# blocks per SM asked of ptxas (dmma_blocks_32, _128), the threads per block (dmma_threads) and the
+# shared memory the weights may take (dmma_smem_limit).
 #: Activations computed by ``rosenna/data/rosenna_dtanh.cuh`` instead of libdevice (its header says why).
 DEVICE_FORMS = {"Tanh": "rosenna_tanh"}
-#: Fragments and biases up to this many bytes are copied into (static) shared memory once per
-#: block; larger ones are read from global memory through L1.
-SMEM_LIMIT = 40 * 1024
 
 
 def _ktiles(layer, first):
@@ -134,8 +130,10 @@ def activations(prefix, layers, renderer):
             for i, layer in enumerate(layers)]
 
 
-def shared(layers):
-    return 8 * offsets(layers)[2] <= SMEM_LIMIT
+def shared(layers, tuning):
+    """Whether the fragments and biases are copied into (static) shared memory once per block (up
+    to the tuning's ``dmma_smem_limit`` bytes); larger ones are read from global memory through L1."""
+    return 8 * offsets(layers)[2] <= tuning.dmma_smem_limit
 
 
 def kernel(plan, layers):
@@ -145,14 +143,15 @@ def kernel(plan, layers):
     frags, biases, size = offsets(layers)
     m = m_tiles(layers, plan.tuned)
     blocks = min_blocks(layers, plan.tuned)
-    warps = THREADS // 32
+    threads = plan.tuned.dmma_threads
+    warps = threads // 32
     per_warp = 8 * m
     renderer = Renderer(C, plan.precision, resolver(plan, C))
     acts = ["namespace {"] + activations(f"{n}_dact", layers, renderer) + ["}  // namespace"]
     kt0 = _ktiles(layers[0], True)
-    if shared(layers):
+    if shared(layers, plan.tuned):
         weights = [f"    __shared__ double s[{size}];  /* {8 * size} bytes: fragments, then biases */",
-                   f"    for (int e = threadIdx.x; e < {size}; e += {THREADS})",
+                   f"    for (int e = threadIdx.x; e < {size}; e += {threads})",
                    f"        s[e] = {n}_tc_packed[e];",
                    "    __syncthreads();"]
         where = "in shared memory once per block"
@@ -163,7 +162,7 @@ def kernel(plan, layers):
         f"/* FP64 tensor-core chain: a warp carries {per_warp} points ({m} tile{'s' if m > 1 else ''} of 8) through all "
         f"{len(layers)} layers in registers;",
         f"   {8 * size} bytes of fragments and biases {where} (persistent grid). */",
-        f"__global__ void __launch_bounds__({THREADS}{f', {blocks}' if blocks > 1 else ''}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
+        f"__global__ void __launch_bounds__({threads}{f', {blocks}' if blocks > 1 else ''}) {n}_tc_kernel(int n, const double *ROSENNA_RESTRICT x, "
         "double *ROSENNA_RESTRICT y)",
         "{",
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800"] + weights + [
@@ -211,20 +210,20 @@ def kernel(plan, layers):
 def launch(plan, layers):
     """Statements of ``<name>_infer_batch`` that run the DMMA kernel and return, when usable: a
     persistent grid of as many blocks as the GPU holds at once."""
-    n = plan.name
-    per_block = THREADS // 32 * 8 * m_tiles(layers, plan.tuned)
+    n, threads = plan.name, plan.tuned.dmma_threads
+    per_block = threads // 32 * 8 * m_tiles(layers, plan.tuned)
     return f"""    if ({n}_tc_usable()) {{
         static int resident;
         if (!resident) {{
             int device = 0, sms = 0, per_sm = 0;
             if (cudaGetDevice(&device) != cudaSuccess ||
                 cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {THREADS}, 0) != cudaSuccess)
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {n}_tc_kernel, {threads}, 0) != cudaSuccess)
                 return ROSENNA_STATUS_LAUNCH;
             resident = sms * (per_sm > 0 ? per_sm : 1);
         }}
         const long wanted = ((long)n + {per_block - 1}) / {per_block};
-        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {THREADS}, 0, (cudaStream_t)stream>>>(n, x, y);
+        {n}_tc_kernel<<<(unsigned)(wanted < resident ? wanted : resident), {threads}, 0, (cudaStream_t)stream>>>(n, x, y);
         return cudaGetLastError() == cudaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;
     }}
 """

@@ -1,6 +1,6 @@
 """The clustered whole-field kernel of ``<name>_kernel.cu`` (CUDA, sm_90 and later).
 
-``<name>_cluster`` computes the phases of :func:`rosenna.emit.cuda.field_fuse.schedule` for up to
+``<name>_cluster`` computes the phases of the strategy's schedule (:class:`rosenna.strategy.Field`) for up to
 a step's samples in one launch: sample ``s`` belongs to thread-block cluster ``s`` (up to
 the tuning's ``cluster_blocks`` blocks of ``cluster_threads`` threads, co-scheduled on one GPC), whose threads stride
 over each phase's elements; a cluster barrier (``barrier.cluster.arrive.release`` +
@@ -141,14 +141,6 @@ static int {n}_cluster_blocks(int device)
 #endif"""
 
 
-def samples(sched):
-    """The most samples a call may have for ``<name>_run`` to take the clustered kernel for the
-    phases of ``sched``: the tuning's ``cluster_samples`` for a plan of at least
-    ``cluster_min_phases`` phases, else 0 (no clustered kernel is emitted)."""
-    tuning = sched.plan.tuned
-    return tuning.cluster_samples if len(sched.phases) >= tuning.cluster_min_phases else 0
-
-
 def note(n, few):
     """The sentence of ``<name>_run``'s comment on the clustered kernel (for up to ``few`` samples)."""
     if not few:
@@ -158,7 +150,7 @@ def note(n, few):
 
 
 def choice(n, few, tuning):
-    """``<name>_run``'s first choice: the clustered kernel for up to ``few`` (:func:`samples`)
+    """``<name>_run``'s first choice: the clustered kernel for up to ``few`` (the strategy's ``cluster_samples``)
     samples where it runs (CUDA only) and every cluster of the call is resident at once: of
     the tuning's ``cluster_blocks`` blocks, or with its ``cluster_per_call`` as many (up to
     ``cluster_blocks``, at least 2) as keep them resident."""

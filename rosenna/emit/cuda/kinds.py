@@ -16,7 +16,7 @@ subclass) and map its name below; put its fixed device code in ``rosenna/data/``
 (docs/architecture.md has a starter file).
 """
 
-from rosenna.emit.cuda import dmma, narrow, point, staged, tc_chain, tc_wide, tiled, whole_field
+from rosenna.emit.cuda import dmma, narrow, point, staged, tc_chain, tc_lowp, tc_wide, tiled, whole_field
 from rosenna.emit.cuda.base import Kind  # noqa: F401 (the interface, documented here)
 from rosenna.strategy import Tuning, of as strategy_of
 
@@ -83,4 +83,4 @@ def choose(strategy, constant_limit=None):
 BATCH_KINDS = {"whole-field": whole_field.KIND, "mlp-narrow": narrow.KIND, "mlp-staged": staged.KIND,
                "mlp-wide": tiled.KIND, "point": point.KIND}
 #: Compiled in beside the batched kernel, under their guard (rosenna.strategy.mlp.TENSOR).
-TENSOR_KINDS = {"tc-chain": tc_chain.KIND, "tc-wide": tc_wide.KIND, "dmma": dmma.KIND}
+TENSOR_KINDS = {"tc-lowp": tc_lowp.KIND, "tc-chain": tc_chain.KIND, "tc-wide": tc_wide.KIND, "dmma": dmma.KIND}

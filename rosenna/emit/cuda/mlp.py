@@ -11,7 +11,7 @@ from rosenna.loopir import Var
 #: op's formula: the same function with fewer transcendentals. Mish: one exp where the formula has
 #: exp, log and tanh (rendered as an expression it also computed exp(x) twice over).
 DEVICE_FORMS = {"Mish": "rosenna_mish"}
-#: Packed weights per line of the kernel file.
+#: Fact of the output's format, not of its speed: packed weights per line of the kernel file.
 VALUES_PER_LINE = 6
 
 

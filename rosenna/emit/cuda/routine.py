@@ -9,7 +9,7 @@ FP32 MLP chain with embedded weights (:func:`fast`) it is not the plan's loops b
   batched kernel does it (``rosenna_dense``), the weights repacked input-major ``[K][N rounded up
   to 4]`` in ``__constant__`` memory up to the tuning's ``routine_constant_bytes`` (FFMA operands straight from the
   constant bank), else in global memory read as uniform 16-byte loads; a layer wider than
-  :data:`REGISTER_WIDTH` accumulates its outputs in registers and reads its inputs from a local
+  the tuning's ``routine_register_width`` accumulates its outputs in registers and reads its inputs from a local
   array, one at a time (``rosenna_dense_kouter``: 128 + 128 live values would not fit);
 - when all 32 lanes of the warp are calling it together (``__activemask()`` full, CUDA), the
   warp body below instead: 32 points at once. Both give results within verify's tolerance of the
@@ -52,8 +52,6 @@ from rosenna.emit.cuda import dmma, staged, tc_chain, tf32
 from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
 from rosenna.emit.cuda.tf32 import tiles
 
-#: Layers at most this wide keep inputs and outputs in registers in the one-thread body.
-REGISTER_WIDTH = 64
 # The routine's tuning (rosenna.strategy.tuning.Tuning): routine_constant_bytes (packed weights
 # up to it go to __constant__ memory for the one-thread body), warp_auto (<name>_infer takes the
 # warp body when the whole warp calls), warp_mask_test (<name>_infer_warp behind the same
@@ -120,7 +118,7 @@ def _one_thread(plan, choice, weights, ld):
     """The lines of the one-thread body (inside ``{n}_point_thread``)."""
     layers = choice.layers
     layout = _dense_layout(choice)
-    wide = any(max(layer.k, layer.n) > REGISTER_WIDTH for layer in layers)
+    wide = any(max(layer.k, layer.n) > plan.tuned.routine_register_width for layer in layers)
     lines = []
     if not wide:
         lines += [f"    float h0[{plan.nx}];", "#pragma unroll", f"    for (int e = 0; e < {plan.nx}; ++e)",

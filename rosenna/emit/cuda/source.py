@@ -110,6 +110,10 @@ def kernel_source(strategy, stamp, constant_limit=None):
         parts.append("static int ready;")
     acts = []
     if choice.layout or (tensor and choice.layers):
+        # Read by the tensor-core kernel alone (beside the per-point kernel): under its guard.
+        alone = not choice.layout
+        if alone:
+            parts.append(tensor.guard)
         parts.append("\nnamespace {")
         for li, layer in enumerate(choice.layers):
             name = f"act{li}"
@@ -118,7 +122,9 @@ def kernel_source(strategy, stamp, constant_limit=None):
         if choice.layout:
             parts.append(base.library())
         parts.append("}  // namespace\n")
-    parts.append(whole_field.infer_one(plan))
+        if alone:
+            parts.append("#endif")
+    parts.append(whole_field.infer_one(strategy))
     setup, launch = base.launch(plan, choice)
     parts.append(base.kernel(plan, choice, acts))
     if tensor:
@@ -195,7 +201,7 @@ def _upload(plan, choice):
     if choice.tensor:
         tc_pack = choice.tensor.upload(plan, choice)
         tc_helper = choice.tensor.upload_helper(tc_pack)
-    igemm_helper, igemm_pack = conv_igemm.upload(plan, helper=not choice.tensor)
+    igemm_helper, igemm_pack = conv_igemm.upload(plan, choice.strategy.field, helper=not choice.tensor)
     return f"""#include <stdlib.h>
 {tc_helper}{igemm_helper}
 /* In <name>_device.o (lib{n}_device.a) when the program links it: a weak reference, so that a

@@ -33,22 +33,32 @@ from rosenna.emit.cuda import tiled
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout
 
+# The block's shape is a fact of the fixed device code, rosenna/data/rosenna_staged.cuh: its threads'
+# mapping (thread (tx, ty) owns points 8ty .. +8 and columns 4tx .. +4, 64 + 4tx .. +4) is written
+# for these numbers, and fixed.load checks that the file spells the same ones.
+#: Fact of rosenna_staged.cuh: points per block (8 thread rows of 8 points).
 POINTS = 64
+#: Fact of rosenna_staged.cuh: threads per block (ROSENNA_FS_THREADS).
 THREADS = 128
-#: Hidden layers are padded to this many columns; the activation buffer has this many rows.
+#: Fact of rosenna_staged.cuh: hidden layers are padded to this many columns; the activation
+#: buffer has this many rows.
 WIDTH = 128
-#: Row stride of act[k][LDA]: 64 points + 4 (16-byte aligned rows, the epilogue's stores spread).
+#: Fact of rosenna_staged.cuh: the row stride of act[k][LDA], 64 points + 4 (16-byte aligned rows,
+#: the epilogue's stores spread; ROSENNA_FS_LDA).
 LDA = POINTS + 4
+#: Fact of rosenna_staged.cuh: rows of a weight stage.
 STAGE_ROWS = 16
-#: Floats per stage: 16 rows x 128 columns, 8 KB.
+#: Fact of rosenna_staged.cuh: floats per stage, 16 rows x 128 columns, 8 KB (ROSENNA_FS_STAGE4 x 4).
 STAGE = STAGE_ROWS * WIDTH
-#: Dynamic shared memory per block: act and two stages, 51,200 bytes (4 blocks = 16 warps per SM).
+#: Fact of rosenna_staged.cuh: dynamic shared memory per block, act and two stages, 51,200 bytes
+#: (4 blocks = 16 warps per SM; every architecture from sm_70 lets a block opt in to it).
 SMEM = (WIDTH * LDA + 2 * STAGE) * 4
-#: Blocks per SM __launch_bounds__ asks for on CUDA: a 128-register cap.
+#: Fact of rosenna_staged.cuh (its ROSENNA_FS_BOUNDS): blocks per SM __launch_bounds__ asks for on
+#: CUDA, a 128-register cap (results/measurement-log.md, "The staged and tensor-core kernel study").
 MIN_BLOCKS = 4
 
 
-#: Widest output layer: its groups of 4 columns, one thread each.
+#: Fact of rosenna_staged.cuh: the widest output layer, its groups of 4 columns, one thread each.
 MAX_OUT = 8
 
 

@@ -20,10 +20,9 @@ from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
 from rosenna.strategy import Tuning
 
-DEFAULT_TUNING = Tuning()
 
 # Threads per block of the chain kernel: the tuning's chain_warps, 32 each.
-def points_per_warp(layers, tuning=DEFAULT_TUNING):
+def points_per_warp(layers, tuning=Tuning()):
     """Points a warp carries through the chain kernel: 32, or 16 for layers over the tuning's
     ``chain_two_tiles_width``."""
     widest = max(max(layer.k, layer.n) for layer in layers)

@@ -30,11 +30,8 @@ from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.tf32 import tiles as _tiles
 from rosenna.strategy import Tuning
 
-#: Widest hidden layer (and input) the wide kernel takes, and widest output: one n8 tile of the
-#: output MMA.
-DEFAULT_TUNING = Tuning()
-
-WIDE_MAX_WIDTH = 512
+#: Fact of the kernel's design: the widest output is one n8 tile of the output MMA (the widest
+#: input or hidden layer it takes is the strategy's, rosenna/strategy/mlp).
 WIDE_MAX_OUT = 8
 
 
@@ -63,7 +60,7 @@ class WideShape:
     The tuning decides ``compact`` (``wide_compact_from``) and the persistent grid
     (``wide_persistent``, ``wide_persistent_compact``)."""
 
-    def __init__(self, widest, tuning=DEFAULT_TUNING):
+    def __init__(self, widest, tuning=Tuning()):
         self.compact = widest >= tuning.wide_compact_from
         if widest <= 128:
             self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 32), 4, 2, 2, 2
@@ -102,7 +99,7 @@ class WideLayout:
     (``bias[i]``, float offsets from the start of the array); ``k0[g]``: stage g's first row
     within its layer."""
 
-    def __init__(self, layers, tuning=DEFAULT_TUNING):
+    def __init__(self, layers, tuning=Tuning()):
         self.layers, self.tuning = layers, tuning
         self.shape = shape = WideShape(widest(layers), tuning)
         hidden = layers[:-1]
@@ -129,7 +126,7 @@ def _round(n, m):
     return (n + m - 1) // m * m
 
 
-def wide_packed(layers, tuning=DEFAULT_TUNING):
+def wide_packed(layers, tuning=Tuning()):
     """The wide kernel's ``<name>_tc_packed`` (floats): see :class:`WideLayout`."""
     layout = WideLayout(layers, tuning)
     width = layout.shape.width
@@ -145,7 +142,7 @@ def wide_packed(layers, tuning=DEFAULT_TUNING):
     return out
 
 
-def host_packing(layers, dest="tc", tuning=DEFAULT_TUNING):
+def host_packing(layers, dest="tc", tuning=Tuning()):
     """C++ for ``<name>_device_upload``: the same packing as :func:`wide_packed` (``host`` and
     ``dest`` as for :func:`rosenna.emit.cuda.tc_chain.host_packing`)."""
     layout = WideLayout(layers, tuning)

@@ -1,7 +1,7 @@
 """The FP32 tile kernel: MLP chains with a hidden layer at least the tuning's ``wide_layer`` wide
 that the staged kernel does not take (wider than 128, or an output wider than 8).
 
-A block of :data:`WIDE_POINTS` points keeps its activations in shared memory input-major, and
+A block of the tuning's ``tiled_points`` points (``tiled_threads`` threads) keeps its activations in shared memory input-major, and
 each thread computes an 8-point x 8-column tile per pass over the input vector (the output
 layer: 1 x 4). Its device code is ``rosenna/data/rosenna_tile.cuh``.
 """
@@ -10,29 +10,24 @@ from rosenna.emit import fixed
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout, round_up
 
-#: Points per block and threads per block of the tiled kernel (rosenna.strategy.mlp.TILED_POINTS
-#: and TILED_THREADS, where its shared memory is decided: tests/test_strategy_sweep.py checks them equal).
-WIDE_POINTS = 64
-WIDE_THREADS = 128
-
-
 def layout(layers):
     return PackedLayout.dense(layers, 8, 4)
 
 
-def inplace(layout):
+def inplace(layout, tuning):
     """One activation buffer: every hidden layer's 8x8 tiles fit one per thread."""
-    return all((WIDE_POINTS // 8) * (npad // 8) <= WIDE_THREADS for _, _, npad in layout.offsets[:-1])
+    return all((tuning.tiled_points // 8) * (npad // 8) <= tuning.tiled_threads for _, _, npad in layout.offsets[:-1])
 
 
 def rows(layers):
     return max([round_up(layers[0].k, 1)] + [round_up(layer.n, 8) for layer in layers[:-1]])
 
 
-def smem(layers):
-    """Dynamic shared memory per block (bytes)."""
-    buffers = 1 if inplace(layout(layers)) else 2
-    return buffers * rows(layers) * (WIDE_POINTS + 4) * 4
+def smem(layers, tuning):
+    """Dynamic shared memory per block (bytes; rosenna.strategy.mlp.tiled_smem decided the kernel
+    on it: tests/test_strategy_sweep.py checks the two equal)."""
+    buffers = 1 if inplace(layout(layers), tuning) else 2
+    return buffers * rows(layers) * (tuning.tiled_points + 4) * 4
 
 
 class Tiled(Kind):
@@ -46,8 +41,9 @@ class Tiled(Kind):
 
     def kernel(self, plan, choice, acts):
         n = plan.name
-        bm, threads, lda = WIDE_POINTS, WIDE_THREADS, WIDE_POINTS + 4
-        nrows, nbytes, one = rows(choice.layers), smem(choice.layers), inplace(choice.layout)
+        bm, threads = plan.tuned.tiled_points, plan.tuned.tiled_threads
+        lda = bm + 4
+        nrows, nbytes, one = rows(choice.layers), smem(choice.layers, plan.tuned), inplace(choice.layout, plan.tuned)
         buffers = "one activation buffer" if one else "two activation buffers"
         lines = [f"/* {bm} points per block, {threads} threads; {buffers} of {nrows} x {lda} floats ({nbytes} bytes). */",
                  f"__global__ void __launch_bounds__({threads}) {n}_batch_kernel(int n, const float *ROSENNA_RESTRICT x, "
@@ -77,9 +73,9 @@ class Tiled(Kind):
         return "\n".join(lines)
 
     def launch(self, plan, choice):
-        n, nbytes = plan.name, smem(choice.layers)
+        n, nbytes, points = plan.name, smem(choice.layers, plan.tuned), plan.tuned.tiled_points
         return shared_memory_opt_in(n, nbytes), (
-            f"    {n}_batch_kernel<<<(unsigned)((n + {WIDE_POINTS - 1}) / {WIDE_POINTS}), {WIDE_THREADS}, {nbytes}, "
+            f"    {n}_batch_kernel<<<(unsigned)((n + {points - 1}) / {points}), {plan.tuned.tiled_threads}, {nbytes}, "
             "(rosennaStream_t)stream>>>(n, x, y);")
 
 

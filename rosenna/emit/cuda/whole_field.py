@@ -1,10 +1,10 @@
 """The whole-field kernels of ``<name>_kernel.cu``: ``<name>_infer_one`` as kernel launches.
 
-The regions of a whole-field plan and which of them may share a launch come from the loop
-analysis (:func:`rosenna.parallel.launch_groups`); those whose elements are cheap (pools, Concats,
-Adds) may be computed where they are read (:mod:`rosenna.emit.cuda.field_fuse`) or by their
-producer's threads (:mod:`rosenna.emit.cuda.field_epilogue`, per form: :func:`schedules`); the
-rest become the phases of the CUDA/HIP path: on sm_90 and later, for a few samples, one launch of thread-block
+What runs in which phase is the strategy's (:class:`rosenna.strategy.Field`, decided by
+rosenna/strategy/field/: the regions of :func:`rosenna.parallel.launch_groups`, those whose
+elements are cheap computed where they are read or by their producer's threads, per form; the
+convs run as implicit GEMMs or shared-memory tiles; the samples per step); this module renders
+it. The phases of the CUDA/HIP path: on sm_90 and later, for a few samples, one launch of thread-block
 clusters, a cluster per sample, cluster barriers between the phases
 (:mod:`rosenna.emit.cuda.field_cluster`); else one
 persistent kernel with grid-wide barriers, a thread per element of each region's collapsed loops,
@@ -14,28 +14,17 @@ locals are too large for a thread (``plan.path == "whole"``) the batched entry p
 ``<name>_infer_one`` per sample (:data:`KIND`).
 """
 
-import dataclasses
-
-from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_epilogue, field_fuse
+from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
 from rosenna.emit.host_field import jam
 from rosenna.parallel import Launch, Member
+from rosenna.strategy import of as strategy_of
 
 # The kernels' shapes are the tuning's: field_threads (the launched phases' threads per block),
 # field_persistent_threads (<name>_field's) and field_persistent_waves (how far <name>_run takes
 # the persistent kernel).
-
-
-def batch_samples(plan):
-    """Samples one step of the kernel file's batch computes together: a power of two up to
-    the tuning's ``whole_batch_samples`` whose intermediates fit ``cuda_whole_batch_bytes``."""
-    per_sample = max(1, sum(plan.scratch) * plan.itemsize)
-    count, tuning = 1, plan.tuned
-    while count * 2 <= tuning.whole_batch_samples and count * 2 * per_sample <= tuning.cuda_whole_batch_bytes:
-        count *= 2
-    return count
 
 
 def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
@@ -77,7 +66,7 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
 
 
 def launches(sched):
-    """The phases of ``<name>_phases``: the schedule's (:func:`field_fuse.schedule`), each parallel
+    """The phases of ``<name>_phases``: the schedule's (:class:`rosenna.strategy.Schedule`), each parallel
     member region unrolled-and-jammed (:func:`rosenna.emit.host_field.jam`, the host path's
     transformation): a thread computes up to 8 output channels of a conv from one pass over its
     inputs (every input loaded once feeds 8 FMAs; the weights are uniform across a warp), or,
@@ -107,21 +96,21 @@ def batch_body(sched, launch, depth=1):
     Plain C over the C file's weight names, the :func:`buffer_symbol` buffers and the schedule's
     value functions, so a host harness runs it too (tests/test_infer_one.py does)."""
     pad, total = "    " * depth, launch.threads
-    body = launch_body(sched.plan, launch, sched.renderer(), depth)
+    body = launch_body(sched.plan, launch, field_fuse.renderer(sched), depth)
     lines = [pad + f"const long s = g / {total}l, tid = g - s * {total}l;"]
     lines += [pad + decl for decl in field_fuse.pointers(sched.plan, "\n".join(body))]
     return lines + body
 
 
-def infer_one(plan):
-    """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``. The groups
-    of regions that may run concurrently (:func:`rosenna.parallel.launch_groups`; in practice one
-    per op) but those computed where they are read (:func:`field_fuse.schedule`) are the phases, each over every element of its member regions' collapsed loops for up to
-    :func:`batch_samples` samples (a serial region is one thread per sample). ``<name>_run`` runs
-    them as one launch of ``<name>_cluster`` (:mod:`field_cluster`) for up to
-    ``cluster_samples`` samples (the tuning's) where the binary and the GPU have clusters (sm_90) and
-    the plan has at least ``cluster_min_phases`` phases, else
-    one of two ways, chosen per call by how much work the widest phase has:
+def infer_one(subject):
+    """``<name>_infer_one`` and the batched whole-field path for ``<name>_kernel.cu``, as the
+    strategy (``subject``: a :class:`rosenna.strategy.Strategy`, or a plan to decide one for)
+    decided them (:class:`rosenna.strategy.Field`). Its phases, each over every element of its
+    member regions' collapsed loops for up to its ``samples`` samples (a serial region is one
+    thread per sample): ``<name>_run`` runs them as one launch of ``<name>_cluster``
+    (:mod:`field_cluster`) for up to its ``cluster_samples`` samples where the binary and the
+    GPU have clusters (sm_90), else one of two ways, chosen per call by how much work the widest
+    phase has:
 
     - when the GPU holds a thread for every element of every phase at once, one cooperative
       persistent kernel ``<name>_field``: the phases separated by ``grid.sync()`` instead of launch
@@ -130,8 +119,8 @@ def infer_one(plan):
       unrolled-and-jammed over 8 output channels (:func:`launches`): fewer threads doing 8 FMAs per
       load, which pays only when there are more elements than resident threads.
 
-    In every form a conv that :mod:`conv_smem` takes runs as shared-memory tiles, and in the
-    launched phases one that :mod:`conv_igemm` takes as a 3xTF32 implicit GEMM.
+    In every form a conv the strategy tiles runs as shared-memory tiles (:mod:`conv_smem`), and in
+    the launched phases one it gives the implicit GEMM as a 3xTF32 implicit GEMM (:mod:`conv_igemm`).
 
     H200 measurements that chose this rule are in results/measurement-log.md, "The whole-field launch study". The
     intermediates of those samples live in static ``__device__`` buffers. ``<name>_infer_one`` is
@@ -141,29 +130,26 @@ def infer_one(plan):
     The kernels read the weights under the C file's names (``<name>_w...``), which the kernel file
     declares in ``__constant__`` or ``__device__`` storage.
     """
-    if not plan.emits_infer_one:
+    strategy = strategy_of(subject)
+    field, plan = strategy.field, strategy.plan
+    if field is None:
         return ""
     n, t = plan.name, plan.ctype
-    sched, held, clustered = schedules(plan)
-    samples = batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))
+    sched, held, clustered, samples, few = field.launched, field.persistent, field.cluster, field.samples, field.cluster_samples
     buffers = "\n".join(f"static __device__ {t} {buffer_symbol(sched, i)}[{samples} * {size}];"
-                         for i, size in enumerate(scratch(plan)))
-    few = field_cluster.samples(clustered)
-    if few and cluster_buffer(plan) is not field_fuse.buffer_symbol:
+                         for i, size in enumerate(field.scratch))
+    if few and field.cluster_own_buffers:
         buffers += f"\n/* The clustered kernel's own (its phases differ), for up to {min(samples, few)} samples: */\n" + "\n".join(
-            f"static __device__ {t} {cluster_buffer(plan)(clustered.plan, i)}[{min(samples, few)} * {size}];"
+            f"static __device__ {t} {cluster_buffer(field)(clustered.plan, i)}[{min(samples, few)} * {size}];"
             for i, size in enumerate(clustered.plan.scratch))
-    groups = held.phases
-    widest = max(launch.threads for launch in groups)
+    groups, widest = held.phases, field.widest
     jammed = launches(sched)
-    convs = conv_igemm.choose(sched)  # the phases run as implicit GEMMs where the call and device allow
+    convs = field.igemm  # the phases run as implicit GEMMs where the call and device allow
     forms = dict(launched=sched, persistent=held, **({"cluster": clustered} if few else {}))
-    tiles = {form: conv_smem.choose(f, form, "" if f is sched else form[0]) for form, f in forms.items()}  # in shared memory
-    if "cluster" in tiles and cluster_buffer(plan) is not field_fuse.buffer_symbol:
-        tiles["cluster"] = {}  # (the tile functions use the other forms' arrays)
+    tiles = field.tiles  # in shared memory
     persistent = _persistent(held, groups, tiles["persistent"])
     launched = _launched(sched, jammed, samples, convs, tiles["launched"])
-    cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(plan), tiles.get("cluster")))
+    cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(field), tiles.get("cluster")))
                if few else "")
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
@@ -228,36 +214,12 @@ extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 """
 
 
-def schedules(plan):
-    """The phases of each form of ``<name>_run``: ``(launched, persistent, clustered)``, each
-    :func:`field_fuse.schedule`'s with the producer-side epilogues where the tuning's
-    ``field_epilogues`` names the form (the launched phases' is the default schedule, which :mod:`conv_igemm` packs
-    weights for). With phases computed where read (the tuning's ``field_inline_loads``) all three
-    are the default one."""
-    if plan.tuned.field_inline_loads:
-        return (field_fuse.schedule(plan),) * 3
-    made = {}
-    forms = [form in field_epilogue.forms(plan.tuned) for form in field_epilogue.ALL_FORMS]
-    for fused in forms:
-        made.setdefault(fused, field_fuse.schedule(plan, epilogues=fused))
-    return tuple(made[fused] for fused in forms)
-
-
-def scratch(plan):
-    """Floats per sample of each of the kernel file's intermediate buffers: the most the launched
-    phases' and the persistent kernel's schedules put there (a call runs one form, and calls never
-    overlap, so they share them; the clustered kernel's, when its phases differ, are its own:
-    :func:`cluster_buffer`)."""
-    lists = [s.plan.scratch for s in schedules(plan)[:2]]
-    return [max(sizes[i] if i < len(sizes) else 0 for sizes in lists) for i in range(max(map(len, lists)))]
-
-
-def cluster_buffer(plan):
-    """The arrays of the clustered kernel's intermediates: the other forms' (``<name>_wsf<i>``)
-    where its schedule is one of theirs, else its own, ``<name>_wsc<i>``, sized for the samples it
-    runs (so its phases cannot change the step of the other forms' batch)."""
-    sched, held, clustered = schedules(plan)
-    if clustered is sched or clustered is held:
+def cluster_buffer(field):
+    """The arrays of the clustered kernel's intermediates (``field``: the strategy's
+    :class:`rosenna.strategy.Field`): the other forms' (``<name>_wsf<i>``) where its schedule is
+    one of theirs, else its own, ``<name>_wsc<i>``, sized for the samples it runs (so its phases
+    cannot change the step of the other forms' batch)."""
+    if not field.cluster_own_buffers:
         return field_fuse.buffer_symbol
     return lambda p, i: C.symbol(p.name, f"wsc{i}")
 
@@ -266,11 +228,11 @@ def cluster_phases(sched, buffer=None, tiles=None):
     """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`): :func:`launches`'
     jammed ones with the tuning's ``cluster_jam``, else the schedule's; ``buffer``: its intermediates'
     arrays (:func:`cluster_buffer`); the tiled convs' (:mod:`conv_smem`) as the cluster's blocks
-    looping over their sample's tiles (``tiles``: :func:`conv_smem.choose`'s)."""
+    looping over their sample's tiles (``tiles``: the strategy's ``tiles["cluster"]``; none: no tiles)."""
     groups = launches(sched) if sched.plan.tuned.cluster_jam else sched.phases
-    tiles = conv_smem.choose(sched, "cluster") if tiles is None else tiles
+    tiles = tiles or {}
     out = [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
-                                     launch_body(sched.plan, launch, sched.renderer(), depth=2), buffer)
+                                     launch_body(sched.plan, launch, field_fuse.renderer(sched), depth=2), buffer)
            if k not in tiles else [f"    /* {phase_note(k, launch)} */"] + conv_smem.clustered(sched.plan, k, tiles[k])
            for k, launch in enumerate(groups)]
     if tiles:  # the shared memory of the tiled convs, declared before the first phase
@@ -364,7 +326,7 @@ class WholeField(Kind):
     plan_weights = True
 
     def launch(self, plan, choice):
-        n, samples = plan.name, batch_samples(dataclasses.replace(plan, scratch=scratch(plan)))  # as infer_one's buffers
+        n, samples = plan.name, choice.strategy.field.samples  # as infer_one's buffers
         return "", (f"    for (int start = 0; start < n; start += {samples}) {{  /* {samples} samples per {n}_run */\n"
                     f"        const int status = {n}_run(n - start < {samples} ? n - start : {samples}, "
                     f"x + (long)start * {plan.nx}, y + (long)start * {plan.ny}, (rosennaStream_t)stream);\n"

@@ -29,20 +29,26 @@ def _round(n, m):
     return (n + m - 1) // m * m
 
 
-def _chain_reasons(s, precision="single"):
+def _chain_reasons(s, precision="single", low=None):
+    """Why the chain cannot take a kernel of ``precision`` whose arithmetic is ``low`` ("bf16",
+    "fp16"; None: float32 or float64 throughout)."""
     if s.path == "whole":
         return ["the plan runs over the whole field"]
     if not s.chain:
         return [s.chain.reason]
     if s.plan.precision != precision:
         return [f"{s.plan.precision} precision, not {precision}"]
+    have = getattr(s.plan, "low_precision", None)
+    if have != low:
+        if have:
+            return [f"--precision {have}: it computes float32 activations without the {have} rounding (the "
+                    "plan's loops round them as the host does)"]
+        return [f"{low} only (--precision {low})"]
     return []
 
 
 # -- the FP32 batched kernels ---------------------------------------------------------------------
 
-#: The tiled kernel's block: points and threads per block (rosenna/data/rosenna_tile.cuh).
-TILED_POINTS, TILED_THREADS = 64, 128
 #: The staged kernel: hidden layers padded to this width, outputs at most STAGED_MAX_OUT.
 STAGED_WIDTH, STAGED_MAX_OUT = 128, 8
 
@@ -52,17 +58,18 @@ def is_wide(layers, tuning):
     return max((layer.n for layer in layers[:-1]), default=0) >= tuning.wide_layer
 
 
-def tiled_smem(layers):
+def tiled_smem(layers, tuning):
     """Dynamic shared memory per block of the tiled kernel (bytes): one activation buffer when
     every hidden layer's 8x8 tiles fit one per thread, else two."""
-    inplace = all((TILED_POINTS // 8) * (_round(layer.n, 8) // 8) <= TILED_THREADS for layer in layers[:-1])
+    points, threads = tuning.tiled_points, tuning.tiled_threads
+    inplace = all((points // 8) * (_round(layer.n, 8) // 8) <= threads for layer in layers[:-1])
     rows = max([layers[0].k] + [_round(layer.n, 8) for layer in layers[:-1]])
-    return (1 if inplace else 2) * rows * (TILED_POINTS + 4) * 4
+    return (1 if inplace else 2) * rows * (points + 4) * 4
 
 
 def takes_shared(layers, tuning):
     """A wide chain whose activations fit the shared memory a tiled block may have."""
-    return bool(layers) and is_wide(layers, tuning) and tiled_smem(layers) <= tuning.tiled_smem_limit
+    return bool(layers) and is_wide(layers, tuning) and tiled_smem(layers, tuning) <= tuning.tiled_smem_limit
 
 
 class Narrow(Implementation):
@@ -109,8 +116,8 @@ class Tiled(Implementation):
             return out
         if not is_wide(s.layers, tuning):
             return [f"no hidden layer at least wide_layer {tuning.wide_layer} wide"]
-        if tiled_smem(s.layers) > tuning.tiled_smem_limit:
-            return [f"{tiled_smem(s.layers)} bytes of shared memory, over tiled_smem_limit {tuning.tiled_smem_limit}"]
+        if tiled_smem(s.layers, tuning) > tuning.tiled_smem_limit:
+            return [f"{tiled_smem(s.layers, tuning)} bytes of shared memory, over tiled_smem_limit {tuning.tiled_smem_limit}"]
         return []
 
 
@@ -185,7 +192,43 @@ class Dmma(Implementation):
         return out
 
 
-TENSOR = (TensorChain(), TensorWide(), Dmma())
+#: The 16-bit chain (bf16 / fp16 on mma.sync m16n8k16, float32 accumulators): widest layer (a
+#: 16-row tile's accumulators, 4 floats per n8 tile, and its next A fragments in registers), the
+#: width up to which a warp carries two 16-row tiles, and the dynamic shared memory its fragments
+#: and biases may take (within the 227 KiB an sm_80/sm_90 block may have).
+LOWP_MAX_WIDTH, LOWP_TWO_TILES_WIDTH, LOWP_SMEM_LIMIT = 128, 64, 160 * 1024
+
+
+def _tiles16(n):
+    return (n + 15) // 16
+
+
+def lowp_bytes(layers):
+    """The 16-bit chain's packed B fragments (8 bytes per lane per k16 x n8 tile) and float32
+    biases in bytes (rosenna/emit/cuda/tc_lowp.py's layout)."""
+    return sum(256 * _tiles16(layer.k) * _tiles(layer.n) + 4 * 8 * _tiles(layer.n) for layer in layers)
+
+
+class TensorLow(Implementation):
+    name, priority = "tc-lowp", 30
+    summary = ("bf16/fp16 tensor cores with float32 accumulators (mma.sync m16n8k16), a warp carries its points "
+               "through every layer in registers (CUDA sm_80+)")
+
+    def reasons(self, s, tuning):
+        low = getattr(s.plan, "low_precision", None)
+        if not low:
+            return ["the plan is not low precision (--precision bf16 or fp16)"]
+        out = _chain_reasons(s, "single", low)
+        if out:
+            return out
+        if s.chain.widest > LOWP_MAX_WIDTH:
+            out.append(f"a layer {s.chain.widest} wide, over {LOWP_MAX_WIDTH}")
+        elif lowp_bytes(s.layers) > LOWP_SMEM_LIMIT:
+            out.append(f"{lowp_bytes(s.layers)} bytes of fragments, over {LOWP_SMEM_LIMIT}")
+        return out
+
+
+TENSOR = (TensorLow(), TensorChain(), TensorWide(), Dmma())
 
 
 # -- the per-point routine and the offload body ---------------------------------------------------
@@ -231,16 +274,12 @@ class RoutinePoint(Implementation):
 ROUTINE = (RoutineDmma(), RoutineMlp(), RoutinePoint())
 
 
-#: Layers at most this wide keep inputs and outputs in registers in the one-thread bodies (the CUDA
-#: routine's and the offload body's); a wider one accumulates its outputs in registers and reads its
-#: inputs from a local array.
-REGISTER_WIDTH = 64
-
-
 def offload_warp(plan, chain):
-    """Whether the offload body has the warp path: an FP32 chain with a layer wider than
-    :data:`REGISTER_WIDTH` that :func:`warp_fits`."""
-    return plan.precision == "single" and chain.widest > REGISTER_WIDTH and warp_fits(chain.layers)
+    """Whether the offload body has the warp path: an FP32 chain (not ``--precision bf16`` / ``fp16``)
+    with a layer wider than the tuning's ``offload_register_width`` that :func:`warp_fits`."""
+    return (plan.precision == "single" and not getattr(plan, "low_precision", None)
+            and chain.widest > plan.tuned.offload_register_width
+            and warp_fits(chain.layers))
 
 
 class OffloadMlp(Implementation):

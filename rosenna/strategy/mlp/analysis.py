@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import math
 
 from rosenna import ops
+from rosenna.ir import is_rounding
 from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
 
 #: Activations every MLP kernel applies (narrow FP32, staged FP32, tile, 3xTF32 chain and wide, the
@@ -55,6 +56,9 @@ class Chain:
     layers: tuple = ()
     reason: str = ""
     precision: str = "single"
+    #: "bf16" / "fp16": every layer's input is rounded to that type and its weights hold values of
+    #: it (rosenna.passes.low_precision; the rounding nodes are not part of any layer's ``expr``).
+    low_precision: str = None
 
     def __bool__(self):
         return bool(self.layers)
@@ -194,8 +198,13 @@ def _gemm_io(plan, stmts, weights):
 
 def analyse(plan):
     """The plan's :class:`Chain` (``layers`` empty and ``reason`` set when it is not one)."""
+    low = getattr(plan, "low_precision", None)
+
     def no(reason):
-        return Chain((), reason, plan.precision)
+        return Chain((), reason, plan.precision, low)
+
+    def rounding(segment):
+        return segment[0] is not None and segment[0].op == "Cast" and is_rounding(segment[0].nodes)
 
     if len(plan.inputs) != 1 or len(plan.outputs) != 1:
         return no(f"{len(plan.inputs)} inputs and {len(plan.outputs)} outputs, not one of each")
@@ -206,6 +215,14 @@ def analyse(plan):
         return no("no computed op")
     i = 0
     while i < len(segments):
+        if low:
+            io = _gemm_io(plan, segments[i][1], index) if rounding(segments[i]) else None
+            if io is None or _where(plan, io[0]) != current:
+                return no(f"layer {len(layers)}'s input is not rounded to {low} alone")
+            current = _where(plan, io[1])
+            i += 1
+            if i == len(segments):
+                return no(f"a {low} rounding is the last node")
         op, stmts = segments[i]
         if op is None:
             return no("an output is a copy of another value")
@@ -228,7 +245,8 @@ def analyse(plan):
         env = {_where(plan, io[1]): expr or Var("v")}
         out, names = io[1], []
         i += 1
-        while i < len(segments) and segments[i][0] is not None and segments[i][0].op != "Gemm":
+        while i < len(segments) and segments[i][0] is not None and segments[i][0].op != "Gemm" \
+                and not rounding(segments[i]):
             step = _pointwise(plan, segments[i][1], n, env)
             if step is None:
                 return no(f"a {segments[i][0].label} node after layer {len(layers)} is not pointwise")
@@ -245,4 +263,4 @@ def analyse(plan):
         k, current = n, _where(plan, out)
     if k != plan.ny or current[0] != "y":
         return no(f"the last layer's {k} outputs are not y's {plan.ny}")
-    return Chain(tuple(layers), "", plan.precision)
+    return Chain(tuple(layers), "", plan.precision, low)

@@ -1,4 +1,4 @@
-"""The index algebra of the fused whole-field phases (:mod:`rosenna.emit.cuda.field_fuse`): when a
+"""The index algebra of the fused whole-field phases (:mod:`rosenna.strategy.field.fusion`): when a
 region's store index decodes uniquely, and when a reader's index gives a region's loop indices
 as affine indices of its own; and a Concat of one value with itself as one region (:func:`merged`)."""
 

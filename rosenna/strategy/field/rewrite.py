@@ -1,5 +1,5 @@
 """Loop-IR rewriting and index enumeration for the whole-field epilogues
-(:mod:`rosenna.emit.cuda.field_epilogue`): substituting affine indices, unrolling, renaming
+(:mod:`rosenna.strategy.field.epilogue`): substituting affine indices, unrolling, renaming
 loops, and the element indices a store reaches, evaluated with numpy."""
 
 import itertools

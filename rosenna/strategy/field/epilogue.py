@@ -20,21 +20,21 @@ Two shapes, recognised in the loop IR by their index maps (not by op names):
 
 Each sum keeps its terms and their order: the results do not change by a bit. A store nothing
 else reads is dropped (:func:`finish`), the scratch buffers are shared anew over the phases kept
-(:func:`rosenna.emit.cuda.field_fuse.schedule`). Measured on the H200: results/measurement-log.md, "The epilogue study".
+(:func:`rosenna.strategy.field.fusion.schedule`). Measured on the H200: results/measurement-log.md, "The epilogue study".
 """
 
 import copy
 
 import numpy as np
 
-from rosenna.emit.cuda.field_index import digits, merged
-from rosenna.emit.cuda.field_rewrite import (boxes, index_values, namer, rewrite, rewrite_expr, stored_elements, subst,
+from rosenna.strategy.field.index import digits, merged
+from rosenna.strategy.field.rewrite import (boxes, index_values, namer, rewrite, rewrite_expr, stored_elements, subst,
                                              unroll)
 from rosenna.loopir import Assign, Comment, Idx, Loop, Ref, Var, walk, walk_expr
 from rosenna.parallel import Launch, Member
 
-#: The forms of ``<name>_run`` that may have the epilogues (:func:`whole_field.schedules`):
-#: "launches" (the default schedule of :func:`rosenna.emit.cuda.field_fuse.schedule`),
+#: The forms of ``<name>_run`` that may have the epilogues (:func:`rosenna.strategy.field.decide`):
+#: "launches" (the default schedule of :func:`rosenna.strategy.field.fusion.schedule`),
 #: "persistent" and "cluster"; the tuning's ``field_epilogues`` names those that do (:func:`forms`).
 ALL_FORMS = ("launches", "persistent", "cluster")
 
