@@ -3,11 +3,13 @@ onnxruntime on the same sample and the same number of threads (``intra_op_num_th
 
     .venv/bin/python bench/host_whole.py [--model unet convnet dwsep] [--threads 2] [--repeats 15]
                                          [--calls 20] [--passive] [--cflags "-O3 -march=native"]
+                                         [--tune host_fma=true]
 
 Models (one sample each, float32):
 
 - ``unet``: examples/surrogates/poisson_guess's U-Net (8 channels, 5 levels, 64x64);
 - ``convnet``: the GPU gate's conv net, tests/op_models.convnet (2 -> 8 -> 8 -> 1, 3x3, 64x64);
+- ``convnet16``: the same with 16 channels (2 -> 16 -> 16 -> 1);
 - ``dwsep``: a depthwise-separable net, bench/frontier.py's structure (2 -> 24 channels: 3x3 conv,
   two depthwise 3x3 + pointwise 1x1 blocks, 1x1 to 2 channels, ReLUs) over a 64x64 field.
 
@@ -17,6 +19,7 @@ included) for every path, and each path's wall time as a fraction of onnxruntime
 result is checked against onnxruntime with verify's tolerance (rosenna.compare) before timing.
 On a machine shared with other work read the CPU-time columns and the load average printed, and
 give ``--passive`` (threads that wait sleep instead of spinning, in both) or ``--threads 1``.
+``--tune`` sets tuning knobs as generate's ``--tune`` does.
 """
 
 import argparse
@@ -36,6 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from rosenna.compare import compare  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
+from rosenna.strategy import Tuning  # noqa: E402
 
 C_DRIVER = r"""#include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +142,8 @@ def model_file(name, work):
         return path
     if name == "convnet":
         return op_models.convnet(path)
+    if name == "convnet16":
+        return op_models.convnet(path, channels=16)
     return dwsep(path)
 
 
@@ -166,7 +172,7 @@ def onnxruntime_times(path, x, threads, repeats, calls, passive=False):
 def measure(name, args):
     work = tempfile.mkdtemp(prefix="rosenna-whole-")
     path = model_file(name, work)
-    plan, _ = generate(path, work, Options(name="net", embed=True))
+    plan, _ = generate(path, work, Options(name="net", embed=True, tuning=Tuning().parse_overrides(args.tune)))
     x = np.random.default_rng(0).uniform(-1, 1, plan.nx).astype(np.float32)
     x.tofile(os.path.join(work, "x.bin"))
     for src, text in (("drv.c", C_DRIVER), ("drv.F90", F_DRIVER)):
@@ -191,7 +197,7 @@ def measure(name, args):
         rows.append((label, float(np.median(times[:, 0])), float(np.median(times[:, 1])),
                      float(np.abs(got - want).max())))
     print(f"{name}: {plan.nx} -> {plan.ny} values, {args.threads} threads of {os.cpu_count()} cores, "
-          f"{args.cflags}, median of {args.repeats} x {args.calls} calls{', passive waits' if args.passive else ''}; "
+          f"{args.cflags}{' --tune ' + ' '.join(args.tune) if args.tune else ''}, median of {args.repeats} x {args.calls} calls{', passive waits' if args.passive else ''}; "
           f"load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"| path | wall us | CPU us | wall x onnxruntime | CPU x onnxruntime | max abs diff |")
@@ -204,11 +210,12 @@ def measure(name, args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", nargs="+", default=["unet", "convnet", "dwsep"], choices=["unet", "convnet", "dwsep"])
+    ap.add_argument("--model", nargs="+", default=["unet", "convnet", "dwsep"], choices=["unet", "convnet", "convnet16", "dwsep"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--cflags", default="-O3 -march=native")
+    ap.add_argument("--tune", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--passive", action="store_true",
                     help="threads wait without spinning: OMP_WAIT_POLICY=passive for rosenna, "
                          "session.intra_op.allow_spinning=0 for onnxruntime (for a machine with more threads than "

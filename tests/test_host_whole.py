@@ -171,6 +171,26 @@ def test_host_branch_matches_onnxruntime(built, lang):
         assert result.passed, result.message()
 
 
+def test_host_fma_branch_matches_onnxruntime(built):
+    """The tuning's host_fma: the C host branch's multiply-adds written as fmaf, still within
+    verify's tolerance of onnxruntime."""
+    _, out, want = built
+    fused = out / "fma"
+    fused.mkdir(exist_ok=True)
+    plan, _ = gen.generate(str(out / "hostfield.onnx"), str(fused),
+                           gen.Options(name="fused", lang="c", embed=True, infer_one=True,
+                                       tuning=Tuning().replace(host_fma=True)))
+    assert "fmaf(" in _host_branch((fused / "fused.c").read_text())
+    (fused / "x.bin").write_bytes((out / "x.bin").read_bytes())
+    (fused / "main.c").write_text(C_MAIN.format(n="fused", t=plan.ctype, NX=plan.nx, NY=plan.ny))
+    subprocess.run(["gcc", "-O1", "-march=native", "-ffp-contract=off", "-fopenmp", "-I", str(fused), "main.c",
+                    "fused.c", "-o", "main_c", "-lm"], cwd=fused, check=True, capture_output=True)
+    subprocess.run([str(fused / "main_c")], cwd=fused, check=True, env=dict(os.environ, OMP_NUM_THREADS="2"), timeout=60)
+    for i, y in enumerate(np.fromfile(fused / "y.bin", np.float32).reshape(-1, plan.ny)):
+        result = compare(y, want, output=f"fma call {i}")
+        assert result.passed, result.message()
+
+
 def test_jam_keeps_each_sum_in_order():
     """Unroll-and-jam only interleaves independent output channels: each accumulator gets the
     same terms in the same order as before, so the host form's sums are the scalar loops' sums."""
@@ -309,7 +329,7 @@ def test_blocking_forms(blocking):
     # the 13-channel 1x1 conv's first pass: its last vector stores columns 21..36 (29..36)
     assert "ws1[37*i1 + i2 + 21] = " in wide and "ws1[37*i1 + i2 + 29] = " in narrow
     # the left border column of the first conv: a worksharing loop down the rows (stride 37), no SIMD
-    assert re.search(r"#pragma omp for nowait\n\s+for \(int i1 = 0; i1 < 11; \+\+i1\) \{\n\s+float acc_0,", wide)
+    assert re.search(r"#pragma omp for(?: schedule\(dynamic\))? nowait\n\s+for \(int i1 = 0; i1 < 11; \+\+i1\) \{\n\s+float acc_0,", wide)
     assert not re.search(r"#pragma omp for simd nowait\n\s+for \(int i1 = 0; i1 < 11;", wide)
     c37 = re.split(r"/\* \w+(?:\+\w+)*: ", wide.split("/* Conv: Conv_4 */")[1])[0]  # to the next op's comment
     assert "acc_9 = " in c37 and "acc_10" not in c37  # 10 channels a pass at most (37 = 10 x 3 + 7)

@@ -6,6 +6,13 @@
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
 
+/* <name>_infer calls them too (its results then equal its SIMD variant's and the batch path's):
+   an offload device compiles them with it (OpenMP's declare target, OpenACC's routine seq). */
+#pragma omp declare target
+
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline float rosenna_expf(float x)
 {
     union { float f; int i; unsigned u; } v, scale;
@@ -24,11 +31,17 @@ static inline float rosenna_expf(float x)
     return p * scale.f;
 }
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline float rosenna_tanhf(float x)
 {
     return 1.0f - 2.0f / (rosenna_expf(2.0f * x) + 1.0f);
 }
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline double rosenna_exp(double x)
 {
     union { double f; long long i; unsigned long long u; } v, scale;
@@ -59,8 +72,18 @@ static inline double rosenna_exp(double x)
     return p * scale.f;
 }
 
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
 static inline double rosenna_tanh(double x)
 {
     return 1.0 - 2.0 / (rosenna_exp(2.0 * x) + 1.0);
 }
+#pragma omp end declare target
+#else
+/* CUDA/HIP compiles of <name>_infer: the device's own exp and tanh. */
+#define rosenna_expf expf
+#define rosenna_tanhf tanhf
+#define rosenna_exp exp
+#define rosenna_tanh tanh
 #endif

@@ -22,14 +22,14 @@ def render(strategy, lang, stamp, profile):
     files = {}
     if lang in ("c", "both"):
         files["rosenna_rt.h"] = runtime_header()
-        files[f"{plan.name}.h"] = c.header(plan, stamp)
+        files[f"{plan.name}.h"] = c.header(plan, stamp, c.simd_widths(strategy))
         files[f"{plan.name}.c"] = c.source(strategy, stamp)
         files[f"{plan.name}.mk"] = make.c_makefile(plan, stamp, profile)
         files[cuda.kernel_filename(plan)] = cuda.kernel_source(strategy, stamp)
         files[f"{plan.name}.pc"] = pkgconfig.c_pc(plan, stamp, profile)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, strategy.host.value("points_per_block"),
-                                                                strategy.host_body)
+                                                                strategy.host_body, c.simd_widths(strategy))
         files[f"{plan.name}_fortran.mk"] = make.fortran_makefile(plan, stamp, profile)
         files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile, with_c=lang == "both")
     files[f"{plan.name}Config.cmake"] = cmake.config(plan, stamp, profile, lang)

@@ -4,7 +4,7 @@ from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
 from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
-from rosenna.emit.host_field import HOST_MATH
+from rosenna.emit.host_field import ARRIVED, HOST_MATH, PASSED, yields
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_scalars
 from rosenna.loopir import FAULT, counts_faults
@@ -77,6 +77,7 @@ def runtime_header(native):
 {offload_mlp.RUNTIME_MACRO}
 
 {fixed.load("rosenna_host_math.h")}
+{fixed.load("rosenna_host_sync.h")}
 #endif /* ROSENNA_RT_H */
 """
 
@@ -116,7 +117,41 @@ def io_key_limit(plan):
     return 63 - len(plan.name) - len("_x__offset")
 
 
-def header(plan, stamp):
+def simd_name(plan, isa, lanes):
+    """The x86-64 vector function ABI's name of ``<name>_infer``'s variant for ISA letter ``isa``
+    (b SSE, c AVX, d AVX2, e AVX-512), ``lanes`` lanes, unmasked, x and y linear in steps of one
+    point (bytes in the name)."""
+    return f"_ZGV{isa}N{lanes}l{plan.nx * plan.itemsize}l{plan.ny * plan.itemsize}_{plan.name}_infer"
+
+
+#: The ISA letters of the x86-64 vector function ABI a caller's compiler may pick a variant for.
+SIMD_ISAS = "bcde"
+
+
+def simd_widths(strategy):
+    """The lanes of ``<name>_infer``'s SIMD variants (:func:`rosenna.strategy.point.simd_lanes`):
+    ``()``, ``(8,)`` or, on an AVX-512 target, ``(8, 16)``."""
+    return tuple(w for w in (strategy.host.value("simd_lanes", 0), strategy.host.value("simd_lanes_wide", 0)) if w)
+
+
+def simd_declaration(plan, widths):
+    """The header's ``declare simd`` of ``<name>_infer``, one per width ("" without a SIMD
+    variant): a caller's ``omp simd`` loop over points (``{name}_infer(x + i * NX, y + i * NY)``)
+    then calls the variant of its vectorisation factor once per that many points. Only on x86-64
+    (the variants' names are its ABI's) and not in a device compiler's pass, never in ``<name>.c``
+    itself, which defines the variants (:func:`simd_variants`) instead of letting the compiler
+    clone the scalar body (whose loops and locals GCC does not vectorise across lanes)."""
+    if not widths:
+        return ""
+    n = plan.name
+    host = "!defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__NVPTX__) && !defined(__AMDGPU__)"  # not a device pass
+    return (f"#if defined(__x86_64__) && !defined({n.upper()}_SOURCE) && {host}\n"
+            + "".join(f"#pragma omp declare simd simdlen({lanes}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch\n"
+                      for lanes in widths)
+            + "#endif\n")
+
+
+def header(plan, stamp, widths=()):
     n, t = plan.name, plan.ctype
     guard = f"{n.upper()}_H"
     init = (f"\n/* Read the weights file (<name>.rwt) and copy the weights to the device. Call once,\n"
@@ -138,12 +173,12 @@ extern "C" {{
 #define {n.upper()}_NY {plan.ny}
 {layout_macros(plan)}{init}
 /* One point: reads x[{n.upper()}_NX], writes y[{n.upper()}_NY]. Callable inside OpenMP target and
-   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes. */
+   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes.{_simd_doc(plan, widths)} */
 #pragma omp declare target
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
+{simd_declaration(plan, widths)}ROSENNA_DEVICE void {n}_infer(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);
 #pragma omp end declare target
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -164,6 +199,16 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream);
 
 #endif /* {guard} */
 """
+
+
+def _simd_doc(plan, widths):
+    if not widths:
+        return ""
+    n = plan.name
+    lanes = " or ".join(str(w) for w in widths)
+    return (f"\n   On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,\n"
+            f"   {n}_infer(x + i * {n.upper()}_NX, y + i * {n.upper()}_NY), runs {lanes} points per call in SIMD lanes\n"
+            f"   (the batch path's code and results, bit for bit the scalar routine's).")
 
 
 def _values(plan, w):
@@ -252,9 +297,15 @@ def source(strategy, stamp):
     plan = strategy.plan
     block = strategy.host.value("points_per_block")
     n, t = plan.name, plan.ctype
-    point = Renderer(C, plan.precision, resolver(plan, C))
-    blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision])
-    includes = [f'#include "{n}.h"', "", "#include <math.h>"]
+    widths = simd_widths(strategy)
+    # the host's exp/tanh (rosenna_rt.h; the libm names in CUDA/HIP compiles): the scalar routine
+    # computes what its SIMD variant and the batch path compute, bit for bit
+    fma = plan.tuned.host_fma  # every C path fuses the same products: still equal bit for bit
+    point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision], fma=fma)
+    blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision],
+                       fma=fma)
+    includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if widths else [])
+    includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
                      "#if defined(__unix__) || defined(__APPLE__)", "#include <sys/stat.h>", "#endif"]
@@ -292,19 +343,27 @@ def source(strategy, stamp):
 #pragma omp end declare target
 """
     call = f"{n}_infer_block(n - start < {block} ? n - start : {block}, x + (long)start * {nxm}, y + (long)start * {nym})"
+    blocks = [f"for (int start = 0; start < n; start += {block})"]
     if faults:  # a point with an index outside its axis: the INDEX status (its outputs are NaN)
-        fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    /* whether a point met an index outside its axis */\n"
-                        f"    for (int p = 0; p < count; ++p)\n"
-                        f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;")
-        host_batch = (f"    int status = ROSENNA_STATUS_OK;\n    /* the points in blocks of {block}, a block per thread */\n"
-                      f"#pragma omp parallel for schedule(static) reduction(max:status)\n"
-                      f"    for (int start = 0; start < n; start += {block}) {{\n        int s = {call};\n"
-                      f"        status = s > status ? s : status;\n    }}\n    return status;")
+        blocks += ["{", f"    int s = {call};", "    status = s > status ? s : status;", "}"]
+        reduction = " reduction(max:status)"
     else:
-        fault_return = ""
-        host_batch = (f"    /* the points in blocks of {block}, a block per thread */\n"
-                      f"#pragma omp parallel for schedule(static)\n    for (int start = 0; start < n; start += {block})\n"
-                      f"        {call};\n    return ROSENNA_STATUS_OK;")
+        blocks += [f"    {call};"]
+        reduction = ""
+    if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
+        host_batch = [f"    rosenna_team {ARRIVED} = ROSENNA_TEAM_INIT;", f"#pragma omp parallel{reduction}", "    {",
+                      f"        int {PASSED} = 0;",
+                      f"        /* the points in blocks of {block}, handed out as threads come */",
+                      "#pragma omp for schedule(dynamic) nowait",
+                      *("        " + line for line in blocks),
+                      f"        rosenna_team_done(&{ARRIVED}, &{PASSED}, {plan.tuned.host_wait_spins});",
+                      "    }", f"    rosenna_team_end(&{ARRIVED});"]
+    else:
+        host_batch = [f"    /* the points in blocks of {block}, a block per thread */",
+                      f"#pragma omp parallel for schedule(static){reduction}", *("    " + line for line in blocks)]
+    status = "status" if faults else "ROSENNA_STATUS_OK"
+    host_batch = "\n".join((["    int status = ROSENNA_STATUS_OK;"] if faults else []) + host_batch
+                           + [f"    return {status};"])
     device_batch = offload_batch(plan) if faults else (
         f"        /* one point per device thread */\n"
         f"#pragma omp target teams distribute parallel for is_device_ptr(x, y)\n        for (int i = 0; i < n; ++i)\n"
@@ -313,19 +372,7 @@ def source(strategy, stamp):
 /* Host path of {n}_infer_batch: {block} points at a time, point index innermost, so each
    statement runs in SIMD lanes (a dot product: two halves of the block per weight load). xb and
    yb hold the block transposed. */
-static {'int' if faults else 'void'} {n}_infer_block(int count, const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
-{{
-    {t} xb[{nxm} * {block}], yb[{nym} * {block}];
-    /* the block's inputs transposed, point index innermost (zeros past count) */
-    for (int e = 0; e < {nxm}; ++e)
-        for (int p = 0; p < {block}; ++p)
-            xb[e * {block} + p] = p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)};
-{block_text}
-    /* the outputs back, one point a row */
-    for (int p = 0; p < count; ++p)
-        for (int e = 0; e < {nym}; ++e)
-            y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}
-}}
+{_block_function(plan, f"{n}_infer_block", block, block_text, faults)}
 
 int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {{
@@ -336,6 +383,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {host_batch}
 }}
 """
+    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes")) if widths else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
@@ -343,4 +391,64 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     one = whole.c_source(plan)
     if one:  # the kernel file provides the CUDA/HIP <name>_infer_one
         one = f"\n#ifndef ROSENNA_NATIVE_KERNEL{one}#endif /* ROSENNA_NATIVE_KERNEL */\n"
-    return head + batch + one
+    return head + simd + batch + one
+
+
+def _block_function(plan, name, block, body, faults=False, count=True):
+    """A host block routine: ``count`` points (at most ``block``) of x, transposed so the point
+    index is innermost, the plan's statements over the block (``body``), transposed back to y.
+    With ``faults`` (:func:`rosenna.loopir.counts_faults`) it returns the block's status: INDEX
+    where a point's index fell outside its axis. ``count=False``: always ``block`` points (a SIMD
+    variant's lanes), no count argument."""
+    n, t = plan.name, plan.ctype
+    nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
+    fault_return = (f"\n    int status = ROSENNA_STATUS_OK;\n    /* whether a point met an index outside its axis */\n"
+                    f"    for (int p = 0; p < count; ++p)\n"
+                    f"        if ({FAULT}[p] > 0)\n            status = ROSENNA_STATUS_INDEX;\n    return status;"
+                    if faults else "")
+    points = "count" if count else str(block)
+    load = (f"p < count ? x[(long)p * {nxm} + e] : {C.literal(0.0, plan.precision)}" if count
+            else f"x[(long)p * {nxm} + e]")
+    return f"""static {'int' if faults else 'void'} {name}({'int count, ' if count else ''}const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)
+{{
+    {t} xb[{nxm} * {block}], yb[{nym} * {block}];
+    /* the block's inputs transposed, point index innermost{' (zeros past count)' if count else ''} */
+    for (int e = 0; e < {nxm}; ++e)
+        for (int p = 0; p < {block}; ++p)
+            xb[e * {block} + p] = {load};
+{body}
+    /* the outputs back, one point a row */
+    for (int p = 0; p < {points}; ++p)
+        for (int e = 0; e < {nym}; ++e)
+            y[(long)p * {nym} + e] = yb[e * {block} + p];{fault_return}
+}}"""
+
+
+def simd_variants(plan, widths, vector):
+    """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): per width, a block
+    routine of that many points (the batch path's code at that width: one vector per statement
+    where the lanes fill at most one of ``vector`` bytes, else two halves) under each x86-64
+    vector ABI name."""
+    n, t = plan.name, plan.ctype
+    parts = []
+    for lanes in widths:
+        width = plan.tuned.point_simd_bytes if lanes == widths[0] else vector  # bytes of the vector it is for
+        one_vector = lanes * plan.itemsize <= width
+        blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
+                           halves=not one_vector, fma=plan.tuned.host_fma)
+        body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
+        routine = f"{n}_infer_lanes{lanes}"
+        entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"
+                             f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
+                             f"{{\n    {routine}(x, y);\n}}"
+                             for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
+        parts.append(f"{_block_function(plan, routine, lanes, body, count=False)}\n\n{entries}")
+    lanes = " and ".join(str(w) for w in widths)
+    return f"""
+#if defined(__x86_64__)
+/* {n}_infer on {lanes} points at once in SIMD lanes, points x + p * {n.upper()}_NX: the variants the
+   header's `declare simd` announces, one per x86-64 vector ABI ISA letter (b SSE, c AVX, d AVX2,
+   e AVX-512), each this file's code for the CPU it is compiled for. */
+{(chr(10) * 2).join(parts)}
+#endif
+"""

@@ -3,6 +3,7 @@
 from rosenna import abi, plan as planner
 from rosenna.emit import fortran_reader, whole_fortran
 from rosenna.emit.fortran_wrap import wrap
+from rosenna.emit.host_field import ARRIVED, PASSED, fortran_team_wait, yields
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.notes import annotate
 from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_loop_vars, used_scalars
@@ -55,9 +56,10 @@ def _declarations(plan, stmts, block=0, extra_int=()):
     return out
 
 
-def module(plan, stamp, block, host_body=()):
+def module(plan, stamp, block, host_body=(), widths=()):
     """``<name>_model.F90``; ``host_body``: the host batch block's statements (the plan's when
-    empty), rosenna.strategy.Strategy.host_body."""
+    empty), rosenna.strategy.Strategy.host_body; ``widths``: the lanes of the C library's SIMD
+    variants that ``<name>_infer_simd`` binds to (rosenna.emit.c.simd_widths)."""
     n = plan.name
     host_body = list(host_body) or plan.body
     point = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
@@ -71,6 +73,7 @@ def module(plan, stamp, block, host_body=()):
         for s in slices:
             layout.append(f"!   {tag}({s.offset + 1}:{s.offset + s.size})  {s.ident}  shape {list(s.shape)}")
     publics = [f"{n}_infer", f"{n}_infer_batch", f"{n}_infer_batch_dev"] + ([] if plan.embed else [f"{n}_init", f"{n}_reload", f"{n}_set_weights"])
+    publics += [f"{n}_infer_simd"] if widths else []
     publics += whole_fortran.publics(plan)
     file_loaded = not plan.embed
 
@@ -99,14 +102,20 @@ def module(plan, stamp, block, host_body=()):
                    f"      status = {n}_status_device\n      return\n    end if\n") if file_loaded else ""
     batch_decls = "    logical :: on_device\n    integer :: i, start\n" + ("    integer :: faults, fault\n" if faults else "")
     call = f"call infer_block(min({block}, n - start + 1), x(:, start:), y(:, start:){', fault' if faults else ''})"
-    if faults:
-        host_loop = (f"      faults = 0\n      ! the points in blocks of {block}, a block per thread\n"
-                     f"      !$omp parallel do schedule(static) private(fault) reduction(max: faults)\n"
-                     f"      do start = 1, n, {block}\n        {call}\n        faults = max(faults, fault)\n"
-                     f"      end do\n      if (faults > 0) status = {n}_status_index\n")
+    blocks = [f"do start = 1, n, {block}", f"  {call}", *(["  faults = max(faults, fault)"] if faults else []), "end do"]
+    reduction = " reduction(max: faults)" if faults else ""
+    if yields(plan):  # blocks handed out as threads come; the yielding barrier before the join
+        batch_decls += f"    integer :: {ARRIVED}, {PASSED}\n"
+        batch_host = [f"{ARRIVED} = 0", f"!$omp parallel private(start, {PASSED}{', fault' if faults else ''}){reduction}",
+                      f"{PASSED} = 0", f"! the points in blocks of {block}, handed out as threads come",
+                      "!$omp do schedule(dynamic)", *blocks, "!$omp end do nowait",
+                      f"call team_wait({ARRIVED}, {PASSED}, {plan.tuned.host_wait_spins}, .true.)", "!$omp end parallel"]
     else:
-        host_loop = (f"      ! the points in blocks of {block}, a block per thread\n"
-                     f"      !$omp parallel do schedule(static)\n      do start = 1, n, {block}\n        {call}\n      end do\n")
+        batch_host = [f"! the points in blocks of {block}, a block per thread",
+                      f"!$omp parallel do schedule(static){' private(fault)' if faults else ''}{reduction}", *blocks]
+    if faults:
+        batch_host = ["faults = 0", *batch_host, f"if (faults > 0) status = {n}_status_index"]
+    batch_host = "".join(f"      {line}\n" for line in batch_host)
     if faults:  # each point's faults reduced into one integer that the target region brings back
         device_loop = ("      faults = 0\n      !$omp target teams distribute parallel do map(to: x) map(from: y) "
                        "private(fault) reduction(max: faults)\n      do i = 1, n\n"
@@ -120,7 +129,7 @@ def module(plan, stamp, block, host_body=()):
     !$ on_device = omp_get_num_devices() > 0 .and. omp_get_default_device() /= omp_get_initial_device()
     if (on_device) then
 {device_loop}    else
-{host_loop}    end if
+{batch_host}    end if
 """
     block_sub = f"""
   !> Host path of {n}_infer_batch: point index innermost, so statements run in SIMD lanes.
@@ -168,12 +177,13 @@ def module(plan, stamp, block, host_body=()):
   end subroutine {n}_infer
 """
     uses = "".join(line + "\n" for line in whole_fortran.uses(plan))
+    pace_uses = ", omp_get_max_threads, omp_in_parallel, omp_get_wtime" if whole_fortran.paced(plan) else ""
     text = f"""! {stamp}
 {chr(10).join(layout + whole_fortran.preamble(plan))}
 module {n}_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
-  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num{pace_uses}
 {uses}  implicit none
   private
   public :: {', '.join(publics)}
@@ -197,7 +207,7 @@ module {n}_model
       type(c_ptr), value :: x, y, stream
       integer(c_int) :: status
     end function {n}_infer_batch_dev
-{chr(10).join(whole_fortran.interface(plan))}
+{simd_interface(plan, widths)}{chr(10).join(whole_fortran.interface(plan))}
   end interface
 
 contains
@@ -212,13 +222,40 @@ contains
 {batch_decls}
 {ready_check}    status = {n}_status_ok
 {batch_stmts}  end subroutine {n}_infer_batch
-{block_sub}{whole_fortran.subroutine(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
+{block_sub}{whole_fortran.subroutine(plan)}{fortran_team_wait(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
 end module {n}_model
 """
     lines = []
     for line in text.split("\n"):
         lines.extend(wrap(line))
     return "\n".join(lines).replace("\n\n\n", "\n\n")
+
+
+def simd_interface(plan, widths):
+    """``<name>_infer_simd``: the C library's ``<name>_infer`` with its ``declare simd`` (the header's,
+    :func:`rosenna.emit.c.simd_declaration`), so that a ``!$omp simd`` or ``!$omp do simd`` loop
+    over points calls the C library's SIMD variants ("" without them). The module's own
+    ``<name>_infer`` gets no ``declare simd``: gfortran would clone its body, whose loops and locals
+    it keeps per lane (slower than the scalar loop: docs/benchmarks-host.md). The directive only
+    on x86-64 (the variants' names are its vector ABI's; gfortran 12's preprocessor defines no
+    __x86_64__, but real(10), __GFC_REAL_10__, is x87's) and not in a device compiler's pass."""
+    if not widths:
+        return ""
+    n = plan.name
+    lanes = " or ".join(str(w) for w in widths)
+    kind = "c_double" if plan.precision == "double" else "c_float"  # rk's kind, interoperable by name
+    directives = "".join(f"      !$omp declare simd simdlen({w}) linear(ref(x)) linear(ref(y)) notinbranch\n" for w in widths)
+    return f"""
+    !> The C library's {n}_infer (link lib{n}.a): in a !$omp simd or !$omp do simd loop over points,
+    !> call {n}_infer_simd(x(:, i), y(:, i)) runs {lanes} points per call in the C library's SIMD variants.
+    pure subroutine {n}_infer_simd(x, y) bind(C, name='{n}_infer')
+      use, intrinsic :: iso_c_binding, only: {kind}
+#if (defined(__x86_64__) || defined(__GFC_REAL_10__)) && !defined(__NVPTX__) && !defined(__AMDGPU__)
+{directives}#endif
+      real({kind}), intent(in) :: x({plan.nx})
+      real({kind}), intent(out) :: y({plan.ny})
+    end subroutine {n}_infer_simd
+"""
 
 
 def layout_constants(plan):

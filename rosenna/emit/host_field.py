@@ -15,7 +15,10 @@ channel loop, its innermost loop split into SIMD loops of one vector each, and a
 moved to a second SIMD loop; no sum is reordered. A serial
 region is an ``omp single``. Regions that :func:`rosenna.parallel.launch_groups` puts in one launch
 (they touch disjoint elements, e.g. the border pieces of one conv) share one barrier: every
-worksharing loop but the group's last is ``nowait``.
+worksharing loop but the group's last is ``nowait``. With the tuning's ``host_wait='yield'`` (the
+default) every construct is ``nowait``, the loops are handed out dynamically, and the barriers are
+rosenna_team_wait (rosenna_host_sync.h; the Fortran module's ``team_wait``), which sleeps after a
+short poll instead of spinning against a descheduled partner or the solver (docs/benchmarks-host.md).
 
 Nested parallelism: called inside the solver's own active parallel region, the routine's
 ``omp parallel`` is a nested one, which OpenMP runs with a team of one thread unless the caller
@@ -41,10 +44,10 @@ HOST_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
 #: private clause or "".
 TABLE = {
     "c": {
-        "team_open": ["#pragma omp parallel", "{"],
+        "team_open": ["#pragma omp parallel{threads}", "{"],
         "team_close": ["}"],
-        "for": "#pragma omp for{collapse}{nowait}",
-        "for_simd": "#pragma omp for simd{nowait}",
+        "for": "#pragma omp for{collapse}{schedule}{nowait}",
+        "for_simd": "#pragma omp for simd{schedule}{nowait}",
         "for_end": None,
         "for_simd_end": None,
         "simd": "#pragma omp simd{simdlen}",
@@ -54,12 +57,17 @@ TABLE = {
         "nowait": " nowait",
         "private": None,
         "scalar": "{t} {names};",
+        "arrived": "rosenna_team team = ROSENNA_TEAM_INIT;",
+        "passed": "int team_passed = 0;",
+        "wait": "rosenna_team_wait(&team, &team_passed, {spins});",
+        "done": "rosenna_team_done(&team, &team_passed, {spins});",
+        "team_end": "rosenna_team_end(&team);",
     },
     "fortran": {
-        "team_open": ["!$omp parallel{private}"],
+        "team_open": ["!$omp parallel{threads}{private}"],
         "team_close": ["!$omp end parallel"],
-        "for": "!$omp do{collapse}",
-        "for_simd": "!$omp do simd{private}",
+        "for": "!$omp do{collapse}{schedule}",
+        "for_simd": "!$omp do simd{schedule}{private}",
         "for_end": "!$omp end do{nowait}",
         "for_simd_end": "!$omp end do simd{nowait}",
         "simd": "!$omp simd{simdlen}{private}",
@@ -69,8 +77,24 @@ TABLE = {
         "nowait": " nowait",
         "private": " private({names})",
         "scalar": None,
+        "arrived": "team = 0",
+        "passed": "team_passed = 0",
+        "wait": "call team_wait(team, team_passed, {spins}, .false.)",
+        "done": "call team_wait(team, team_passed, {spins}, .true.)",
+        "team_end": None,
     },
 }
+
+#: The variables of the yielding barrier (:func:`yields`): the arrivals of the call, shared, and
+#: the barriers each thread has passed, private (an integer like the loop variables).
+ARRIVED, PASSED = "team", "team_passed"
+
+
+def yields(plan):
+    """Whether the host threads wait at rosenna_team_wait (rosenna_host_sync.h; the Fortran
+    module's ``team_wait``), which yields the core, instead of at OpenMP's spinning barriers
+    (the tuning's ``host_wait``)."""
+    return plan.tuned.host_wait == "yield"
 
 
 def _private(table, names):
@@ -115,30 +139,47 @@ def host_names(plan):
         scalars.update(used_scalars(body))
         loops.update(used_loop_vars(body))
         loops.update(loop.var for loop in chain)
+    if yields(plan):
+        loops.add(PASSED)
     return sorted(scalars), sorted(loops)
 
 
-def host_lines(plan, lang, renderer, depth):
-    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``."""
+def host_lines(plan, lang, renderer, depth, threads=None):
+    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``.
+    ``threads``: an expression for the team's size (``num_threads``), or None."""
     table = TABLE[lang.name]
     t = plan.ctype
     pad = lang.indent * depth
     team = _private(table, [name for names in host_names(plan) for name in names])
-    lines = [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team)]
+    waits = yields(plan)
+    lines = [pad + table["arrived"]] if waits else []
+    size = f" num_threads({threads})" if threads else ""
+    lines += [(pad if lang.indent_directives else "") + table["team_open"][0].format(private=team, threads=size)]
     lines += [pad + text for text in table["team_open"][1:]]
     inner = depth + (1 if table["block"] else 0)
+    if waits:
+        lines.append(lang.indent * inner + table["passed"])
+    wait = lang.indent * inner + table["wait"].format(spins=plan.tuned.host_wait_spins)
+    regions = host_regions(plan)
     planned, op = op_of(plan), None
-    for kind, chain, body, notes, nowait in host_regions(plan):
+    for i, (kind, chain, body, notes, nowait) in enumerate(regions):
         for text in notes:
             lines.append(lang.indent * inner + lang.comment.format(text=text))
             op = planned.get(text)
-        nowait = table["nowait"] if nowait else ""
+        barrier = not nowait and waits  # the yielding barrier after the construct instead of its own
+        nowait = table["nowait"] if nowait or waits else ""
         if kind == "parallel":
             lines.append(lang.indent * inner + lang.comment.format(text=_nest_note(op, chain, body)))
-            lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t)
+            lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t, waits)
         else:
             lines += _serial(annotate(body, op), lang, table, renderer, inner, nowait, t)
+        if waits and i == len(regions) - 1:  # the master waits for the rest before the join
+            lines.append(lang.indent * inner + table["done"].format(spins=plan.tuned.host_wait_spins))
+        elif barrier:
+            lines.append(wait)
     lines += [pad + text for text in table["team_close"]]
+    if waits and table["team_end"]:
+        lines.append(pad + table["team_end"])
     return lines
 
 
@@ -161,18 +202,22 @@ def _declare(table, level, lang, t, scalars):
     return []
 
 
-def _parallel(chain, loops, lang, table, renderer, depth, nowait, t):
+def _parallel(chain, loops, lang, table, renderer, depth, nowait, t, dynamic=False):
     """A parallel region: its outer loops shared by the threads, its innermost loop the SIMD loops
-    of :func:`simd_loops` (one alone for a region of one loop: ``omp for simd``)."""
+    of :func:`simd_loops` (one alone for a region of one loop: ``omp for simd``). ``dynamic``: the
+    iterations handed out as threads come (with the yielding barrier), so a thread that runs
+    takes the share of one that is descheduled instead of waiting for it."""
+    schedule = " schedule(dynamic)" if dynamic else ""
     body = [s for inner in loops for s in inner.body]
     private = _private(table, used_scalars(body) + used_loop_vars(body))
     out = []
     scalar = len(chain) == 1 and not loops[0].simd  # a worksharing loop alone down a column
     if len(chain) == 1 and not scalar:
-        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private)))
+        simd_schedule = " schedule(simd:dynamic)" if dynamic else ""  # chunks of whole vectors
+        out.append(_directive(lang, depth, table["for_simd"].format(nowait=nowait, private=private, schedule=simd_schedule)))
     else:
         collapse = f" collapse({len(chain) - 1})" if len(chain) > 2 else ""
-        out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait)))
+        out.append(_directive(lang, depth, table["for"].format(collapse=collapse, nowait=nowait, schedule=schedule)))
     level = depth
     for loop in chain[:-1]:
         out.append(lang.indent * level + lang.loop_open.format(var=loop.var, extent=loop.extent, last=loop.extent - 1))
@@ -216,3 +261,54 @@ def _serial(body, lang, table, renderer, depth, nowait, t):
     if table["single_end"]:
         out.append(_directive(lang, depth, table["single_end"].format(nowait=nowait)))
     return out
+
+
+def fortran_team_wait(plan):
+    """The Fortran module's ``team_wait``, rosenna_team_wait of rosenna_host_sync.h: polls the
+    shared count of arrivals ``spins`` times, then sleeps between polls ("" when the threads wait
+    at OpenMP's barriers)."""
+    if not yields(plan):
+        return ""
+    return """
+  !> The barrier of the host threads (rosenna_rt.h's rosenna_team_wait): arrived counts the arrivals
+  !> of every thread of the innermost parallel region since the call began (shared, zero before the
+  !> region), passed the barriers this thread has passed (private, zero at the region's start). It
+  !> polls arrived spins times, then sleeps 20 us between polls (usleep; C's routine sleeps on a
+  !> condition variable, which Fortran cannot declare portably), so a thread that arrives first
+  !> does not hold the core a descheduled partner (or the solver) needs, as OpenMP's spinning
+  !> barriers do. The seq_cst atomics are flushes: every write before the barrier is seen after it.
+  !> done: the wait before the region's end, where only the master waits (the others go on to the
+  !> region's join, so the master never spins there for a partner that slept here).
+  subroutine team_wait(arrived, passed, spins, done)
+    integer, intent(inout) :: arrived, passed
+    integer, intent(in) :: spins
+    logical, intent(in) :: done
+    interface
+      function usleep(microseconds) result(status) bind(C, name='usleep')
+        import :: c_int
+        integer(c_int), value :: microseconds
+        integer(c_int) :: status
+      end function usleep
+    end interface
+    integer :: team, now, polls, me
+    integer(c_int) :: slept
+
+    team = 1
+    me = 0
+    !$ team = omp_get_num_threads()
+    !$ me = omp_get_thread_num()
+    passed = passed + 1
+    !$omp atomic capture seq_cst
+    arrived = arrived + 1
+    now = arrived
+    !$omp end atomic
+    if (done .and. me /= 0) return
+    polls = 0
+    do while (now < team * passed)
+      if (polls >= spins) slept = usleep(20_c_int)
+      polls = polls + 1
+      !$omp atomic read seq_cst
+      now = arrived
+    end do
+  end subroutine team_wait
+"""

@@ -109,7 +109,7 @@ class Lang:
 #: in the float type to the language's integer, for a run-time offset (rosenna.loopir.Ref.at).
 _C_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "fabs",
            "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil", "sin": "sin",
-           "cos": "cos", "trunc": "trunc", "rint": "rint", "exponent": "logb", "fmod": "fmod",
+           "cos": "cos", "trunc": "trunc", "rint": "rint", "exponent": "logb", "fmod": "fmod", "fma": "fma",
            **{f: f for f in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")}}
 #: Bitwise and, or, xor of integers held in the float type: through a 64-bit integer and back.
 _C_BITS = {name: "({t})((long long){{0}} " + op + " (long long){{1}})"

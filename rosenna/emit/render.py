@@ -32,15 +32,22 @@ class Renderer:
         resolve: buffer name -> (identifier, element offset, is_runtime_buffer).
         block: points per block for the blocked form, or 0 for the per-point form.
         math: optional overrides of function names (e.g. vectorisable exp for the host batch).
+        halves: blocked form: each reduction's SIMD loop over half the block, two vectors of points
+            per weight loaded (the batch path); False: over the whole block, for a block of one
+            vector (the per-point SIMD variant's 8 floats).
+        fma: write each accumulated product ``s += a * b`` as the language's ``fma(a, b, s)`` (one
+            rounding, whatever the compiler's contraction flags: the tuning's ``host_fma``).
     """
 
     POINT = "p"
 
-    def __init__(self, lang, precision, resolve, block=0, math=None):
+    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True, fma=False):
         self.lang = lang
+        self.fma = fma
         self.precision = precision
         self.resolve = resolve
         self.block = block
+        self.halves = halves and block > 1  # blocked form: reductions over two halves of the block
         self.math = math or {}
         self.lane_offset = 0  # blocked form: which half of the block a reduction statement serves
         self._note = None  # blocked form: the last nest's note (see _notes)
@@ -143,12 +150,22 @@ class Renderer:
         self._note = texts[-1] if texts else self._note
         return [self.lang.indent * depth + self.lang.comment.format(text=text) for text in texts or [self._note]]
 
+    def _assignment(self, stmt, form):
+        target = self.expr(stmt.target)
+        product = stmt.expr
+        if self.fma and stmt.accumulate and isinstance(product, Bin) and product.op == "*":
+            fused = f"{self.fn_name('fma')}({self.expr(product.a)}, {self.expr(product.b)}, {target})"
+            return self.lang.assign.format(target=target, expr=fused)
+        return form.format(target=target, expr=self.expr(product))
+
     def simd(self):
         """The SIMD directive of the blocked form. simdlen: half a block (16 floats, 8 doubles:
         64 bytes) per vector iteration, so that GCC, whose tuning for AVX-512 CPUs otherwise
         prefers 256-bit vectors, uses 512-bit ones (mlp128 1.8x and gemm_big 1.5x faster on this
         repository's AVX-512 host); on AVX2 it is two 256-bit vectors, no slower."""
-        return f"{self.lang.simd} simdlen({self.block // 2})" if self.block > 1 else self.lang.simd
+        if self.block > 1:
+            return f"{self.lang.simd} simdlen({self.block // 2 if self.halves else self.block})"
+        return self.lang.simd
 
     def _directive_pad(self, pad):
         return pad if self.lang.indent_directives else ""
@@ -159,7 +176,7 @@ class Renderer:
         feeds two vectors of points, so FMAs rather than loads set the pace (four columns of
         one vector each took five loads per four FMAs)."""
         pad = self.lang.indent * depth
-        half = self.block // 2
+        half = self.block // 2 if self.halves else self.block
         return ([self._directive_pad(pad) + self.simd(), pad + self.lang.loop_open.format(var=self.POINT, extent=half, last=half - 1)]
                 + self._lines(stmts, depth + 1, in_lane=True) + [pad + self.lang.loop_close])
 
@@ -192,9 +209,9 @@ class Renderer:
                 run_notes.extend(notes.get(id(stmt), ()))
             if isinstance(stmt, Assign):
                 form = self.lang.accumulate if stmt.accumulate else self.lang.assign
-                for offset in ((0, self.block // 2) if in_lane else (0,)):
+                for offset in ((0, self.block // 2) if in_lane and self.halves else (0,)):
                     self.lane_offset = offset
-                    run.append(form.format(target=self.expr(stmt.target), expr=self.expr(stmt.expr)))
+                    run.append(self._assignment(stmt, form))
                 self.lane_offset = 0
                 continue
             flush()

@@ -222,8 +222,15 @@ def c_source(plan):
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
     branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2))
+    period = plan.tuned.host_pace
     host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
-                                                  math=HOST_MATH[plan.precision]), 1))
+                                                  math=HOST_MATH[plan.precision], fma=plan.tuned.host_fma), 1,
+                                 "team_size" if period else None))
+    if period:  # the team's size chosen by the time calls took (rosenna_host_sync.h's rosenna_pace)
+        host = (f"    static rosenna_pace pace = ROSENNA_PACE_INIT;\n"
+                f"    const int team_size = rosenna_pace_threads(&pace, {period});\n"
+                f"    const double started = rosenna_pace_clock();\n{host}\n"
+                f"    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
     return f"""{declare}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{

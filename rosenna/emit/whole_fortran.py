@@ -18,7 +18,7 @@ chunk (sequence association from ``x(1, start)``), so a subscript is the one-sam
 plus ``s`` times the sample's size. Without a device it calls ``<name>_infer_one`` per sample.
 """
 
-from rosenna.emit.host_field import host_lines, host_names
+from rosenna.emit.host_field import ARRIVED, host_lines, host_names, yields
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
 from rosenna.emit.whole import DIRECTIVES, SAMPLE, batched_regions, region_lines, available, batch_buffer, batch_samples
@@ -58,6 +58,11 @@ def uses(plan):
     return out
 
 
+def paced(plan):
+    """Whether the module's whole-field routine chooses its host team's size (pace_threads)."""
+    return available(plan) and bool(plan.tuned.host_pace)
+
+
 def declarations(plan):
     """Module-level lines: the intermediates of ``<name>_infer_one`` (``ws<i>``) and of the
     batched path (``wsb<i>``, :func:`batch_samples` samples of each), on every device."""
@@ -67,6 +72,8 @@ def declarations(plan):
         return [f"  real(rk) :: {name}({size})", f"  !$omp declare target({name})", f"  !$acc declare create({name})"]
 
     out = [line for i, size in enumerate(plan.scratch) for line in declare(buffer_ident(i), size)]
+    if paced(plan):  # pace_threads' state: seconds per call of each team size, calls made
+        out += ["  real(real64) :: pace_team = 0, pace_solo = 0", "  integer :: pace_calls = 0"]
     if _batched(plan) and plan.scratch:
         samples = batch_samples(plan)
         out += [f"#if {ANY_MODEL}"] + [line for i, size in enumerate(plan.scratch)
@@ -127,8 +134,13 @@ def subroutine(plan):
     for model in MODELS:
         table = DIRECTIVES[model]
         branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
-    host = host_lines(plan, FORTRAN, renderer, 2)
-    decls = _locals(*host_names(plan))
+    period = plan.tuned.host_pace
+    host = host_lines(plan, FORTRAN, renderer, 2, "team_size" if period else None)
+    decls = _locals(*host_names(plan)) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
+    if period:  # the team's size chosen by the time calls took (pace_threads)
+        decls += ["    integer :: team_size", "    real(real64) :: started"]
+        host = ([f"    team_size = pace_threads({period})", "    started = pace_clock()"] + host
+                + ["    call pace_record(team_size, pace_clock() - started)"])
     device = _locals(sorted(set(used_scalars(plan.body)) - set(host_names(plan)[0])),
                      sorted(set(used_loop_vars(plan.body)) - set(host_names(plan)[1])))
     if device:  # names only the offload branches use
@@ -149,6 +161,66 @@ def subroutine(plan):
     ! No offload device: the same loops on the host's threads.
 {nl.join(host)}
   end subroutine {n}_infer_one
+{PACE if period else ""}"""
+
+
+#: The Fortran form of rosenna_rt.h's rosenna_pace (rosenna_host_sync.h: the reasons there).
+PACE = """
+  !> The team size of the host branch of this module's whole-field routine: every thread OpenMP
+  !> offers, or one, whichever the last calls ran faster with (a running average, the newest call
+  !> weighing 3/4), the other once every period calls. With a core held by other work a team waits
+  !> a scheduler's time slice for a descheduled partner at its fork and joins; then one thread is
+  !> faster. The results do not depend on the team size.
+  function pace_threads(period) result(threads)
+    integer, intent(in) :: period
+    integer :: threads, calls
+    real(real64) :: team, solo
+
+    threads = 1
+    !$ threads = omp_get_max_threads()
+    !$ if (omp_in_parallel()) return
+    if (threads < 2 .or. period < 1) return
+    !$omp atomic capture
+    calls = pace_calls
+    pace_calls = pace_calls + 1
+    !$omp end atomic
+    !$omp atomic read
+    team = pace_team
+    !$omp atomic read
+    solo = pace_solo
+    if (team == 0) return
+    if (solo == 0 .or. ((solo < team) .neqv. (mod(calls, period) == 0))) threads = 1
+  end function pace_threads
+
+  !> Takes the time of a call made with threads threads (pace_threads).
+  subroutine pace_record(threads, seconds)
+    integer, intent(in) :: threads
+    real(real64), intent(in) :: seconds
+    real(real64) :: old
+    integer :: most
+
+    most = 1
+    !$ most = omp_get_max_threads()
+    if (threads == 1 .and. most > 1) then
+      !$omp atomic read
+      old = pace_solo
+      !$omp atomic write
+      pace_solo = merge(seconds, 0.25_real64 * old + 0.75_real64 * seconds, old == 0)
+    else
+      !$omp atomic read
+      old = pace_team
+      !$omp atomic write
+      pace_team = merge(seconds, 0.25_real64 * old + 0.75_real64 * seconds, old == 0)
+    end if
+  end subroutine pace_record
+
+  !> Wall-clock seconds (OpenMP's clock; 0 without OpenMP, where pace_threads gives one thread).
+  function pace_clock() result(seconds)
+    real(real64) :: seconds
+
+    seconds = 0
+    !$ seconds = omp_get_wtime()
+  end function pace_clock
 """
 
 

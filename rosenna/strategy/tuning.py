@@ -58,6 +58,35 @@ class Tuning:
     host_block_double: int = _knob(16, "The same in double precision.", minimum=1)
     host_block_bytes: int = _knob(64 * 1024, "Scratch bytes a host block may take (an L2's share per core).",
                                   minimum=1)
+    point_simd_bytes: int = _knob(
+        32, "Vector bytes the SIMD variant of <name>_infer is declared for (simdlen = this / 4, the caller's int "
+        "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
+        "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
+        "'Per point in SIMD lanes'.")
+    host_fma: bool = _knob(
+        False, "Write each multiply-add of the C library's per-point routine, its SIMD variants and the host batch "
+        "path as C's fma() (one rounding; an FMA instruction where the target has one, a slow library call where "
+        "it has none). Off (the default): a separate multiply and add, bit for bit what the Fortran module, "
+        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off. On: the C "
+        "paths still agree with each other bit for bit (fma is exactly rounded), a K-term dot product moves by at "
+        "most K*u*sum|w*x| (u = 2^-24 in single precision), inside verify's tolerance unless the sum cancels. "
+        "docs/benchmarks-host.md 'FMA and reproducibility'.")
+    host_wait: str = _knob(
+        "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
+        "'yield' (rosenna_rt.h's rosenna_team_wait: a short poll, then a sleep on a condition variable, so a "
+        "waiting thread leaves its core to a descheduled partner or the solver; loops and batch blocks handed out "
+        "dynamically) or 'omp' (OpenMP's own barriers, which spin for milliseconds unless OMP_WAIT_POLICY=passive; "
+        "static loops and blocks). "
+        "2 cores, one held by a busy process, 3-conv 16-channel net on 64x64: docs/benchmarks-host.md "
+        "'Threads that share the machine'.", choices=("yield", "omp"))
+    host_pace: int = _knob(
+        64, "The C whole-field host branch times its calls and runs the faster of a full team and one thread, "
+        "the other once every this many calls (rosenna_rt.h's rosenna_pace; 0: always the full team). With a busy "
+        "core a team's fork and joins wait a scheduler's time slice for a descheduled partner, and one thread is "
+        "faster. docs/benchmarks-host.md 'Threads that share the machine'.")
+    host_wait_spins: int = _knob(
+        1000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
+        "in all; an op of the conv nets takes tens of microseconds).")
     host_jam: int = _knob(
         12, "Output channels the host whole-field loops sum at once, each input vector loaded once per block of "
         "them: 12 accumulators and the input and weight vectors fit AVX2's 16 vector registers (a 24-channel 1x1 "

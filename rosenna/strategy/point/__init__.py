@@ -43,13 +43,36 @@ def vector_bytes(profile):
     return 64 if target is not None and "avx512f" in target.features else 32
 
 
+def simd_lanes(plan, tuning, vector=32):
+    """Lanes of the SIMD variants of ``<name>_infer`` (its ``declare simd simdlen`` clauses), as
+    ``(lanes, wide)``. ``lanes``: the tuning's ``point_simd_bytes`` over 4 bytes, in both
+    precisions: a caller's loop over points has an ``int`` index, which sets GCC's vectorisation
+    factor (8 in 32-byte vectors), and a variant of fewer lanes would be called in the loop's
+    vectorised remainder, where GCC 12 passes the chunk's first point instead of the remainder's
+    (tests/test_point_simd.py). ``wide``: where the host's vectors are wider (``vector`` bytes,
+    AVX-512's 64), a second variant of ``vector`` / 4 lanes, the batch path's width, for a caller's
+    loop vectorised at that width (``simdlen(16)``, ``-mprefer-vector-width=512``); else 0. Both 0
+    (no variant) where ``point_simd_bytes`` is 0, the plan runs over the whole field (its per-point
+    locals would be copied per lane) or a lane block's scratch does not fit ``host_block_bytes``."""
+    lanes = tuning.point_simd_bytes // 4
+    per_point = (plan.nx + plan.ny + sum(plan.scratch) + 1) * plan.itemsize
+    if lanes < 2 or plan.path == "whole" or lanes * per_point > tuning.host_block_bytes:
+        return 0, 0
+    wide = vector // 4
+    return lanes, wide if wide > lanes and wide * per_point <= tuning.host_block_bytes else 0
+
+
 def host(plan, tuning, vector, fused=()):
-    """The host batch's :class:`Decision`: points per block and vector bytes; ``fused``: the
-    pointwise epilogues folded into their producers' stores (:func:`epilogue.fuse`)."""
+    """The host batch's :class:`Decision`: points per block, vector bytes and the lanes of the
+    per-point SIMD variants; ``fused``: the pointwise epilogues folded into their producers' stores
+    (:func:`epilogue.fuse`)."""
     block = host_block(plan, tuning)
+    lanes, wide = simd_lanes(plan, tuning, vector)
     points = f"{block} point{'s' if block > 1 else ''}"
-    values = (("points_per_block", block), ("vector_bytes", vector))
+    simd = (f"; <name>_infer's SIMD variants {lanes}{f' and {wide}' if wide else ''} lanes" if lanes
+            else "; no SIMD variant of <name>_infer")
+    values = (("points_per_block", block), ("vector_bytes", vector), ("simd_lanes", lanes), ("simd_lanes_wide", wide))
     if fused:
         values += (("epilogues", "; ".join(f"{'+'.join(f.ops)} after {comment_text(f.nodes[0])}" for f in fused)),)
     return Decision("host batch", "host-blocks", why=f"{points} per block within host_block_bytes "
-                    f"{tuning.host_block_bytes}, {vector}-byte vectors", values=values)
+                    f"{tuning.host_block_bytes}, {vector}-byte vectors{simd}", values=values)

@@ -22,10 +22,16 @@ extern "C" {
 #define GEMM_SMALL_Y_OUTPUT_SIZE 3
 
 /* One point: reads x[GEMM_SMALL_NX], writes y[GEMM_SMALL_NY]. Callable inside OpenMP target and
-   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes. */
+   OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes.
+   On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,
+   gemm_small_infer(x + i * GEMM_SMALL_NX, y + i * GEMM_SMALL_NY), runs 8 points per call in SIMD lanes
+   (the batch path's code and results, bit for bit the scalar routine's). */
 #pragma omp declare target
 #if defined(_OPENACC)
 #pragma acc routine seq
+#endif
+#if defined(__x86_64__) && !defined(GEMM_SMALL_SOURCE) && !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__NVPTX__) && !defined(__AMDGPU__)
+#pragma omp declare simd simdlen(8) linear(x:2) linear(y:3) notinbranch
 #endif
 ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROSENNA_RESTRICT y);
 #pragma omp end declare target

@@ -6,10 +6,10 @@
 module gemm_small_model
   use, intrinsic :: iso_c_binding, only: c_int, c_ptr
   use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real32, real64
-  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device
+  !$ use omp_lib, only: omp_get_num_devices, omp_get_default_device, omp_get_initial_device, omp_get_num_threads, omp_get_thread_num
   implicit none
   private
-  public :: gemm_small_infer, gemm_small_infer_batch, gemm_small_infer_batch_dev
+  public :: gemm_small_infer, gemm_small_infer_batch, gemm_small_infer_batch_dev, gemm_small_infer_simd
 
   !> The working precision of this generated code.
   integer, parameter, public :: gemm_small_rk = real32
@@ -67,6 +67,17 @@ module gemm_small_model
       integer(c_int) :: status
     end function gemm_small_infer_batch_dev
 
+    !> The C library's gemm_small_infer (link libgemm_small.a): in a !$omp simd or !$omp do simd loop over points,
+    !> call gemm_small_infer_simd(x(:, i), y(:, i)) runs 8 points per call in the C library's SIMD variants.
+    pure subroutine gemm_small_infer_simd(x, y) bind(C, name='gemm_small_infer')
+      use, intrinsic :: iso_c_binding, only: c_float
+#if (defined(__x86_64__) || defined(__GFC_REAL_10__)) && !defined(__NVPTX__) && !defined(__AMDGPU__)
+      !$omp declare simd simdlen(8) linear(ref(x)) linear(ref(y)) notinbranch
+#endif
+      real(c_float), intent(in) :: x(2)
+      real(c_float), intent(out) :: y(3)
+    end subroutine gemm_small_infer_simd
+
   end interface
 
 contains
@@ -117,6 +128,7 @@ contains
     integer, intent(out) :: status
     logical :: on_device
     integer :: i, start
+    integer :: team, team_passed
 
     status = gemm_small_status_ok
     on_device = .false.
@@ -128,11 +140,17 @@ contains
         call gemm_small_infer(x(:, i), y(:, i))
       end do
     else
-      ! the points in blocks of 32, a block per thread
-      !$omp parallel do schedule(static)
+      team = 0
+      !$omp parallel private(start, team_passed)
+      team_passed = 0
+      ! the points in blocks of 32, handed out as threads come
+      !$omp do schedule(dynamic)
       do start = 1, n, 32
         call infer_block(min(32, n - start + 1), x(:, start:), y(:, start:))
       end do
+      !$omp end do nowait
+      call team_wait(team, team_passed, 1000, .true.)
+      !$omp end parallel
     end if
   end subroutine gemm_small_infer_batch
 
@@ -209,5 +227,47 @@ contains
       end do
     end do
   end subroutine infer_block
+
+  !> The barrier of the host threads (rosenna_rt.h's rosenna_team_wait): arrived counts the arrivals
+  !> of every thread of the innermost parallel region since the call began (shared, zero before the
+  !> region), passed the barriers this thread has passed (private, zero at the region's start). It
+  !> polls arrived spins times, then sleeps 20 us between polls (usleep; C's routine sleeps on a
+  !> condition variable, which Fortran cannot declare portably), so a thread that arrives first
+  !> does not hold the core a descheduled partner (or the solver) needs, as OpenMP's spinning
+  !> barriers do. The seq_cst atomics are flushes: every write before the barrier is seen after it.
+  !> done: the wait before the region's end, where only the master waits (the others go on to the
+  !> region's join, so the master never spins there for a partner that slept here).
+  subroutine team_wait(arrived, passed, spins, done)
+    integer, intent(inout) :: arrived, passed
+    integer, intent(in) :: spins
+    logical, intent(in) :: done
+    interface
+      function usleep(microseconds) result(status) bind(C, name='usleep')
+        import :: c_int
+        integer(c_int), value :: microseconds
+        integer(c_int) :: status
+      end function usleep
+    end interface
+    integer :: team, now, polls, me
+    integer(c_int) :: slept
+
+    team = 1
+    me = 0
+    !$ team = omp_get_num_threads()
+    !$ me = omp_get_thread_num()
+    passed = passed + 1
+    !$omp atomic capture seq_cst
+    arrived = arrived + 1
+    now = arrived
+    !$omp end atomic
+    if (done .and. me /= 0) return
+    polls = 0
+    do while (now < team * passed)
+      if (polls >= spins) slept = usleep(20_c_int)
+      polls = polls + 1
+      !$omp atomic read seq_cst
+      now = arrived
+    end do
+  end subroutine team_wait
 
 end module gemm_small_model

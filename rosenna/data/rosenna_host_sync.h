@@ -1,0 +1,182 @@
+/* The barrier of the host batch and whole-field paths. OpenMP's own barriers spin while they wait
+   (libgomp: hundreds of thousands of polls, milliseconds, unless OMP_WAIT_POLICY=passive), so on a
+   machine where the solver or anything else holds a core, a thread that arrives first keeps
+   spinning on the core its descheduled partner needs. rosenna_team_wait polls the count of
+   arrivals `spins` times, then sleeps on a condition variable until the last thread arrives (a
+   yield would not do: a yielding thread stays runnable and takes its share of a loaded core).
+   rosenna_team_done is the wait before the region's end. One rosenna_team per call, shared by
+   the threads of its parallel region (ROSENNA_TEAM_INIT before the region, rosenna_team_end
+   after it); `passed` counts the barriers the calling thread
+   has passed (private, zero at the region's start). The counter's seq_cst atomics are OpenMP
+   flushes, so every write before the barrier is seen after it. Without OpenMP there is one
+   thread and nothing to wait for. */
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
+#if defined(_OPENMP)
+#include <pthread.h>
+
+typedef struct {
+    int arrived;
+    pthread_mutex_t lock;
+    pthread_cond_t all_in;
+} rosenna_team;
+
+#define ROSENNA_TEAM_INIT {0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER}
+
+static inline void rosenna_team_wait(rosenna_team *team, int *passed, int spins)
+{
+    const int target = omp_get_num_threads() * ++*passed;
+    int now, polls;
+
+#pragma omp atomic capture seq_cst
+    now = ++team->arrived;
+    if (now == target) { /* the last: wake the sleepers (the lock orders this after their test) */
+        pthread_mutex_lock(&team->lock);
+        pthread_cond_broadcast(&team->all_in);
+        pthread_mutex_unlock(&team->lock);
+        return;
+    }
+    for (polls = 0; now < target && polls < spins; ++polls) {
+#pragma omp atomic read seq_cst
+        now = team->arrived;
+    }
+    if (now >= target)
+        return;
+    pthread_mutex_lock(&team->lock);
+    for (;;) {
+#pragma omp atomic read seq_cst
+        now = team->arrived;
+        if (now >= target)
+            break;
+        pthread_cond_wait(&team->all_in, &team->lock);
+    }
+    pthread_mutex_unlock(&team->lock);
+}
+
+/* The wait before the region's end: only the master (thread 0) waits for the others; they
+   arrive and go on to the region's join, where the master then finds them, so it never spins
+   there (OpenMP's join spins) for a partner that slept here and was not yet rescheduled. */
+static inline void rosenna_team_done(rosenna_team *team, int *passed, int spins)
+{
+    int now;
+
+    if (omp_get_thread_num() == 0) {
+        rosenna_team_wait(team, passed, spins);
+        return;
+    }
+#pragma omp atomic capture seq_cst
+    now = ++team->arrived;
+    if (now == omp_get_num_threads() * ++*passed) {
+        pthread_mutex_lock(&team->lock);
+        pthread_cond_broadcast(&team->all_in);
+        pthread_mutex_unlock(&team->lock);
+    }
+}
+
+static inline void rosenna_team_end(rosenna_team *team)
+{
+    pthread_cond_destroy(&team->all_in);
+    pthread_mutex_destroy(&team->lock);
+}
+
+/* The team size of a host whole-field call, chosen by the wall time calls took: every thread
+   the runtime offers (omp_get_max_threads), or one. On a machine where something else holds a
+   core, a team's fork, barriers and join wait for a descheduled partner (a scheduler's time
+   slice, milliseconds, against a call of a fraction of one), and one thread is faster; on a free
+   machine the team is. Each size's time is a running average (the newest call weighs 3/4); the
+   faster size runs, the other once every `period` calls to refresh its time. The results do not
+   depend on the team size. Concurrent callers share the averages (atomics: a heuristic, not a
+   lock). rosenna_pace_threads returns the size for this call, rosenna_pace_record takes its time. */
+typedef struct {
+    double team, solo; /* seconds per call; 0: not timed yet */
+    int calls;
+} rosenna_pace;
+
+#define ROSENNA_PACE_INIT {0.0, 0.0, 0}
+
+static inline int rosenna_pace_threads(rosenna_pace *pace, int period)
+{
+    const int most = omp_get_max_threads();
+    double team, solo;
+    int calls;
+
+    if (most < 2 || period < 1 || omp_in_parallel())
+        return most;
+#pragma omp atomic capture
+    calls = pace->calls++;
+#pragma omp atomic read
+    team = pace->team;
+#pragma omp atomic read
+    solo = pace->solo;
+    if (team == 0.0)
+        return most;
+    if (solo == 0.0)
+        return 1;
+    return (solo < team) != (calls % period == 0) ? 1 : most;
+}
+
+static inline void rosenna_pace_record(rosenna_pace *pace, int threads, double seconds)
+{
+    double *slot = threads == 1 && omp_get_max_threads() > 1 ? &pace->solo : &pace->team;
+    double old;
+
+#pragma omp atomic read
+    old = *slot;
+    seconds = old == 0.0 ? seconds : 0.25 * old + 0.75 * seconds;
+#pragma omp atomic write
+    *slot = seconds;
+}
+
+static inline double rosenna_pace_clock(void)
+{
+    return omp_get_wtime();
+}
+#else
+typedef struct {
+    int arrived;
+} rosenna_team;
+
+#define ROSENNA_TEAM_INIT {0}
+
+static inline void rosenna_team_wait(rosenna_team *team, int *passed, int spins)
+{
+    (void)team;
+    (void)passed;
+    (void)spins;
+}
+
+static inline void rosenna_team_done(rosenna_team *team, int *passed, int spins)
+{
+    rosenna_team_wait(team, passed, spins);
+}
+
+static inline void rosenna_team_end(rosenna_team *team)
+{
+    (void)team;
+}
+
+typedef struct {
+    int calls;
+} rosenna_pace;
+
+#define ROSENNA_PACE_INIT {0}
+
+static inline int rosenna_pace_threads(rosenna_pace *pace, int period)
+{
+    (void)pace;
+    (void)period;
+    return 1;
+}
+
+static inline void rosenna_pace_record(rosenna_pace *pace, int threads, double seconds)
+{
+    (void)pace;
+    (void)threads;
+    (void)seconds;
+}
+
+static inline double rosenna_pace_clock(void)
+{
+    return 0.0;
+}
+#endif
+#endif

@@ -1,0 +1,176 @@
+"""Host threads that share the machine (the tuning's ``host_wait``): the whole-field and batch paths'
+threads wait at rosenna_team_wait (rosenna_host_sync.h; the Fortran module's ``team_wait``), which
+sleeps after a short poll, never at OpenMP's spinning barriers: every worksharing construct is
+``nowait``, the batch blocks are handed out dynamically, and the results of 3 threads on this
+machine's cores (more threads than cores, the sleeping path forced) equal one thread's bit for bit.
+The time on a loaded machine is a benchmark (bench/host_share.py, docs/benchmarks-host.md)."""
+
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import op_models
+from rosenna import generate as gen, zoo
+from rosenna.strategy import Tuning
+
+C_MAIN = r"""#include <stdio.h>
+#include "net.h"
+
+int main(void)
+{
+    static float x[4 * NET_NX], y[4 * NET_NY];
+    int status = 0;
+    FILE *f = fopen("x.bin", "rb");
+    if (!f || fread(x, sizeof(float), 4 * NET_NX, f) != 4 * NET_NX) return 3;
+    fclose(f);
+    for (int call = 0; call < 6; ++call)  /* many calls: a missing wait shows as a race */
+        status |= net_infer_batch(4, x, y, NULL);
+    f = fopen("y_c.bin", "wb");
+    fwrite(y, sizeof(float), 4 * NET_NY, f);
+    fclose(f);
+    return status;
+}
+"""
+
+F_MAIN = """program main
+  use net_model
+  implicit none
+  real(net_rk) :: x(net_nx, 4), y(net_ny, 4)
+  integer :: unit, status, call
+  open (newunit=unit, file='x.bin', access='stream', form='unformatted', status='old')
+  read (unit) x
+  close (unit)
+  do call = 1, 6
+    call net_infer_batch(4, x, y, status)
+    if (status /= 0) error stop 1
+  end do
+  open (newunit=unit, file='y_f.bin', access='stream', form='unformatted', status='replace')
+  write (unit) y
+  close (unit)
+end program main
+"""
+
+
+def _generate(out, path, **tuning):
+    return gen.generate(path, str(out), gen.Options(name="net", lang="both", embed=True, infer_one=True,
+                                                    tuning=Tuning().replace(**tuning)))[0]
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """A 3-conv net over a 16x16 field through the whole-field path, waits forced to sleep at once."""
+    out = tmp_path_factory.mktemp("threads")
+    path = op_models.convnet(out / "convnet.onnx", height=16, width=16)
+    plan = _generate(out, path, host_wait_spins=0)
+    return plan, out
+
+
+def _host(text):
+    return text.split("No offload device")[1]
+
+
+def test_whole_field_threads_wait_only_at_the_yielding_barrier(whole, tmp_path):
+    plan, out = whole
+    host = _host((out / "net.c").read_text()).split("return ROSENNA_STATUS_OK")[0]
+    constructs = re.findall(r"#pragma omp (?:for|single)[^\n]*", host)
+    assert constructs and all(line.endswith(" nowait") for line in constructs), constructs
+    waits = host.count("rosenna_team_wait(&team, &team_passed, 0);") + 1  # and the master's before the join
+    assert waits >= 2 and host.count("rosenna_team_done(&team, &team_passed, 0);") == 1
+    assert host.rstrip().endswith("rosenna_team_end(&team);\n    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
+    assert "#pragma omp parallel num_threads(team_size)" in host and "rosenna_pace_threads(&pace, 64)" in host
+    fortran = _host((out / "net_model.F90").read_text()).split("end subroutine")[0]
+    ends = re.findall(r"!\$omp end (?:do|do simd|single)\b[^\n]*", fortran)
+    assert ends and all(line.endswith(" nowait") for line in ends), ends
+    assert fortran.count("call team_wait(team, team_passed, 0, .false.)") == waits - 1
+    assert fortran.count("call team_wait(team, team_passed, 0, .true.)") == 1
+    assert "!$omp parallel num_threads(team_size)" in fortran and "team_size = pace_threads(64)" in fortran
+    # the 'omp' form keeps OpenMP's barriers: one construct without nowait per barrier
+    spin = _generate(tmp_path, str(out / "convnet.onnx"), host_wait="omp")
+    host = _host((tmp_path / "net.c").read_text())
+    assert "rosenna_team" not in host and "team_wait" not in (tmp_path / "net_model.F90").read_text()
+    _generate(tmp_path / "fixed", str(out / "convnet.onnx"), host_pace=0)  # the team always full
+    assert "rosenna_pace" not in _host((tmp_path / "fixed" / "net.c").read_text())
+    assert len([c for c in re.findall(r"#pragma omp (?:for|single)[^\n]*", host) if not c.endswith("nowait")]) == waits - 1
+    assert spin.tuned.host_wait == "omp"
+
+
+def test_batch_blocks_are_handed_out_dynamically(tmp_path):
+    path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
+    _generate(tmp_path, path)
+    c = (tmp_path / "net.c").read_text()
+    assert "#pragma omp for schedule(dynamic) nowait" in c and "rosenna_team_done(&team, &team_passed, 1000);" in c
+    assert "schedule(static)" not in c.split("Host path of")[1]
+    f = (tmp_path / "net_model.F90").read_text()
+    assert "!$omp do schedule(dynamic)" in f and "!$omp end do nowait" in f and "call team_wait(team, team_passed, 1000, .true.)" in f
+
+
+@pytest.mark.host
+def test_three_threads_on_two_cores_match_one_thread(whole):
+    """3 threads (more than the cores), every wait sleeping at once, 6 calls of 4 samples: C and
+    Fortran equal their 1-thread results bit for bit (no sum is split between threads)."""
+    plan, out = whole
+    x = np.random.default_rng(3).uniform(-1, 1, 4 * plan.nx).astype(np.float32)
+    x.tofile(out / "x.bin")
+    (out / "main.c").write_text(C_MAIN)
+    (out / "main.f90").write_text(F_MAIN)
+    flags = ["-O1", "-fopenmp"]
+    subprocess.run(["gcc", *flags, "-I", str(out), "main.c", "net.c", "-o", "main_c", "-lm"], cwd=out, check=True)
+    subprocess.run(["gfortran", *flags, "-J", str(out), "net_model.F90", "main.f90", "-o", "main_f"], cwd=out, check=True)
+    for lang in ("c", "f"):
+        got = {}
+        for threads in (1, 3):
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+            env.pop("OMP_WAIT_POLICY", None)
+            subprocess.run([str(out / f"main_{lang}")], cwd=out, check=True, env=env, timeout=120)
+            got[threads] = np.fromfile(out / f"y_{lang}.bin", np.float32)
+        worst = int(np.argmax(np.abs(got[3] - got[1])))
+        assert np.array_equal(got[3], got[1]), f"{lang}: y[{worst}] {got[3][worst]} with 3 threads, {got[1][worst]} with 1"
+
+
+PACE = r"""#include <stdio.h>
+#include "rosenna_rt.h"
+
+/* the team size rosenna_pace picks, given the times its calls took */
+int main(void)
+{
+    rosenna_pace pace = ROSENNA_PACE_INIT;
+    int first = rosenna_pace_threads(&pace, 4), second, solo = 0, team = 0;
+
+    rosenna_pace_record(&pace, first, 9e-3);          /* the team: slow (a busy core) */
+    second = rosenna_pace_threads(&pace, 4);
+    rosenna_pace_record(&pace, second, 1e-3);         /* one thread: fast */
+    for (int call = 2; call < 10; ++call) {
+        int threads = rosenna_pace_threads(&pace, 4);
+        solo += threads == 1;
+        rosenna_pace_record(&pace, threads, threads == 1 ? 1e-3 : 9e-3);
+    }
+    for (int call = 10; call < 30; ++call) {          /* the core freed: the team fast */
+        int threads = rosenna_pace_threads(&pace, 4);
+        team += call >= 20 && threads > 1;
+        rosenna_pace_record(&pace, threads, threads == 1 ? 1e-3 : 0.5e-3);
+    }
+    printf("%d %d %d %d\n", first, second, solo, team);
+    return 0;
+}
+"""
+
+
+@pytest.mark.host
+def test_pace_runs_the_faster_team_size(whole, tmp_path):
+    """rosenna_pace (rosenna_rt.h) with 2 threads: the team first, then one thread; then the faster
+    of the two, the other once every period calls (here 4); it returns to the team once the
+    team's probes are faster."""
+    _, out = whole
+    (tmp_path / "pace.c").write_text(PACE)
+    subprocess.run(["gcc", "-O1", "-fopenmp", "-I", str(out), "pace.c", "-o", "pace"], cwd=tmp_path, check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    got = subprocess.run([str(tmp_path / "pace")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    first, second, solo, team = map(int, got)
+    assert (first, second) == (2, 1)
+    assert solo == 6, "calls 2-9: one thread but at calls 4 and 8 (the team's probes)"
+    assert team >= 7, "calls 20-29: the team again, one thread only at the probes"
+
