@@ -170,6 +170,8 @@ _OPS = (
     space.CenterCropPad,
     axis.ReverseSequence,
     space.Col2Im,
+    gather_scatter.Scatter,
+    gather_scatter.TensorScatter,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}
