@@ -172,6 +172,7 @@ _OPS = (
     space.Col2Im,
     gather_scatter.Scatter,
     gather_scatter.TensorScatter,
+    pool.MaxUnpool,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

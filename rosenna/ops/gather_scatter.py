@@ -156,7 +156,7 @@ class GatherND(Op):
         b.nest(index_shape[:-1], outer)
 
 
-def _invalidate(b, out, size, bad):
+def invalidate(b, out, size, bad):
     """Every element of ``out`` NaN when ``bad`` counts an out-of-range index."""
     b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Select(bad, Num(0.5), NAN, Ref(out, Idx.of(i)))))
 
@@ -203,7 +203,7 @@ class ScatterElements(Op):
             b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
 
         b.nest(index_shape, body)
-        _invalidate(b, out, size, bad)
+        invalidate(b, out, size, bad)
 
 
 class ScatterND(Op):
@@ -252,7 +252,7 @@ class ScatterND(Op):
             b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
 
         b.nest(index_shape[:-1], outer)
-        _invalidate(b, out, size, bad)
+        invalidate(b, out, size, bad)
 
 
 class Scatter(ScatterElements):
@@ -337,4 +337,4 @@ class TensorScatter(Op):
             b.loop(update[axis], position)
 
         b.loop(cache[0], entry)
-        _invalidate(b, out, size, bad)
+        invalidate(b, out, size, bad)
