@@ -256,7 +256,7 @@ def infer_shapes(model, path):
     try:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:
-        if _spell_out_defaults(model):  # onnx 1.23 does not give a function body its attributes' defaults
+        if _spell_out_defaults(model):  # onnx 1.23 misses some defaults: see _spell_out_defaults
             return infer_shapes(model, path)
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ModelError(f"{path}: ONNX shape inference rejects the model{_inference_node(reason)}: {reason}; "
@@ -267,10 +267,10 @@ def infer_shapes(model, path):
 
 
 def _spell_out_defaults(model):
-    """Write the schema defaults of the attributes a node leaves out, on the nodes of ops that ONNX
-    defines by a function body: onnx's shape inference of such a body reads an attribute reference
-    (``axes`` of MeanVarianceNormalization) as missing when the node relies on the default. Returns
-    how many attributes were written (0: nothing to retry)."""
+    """Write the schema defaults of the attributes a node leaves out: onnx 1.23's shape inference
+    reads some as missing when a node relies on the default (an attribute reference in a function
+    body, ``axes`` of MeanVarianceNormalization; STFT's ``onesided``, taken as 0). Returns how many
+    attributes were written (0: nothing to retry)."""
     from onnx import defs
 
     opsets = {o.domain or "": o.version for o in model.opset_import}
@@ -279,8 +279,6 @@ def _spell_out_defaults(model):
         try:
             schema = defs.get_schema(node.op_type, opsets.get(node.domain or "", 1), node.domain or "")
         except Exception:
-            continue
-        if not (schema.has_function or schema.has_context_dependent_function):
             continue
         present = {a.name for a in node.attribute}
         for name, attr in sorted(schema.attributes.items()):

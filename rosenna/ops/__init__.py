@@ -173,6 +173,7 @@ _OPS = (
     gather_scatter.Scatter,
     gather_scatter.TensorScatter,
     pool.MaxUnpool,
+    dft.STFT,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}
