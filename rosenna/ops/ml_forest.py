@@ -54,8 +54,8 @@ def _normalize(modes, thresholds, true, false, tracks, dtype):
     modes = list(modes)
     kinds = set(m for m in modes if m != "LEAF")
     if "BRANCH_MEMBER" in kinds:
-        raise TreeError("BRANCH_MEMBER (set membership) nodes are not supported; export the model with "
-                        "numeric splits")
+        raise TreeError("BRANCH_MEMBER (set membership) nodes are read by TreeEnsemble (ai.onnx.ml opset 5) "
+                        "only, with their membership_values")
     unknown = kinds - set(MODES)
     if unknown:
         raise TreeError(f"unknown node mode {sorted(unknown)[0]!r}")
@@ -185,11 +185,77 @@ def forest_5(node, dtype):
         weights[count + j, target] += value
         has[count + j, target] = True
     names = [MODES[m] if 0 <= m < len(MODES) else str(m) for m in modes] + ["LEAF"] * leaves
-    cmp, thr, t, f, nan = _normalize(names, list(splits) + [0.0] * leaves, true, false,
-                                     list(tracks) + [0] * leaves, dtype)
+    rows = _Rows(features + [0] * leaves, names, list(splits) + [0.0] * leaves, list(true), list(false),
+                 list(tracks) + [0] * leaves)
+    nan_links = _expand_members(rows, floats(node, "membership_values"), dtype)
+    extra = len(rows.names) - total
+    leaf = np.concatenate([leaf, np.zeros(extra, bool)])
+    weights, has = np.vstack([weights, np.zeros((extra, targets))]), np.vstack([has, np.zeros((extra, targets), bool)])
+    cmp, thr, t, f, nan = _normalize(rows.names, rows.thresholds, np.asarray(rows.true), np.asarray(rows.false),
+                                     rows.tracks, dtype)
+    for row, link in nan_links.items():
+        nan[row] = link
     roots = onnx_ints(node.attrs.get("tree_roots", []))
     if not roots or any(not 0 <= r < count for r in roots):
         raise TreeError(f"tree_roots must index the {count} nodes")
     # a one-leaf tree is a node whose branches name the same leaf
-    return Forest(np.array(features + [0] * leaves), np.where(leaf, 0.0, thr), t, f, nan, weights, has, leaf, roots,
+    return Forest(np.array(rows.features), np.where(leaf, 0.0, thr), t, f, nan, weights, has, leaf, roots,
                   cmp, _depth(t, f, leaf, roots))
+
+
+@dataclass
+class _Rows:
+    """The node rows of a TreeEnsemble as lists, while BRANCH_MEMBER nodes are expanded."""
+    features: list
+    names: list
+    thresholds: list
+    true: list
+    false: list
+    tracks: list
+
+    def add(self, feature, name, threshold, true, false):
+        self.features.append(feature)
+        self.names.append(name)
+        self.thresholds.append(threshold)
+        self.true.append(true)
+        self.false.append(false)
+        self.tracks.append(0)
+        return len(self.names) - 1
+
+
+def _expand_members(rows, members, dtype):
+    """Each BRANCH_MEMBER node, x in {s1 < s2 < ...}, rewritten as a chain of two ``<=`` tests per
+    member: x <= s1 (else the next member's test), then x < s1 (x == s1: the true branch; else the
+    false branch, the smaller members were passed). Its own row becomes the first test; the others
+    are appended. The sets are ``membership_values`` cut at each NaN, in node order (ONNX's rule).
+    Returns ``{row: link}`` of the rows whose NaN link is not the one ``tracks`` gives."""
+    member_rows = [i for i, name in enumerate(rows.names) if name == "BRANCH_MEMBER"]
+    if not member_rows:
+        return {}
+    values = np.asarray([] if members is None else members, np.float64)
+    cuts = np.flatnonzero(np.isnan(values))
+    if len(cuts) != len(member_rows):
+        raise TreeError(f"{len(member_rows)} BRANCH_MEMBER nodes and {len(cuts)} sets in membership_values "
+                        "(each set ends with a NaN)")
+    nan_links, start = {}, 0
+    for row, cut in zip(member_rows, cuts):
+        members = sorted(set(np.asarray(values[start:cut], dtype).astype(np.float64).tolist()))
+        start = cut + 1
+        feature, true, false = rows.features[row], rows.true[row], rows.false[row]
+        nan_link = true if rows.tracks[row] else false
+        if not members:  # an empty set: always the false branch
+            rows.names[row], rows.thresholds[row], rows.true[row], rows.tracks[row] = "BRANCH_LEQ", 0.0, false, 0
+            nan_links[row] = nan_link
+            continue
+        following = false
+        for k in range(len(members) - 1, -1, -1):
+            equal = rows.add(feature, "BRANCH_LT", members[k], false, true)  # x < s: not s
+            if k == 0:
+                rows.names[row], rows.thresholds[row] = "BRANCH_LEQ", members[k]
+                rows.true[row], rows.false[row], rows.tracks[row] = equal, following, 0
+                test = row
+            else:
+                test = rows.add(feature, "BRANCH_LEQ", members[k], equal, following)
+            nan_links[test] = nan_links[equal] = nan_link
+            following = test
+    return nan_links

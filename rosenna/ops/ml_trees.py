@@ -21,9 +21,10 @@ Every node is put in one comparison form: ``<=`` (BRANCH_LEQ; BRANCH_LT as ``<=`
 value of the working type; BRANCH_GT and BRANCH_GTE as the same with the branches swapped), or
 ``==`` / ``!=`` when every node is BRANCH_EQ / BRANCH_NEQ. Where a NaN feature must go elsewhere
 than that form sends it (``nodes_missing_value_tracks_true``, a swapped node), the row holds a
-fourth link, taken when the feature is NaN.
+fourth link, taken when the feature is NaN. A BRANCH_MEMBER node (TreeEnsemble: the feature in a
+set of values) becomes a chain of ``<=`` nodes, two per member (rosenna.ops.ml_forest).
 
-Refused, with the reason: BRANCH_MEMBER, BRANCH_EQ or BRANCH_NEQ mixed with other modes, PROBIT,
+Refused, with the reason: BRANCH_EQ or BRANCH_NEQ mixed with other modes (BRANCH_MEMBER included), PROBIT,
 string class labels, MIN or MAX where a leaf lacks a target, malformed trees (a missing child,
 a cycle, a tree without exactly one root).
 """
