@@ -53,7 +53,8 @@ class _Pool(Op):
         if problems:
             return problems
         if self._indices(node, graph) and self.attr(node, "storage_order") not in (0, 1):
-            problems.append(f"storage_order {self.attr(node, 'storage_order')} is not 0 (row major) or 1 (column major)")
+            order = self.attr(node, "storage_order")
+            problems.append(f"storage_order {order} is not 0 (row major) or 1 (column major)")
         kernel = node.attrs.get("kernel_shape")
         if kernel is None or len(onnx_ints(kernel)) != len(graph.shape_of(node.inputs[0])) - 2:
             problems.append("kernel_shape is missing or does not match the input's spatial rank")
@@ -304,7 +305,8 @@ class MaxUnpool(Op):
                     coordinate = Fn("floor", (Bin("/", index, Num(float(step))),)) if step > 1 else index
                     if d:
                         coordinate = Fn("fmod", (coordinate, Num(float(dim))))
-                    term = Bin("*", coordinate, Num(float(element_strides(y)[d]))) if element_strides(y)[d] != 1 else coordinate
+                    placed = element_strides(y)[d]
+                    term = Bin("*", coordinate, Num(float(placed))) if placed != 1 else coordinate
                     place = term if place is None else Bin("+", place, term)
                 index = Var("ix_at")
                 b.assign(index, place if place is not None else Num(0.0))
