@@ -174,6 +174,7 @@ _OPS = (
     gather_scatter.TensorScatter,
     pool.MaxUnpool,
     dft.STFT,
+    gridsample.RoiAlign,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

@@ -1,5 +1,6 @@
 """GridSample with a constant grid (a fixed resampling: regridding, image warps known when the model
-is built), 2-D and 3-D; and AffineGrid, the grid of affine transforms (its class docstring).
+is built), 2-D and 3-D; AffineGrid, the grid of affine transforms; RoiAlign with constant regions
+(the class docstrings).
 
     Y[n, c, p] = sum over the taps t of the output position p:  w[n, p, t] * X[n, c, i[n, p, t]]
 
@@ -25,7 +26,7 @@ import math
 
 import numpy as np
 
-from rosenna.loopir import Bin, Idx, Num, Ref, flat_index
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, flat_index
 from rosenna.ops.base import Op, const_input
 
 A = -0.75
@@ -196,3 +197,144 @@ class AffineGrid(Op):
 
         for p in range(points):
             b.nest((size[0], rank), lambda idx, p=p: body([idx[0], p, idx[1]]))
+
+
+def _bilinear_corners(y, x, height, width):
+    """RoiAlign's and DeformConv's bilinear sample at (y, x): ``[(row, column, weight)]`` of its 4
+    corners, [] when the point lies more than one element outside X (it adds nothing); a point
+    within one element of an edge is clamped to it."""
+    if y < -1.0 or y > height or x < -1.0 or x > width:
+        return []
+    y, x = max(y, 0.0), max(x, 0.0)
+    y_low, x_low = int(y), int(x)
+    if y_low >= height - 1:
+        y_low = y_high = height - 1
+        y = float(y_low)
+    else:
+        y_high = y_low + 1
+    if x_low >= width - 1:
+        x_low = x_high = width - 1
+        x = float(x_low)
+    else:
+        x_high = x_low + 1
+    ly, lx = y - y_low, x - x_low
+    hy, hx = 1.0 - ly, 1.0 - lx
+    return [(y_low, x_low, hy * hx), (y_low, x_high, hy * lx), (y_high, x_low, ly * hx), (y_high, x_high, ly * lx)]
+
+
+def _weighted_sum(terms):
+    """``sum(w * ref)`` of ``[(weight, Ref)]`` (weight 1 unwritten), Num(0) when empty."""
+    total = None
+    for weight, ref in terms:
+        term = ref if weight == 1.0 else Bin("*", Num(weight), ref)
+        total = term if total is None else Bin("+", total, term)
+    return Num(0.0) if total is None else total
+
+
+class RoiAlign(Op):
+    """RoiAlign with constant regions (and batch indices): each region of X cut into
+    output_height x output_width bins, each bin the average (``avg``) or the largest (``max``)
+    of a grid of bilinear samples:
+
+        Y[r, c, ph, pw] = 1/count sum over samples s of sum_corners w X[b_r, c, corner]   (avg)
+        Y[r, c, ph, pw] = max over samples s of max over corners of w X[b_r, c, corner]   (max)
+
+    as onnx's reference and onnxruntime define it (max weighs each corner, it does not
+    interpolate first). Region corners (x1, y1, x2, y2) are scaled by ``spatial_scale`` and shifted
+    by -0.5 (``coordinate_transformation_mode`` half_pixel, the default from opset 16) or not
+    (output_half_pixel, and opset 10, where a region is at least 1 x 1); the sampling grid is
+    ``sampling_ratio`` per side, or ceil(region size / bins) when 0. The samples and weights are
+    computed here, once; each output position is one statement in a loop over the channels.
+    Refused: regions or batch indices computed at run time (the sample positions would be data)."""
+
+    name = "RoiAlign"
+    attributes = {"coordinate_transformation_mode": None, "mode": "avg", "output_height": 1, "output_width": 1,
+                  "sampling_ratio": 0, "spatial_scale": 1.0}
+
+    def shape(self, node, graph):
+        x, rois = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        return [(rois[0], x[1], int(self.attr(node, "output_height")), int(self.attr(node, "output_width")))]
+
+    def _half_pixel(self, node, graph):
+        ctm = self.attr(node, "coordinate_transformation_mode")
+        return (ctm or ("half_pixel" if graph.opset >= 16 else "output_half_pixel")) == "half_pixel"
+
+    def check(self, node, graph):
+        problems = []
+        rois, indices = const_input(graph, node, 1), const_input(graph, node, 2)
+        if rois is None or indices is None:
+            problems.append("the regions or batch indices are computed at run time; rosenna takes constant ones "
+                            "(their sample positions are fixed when the code is generated)")
+        elif np.any((np.asarray(indices) < 0) | (np.asarray(indices) >= graph.shape_of(node.inputs[0])[0])):
+            problems.append(f"a batch index lies outside X's batch of {graph.shape_of(node.inputs[0])[0]}")
+        if self.attr(node, "mode") not in ("avg", "max"):
+            problems.append(f"mode {self.attr(node, 'mode')!r} is not avg or max")
+        ctm = self.attr(node, "coordinate_transformation_mode")
+        if ctm not in (None, "half_pixel", "output_half_pixel"):
+            problems.append(f"coordinate_transformation_mode {ctm!r} is not half_pixel or output_half_pixel")
+        return problems
+
+    def shape_errors(self, node, graph):
+        x, rois, indices = (tuple(graph.shape_of(n)) for n in node.inputs[:3])
+        if len(x) != 4 or len(rois) != 2 or rois[1] != 4 or indices != rois[:1]:
+            return [f"X {x}, rois {rois} and batch_indices {indices} are not [N, C, H, W], [R, 4] and [R]"]
+        return []
+
+    def samples(self, node, graph, roi):
+        """Per bin (row-major), the list of samples, each the list of its corners (row, column, weight)."""
+        _, _, height, width = graph.shape_of(node.inputs[0])
+        out_h, out_w = int(self.attr(node, "output_height")), int(self.attr(node, "output_width"))
+        scale, ratio = float(self.attr(node, "spatial_scale")), int(self.attr(node, "sampling_ratio"))
+        half = self._half_pixel(node, graph)
+        offset = 0.5 if half else 0.0
+        x1, y1, x2, y2 = (float(v) * scale - offset for v in roi)
+        roi_w, roi_h = x2 - x1, y2 - y1
+        if not half:
+            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+        bin_h, bin_w = roi_h / out_h, roi_w / out_w
+        grid_h = ratio if ratio > 0 else int(math.ceil(roi_h / out_h))
+        grid_w = ratio if ratio > 0 else int(math.ceil(roi_w / out_w))
+        bins = []
+        for ph in range(out_h):
+            for pw in range(out_w):
+                found = []
+                for iy in range(grid_h):
+                    y = y1 + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                    for ix in range(grid_w):
+                        x = x1 + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                        found.append(_bilinear_corners(y, x, height, width))
+                bins.append((found, max(grid_h * grid_w, 1)))
+        return bins
+
+    def lower(self, node, graph, b):
+        x_shape = tuple(graph.shape_of(node.inputs[0]))
+        rois = np.asarray(const_input(graph, node, 1), np.float64)
+        indices = np.asarray(const_input(graph, node, 2)).reshape(-1).astype(np.int64)
+        out_shape = self.shape(node, graph)[0]
+        is_max = self.attr(node, "mode") == "max"
+        for r, roi in enumerate(rois):
+            n = int(indices[r])
+            for p, (found, count) in enumerate(self.samples(node, graph, roi)):
+                def channel(c, r=r, n=n, p=p, found=found, count=count):
+                    def ref(row, column):
+                        return Ref(node.inputs[0], flat_index([Idx.of(n), c, Idx.of(row), Idx.of(column)], x_shape))
+
+                    target = Ref(node.outputs[0], flat_index([Idx.of(r), c, Idx.of(p)], out_shape[:2] + (
+                        out_shape[2] * out_shape[3],)))
+                    if not is_max:
+                        weights = {}
+                        for corners in found:
+                            for row, column, w in corners:
+                                weights[(row, column)] = weights.get((row, column), 0.0) + w / count
+                        b.assign(target, _weighted_sum([(w, ref(*rc)) for rc, w in weights.items() if w != 0.0]))
+                        return
+                    largest = None
+                    for corners in found:
+                        # a sample outside X is 0; inside, the largest of its weighted corners
+                        values = [Bin("*", Num(w), ref(row, column)) if w != 1.0 else ref(row, column)
+                                  for row, column, w in corners] or [Num(0.0)]
+                        for value in values:
+                            largest = value if largest is None else Fn("max", (largest, value))
+                    b.assign(target, largest)
+
+                b.loop(x_shape[1], channel)
