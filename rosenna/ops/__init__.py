@@ -175,6 +175,7 @@ _OPS = (
     pool.MaxUnpool,
     dft.STFT,
     gridsample.RoiAlign,
+    gridsample.DeformConv,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

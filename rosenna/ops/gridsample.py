@@ -1,6 +1,7 @@
 """GridSample with a constant grid (a fixed resampling: regridding, image warps known when the model
 is built), 2-D and 3-D; AffineGrid, the grid of affine transforms; RoiAlign with constant regions
-(the class docstrings).
+and DeformConv with constant offsets, both bilinear samples at positions fixed when the code is
+generated (the class docstrings).
 
     Y[n, c, p] = sum over the taps t of the output position p:  w[n, p, t] * X[n, c, i[n, p, t]]
 
@@ -26,8 +27,8 @@ import math
 
 import numpy as np
 
-from rosenna.loopir import Bin, Fn, Idx, Num, Ref, flat_index
-from rosenna.ops.base import Op, const_input
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Var, flat_index
+from rosenna.ops.base import Op, const_input, onnx_ints
 
 A = -0.75
 
@@ -338,3 +339,136 @@ class RoiAlign(Op):
                     b.assign(target, largest)
 
                 b.loop(x_shape[1], channel)
+
+
+def _zero_padded_corners(y, x, height, width):
+    """The bilinear sample at (y, x) with zeros outside X (GridSample's linear, zeros, align_corners
+    form): ``[(row, column, weight)]`` of the corners inside X with a weight other than 0."""
+    y0, x0 = math.floor(y), math.floor(x)
+    found = []
+    for row, wy in ((y0, 1.0 - (y - y0)), (y0 + 1, y - y0)):
+        for column, wx in ((x0, 1.0 - (x - x0)), (x0 + 1, x - x0)):
+            if 0 <= row < height and 0 <= column < width and wy * wx != 0.0:
+                found.append((row, column, wy * wx))
+    return found
+
+
+class DeformConv(Op):
+    """DeformConv (2-D) with constant offsets: a convolution whose every tap reads X at its
+    position shifted by an offset of its own, bilinearly (zeros outside X), times a mask:
+
+        Y[n, o, p, q] = B[o] + sum over c of o's group, i < kH, j < kW of
+                        W[o, c, i, j] m[n, g, i, j, p, q] X~[n, c, y, x]
+        y = p s_h - pad_h + i d_h + dy,   x = q s_w - pad_w + j d_w + dx
+
+    with (dy, dx) = offset[n, g, i, j, :, p, q] and m = mask (1 when absent), g the offset group of
+    channel c (``offset_group`` groups of C / offset_group channels), ``group`` groups as Conv.
+    The offsets are constants, so the taps and their bilinear weights are computed here, once (as
+    GridSample with a constant grid); W, B and the mask may be constants or computed at run time.
+    Each output position is one nest per group (a grid of more output positions than
+    ``--max-op-nests`` is refused, naming the option). Refused: offsets computed at run time
+    (the sample positions would be data), other than 2 spatial axes (onnx defines the 2-D form)."""
+
+    name = "DeformConv"
+    attributes = {"dilations": None, "group": 1, "kernel_shape": None, "offset_group": 1, "pads": None,
+                  "strides": None}
+
+    def _geometry(self, node, graph):
+        """(kernel, strides, dilations, pads, output sizes) of the two spatial axes."""
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        kernel = onnx_ints(self.attr(node, "kernel_shape")) if self.attr(node, "kernel_shape") else list(w[2:])
+        strides = onnx_ints(self.attr(node, "strides") or [1, 1])
+        dilations = onnx_ints(self.attr(node, "dilations") or [1, 1])
+        pads = onnx_ints(self.attr(node, "pads") or [0, 0, 0, 0])
+        out = [(x[2 + a] + pads[a] + pads[a + 2] - ((kernel[a] - 1) * dilations[a] + 1)) // strides[a] + 1
+               for a in range(2)]
+        return kernel, strides, dilations, pads, out
+
+    def shape(self, node, graph):
+        x, w = graph.shape_of(node.inputs[0]), graph.shape_of(node.inputs[1])
+        return [(x[0], w[0]) + tuple(self._geometry(node, graph)[4])]
+
+    def _optional(self, node, position):
+        return node.inputs[position] if len(node.inputs) > position and node.inputs[position] else None
+
+    def check(self, node, graph):
+        if len(graph.shape_of(node.inputs[0])) != 4:
+            return [f"X has rank {len(graph.shape_of(node.inputs[0]))}; rosenna takes the 2-D DeformConv "
+                    "([N, C, H, W], the form onnx defines)"]
+        if const_input(graph, node, 2) is None:
+            return ["the offsets are computed at run time; rosenna takes constant offsets (their sample "
+                    "positions are fixed when the code is generated)"]
+        return []
+
+    def shape_errors(self, node, graph):
+        x, w, offset = (tuple(graph.shape_of(n)) for n in node.inputs[:3])
+        if len(x) != 4 or len(w) != 4:
+            return []
+        group, offset_group = int(self.attr(node, "group")), int(self.attr(node, "offset_group"))
+        kernel, _, _, _, out = self._geometry(node, graph)
+        problems = []
+        if group < 1 or offset_group < 1 or x[1] != w[1] * group or w[0] % group or x[1] % offset_group:
+            problems.append(f"X {x} and W {w} do not fit group {group} and offset_group {offset_group}")
+        if offset != (x[0], offset_group * 2 * kernel[0] * kernel[1], *out):
+            wanted = (x[0], offset_group * 2 * kernel[0] * kernel[1], *out)
+            problems.append(f"offset has shape {offset}; it must be {wanted}")
+        mask = self._optional(node, 4)
+        if mask and tuple(graph.shape_of(mask)) != (x[0], offset_group * kernel[0] * kernel[1], *out):
+            problems.append(f"mask has shape {tuple(graph.shape_of(mask))}; it must be "
+                            f"{(x[0], offset_group * kernel[0] * kernel[1], *out)}")
+        bias = self._optional(node, 3)
+        if bias and tuple(graph.shape_of(bias)) != (w[0],):
+            problems.append(f"B has shape {tuple(graph.shape_of(bias))}; it must be ({w[0]},)")
+        return problems
+
+    def _channel_runs(self, node, graph, grp):
+        """``(offset group, first channel, stop)`` of the channels of ``group`` grp, cut where the
+        offset group changes."""
+        channels, per_group = graph.shape_of(node.inputs[0])[1], graph.shape_of(node.inputs[1])[1]
+        per_offset_group = channels // int(self.attr(node, "offset_group"))
+        first = grp * per_group
+        return [(g, max(first, g * per_offset_group), min(first + per_group, (g + 1) * per_offset_group))
+                for g in range(first // per_offset_group, (first + per_group - 1) // per_offset_group + 1)]
+
+    def lower(self, node, graph, b):
+        x_name, w_name = node.inputs[:2]
+        x_shape, w_shape = tuple(graph.shape_of(x_name)), tuple(graph.shape_of(w_name))
+        offsets = np.asarray(const_input(graph, node, 2), np.float64)
+        bias, mask = self._optional(node, 3), self._optional(node, 4)
+        kernel, strides, dilations, pads, out = self._geometry(node, graph)
+        group = int(self.attr(node, "group"))
+        batch, _, height, width = x_shape
+        out_shape = self.shape(node, graph)[0]
+        taps = kernel[0] * kernel[1]
+        outs_per_group = w_shape[0] // group
+        mask_shape = (batch, int(self.attr(node, "offset_group")) * taps, out[0], out[1])
+        acc = Var("acc")
+
+        def position(n, p, q, grp):
+            """Y[n, o, p, q] for the outputs o of group grp (a loop over them)."""
+            def output(o):
+                oc = Idx.of(o) + grp * outs_per_group
+                b.assign(acc, Ref(bias, oc) if bias else Num(0.0))
+                for g, start, stop in self._channel_runs(node, graph, grp):
+                    for i, j in itertools.product(range(kernel[0]), range(kernel[1])):
+                        t = g * taps + i * kernel[1] + j
+                        y = p * strides[0] - pads[0] + i * dilations[0] + offsets[n, 2 * t, p, q]
+                        x = q * strides[1] - pads[1] + j * dilations[1] + offsets[n, 2 * t + 1, p, q]
+                        found = _zero_padded_corners(y, x, height, width)
+                        if found:
+                            scale = Ref(mask, flat_index([n, t, p, q], mask_shape)) if mask else None
+                            b.loop(stop - start, lambda cl, i=i, j=j, found=found, scale=scale, start=start:
+                                   tap(n, oc, Idx.of(cl) + start, grp * w_shape[1], i, j, found, scale))
+                b.assign(Ref(node.outputs[0], flat_index([Idx.of(n), oc, Idx.of(p), Idx.of(q)], out_shape)), acc)
+
+            b.loop(outs_per_group, output)
+
+        def tap(n, oc, c, first, i, j, found, scale):
+            """acc += W[oc, c - first, i, j] (m) X~ at the tap's bilinear sample of channel c."""
+            sample = _weighted_sum([(w, Ref(x_name, flat_index([Idx.of(n), c, Idx.of(r), Idx.of(col)], x_shape)))
+                                    for r, col, w in found])
+            term = Bin("*", Ref(w_name, flat_index([oc, c - first, Idx.of(i), Idx.of(j)], w_shape)), sample)
+            b.assign(acc, Bin("*", scale, term) if scale is not None else term, accumulate=True)
+
+        for n, p, q, grp in itertools.product(range(batch), range(out[0]), range(out[1]), range(group)):
+            position(n, p, q, grp)
