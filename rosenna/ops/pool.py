@@ -25,11 +25,14 @@ rather than propagated.
 import itertools
 import math
 
+import numpy as np
+
 from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.loopir import strides as element_strides
 from rosenna.ops.base import REQUIRED, Op, const_input, onnx_ints
 from rosenna.ops.conv import forward_runs, window, window_problems
 from rosenna.ops.gather_scatter import checked_index, invalidate
+from rosenna.ops.ml_preprocess import add_table, table
 
 
 class _Pool(Op):
@@ -67,16 +70,22 @@ class _Pool(Op):
             return node.outputs[1]
         return None
 
+    def canonicalize(self, node, graph):
+        """MaxPool with its Indices used: a table of X's shape holding each element's flat position
+        as the Indices count it, read at the tap's own index (no counter: every path renders it)."""
+        if not self._indices(node, graph):
+            return
+        shape = tuple(graph.shape_of(node.inputs[0]))
+        order = "F" if self.attr(node, "storage_order") == 1 else "C"
+        spatial = math.prod(shape[2:])
+        positions = np.arange(spatial).reshape(shape[2:], order=order)
+        table = np.arange(shape[0] * shape[1]).reshape(shape[:2] + (1,) * (len(shape) - 2)) * spatial + positions
+        add_table(node, graph, "positions", table)
+
     def lower(self, node, graph, b):
         xname, out = node.inputs[0], node.outputs[0]
         indices = self._indices(node, graph)
-        spatial = list(graph.shape_of(xname)[2:])
-        # Indices: the flat position in X of each max, n and c first, then the spatial axes in
-        # row-major order (storage_order 0) or column-major order (1)
-        if self.attr(node, "storage_order") == 1:
-            place = [math.prod(spatial[:k]) for k in range(len(spatial))]
-        else:
-            place = [math.prod(spatial[k + 1:]) for k in range(len(spatial))]
+        positions = table(node, "positions") if indices else None
         where = Var("acc_at")
         x, kernel, strides, dilations, begin, end, out_sizes = self._geometry(node, graph)
         yshape = tuple(x[:2]) + tuple(out_sizes)
@@ -84,50 +93,37 @@ class _Pool(Op):
         acc = Var("acc")
         runs = [forward_runs(*args) for args in zip(out_sizes, x[2:], kernel, strides, dilations, begin, end)]
         for combo in itertools.product(*runs):
-            def body(idx, at=(), combo=combo):
+            def body(idx, combo=combo):
                 n, c, *js = idx
-                if at:  # the float counters of n, c and the run's outputs (for the Indices)
-                    nc_at, out_at = Bin("+", Bin("*", at[0], Num(float(x[1]))), at[1]), at[2:]
                 b.assign(acc, Num(float("-inf") if self.is_max else 0.0))
                 taps = tuple(r.ntaps for r in combo)
-
                 if indices:
                     b.assign(where, Num(-1.0))
 
-                def tap(ts, tap_at=()):
-                    v = Ref(xname, flat_index([n, c] + [r.input(j, t) for r, j, t in zip(combo, js, ts)], x))
+                def tap(ts):
+                    at = flat_index([n, c] + [r.input(j, t) for r, j, t in zip(combo, js, ts)], x)
+                    v = Ref(xname, at)
                     if indices:
-                        terms = [(nc_at, math.prod(spatial))]
-                        const = 0
-                        for r, j_at, t_at, step in zip(combo, out_at, tap_at, place):
-                            terms += [(j_at, r.i_per_out * step), (t_at, r.i_per_tap * step)]
-                            const += r.i0 * step
-                        b.assign(where, Select(v, acc, _affine(terms, const), where))
+                        b.assign(where, Select(v, acc, Ref(positions, at), where))
                     if self.is_max:
                         b.assign(acc, Select(v, acc, v, acc))
                     else:
                         b.assign(acc, self.term(node, v), accumulate=True)
 
                 if all(taps):
-                    if indices:
-                        counted_nest(b, taps, tap, "tap_at")
-                    else:
-                        b.nest(taps, tap)
+                    b.nest(taps, tap)
                 value = acc
                 if self.finish(node, acc) is not None:
                     value = self.finish(node, acc)
                 elif not self.is_max:
                     count = math.prod(r.padded for r in combo) if include_pad else math.prod(taps)
                     value = acc if count == 0 else _div(acc, count)
-                b.assign(Ref(out, flat_index([n, c] + [r.out(j) for r, j in zip(combo, js)], yshape)), value)
+                y_at = flat_index([n, c] + [r.out(j) for r, j in zip(combo, js)], yshape)
+                b.assign(Ref(out, y_at), value)
                 if indices:
-                    b.assign(Ref(indices, flat_index([n, c] + [r.out(j) for r, j in zip(combo, js)], yshape)), where)
+                    b.assign(Ref(indices, y_at), where)
 
-            if indices:
-                counted_nest(b, tuple(x[:2]) + tuple(r.count for r in combo), body, "out_at")
-            else:
-                b.nest(tuple(x[:2]) + tuple(r.count for r in combo), body)
-
+            b.nest(tuple(x[:2]) + tuple(r.count for r in combo), body)
 
     def term(self, node, v):
         """What a tap adds to the sum (AveragePool: its value)."""
@@ -136,36 +132,6 @@ class _Pool(Op):
     def finish(self, node, acc):
         """The output from the sum, or None for the average (MaxPool: the max itself)."""
         return None
-
-
-def counted_nest(b, shape, body, prefix):
-    """``b.nest(shape, ...)`` that also counts each index in a float local (``<prefix><axis>``), for a
-    value that is a position (an index output): ``body(indices, counters)``."""
-    counters = [Var(f"{prefix}{d}") for d in range(len(shape))]
-
-    def level(d, idx):
-        if d == len(shape):
-            body(idx, counters)
-            return
-        b.assign(counters[d], Num(0.0))
-
-        def inner(var):
-            level(d + 1, idx + [var])
-            b.assign(counters[d], Num(1.0), accumulate=True)
-
-        b.loop(shape[d], inner)
-
-    level(0, [])
-
-
-def _affine(terms, const):
-    """``const + sum(coef * value)`` over ``terms`` of ``(value, coef)``, as a float expression."""
-    total = Num(float(const)) if const else None
-    for value, coef in terms:
-        if coef:
-            term = value if coef == 1 else Bin("*", value, Num(float(coef)))
-            total = term if total is None else Bin("+", total, term)
-    return total if total is not None else Num(0.0)
 
 
 def _div(acc, count):
