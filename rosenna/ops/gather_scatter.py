@@ -256,8 +256,9 @@ class ScatterND(Op):
 
 
 class Scatter(ScatterElements):
-    """Scatter (opsets 9 and 10, deprecated): ScatterElements without ``reduction``, the same
-    formula and the same handling of an out-of-range index."""
+    """Scatter (opsets 9 and 10, deprecated): ScatterElements without ``reduction``.
+
+    The same formula and the same handling of an out-of-range index."""
     name = "Scatter"
     attributes = {"axis": 0}
 

@@ -233,9 +233,10 @@ def _weighted_sum(terms):
 
 
 class RoiAlign(Op):
-    """RoiAlign with constant regions (and batch indices): each region of X cut into
-    output_height x output_width bins, each bin the average (``avg``) or the largest (``max``)
-    of a grid of bilinear samples:
+    """RoiAlign with constant regions: each region's bins, the average or largest of bilinear samples.
+
+    Each region of X (constant, as its batch index) is cut into output_height x output_width bins,
+    each bin the average (``avg``) or the largest (``max``) of a grid of bilinear samples:
 
         Y[r, c, ph, pw] = 1/count sum over samples s of sum_corners w X[b_r, c, corner]   (avg)
         Y[r, c, ph, pw] = max over samples s of max over corners of w X[b_r, c, corner]   (max)
@@ -246,7 +247,9 @@ class RoiAlign(Op):
     (output_half_pixel, and opset 10, where a region is at least 1 x 1); the sampling grid is
     ``sampling_ratio`` per side, or ceil(region size / bins) when 0. The samples and weights are
     computed here, once; each output position is one statement in a loop over the channels.
-    Refused: regions or batch indices computed at run time (the sample positions would be data)."""
+    Refused: regions or batch indices computed at run time (the sample positions would be data).
+    Deviation: a corner of weight 0 is not read (a NaN or Inf there does not reach the output), and
+    max mode takes the larger of two values with the language's max (C's fmax skips a NaN)."""
 
     name = "RoiAlign"
     attributes = {"coordinate_transformation_mode": None, "mode": "avg", "output_height": 1, "output_width": 1,
@@ -354,8 +357,10 @@ def _zero_padded_corners(y, x, height, width):
 
 
 class DeformConv(Op):
-    """DeformConv (2-D) with constant offsets: a convolution whose every tap reads X at its
-    position shifted by an offset of its own, bilinearly (zeros outside X), times a mask:
+    """DeformConv (2-D) with constant offsets: a convolution whose taps sample X at shifted positions.
+
+    Every tap reads X at its position shifted by an offset of its own, bilinearly (zeros outside X),
+    times a mask:
 
         Y[n, o, p, q] = B[o] + sum over c of o's group, i < kH, j < kW of
                         W[o, c, i, j] m[n, g, i, j, p, q] X~[n, c, y, x]
