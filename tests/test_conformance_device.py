@@ -71,10 +71,11 @@ def mixed_model(path, indexed=True):
 def _sampled_parts(indexed):
     """The ops the last refusals of the node tests brought in, on inputs unlike those tests': MaxPool's
     Indices (column-major, padded), MaxUnpool of run-time indices, Resize antialias (cubic and
-    linear), RoiAlign (max and avg), DeformConv (groups, offset groups, a mask computed at run time),
+    linear), RoiAlign (max and avg), DeformConv (groups, offset groups, a mask computed at run time,
+    constant and run-time offsets),
     STFT, a constant rank-4 MatMul operand, TreeEnsemble set membership: (nodes, initializers, inputs,
-    outputs). ``indexed`` False leaves out MaxUnpool and the tree (loads at run-time offsets: no
-    whole-field form)."""
+    outputs). ``indexed`` False leaves out MaxUnpool, the tree and the DeformConv of run-time offsets
+    (loads at run-time offsets: no whole-field form)."""
     rng = np.random.default_rng(11)
     nodes = [
         helper.make_node("MaxPool", ["field"], ["pooled", "pooled_at"], kernel_shape=[3, 2], strides=[2, 2],
@@ -91,6 +92,10 @@ def _sampled_parts(indexed):
         helper.make_node("Tile", ["corner", "mask_tiles"], ["deform_mask_pre"]),
         helper.make_node("Sigmoid", ["deform_mask_pre"], ["deform_mask"]),
         helper.make_node("DeformConv", ["field", "deform_w", "offsets", "deform_b", "deform_mask"], ["deformed"],
+                         kernel_shape=[2, 2], strides=[2, 2], group=2, offset_group=2),
+        helper.make_node("Tile", ["corner", "offset_tiles"], ["corner_tiled"]),
+        helper.make_node("Mul", ["corner_tiled", "offset_scale"], ["runtime_offsets"]),
+        helper.make_node("DeformConv", ["field", "deform_w", "runtime_offsets", "", "deform_mask"], ["deformed_rt"],
                          kernel_shape=[2, 2], strides=[2, 2], group=2, offset_group=2),
         helper.make_node("Reshape", ["field", "signal_shape"], ["signal"]),
         helper.make_node("STFT", ["signal", "step", "window"], ["spectrum"], onesided=1),
@@ -116,6 +121,7 @@ def _sampled_parts(indexed):
              _c("roi_batch", np.asarray([0, 0], np.int64)),
              _c("corner_start", np.asarray([1, 0], np.int64)), _c("corner_end", np.asarray([4, 3], np.int64)),
              _c("corner_axes", np.asarray([2, 3], np.int64)), _c("mask_tiles", np.asarray([1, 4, 1, 1], np.int64)),
+             _c("offset_tiles", np.asarray([1, 8, 1, 1], np.int64)), _c("offset_scale", np.asarray(2.5, np.float32)),
              _c("deform_w", rng.normal(0, 1, (4, 1, 2, 2)).astype(np.float32)),
              _c("offsets", rng.uniform(-1.6, 1.6, (1, 16, 3, 3)).astype(np.float32)),
              _c("deform_b", rng.normal(0, 1, (4,)).astype(np.float32)),
@@ -124,13 +130,14 @@ def _sampled_parts(indexed):
              _c("per_unit", np.asarray(4.0, np.float32))]
     outs = [("pooled", F, [1, 2, 3, 3]), ("pooled_at", TensorProto.INT64, [1, 2, 3, 3]), ("unpooled", F, [1, 2, 6, 6]),
             ("smooth", F, [1, 2, 4, 6]), ("coarse", F, [1, 2, 3, 4]), ("roi_max", F, [2, 2, 2, 2]),
-            ("roi_avg", F, [2, 2, 2, 3]), ("deformed", F, [1, 4, 3, 3]), ("spectrum", F, [1, 6, 9, 2]),
+            ("roi_avg", F, [2, 2, 2, 3]), ("deformed", F, [1, 4, 3, 3]), ("deformed_rt", F, [1, 4, 3, 3]), ("spectrum", F, [1, 6, 9, 2]),
             ("projected", F, [3, 2, 6, 4]), ("votes", F, [12, 2])]
     inputs = [helper.make_tensor_value_info("field", F, [1, 2, 6, 6]),
               helper.make_tensor_value_info("features", F, [12, 6])]
     if not indexed:
-        nodes = [n for n in nodes if n.op_type not in ("MaxUnpool", "TreeEnsemble", "Mul", "Floor")]
-        outs = [o for o in outs if o[0] not in ("unpooled", "votes")]
+        nodes = [n for n in nodes if n.op_type not in ("MaxUnpool", "TreeEnsemble", "Mul", "Floor")
+                 and "runtime_offsets" not in n.input and "corner_tiled" not in n.output]
+        outs = [o for o in outs if o[0] not in ("unpooled", "votes", "deformed_rt")]
         inputs = inputs[:1]
     return nodes, inits, inputs, outs
 

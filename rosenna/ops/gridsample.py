@@ -27,8 +27,9 @@ import math
 
 import numpy as np
 
-from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Var, flat_index
+from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.ops.base import Op, const_input, onnx_ints
+from rosenna.ops.ml_preprocess import add_table, table
 
 A = -0.75
 
@@ -357,7 +358,7 @@ def _zero_padded_corners(y, x, height, width):
 
 
 class DeformConv(Op):
-    """DeformConv (2-D) with constant offsets: a convolution whose taps sample X at shifted positions.
+    """DeformConv (2-D): a convolution whose taps sample X bilinearly at positions shifted by offsets.
 
     Every tap reads X at its position shifted by an offset of its own, bilinearly (zeros outside X),
     times a mask:
@@ -368,11 +369,14 @@ class DeformConv(Op):
 
     with (dy, dx) = offset[n, g, i, j, :, p, q] and m = mask (1 when absent), g the offset group of
     channel c (``offset_group`` groups of C / offset_group channels), ``group`` groups as Conv.
-    The offsets are constants, so the taps and their bilinear weights are computed here, once (as
-    GridSample with a constant grid); W, B and the mask may be constants or computed at run time.
-    Each output position is one nest per group (a grid of more output positions than
-    ``--max-op-nests`` is refused, naming the option). Refused: offsets computed at run time
-    (the sample positions would be data), other than 2 spatial axes (onnx defines the 2-D form)."""
+    W, B and the mask may be constants or computed at run time. Constant offsets: the taps and their
+    bilinear weights are computed here, once (as GridSample with a constant grid), one nest per
+    output position and group (a grid of more output positions than ``--max-op-nests`` is refused,
+    naming the option). Offsets computed at run time (a deformable network's offset branch): each
+    output position computes its taps' corners and weights (a corner outside X adds nothing) and
+    reads X at those run-time offsets, so the plan runs per point and in the host batch, with no
+    whole-field form (as the gathers). Refused: other than 2 spatial axes (onnx defines the 2-D
+    form)."""
 
     name = "DeformConv"
     attributes = {"dilations": None, "group": 1, "kernel_shape": None, "offset_group": 1, "pads": None,
@@ -400,9 +404,6 @@ class DeformConv(Op):
         if len(graph.shape_of(node.inputs[0])) != 4:
             return [f"X has rank {len(graph.shape_of(node.inputs[0]))}; rosenna takes the 2-D DeformConv "
                     "([N, C, H, W], the form onnx defines)"]
-        if const_input(graph, node, 2) is None:
-            return ["the offsets are computed at run time; rosenna takes constant offsets (their sample "
-                    "positions are fixed when the code is generated)"]
         return []
 
     def shape_errors(self, node, graph):
@@ -435,7 +436,21 @@ class DeformConv(Op):
         return [(g, max(first, g * per_offset_group), min(first + per_group, (g + 1) * per_offset_group))
                 for g in range(first // per_offset_group, (first + per_group - 1) // per_offset_group + 1)]
 
+    def canonicalize(self, node, graph):
+        """Run-time offsets: the tables of each output position's tap positions before the offset
+        (p s - pad + i d per axis), read at the loops' affine indices."""
+        if const_input(graph, node, 2) is not None:
+            return
+        kernel, strides, dilations, pads, out = self._geometry(node, graph)
+        node.inputs.extend([""] * (5 - len(node.inputs)))  # the tables follow the 5 ONNX inputs
+        for axis, key in enumerate(("rows", "columns")):
+            p, i = np.arange(out[axis])[:, None], np.arange(kernel[axis])[None, :]
+            add_table(node, graph, key, p * strides[axis] - pads[axis] + i * dilations[axis])
+
     def lower(self, node, graph, b):
+        if const_input(graph, node, 2) is None:
+            self._lower_runtime(node, graph, b)
+            return
         x_name, w_name = node.inputs[:2]
         x_shape, w_shape = tuple(graph.shape_of(x_name)), tuple(graph.shape_of(w_name))
         offsets = np.asarray(const_input(graph, node, 2), np.float64)
@@ -477,3 +492,90 @@ class DeformConv(Op):
 
         for n, p, q, grp in itertools.product(range(batch), range(out[0]), range(out[1]), range(group)):
             position(n, p, q, grp)
+
+    def _lower_runtime(self, node, graph, b):
+        """Offsets computed at run time: per output position, each tap's 4 corners (a flat offset
+        into one channel of X, clamped inside it, and a weight, 0 for a corner outside X), then
+        the sum over the output channels' taps and input channels."""
+        x_name, w_name, offset = node.inputs[:3]
+        x_shape, w_shape = tuple(graph.shape_of(x_name)), tuple(graph.shape_of(w_name))
+        bias, mask = self._optional(node, 3), self._optional(node, 4)
+        kernel, _, _, _, out = self._geometry(node, graph)
+        group, offset_group = int(self.attr(node, "group")), int(self.attr(node, "offset_group"))
+        batch, _, height, width = x_shape
+        out_shape = self.shape(node, graph)[0]
+        taps = kernel[0] * kernel[1]
+        offset_shape = (batch, offset_group * taps * 2, out[0], out[1])
+        mask_shape = (batch, offset_group * taps, out[0], out[1])
+        outs_per_group = w_shape[0] // group
+        rows, columns = table(node, "rows"), table(node, "columns")
+        acc = Var("acc")
+
+        def corners(n, p, q, t, i, j):
+            """The 4 corners of tap t (offset group included) at (p, q): [(offset Var, weight Var)]."""
+            y, x = Var(f"y{t}"), Var(f"x{t}")
+            b.assign(y, Bin("+", Ref(rows, Idx.of(p) * kernel[0] + i), Ref(offset, flat_index([n, 2 * t, p, q],
+                                                                                             offset_shape))))
+            b.assign(x, Bin("+", Ref(columns, Idx.of(q) * kernel[1] + j),
+                            Ref(offset, flat_index([n, 2 * t + 1, p, q], offset_shape))))
+            y0, x0 = Var(f"y{t}_low"), Var(f"x{t}_low")
+            b.assign(y0, Fn("floor", (y,)))
+            b.assign(x0, Fn("floor", (x,)))
+            found = []
+            for dy, dx in itertools.product((0, 1), (0, 1)):
+                row, column = Bin("+", y0, Num(float(dy))), Bin("+", x0, Num(float(dx)))
+                wy = Bin("-", y, y0) if dy else Bin("-", Num(1.0), Bin("-", y, y0))
+                wx = Bin("-", x, x0) if dx else Bin("-", Num(1.0), Bin("-", x, x0))
+                inside = _between(row, height, _between(column, width, Bin("*", wy, wx), Num(0.0)), Num(0.0))
+                at, weight = Var(f"at{t}_{dy}{dx}"), Var(f"w{t}_{dy}{dx}")
+                b.assign(weight, inside)
+                b.assign(at, Bin("+", Bin("*", _clamped(row, height), Num(float(width))), _clamped(column, width)))
+                found.append((at, weight))
+            return found
+
+        def position(n, p, q):
+            tap_corners = {}
+            for g in range(offset_group):
+                for i, j in itertools.product(range(kernel[0]), range(kernel[1])):
+                    t = g * taps + i * kernel[1] + j
+                    tap_corners[t] = corners(n, p, q, t, i, j)
+                    if mask:
+                        b.assign(Var(f"m{t}"), Ref(mask, flat_index([n, t, p, q], mask_shape)))
+            for grp in range(group):
+                def output(o, grp=grp):
+                    oc = Idx.of(o) + grp * outs_per_group
+                    b.assign(acc, Ref(bias, oc) if bias else Num(0.0))
+                    for g, start, stop in self._channel_runs(node, graph, grp):
+                        for i, j in itertools.product(range(kernel[0]), range(kernel[1])):
+                            t = g * taps + i * kernel[1] + j
+
+                            def channel(cl, i=i, j=j, t=t, start=start):
+                                c = Idx.of(cl) + start
+                                plane = flat_index([Idx.of(n), c, 0, 0], x_shape)
+                                sample = None
+                                for at, weight in tap_corners[t]:
+                                    term = Bin("*", weight, Ref(x_name, plane, at=at))
+                                    sample = term if sample is None else Bin("+", sample, term)
+                                weight = Ref(w_name, flat_index([oc, c - grp * w_shape[1], Idx.of(i), Idx.of(j)],
+                                                                w_shape))
+                                term = Bin("*", weight, sample)
+                                b.assign(acc, Bin("*", Var(f"m{t}"), term) if mask else term, accumulate=True)
+
+                            b.loop(stop - start, channel)
+                    b.assign(Ref(node.outputs[0], flat_index([Idx.of(n), oc, p, q], out_shape)), acc)
+
+                b.loop(outs_per_group, output)
+
+        for n in range(batch):
+            b.nest(tuple(out), lambda idx, n=n: position(n, *idx))
+
+
+def _between(value, extent, inside, outside):
+    """``inside`` where the whole number ``value`` lies in [0, extent), else ``outside``."""
+    return Select(value, Num(-0.5), Select(value, Num(extent - 0.5), inside, outside, "<"), outside)
+
+
+def _clamped(value, extent):
+    """The whole number ``value`` clamped into [0, extent - 1], NaN to 0 (an offset that is always
+    inside the array, whatever the data)."""
+    return Select(value, Num(-0.5), Select(value, Num(extent - 0.5), value, Num(float(extent - 1)), "<"), Num(0.0))
