@@ -79,8 +79,8 @@ class _Pool(Op):
         order = "F" if self.attr(node, "storage_order") == 1 else "C"
         spatial = math.prod(shape[2:])
         positions = np.arange(spatial).reshape(shape[2:], order=order)
-        table = np.arange(shape[0] * shape[1]).reshape(shape[:2] + (1,) * (len(shape) - 2)) * spatial + positions
-        add_table(node, graph, "positions", table)
+        channels = np.arange(shape[0] * shape[1]).reshape(shape[:2] + (1,) * (len(shape) - 2))
+        add_table(node, graph, "positions", channels * spatial + positions)
 
     def lower(self, node, graph, b):
         xname, out = node.inputs[0], node.outputs[0]
