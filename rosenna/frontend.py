@@ -256,12 +256,38 @@ def infer_shapes(model, path):
     try:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:
+        if _spell_out_defaults(model):  # onnx 1.23 misses some defaults: see _spell_out_defaults
+            return infer_shapes(model, path)
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ModelError(f"{path}: ONNX shape inference rejects the model{_inference_node(reason)}: {reason}; "
                          "the model breaks a rule of its own opsets, so onnxruntime refuses it too: re-export it "
                          "with another opset (torch.onnx.export's opset_version, skl2onnx's target_opset, e.g. "
                          "{'': 17, 'ai.onnx.ml': 3}) or with the converter's options for that node's estimator "
                          "or layer") from None
+
+
+def _spell_out_defaults(model):
+    """Write the schema defaults of the attributes a node leaves out: onnx 1.23's shape inference
+    reads some as missing when a node relies on the default (an attribute reference in a function
+    body, ``axes`` of MeanVarianceNormalization; STFT's ``onesided``, taken as 0). Returns how many
+    attributes were written (0: nothing to retry)."""
+    from onnx import defs
+
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    written = 0
+    for node in model.graph.node:
+        try:
+            schema = defs.get_schema(node.op_type, opsets.get(node.domain or "", 1), node.domain or "")
+        except Exception:
+            continue
+        present = {a.name for a in node.attribute}
+        for name, attr in sorted(schema.attributes.items()):
+            if name not in present and attr.default_value.name:
+                default = node.attribute.add()
+                default.CopyFrom(attr.default_value)
+                default.name = name
+                written += 1
+    return written
 
 
 def _inference_node(reason):

@@ -1,7 +1,7 @@
 """ONNX backend node tests: every case onnx defines, C and Fortran, batched compiles.
 
 By default a fast selection runs (conformance.fast_subset: at most two cases and one expanded
-case of each op); ``ROSENNA_CONFORMANCE=all`` runs all 1,884. Cases inside rosenna's limits must
+case of each op, and the forms of conformance.FAST_FORMS); ``ROSENNA_CONFORMANCE=all`` runs all 1,884. Cases inside rosenna's limits must
 pass at the ONNX runner's tolerance; cases outside must be refused with rosenna's ModelError and a
 reason in one of the named classes; none may give a wrong number, crash or fail to compile.
 docs/conformance.md is the whole run written out (rosenna conformance --write).

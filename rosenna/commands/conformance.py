@@ -17,7 +17,7 @@ def register(subparsers):
     p.add_argument("--op", action="append", help="only the cases of these ops (repeatable)")
     p.add_argument("--fast", action="store_true",
                    help=f"only the test suite's default selection (at most {conformance.FAST_PER_OP} cases and one "
-                        "expanded case per op)")
+                        "expanded case per op, and a few named forms)")
     p.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
     p.set_defaults(func=run)
 

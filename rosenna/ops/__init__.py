@@ -171,6 +171,12 @@ _OPS = (
     space.CenterCropPad,
     axis.ReverseSequence,
     space.Col2Im,
+    gather_scatter.Scatter,
+    gather_scatter.TensorScatter,
+    pool.MaxUnpool,
+    dft.STFT,
+    gridsample.RoiAlign,
+    gridsample.DeformConv,
 )
 
 REGISTRY = {cls.name: cls() for cls in _OPS}

@@ -1,4 +1,5 @@
-"""DFT (opsets 17 and 20): generated fixed-size mixed-radix FFTs along any axis.
+"""DFT (opsets 17 and 20): generated fixed-size mixed-radix FFTs along any axis; STFT, the same FFT
+of each frame of a signal (its class docstring).
 
     forward  Y[k] = sum_n X[n] exp(-2 pi i k n / N)
     inverse  X[n] = 1/N sum_k Y[k] exp(+2 pi i k n / N)
@@ -145,7 +146,8 @@ class DFT(Op):
             node.inputs.append(name)
             node.attrs["_tables"][s] = name
 
-    def _stages(self, length):
+    @staticmethod
+    def _stages(length):
         stages, ns = [], 1
         for p in factorize(length):
             stages.append((ns, p))
@@ -240,3 +242,102 @@ class DFT(Op):
             b.loop(ns, point)
 
         b.loop(n // (ns * p), group)
+
+
+class STFT(Op):
+    """STFT (opset 17): the DFT of every frame of a signal, each frame multiplied by a window.
+
+        Y[b, f, k] = sum_n X[b, f step + n] w[n] exp(-2 pi i k n / L),   n < L, k < L (or L/2 + 1)
+
+    X is [batch, length, 1] (real) or [batch, length, 2] (complex); ``frame_step`` a constant;
+    L the length of the ``window`` input (constant or computed at run time; absent: 1 everywhere)
+    or the constant ``frame_length``; frames = (length - L) / step + 1; ``onesided`` (default 1,
+    real signal only) keeps the L/2 + 1 first frequencies. Each frame is transformed by the FFT
+    stages of :class:`DFT` (same tables, same two work buffers, placed by the plan as scratch)."""
+
+    name = "STFT"
+    attributes = {"onesided": 1}
+
+    def _scalar(self, graph, node, position):
+        value = const_input(graph, node, position)
+        return None if value is None else int(np.asarray(value).reshape(-1)[0])
+
+    def _params(self, node, graph):
+        """(signal shape, step, L, frames, bins); step or L None when computed at run time."""
+        shape = tuple(graph.shape_of(node.inputs[0]))
+        step = self._scalar(graph, node, 1)
+        has_window = len(node.inputs) > 2 and bool(node.inputs[2])
+        length = graph.shape_of(node.inputs[2])[0] if has_window else self._scalar(graph, node, 3)
+        if step is None or length is None or step < 1 or not 1 <= length <= shape[1]:
+            return shape, step, length, 0, 0
+        bins = length // 2 + 1 if self.attr(node, "onesided") else length
+        return shape, step, length, (shape[1] - length) // step + 1, bins
+
+    def shape(self, node, graph):
+        shape, _, length, frames, bins = self._params(node, graph)
+        return [(shape[0], frames, bins, 2)] + [(2 * length,)] * (len(node.outputs) - 1)
+
+    def check(self, node, graph):
+        shape, step, length, _, _ = self._params(node, graph)
+        if step is None:
+            return ["frame_step is computed at run time; rosenna needs it constant"]
+        if length is None:
+            return ["frame_length is computed at run time and there is no window; rosenna needs it constant"]
+        problems = []
+        if len(shape) != 3 or shape[-1] not in (1, 2):
+            problems.append(f"the signal has shape {shape}; STFT takes [batch, length, 1 or 2]")
+        elif self.attr(node, "onesided") and shape[-1] == 2:
+            problems.append("onesided=1 takes a real signal (last axis 1)")
+        if step < 1 or not 1 <= length <= shape[1]:
+            problems.append(f"frame_step {step} and frame length {length} do not frame a signal of length {shape[1]}")
+        given = self._scalar(graph, node, 3) if len(node.inputs) > 3 and node.inputs[3] else None
+        if given is not None and given != length:
+            problems.append(f"frame_length {given} differs from the window's length {length}")
+        return problems
+
+    def canonicalize(self, node, graph):
+        """The two work buffers and the stage tables of :class:`DFT`, for the frame length."""
+        if len(node.outputs) > 1:
+            return
+        _, _, length, _, _ = self._params(node, graph)
+        for tag in ("a", "b"):
+            name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
+            graph.values[name] = Value(name, (2 * length,), graph.dtype)
+            node.outputs.append(name)
+        node.attrs["_tables"] = {}
+        node.inputs.extend([""] * (4 - len(node.inputs)))  # the tables follow the 4 ONNX inputs
+        for s, (ns, p) in enumerate(DFT._stages(length)):
+            name = graph.new_name(f"{node.name}_stage{s}")
+            graph.weights[name] = stage_table(ns, p, False)
+            node.inputs.append(name)
+            node.attrs["_tables"][s] = name
+
+    def lower(self, node, graph, b):
+        shape, step, length, frames, bins = self._params(node, graph)
+        x, y, work = node.inputs[0], node.outputs[0], node.outputs[1:3]
+        window = node.inputs[2] if node.inputs[2] else None
+        out_shape = (shape[0], frames, bins, 2)
+
+        def frame(idx):
+            batch, f = idx
+            buf = work[0]
+            for part in range(2):
+                def load(n, part=part):
+                    if part == 1 and shape[-1] == 1:
+                        value = Num(0.0)
+                    else:
+                        value = Ref(x, flat_index([batch, Idx.of(f) * step + n, part], shape))
+                        if window is not None:
+                            value = Bin("*", value, Ref(window, Idx.of(n)))
+                    b.assign(Ref(buf, Idx.of(n) * 2 + part), value)
+
+                b.loop(length, load)
+            src = 0
+            for s, (ns, p) in enumerate(DFT._stages(length)):
+                DFT._stage(b, work[src], work[1 - src], node.attrs["_tables"][s], length, ns, p)
+                src = 1 - src
+            for part in range(2):
+                b.loop(bins, lambda k, part=part: b.assign(Ref(y, flat_index([batch, f, k, part], out_shape)),
+                                                           Ref(work[src], Idx.of(k) * 2 + part)))
+
+        b.nest((shape[0], frames), frame)

@@ -156,7 +156,7 @@ class GatherND(Op):
         b.nest(index_shape[:-1], outer)
 
 
-def _invalidate(b, out, size, bad):
+def invalidate(b, out, size, bad):
     """Every element of ``out`` NaN when ``bad`` counts an out-of-range index."""
     b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Select(bad, Num(0.5), NAN, Ref(out, Idx.of(i)))))
 
@@ -203,7 +203,7 @@ class ScatterElements(Op):
             b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
 
         b.nest(index_shape, body)
-        _invalidate(b, out, size, bad)
+        invalidate(b, out, size, bad)
 
 
 class ScatterND(Op):
@@ -252,4 +252,90 @@ class ScatterND(Op):
             b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
 
         b.nest(index_shape[:-1], outer)
-        _invalidate(b, out, size, bad)
+        invalidate(b, out, size, bad)
+
+
+class Scatter(ScatterElements):
+    """Scatter (opsets 9 and 10, deprecated): ScatterElements without ``reduction``.
+
+    The same formula and the same handling of an out-of-range index."""
+    name = "Scatter"
+    attributes = {"axis": 0}
+
+    def check(self, node, graph):
+        return []
+
+    def attr(self, node, key):
+        return "none" if key == "reduction" else super().attr(node, key)
+
+
+class TensorScatter(Op):
+    """TensorScatter (opset 24): a key/value cache updated in place, one write position per batch entry.
+
+    Y = past_cache, then for every batch entry b and every position i of update's ``axis``:
+    Y[b, ..., p, ...] = update[b, ..., i, ...] with p = write_indices[b] + i (``mode`` linear) or
+    (write_indices[b] + i) mod max_sequence_length (``circular``); ``write_indices`` absent means
+    0 for every b. The write positions are read at run time. A linear position past the cache's end
+    (or a negative or NaN write index) writes nothing and makes every element of Y NaN, and counts a
+    fault (rosenna.loopir.FAULT), as the scatters do."""
+    name = "TensorScatter"
+    attributes = {"axis": -2, "mode": "linear"}
+
+    def check(self, node, graph):
+        if self.attr(node, "mode") not in ("linear", "circular"):
+            return [f"mode {self.attr(node, 'mode')!r} is not linear or circular"]
+        axis, rank = self.attr(node, "axis"), len(graph.shape_of(node.inputs[0]))
+        if not -rank < axis < rank or axis % rank == 0:
+            return [f"axis {axis} is not a sequence axis of a cache of rank {rank} (axis 0 is the batch)"]
+        return []
+
+    def shape_errors(self, node, graph):
+        cache, update = (tuple(graph.shape_of(n)) for n in node.inputs[:2])
+        axis = self.attr(node, "axis") % len(cache) if cache else 0
+        if len(cache) != len(update) or any(c != u for j, (c, u) in enumerate(zip(cache, update)) if j != axis) \
+                or update[axis] > cache[axis]:
+            return [f"update {update} does not fit cache {cache} along axis {axis}"]
+        if len(node.inputs) > 2 and node.inputs[2] and tuple(graph.shape_of(node.inputs[2])) != (cache[0],):
+            return [f"write_indices has shape {tuple(graph.shape_of(node.inputs[2]))}; the cache's batch is {cache[0]}"]
+        return []
+
+    def lower(self, node, graph, b):
+        cache = tuple(graph.shape_of(node.inputs[0]))
+        update = tuple(graph.shape_of(node.inputs[1]))
+        axis = self.attr(node, "axis") % len(cache)
+        circular = self.attr(node, "mode") == "circular"
+        has_indices = len(node.inputs) > 2 and bool(node.inputs[2])
+        out = node.outputs[0]
+        size = int(np.prod(cache, dtype=np.int64))
+        bad = Var("bad")
+        b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Ref(node.inputs[0], Idx.of(i))))
+        b.assign(bad, Num(0.0))
+        length = cache[axis]
+
+        def entry(batch):
+            pos = Var("pos")
+            b.assign(pos, Fn("trunc", (Ref(node.inputs[2], Idx.of(batch)),)) if has_indices else Num(0.0))
+
+            def position(i):
+                at = pos
+                if circular:  # pos mod length, in [0, length)
+                    at = Var("wrap")
+                    b.assign(at, Fn("fmod", (pos, Num(float(length)))))
+                    b.assign(at, Select(at, Num(0.0), Bin("+", at, Num(float(length))), at, "<"))
+                index, ok = checked_index(b, at, length, "ix", negative=False)
+
+                def write(rest):
+                    before, after = list(rest[:axis - 1]), list(rest[axis - 1:])
+                    dst = flat_index([batch] + before + [0] + after, cache)
+                    target = Ref(out, dst, at=scaled(index, strides(cache)[axis]))
+                    source = Ref(node.inputs[1], flat_index([batch] + before + [i] + after, update))
+                    b.assign(target, Select(ok, Num(0.5), source, target))
+
+                b.nest(update[1:axis] + update[axis + 1:], write)
+                b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
+                b.assign(pos, Num(1.0), accumulate=True)
+
+            b.loop(update[axis], position)
+
+        b.loop(cache[0], entry)
+        invalidate(b, out, size, bad)

@@ -1,9 +1,9 @@
 """MatMul: ``Y[..., m, n] = sum_k A[..., m, k] * B[k, n]`` (numpy rules, batch axes broadcast).
 
-Either operand may be a constant, which must then be rank 1 or 2; both may be computed at run time
+Either operand, or both, may be a constant, of any rank; both may be computed at run time
 (per-point bilinear forms, attention-like blocks), with any batch axes. A rank-2 runtime A times a
-constant B is rewritten to Gemm by the ``matmul_to_gemm`` pass, so this lowering serves the
-remaining forms.
+constant rank-2 B is rewritten to Gemm by the ``matmul_to_gemm`` pass, so this lowering serves the
+remaining forms (a constant with batch axes is read in place, broadcast like a run-time operand).
 """
 
 import numpy as np
@@ -45,15 +45,6 @@ class MatMul(Op):
 
     def evaluate(self, node, inputs):
         return [np.matmul(inputs[0], inputs[1])]
-
-    def check(self, node, graph):
-        a_const, b_const = (graph.is_const(n) for n in node.inputs[:2])
-        if not (a_const or b_const):  # per-point bilinear forms, attention-like products
-            return []
-        const = node.inputs[1] if b_const else node.inputs[0]
-        if len(graph.shape_of(const)) > 2:
-            return [f"the constant operand has rank {len(graph.shape_of(const))}; rosenna takes rank 1 or 2"]
-        return []
 
     def lower(self, node, graph, b):
         a_name, b_name = node.inputs[:2]

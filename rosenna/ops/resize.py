@@ -13,7 +13,9 @@ output o maps to the input coordinate x by ``coordinate_transformation_mode``:
                         whose x lies outside [0, I-1] is ``extrapolation_value``
 
 Taps: nearest takes one input, rounded by ``nearest_mode``; linear the two around x with weights
-1-r and r (r = x - floor(x)); cubic the four around x with Keys' kernel of ``cubic_coeff_a``. A
+1-r and r (r = x - floor(x)); cubic the four around x with Keys' kernel of ``cubic_coeff_a``;
+with ``antialias`` on an axis that downsamples (scale s < 1), linear and cubic take the kernel
+stretched by 1/s over the 2/s (cubic 4/s) inputs around x, normalised to sum 1. A
 tap outside X reads the nearest edge value, or with ``exclude_outside`` is dropped and the
 weights renormalised. ``axes`` (opset 18) and ``keep_aspect_ratio_policy`` (not_larger,
 not_smaller) are honoured. Upsample and opset-10 Resize are asymmetric, nearest rounding down.
@@ -24,8 +26,8 @@ the pattern of a rational scale repeats), and each combination of runs over the 
 loop nest whose body is the weighted sum with the weights as literals, so nothing is tested or
 looked up at run time. Upsampling by 2 in 3-D gives at most a few dozen nests.
 
-Limits, refused with a reason: scales, sizes or roi computed at run time; ``antialias`` when
-downsampling; a scale whose pattern does not repeat within :data:`MAX_NESTS` loop nests.
+Limits, refused with a reason: scales, sizes or roi computed at run time; a scale whose pattern
+does not repeat within :data:`MAX_NESTS` loop nests.
 Deviation: a zero-weight tap is not read, so an Inf or NaN there does not leak into the output.
 """
 
@@ -113,6 +115,31 @@ def _cubic(r, a):
             return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
         return 0.0
     return [kernel(r + 1), kernel(r), kernel(1 - r), kernel(2 - r)]
+
+
+def _antialias_taps(x, scale, mode, a):
+    """The taps of a downsampling axis with ``antialias``: the linear or cubic kernel stretched by
+    1/scale (taps at distance d weighted by kernel(d * scale)), normalised to sum 1; the taps are
+    the n input positions nearest x (the lower ones on a tie), n = 2 floor(1/scale) (+ 2) for
+    linear and 2 floor(2/scale) (+ 2) for cubic, as onnx's reference places them."""
+    ratio = x - math.floor(x)
+    ratio = 1.0 if ratio == 0.0 else ratio
+    base = round(x - ratio)
+    reach = 1.0 if mode == "linear" else 2.0
+    start = math.floor(-reach / scale) + 1
+
+    def kernel(d):
+        d = abs(d)
+        if mode == "linear":
+            return max(0.0, 1.0 - d)
+        if d <= 1:
+            return ((a + 2) * d - (a + 3)) * d * d + 1
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a if d < 2 else 0.0
+
+    offsets = range(start, 2 - start)
+    weights = [kernel(scale * (k - ratio)) for k in offsets]
+    total = sum(weights)
+    return [(base + k, w / total) for k, w in zip(offsets, weights)]
 
 
 def _nearest(x, mode):
@@ -203,8 +230,6 @@ class Resize(Op):
         geometry = self._geometry(node, graph)
         if geometry is None:
             problems.append("scales, sizes or roi are computed at run time (or absent); rosenna needs them constant")
-        elif self.attr(node, "antialias") and mode != "nearest" and any(s < 1 for s in geometry[0]):
-            problems.append("antialias=1 when downsampling is not supported")
         if not problems:
             nests = math.prod(len(runs) for runs in self._runs(node, graph))
             if nests > MAX_NESTS:
@@ -217,6 +242,7 @@ class Resize(Op):
         mode, ctm, nearest = self._modes(node, graph)
         a = float(self.attr(node, "cubic_coeff_a"))
         exclude = bool(self.attr(node, "exclude_outside"))
+        antialias = bool(self.attr(node, "antialias"))
         taps_by_output = []
         for o in range(out):
             if ctm == "half_pixel":
@@ -240,6 +266,12 @@ class Resize(Op):
                     continue
             if mode == "nearest":
                 taps = [(_nearest(x, nearest), 1.0)]
+            elif antialias and scale < 1:
+                taps = _antialias_taps(x, scale, mode, a)
+                if exclude:
+                    taps = [(i, w) for i, w in taps if 0 <= i < size]
+                    total = sum(w for _, w in taps)
+                    taps = [(i, w / total) for i, w in taps]
             else:
                 base = math.floor(x)
                 r = x - base

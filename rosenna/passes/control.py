@@ -10,7 +10,8 @@ graph before the IR is built (the IR has no subgraphs).
   condition output its condition input passed on (or a constant true): the body is copied M
   times, each copy reading the previous one's loop-carried values and its iteration number as a
   constant; scan outputs are the copies' values stacked along a new first axis (Unsqueeze, Concat).
-- Scan (opset 9 on): the sequence length is the scan inputs' static extent along their axes; copy
+- Scan (opset 8: each batch entry, axis 0, unrolled apart and the results stacked; opset 9 on):
+  the sequence length is the scan inputs' static extent along their axes; copy
   k reads slice k of each scan input (Gather with a constant index, reversed for a reverse
   direction), scan outputs are stacked along their axes (Unsqueeze, Concat).
 
@@ -21,7 +22,8 @@ graph.
 
 Refused, with the reason: a Loop whose trip count or condition is computed at run time (the
 shapes of its scan outputs, and what the generated code would compute, depend on data), an If
-whose branches give outputs of different shapes, opset-8 Scan (its batch axis form).
+whose branches give outputs of different shapes, an opset-8 Scan whose ``sequence_lens`` is not
+the full length for every batch entry (variable-length sequences).
 """
 
 import numpy as np
@@ -235,21 +237,9 @@ def _unroll_loop(node, consts, types, fresh, opset, model):
     return nodes
 
 
-def _unroll_scan(node, types, fresh, opset):
-    if opset < 9:
-        raise ModelError(f"{_label(node)}: opset-8 Scan (with its batch axis) is not unrolled; re-export at opset 9 "
-                         "or later")
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    body, m = attrs["body"], int(attrs["num_scan_inputs"])
-    n_state = len(node.input) - m
-    scan_inputs = list(node.input[n_state:])
-    in_axes = list(attrs.get("scan_input_axes") or [0] * m)
-    in_dirs = list(attrs.get("scan_input_directions") or [0] * m)
-    n_out = len(body.output) - n_state
-    out_axes = list(attrs.get("scan_output_axes") or [0] * n_out)
-    out_dirs = list(attrs.get("scan_output_directions") or [0] * n_out)
+def _scan_length(node, names, axes, types):
     lengths = set()
-    for name, axis in zip(scan_inputs, in_axes):
+    for name, axis in zip(names, axes):
         dims = types[name].tensor_type.shape.dim if name in types else []
         if not dims or not dims[axis % len(dims)].HasField("dim_value"):
             raise ModelError(f"{_label(node)}: scan input {name!r} has no static shape; rosenna unrolls scans of "
@@ -260,24 +250,63 @@ def _unroll_scan(node, types, fresh, opset):
     count = lengths.pop()
     if count > MAX_COPIES:
         raise ModelError(f"{_label(node)}: {count} iterations; rosenna unrolls scans of at most {MAX_COPIES}")
-    state = list(node.input[:n_state])
-    outs = [[] for _ in range(n_out)]
+    return count
+
+
+def _scan_copies(body, state, pieces, count, fresh, tag):
+    """The ``count`` copies of a Scan body: ``pieces(i, k, tag)`` gives the nodes and the name of
+    slice i of scan input k. Returns (nodes, the final state names, per scan output its parts)."""
+    n_state = len(state)
+    outs = [[] for _ in range(len(body.output) - n_state)]
     nodes = []
     for i in range(count):
-        tag = f"{node.name or 'scan'}_it{i}"
+        copy_tag = f"{tag}_it{i}"
         bindings = {b.name: v for b, v in zip(body.input[:n_state], state)}
-        for k, (name, axis, rev) in enumerate(zip(scan_inputs, in_axes, in_dirs)):
-            index = fresh(f"{tag}_index{k}")
-            piece = fresh(f"{tag}_slice{k}")
-            nodes.append(_const_node(index, np.asarray(count - 1 - i if rev else i, np.int64)))
-            rank = len(types[name].tensor_type.shape.dim)
-            nodes.append(helper.make_node("Gather", [name, index], [piece], axis=axis % rank))
-            bindings[body.input[n_state + k].name] = piece
-        copied, results = _copy_body(body, bindings, fresh, tag)
+        for k, value in enumerate(body.input[n_state:]):
+            made, piece = pieces(i, k, copy_tag)
+            nodes += made
+            bindings[value.name] = piece
+        copied, results = _copy_body(body, bindings, fresh, copy_tag)
         nodes += copied
         state = results[:n_state]
         for k, name in enumerate(results[n_state:]):
             outs[k].append(name)
+    return nodes, state, outs
+
+
+def _gather(source, index, axis, fresh, tag, opset):
+    """Nodes giving ``source`` indexed at the constant ``index`` along ``axis`` (the axis dropped):
+    a Gather; before opset 9 (no int64 Constant) a Slice and a Squeeze by attributes."""
+    piece = fresh(f"{tag}_slice")
+    if opset < 9:
+        row = fresh(f"{tag}_row")
+        return [helper.make_node("Slice", [source], [row], axes=[axis], starts=[index], ends=[index + 1]),
+                helper.make_node("Squeeze", [row], [piece], axes=[axis])], piece
+    at = fresh(f"{tag}_index")
+    nodes = [_const_node(at, np.asarray(index, np.int64)), helper.make_node("Gather", [source, at], [piece], axis=axis)]
+    return nodes, piece
+
+
+def _unroll_scan(node, types, fresh, opset, consts):
+    if opset < 9:
+        return _unroll_scan8(node, types, fresh, opset, consts)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    body, m = attrs["body"], int(attrs["num_scan_inputs"])
+    n_state = len(node.input) - m
+    scan_inputs = list(node.input[n_state:])
+    in_axes = list(attrs.get("scan_input_axes") or [0] * m)
+    in_dirs = list(attrs.get("scan_input_directions") or [0] * m)
+    n_out = len(body.output) - n_state
+    out_axes = list(attrs.get("scan_output_axes") or [0] * n_out)
+    out_dirs = list(attrs.get("scan_output_directions") or [0] * n_out)
+    count = _scan_length(node, scan_inputs, in_axes, types)
+
+    def pieces(i, k, tag):
+        rank = len(types[scan_inputs[k]].tensor_type.shape.dim)
+        index = count - 1 - i if in_dirs[k] else i
+        return _gather(scan_inputs[k], index, in_axes[k] % rank, fresh, f"{tag}_{k}", opset)
+
+    nodes, state, outs = _scan_copies(body, list(node.input[:n_state]), pieces, count, fresh, node.name or "scan")
     for final, value in zip(node.output[:n_state], state):
         if final:
             nodes.append(helper.make_node("Identity", [value], [final]))
@@ -285,6 +314,62 @@ def _unroll_scan(node, types, fresh, opset):
         if out:
             rank = len(body.output[n_state + k].type.tensor_type.shape.dim)
             nodes += _stack(parts[::-1] if out_dirs[k] else parts, out, out_axes[k], fresh, out, rank, opset)
+    return nodes
+
+
+def _unroll_scan8(node, types, fresh, opset, consts):
+    """Opset-8 Scan: every input and output has a batch axis first (the scan axis is 1); the body
+    runs on one batch entry at a time. Each batch entry's scan is unrolled as opset 9's, and the
+    entries' results stacked along axis 0. ``sequence_lens`` absent, or a constant of the full
+    length for every entry."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    body, m = attrs["body"], int(attrs["num_scan_inputs"])
+    lens, inputs = (list(node.input) + [""])[0], list(node.input[1:])
+    n_state = len(inputs) - m
+    scan_inputs = inputs[n_state:]
+    dirs = list(attrs.get("directions") or [0] * m)
+    count = _scan_length(node, scan_inputs, [1] * m, types)
+    batch = _scan_length(node, inputs, [0] * len(inputs), types) if inputs else 1
+    if lens:
+        given = consts.get(lens)
+        if given is None or np.any(np.asarray(given).reshape(-1) != count):
+            raise ModelError(f"{_label(node)}: sequence_lens is computed at run time or shorter than the scan "
+                             f"inputs' length {count} for some batch entry; rosenna unrolls scans of one static "
+                             "length (drop sequence_lens or make every entry full length)")
+    tag = node.name or "scan"
+    nodes, finals, scanned = [], [[] for _ in range(n_state)], [[] for _ in range(len(body.output) - n_state)]
+    for entry in range(batch):
+        state = []
+        for j, name in enumerate(inputs[:n_state]):
+            made, piece = _gather(name, entry, 0, fresh, f"{tag}_b{entry}_state{j}", opset)
+            nodes += made
+            state.append(piece)
+        rows = []
+        for k, name in enumerate(scan_inputs):
+            made, row = _gather(name, entry, 0, fresh, f"{tag}_b{entry}_input{k}", opset)
+            nodes += made
+            rows.append(row)
+
+        def pieces(i, k, copy_tag, rows=rows):
+            return _gather(rows[k], count - 1 - i if dirs[k] else i, 0, fresh, f"{copy_tag}_{k}", opset)
+
+        made, state, outs = _scan_copies(body, state, pieces, count, fresh, f"{tag}_b{entry}")
+        nodes += made
+        for j, value in enumerate(state):
+            finals[j].append(value)
+        for k, parts in enumerate(outs):
+            rank = len(body.output[n_state + k].type.tensor_type.shape.dim)
+            stacked = fresh(f"{tag}_b{entry}_output{k}")
+            nodes += _stack(parts, stacked, 0, fresh, stacked, rank, opset)
+            scanned[k].append(stacked)
+    for j, (out, parts) in enumerate(zip(node.output[:n_state], finals)):
+        if out:
+            rank = len(body.output[j].type.tensor_type.shape.dim)
+            nodes += _stack(parts, out, 0, fresh, out, rank, opset)
+    for k, (out, parts) in enumerate(zip(node.output[n_state:], scanned)):
+        if out:
+            rank = len(body.output[n_state + k].type.tensor_type.shape.dim) + 1
+            nodes += _stack(parts, out, 0, fresh, out, rank, opset)
     return nodes
 
 
@@ -332,7 +417,7 @@ def unroll_control_flow(model, infer):
             elif node.op_type == "Loop":
                 nodes += _unroll_loop(node, consts, types, fresh, opset, model)
             elif node.op_type == "Scan":
-                nodes += _unroll_scan(node, types, fresh, opset)
+                nodes += _unroll_scan(node, types, fresh, opset, consts)
             else:
                 nodes += _inline_if(node, consts, fresh, model)
         del graph.node[:]
