@@ -1,4 +1,4 @@
-"""Issue 30's GPU figures in one H200 call: a 2-D Fourier neural operator per sample against PyTorch
+"""The model families' GPU figures in one call: a 2-D Fourier neural operator per sample against PyTorch
 (eager and torch.compile, cuFFT), and tree ensembles per point against onnxruntime on the CPU and
 hummingbird's two tensor forms in PyTorch on the GPU. fp32, TF32 off, CUDA events, median of the
 repeats; every result is checked before it is timed.

@@ -1,4 +1,4 @@
-"""The GPU frontier of issues #17 and #18 in one H200 call: rosenna's native <name>_infer_batch
+"""The GPU frontier in one H200 call: rosenna's native <name>_infer_batch
 against PyTorch eager and torch.compile on the same weights, fp32 with TF32 off, CUDA events,
 median of the repeats.
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# rosenna gpu-gate on the H200 for issue 16's models (bench/science_models.py, built with onnx alone):
+# rosenna gpu-gate on the H200 for the scientific models (bench/science_models.py, built with onnx alone):
 #   unet3d       a 3-D U-Net over a 32^3 field of 2 channels (Conv3d, MaxPool3d, channels-last
 #                LayerNormalization, SiLU, stride-2 ConvTranspose3d, skip Concat): whole-field path,
 #                <name>_infer_one, one launch per op; UNET_SAMPLES samples per pass (default 256)

@@ -26,7 +26,7 @@ build)
                 $d/lib${m}_device.a $d/lib$m.a -o $d/gen_bench 2> $d/ptxas.txt
         done
     done
-    # float64: the issue's 4-32-32-2 Tanh MLP and mlp128, on the FP64 tensor cores (embedded weights).
+    # float64: the 4-32-32-2 Tanh MLP and mlp128, on the FP64 tensor cores (embedded weights).
     ${PYTHON:-python3} -c "import sys, numpy as np, onnx; from rosenna import zoo
 onnx.save(zoo.mlp('d4', [4, 32, 32, 2], ['Tanh', 'Tanh', None], np.float64, seed=4), sys.argv[1])" $G/d4.onnx
     $rosenna zoo mlp128 --double -o $G/dmlp128.onnx > /dev/null

@@ -1,4 +1,4 @@
-"""Two models of the scientific kind issue 16 is about, built with onnx.helper alone (no torch), so
+"""Two scientific models (a 3-D field U-Net and a coordinate MLP), built with onnx.helper alone (no torch), so
 the GPU machine can write them too:
 
 - ``unet3d``: a 3-D U-Net over an n^3 field of 2 channels (rank-5 tensors): Conv3d+ReLU, MaxPool3d,

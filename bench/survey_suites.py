@@ -1,5 +1,5 @@
 """Survey: the model definitions of roseNNa's, FTorch's and TorchFort's own test suites, re-exported
-with PyTorch and run through ``rosenna verify`` (issue 12, "Done when").
+with PyTorch and run through ``rosenna verify``.
 
 The definitions below are written here, small, after the architectures in those repositories (the
 file each follows is named; none of their code is copied). Each is exported with torch's

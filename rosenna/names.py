@@ -1,4 +1,4 @@
-"""Model names that would break something outside the model: the one table (issue 12, group 5).
+"""Model names that would break something outside the model: the one table.
 
 A model name ``n`` (``--name`` or the file stem) becomes file names (``lib<n>.a``, ``<n>.h``,
 ``<n>.pc``, ``<n>Config.cmake``, ``<n>_model.mod``, ...) and the prefix of every symbol and macro
