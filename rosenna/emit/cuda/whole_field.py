@@ -18,8 +18,6 @@ from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
-from rosenna.emit.host_field import jam
-from rosenna.parallel import Launch, Member
 from rosenna.strategy import of as strategy_of
 
 # The kernels' shapes are the tuning's: field_threads (the launched phases' threads per block),
@@ -66,22 +64,9 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
 
 
 def launches(sched):
-    """The phases of ``<name>_phases``: the schedule's (:class:`rosenna.strategy.Schedule`), each parallel
-    member region unrolled-and-jammed (:func:`rosenna.emit.host_field.jam`, the host path's
-    transformation): a thread computes up to 8 output channels of a conv from one pass over its
-    inputs (every input loaded once feeds 8 FMAs; the weights are uniform across a warp), or,
-    where the channels index the inputs (depthwise, one output channel), a few neighbouring rows.
-    Each sum keeps its terms and their order, so the results do not change by a bit; a loop that
-    does not divide leaves a remainder region of its own."""
-    out = []
-    for launch in sched.phases:
-        members = []
-        for m in launch.members:
-            pieces = jam(sched.plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
-            for k, (chain, body) in enumerate(pieces):
-                members.append(Member(m.kind, chain, body, m.notes if k == 0 else [], m.op, m.reads, m.writes))
-        out.append(Launch(members))
-    return out
+    """The phases of ``<name>_phases``: the schedule's jammed ones
+    (:meth:`rosenna.strategy.Schedule.jammed`: a thread computes up to 8 output channels of a conv)."""
+    return sched.jammed()
 
 
 def buffer_symbol(sched, i):

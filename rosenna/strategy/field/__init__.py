@@ -8,8 +8,10 @@ of each form of ``<name>_run`` (:mod:`~rosenna.strategy.field.fusion`: which reg
 phase, the producer-side epilogues of :mod:`~rosenna.strategy.field.epilogue`, the phases computed
 where they are read), the intermediate buffers and the samples per step, whether the clustered
 kernel is emitted, and which convs run as implicit GEMMs or shared-memory tiles
-(:mod:`~rosenna.strategy.field.convs`), each with the alternatives that fit and why.
-rosenna/emit/cuda/whole_field.py and its helpers only render it.
+(:mod:`~rosenna.strategy.field.convs`), each with the alternatives that fit and why. Owns too the
+host form of ``<name>_infer_one`` (:mod:`~rosenna.strategy.field.host`: its regions transformed by
+:mod:`~rosenna.strategy.field.host_loops`). rosenna/emit/cuda/whole_field.py,
+rosenna/emit/host_field.py and their helpers only render them.
 """
 
 import types
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 
 from rosenna.strategy.field import convs as _convs
 from rosenna.strategy.field import epilogue as _epilogue
+from rosenna.strategy.field import host  # noqa: F401 (the host form's regions)
 from rosenna.strategy.field.fusion import Schedule, schedule
+from rosenna.strategy.field.host import HostRegion, HostRegions  # noqa: F401 (the result's types)
 from rosenna.strategy.table import Decision, Implementation, Rejected
 
 
