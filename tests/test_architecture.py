@@ -177,8 +177,9 @@ def _is_plan(node):
 
 
 def _plan_dict(node):
-    """Whether ``node`` is a plan's ``__dict__`` (``plan.__dict__``, ``vars(plan)``)."""
-    return ((isinstance(node, ast.Attribute) and node.attr == "__dict__" and _is_plan(node.value))
+    """Whether ``node`` is the ``__dict__`` of a plan or of anything it holds (``plan.__dict__``,
+    ``weight.__dict__``, ``vars(plan)``): emit and the strategy keep no cache on what they read."""
+    return ((isinstance(node, ast.Attribute) and node.attr == "__dict__")
             or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
                 and node.args and _is_plan(node.args[0])))
 
@@ -238,8 +239,9 @@ def test_the_plan_check_finds_a_cache_on_the_plan():
     assert _plan_writes(ast.parse(old)) == [6]
     others = ("object.__setattr__(plan, 'a', 1)\nvars(plan)['a'] = 1\nplan.__dict__.setdefault('a', 1)\n"
               "del plan.__dict__['a']\nself.plan.__dict__.update(a=1)\nstrategy.plan.__setattr__(s.plan, 'a', 1)\n"
-              "x = plan.__dict__['a']\nd = dict(vars(plan))\nobject.__setattr__(self, 'a', 1)\n")
-    assert sorted(_plan_writes(ast.parse(others))) == [1, 2, 3, 4, 5, 6]
+              "x = plan.__dict__['a']\nd = dict(vars(plan))\nobject.__setattr__(self, 'a', 1)\n"
+              "cache = weight.__dict__.setdefault('_literals', {})\n")
+    assert sorted(_plan_writes(ast.parse(others))) == [1, 2, 3, 4, 5, 6, 10]
 
 
 def test_the_starter_for_a_new_implementation_runs(tmp_path):
