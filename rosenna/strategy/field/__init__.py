@@ -74,6 +74,9 @@ class Field:
             its ``min_samples``).
         tiles: ``{form: {phase: TiledConv}}``: the phases of each form run as shared-memory tiles
             (read-only mappings, as ``igemm``).
+        jammed: ``{form: (Launch, ...)}``: the phases of ``launched``, and of ``cluster`` with the
+            tuning's ``cluster_jam``, unrolled and jammed over output channels
+            (:meth:`~rosenna.strategy.field.fusion.Schedule.jammed`).
         decisions: the :class:`Decision` of each part, for `rosenna info`.
     """
 
@@ -88,6 +91,7 @@ class Field:
     igemm: types.MappingProxyType
     tiles: types.MappingProxyType
     decisions: tuple
+    jammed: types.MappingProxyType
 
     def lines(self):
         out = []
@@ -153,7 +157,11 @@ def decide(plan, tuning):
                  _forms_decision(cluster, few, refusal, widest, tuning))
     decisions += tuple(_conv_decision(k, window, note, launched, igemm, tiles, tuning)
                        for k, (window, note) in _convs.conv_phases(launched).items())
-    return Field(launched, persistent, cluster, few, own, scratch, samples, widest, igemm, tiles, decisions)
+    jammed = {"launched": tuple(launched.jammed())}
+    if few and cluster.plan.tuned.cluster_jam:
+        jammed["cluster"] = jammed["launched"] if cluster is launched else tuple(cluster.jammed())
+    return Field(launched, persistent, cluster, few, own, scratch, samples, widest, igemm, tiles, decisions,
+                 types.MappingProxyType(jammed))
 
 
 def _schedule_decision(plan, launched, persistent, cluster, samples, scratch):
