@@ -184,7 +184,7 @@ def emulate_clusters(model_path, out, blocks=2, threads=32, samples=3, tuning=No
     field = strategy.decide(plan).field
     sched, buffer = field.cluster, whole_field.cluster_buffer(field)
     funcs, calls, width = [], [], blocks * threads
-    for k, phase in enumerate(whole_field.cluster_phases(sched, buffer, field.tiles.get("cluster"))):
+    for k, phase in enumerate(whole_field.cluster_phases(field, buffer)):
         lines = "\n".join(phase)
         assert lines in kernel, f"phase {k} differs from {n}_cluster's"
         funcs.append(f"static void phase{k}(const {t} *x, {t} *y, long s, long first)\n{{\n"

@@ -16,7 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 from rosenna import generate as gen
 from rosenna.compare import compare
 from rosenna import toolchain
-from rosenna.emit import host_field, host_loops
+from rosenna import strategy
+from rosenna.strategy.field import host_loops
 from rosenna.loopir import Assign, Fn, Idx, Loop, Num, Ref, Var, add, mul
 from rosenna.strategy import Tuning
 
@@ -144,7 +145,7 @@ def test_host_branch_is_one_team_with_simd_loops_and_jammed_channels(built):
     # conv's corners did with its groups jammed (GCC 12's predictive commoning then raced
     # between the threads: 1 run in 15 wrong on 2 threads)
     regions = [(chain, [s for inner in body for s in inner.body])
-               for kind, chain, body, _, _ in host_field.host_regions(plan) if kind == "parallel"]
+               for kind, chain, body, _, _ in strategy.of(plan).host_regions if kind == "parallel"]
     assert not any(host_loops.stores_meet(chain, body) for chain, body in regions)
     fortran = _host_branch((out / f"{plan.name}_model.F90").read_text())
     assert fortran.count("!$omp parallel") == 1 and "!$omp simd" in fortran and "!$omp end do nowait" in fortran

@@ -247,7 +247,7 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
     <name>_infer_batch launches them: each phase as a loop over its global thread indices (samples
     x threads per sample), forwards and backwards, into buffers for every sample and the C file's
-    weights. The phases are the kernel file's: its launched ones (whole_field.launches, jammed),
+    weights. The phases are the kernel file's: its launched ones (Schedule.jammed),
     or with ``persistent`` those of its persistent kernel (the strategy's schedule), or the
     given ``launches`` (unfused), or the phases of ``schedule(plan)`` (a function: the plan -> a
     rosenna.strategy.Schedule, its value functions included). Returns (plan, x, y forwards, y backwards).
@@ -262,7 +262,7 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     else:
         field = strategy.decide(plan).field
         sched = schedule(plan) if schedule else field.persistent if persistent else field.launched
-        launches = sched.phases if persistent else whole_field.launches(sched)
+        launches = sched.phases if persistent else sched.jammed()
     code = kernel_file or "\n".join("\n".join(whole_field.batch_body(sched, launch)) for launch in launches)
     funcs, calls = [field_fuse.value_functions(sched, code, "static inline")], []
     if kernel_file is not None:  # the kernel's value functions, as the emulation's are

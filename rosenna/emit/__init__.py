@@ -29,7 +29,7 @@ def render(strategy, lang, stamp, profile):
         files[f"{plan.name}.pc"] = pkgconfig.c_pc(plan, stamp, profile)
     if lang in ("fortran", "both"):
         files[f"{plan.name}_model.F90"] = fortran.module(plan, stamp, strategy.host.value("points_per_block"),
-                                                                strategy.host_body, c.simd_widths(strategy))
+                                                                strategy.host_body, c.simd_widths(strategy), strategy.host_regions)
         files[f"{plan.name}_fortran.mk"] = make.fortran_makefile(plan, stamp, profile)
         files[f"{plan.name}_fortran.pc"] = pkgconfig.fortran_pc(plan, stamp, profile, with_c=lang == "both")
     files[f"{plan.name}Config.cmake"] = cmake.config(plan, stamp, profile, lang)

@@ -388,7 +388,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
     batch = f"\n#ifndef ROSENNA_NATIVE_KERNEL{batch}#endif /* ROSENNA_NATIVE_KERNEL */\n"
-    one = whole.c_source(plan)
+    one = whole.c_source(plan, strategy.host_regions)
     if one:  # the kernel file provides the CUDA/HIP <name>_infer_one
         one = f"\n#ifndef ROSENNA_NATIVE_KERNEL{one}#endif /* ROSENNA_NATIVE_KERNEL */\n"
     return head + simd + batch + one

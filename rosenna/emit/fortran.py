@@ -8,6 +8,7 @@ from rosenna.emit.lang import FORTRAN
 from rosenna.emit.notes import annotate
 from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_loop_vars, used_scalars
 from rosenna.loopir import FAULT, counts_faults
+from rosenna.strategy import of as strategy_of
 
 #: Fact of the output's format, not of its speed: weight literals per line.
 VALUES_PER_LINE = 4
@@ -56,10 +57,14 @@ def _declarations(plan, stmts, block=0, extra_int=()):
     return out
 
 
-def module(plan, stamp, block, host_body=(), widths=()):
+def module(plan, stamp, block, host_body=(), widths=(), host_regions=None):
     """``<name>_model.F90``; ``host_body``: the host batch block's statements (the plan's when
     empty), rosenna.strategy.Strategy.host_body; ``widths``: the lanes of the C library's SIMD
-    variants that ``<name>_infer_simd`` binds to (rosenna.emit.c.simd_widths)."""
+    variants that ``<name>_infer_simd`` binds to (rosenna.emit.c.simd_widths); ``host_regions``:
+    the host form of ``<name>_infer_one``, rosenna.strategy.Strategy.host_regions (None: the
+    default strategy's for ``plan``)."""
+    if host_regions is None and plan.emits_infer_one:
+        host_regions = strategy_of(plan).host_regions
     n = plan.name
     host_body = list(host_body) or plan.body
     point = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN))
@@ -222,7 +227,7 @@ contains
 {batch_decls}
 {ready_check}    status = {n}_status_ok
 {batch_stmts}  end subroutine {n}_infer_batch
-{block_sub}{whole_fortran.subroutine(plan)}{fortran_team_wait(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
+{block_sub}{whole_fortran.subroutine(plan, host_regions)}{fortran_team_wait(plan)}{fortran_reader.reader(plan) if file_loaded else ''}
 end module {n}_model
 """
     lines = []

@@ -8,11 +8,11 @@ innermost output loop (an op's last spatial axis, or its channels where the spat
 fixed) an ``omp simd`` loop whose iteration computes one output element: its accumulator lives in
 a vector register over the whole kernel window and the channels, and every load of the window is
 a contiguous vector. The ops' lowering already splits each conv and pool into an interior and its
-borders (:mod:`rosenna.ops.conv`), so the interior's SIMD loop has no bounds test. Before
-rendering, each parallel region is transformed by :mod:`rosenna.emit.host_loops`: unrolled and
-jammed over its output channels (register blocks of up to 12), its tap loops unrolled below the
-channel loop, its innermost loop split into SIMD loops of one vector each, and a fused activation
-moved to a second SIMD loop; no sum is reordered. A serial
+borders (:mod:`rosenna.ops.conv`), so the interior's SIMD loop has no bounds test. The strategy
+has transformed each parallel region (``Strategy.host_regions``, :mod:`rosenna.strategy.field.host`):
+unrolled and jammed over its output channels (register blocks of up to 12), its tap loops unrolled
+below the channel loop, its innermost loop split into SIMD loops of one vector each, and a fused
+activation moved to a second SIMD loop; no sum is reordered; this module only renders it. A serial
 region is an ``omp single``. Regions that :func:`rosenna.parallel.launch_groups` puts in one launch
 (they touch disjoint elements, e.g. the border pieces of one conv) share one barrier: every
 worksharing loop but the group's last is ``nowait``. With the tuning's ``host_wait='yield'`` (the
@@ -29,11 +29,9 @@ oversubscribing the cores. No orphaned worksharing construct is used, so such a 
 to the solver's team and wait for threads that never arrive.
 """
 
-from rosenna.emit.host_loops import Inner, contiguous, jam, simd_loops, unroll_taps
 from rosenna.emit.notes import annotate, note, op_of
 from rosenna.emit.render import used_loop_vars, used_scalars
 from rosenna.loopir import Loop
-from rosenna.parallel import launch_groups
 
 #: C's vectorisable exp and tanh (rosenna_host_math.h, inlined and branch-free): libm's are scalar
 #: calls, which keep GCC from vectorising an ``omp simd`` loop that holds one (a fused Tanh).
@@ -101,38 +99,11 @@ def _private(table, names):
     return table["private"].format(names=", ".join(names)) if table["private"] and names else ""
 
 
-def host_regions(plan):
-    """The regions of the host form, in order: ``(kind, chain, body, notes, nowait)`` with each
-    parallel region's loops transformed (:func:`jam`, :func:`unroll_taps`), its body the list of
-    :func:`simd_loops` around the innermost loop; computed once per plan."""
-    cached = plan.__dict__.get("_host_regions")
-    if cached is not None:
-        return cached
-    out = []
-    launches = launch_groups(plan)
-    for j, launch in enumerate(launches):
-        for k, member in enumerate(launch.members):
-            # a group's last region ends with a barrier; the team's own closing barrier ends the last
-            nowait = k < len(launch.members) - 1 or j == len(launches) - 1
-            chain, body = member.chain, member.body
-            if member.kind != "parallel":
-                out.append((member.kind, chain, body, member.notes, nowait))
-                continue
-            pieces = jam(plan, chain, body, plan.tuned.host_jam, uneven=True)
-            for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
-                body = unroll_taps(body, plan.tuned)
-                loops = (simd_loops(plan, chain, body) if len(chain) > 1 else
-                         [Inner(chain[0].extent, body, simd=contiguous(plan, chain[0].var, body))])
-                out.append(("parallel", chain, loops, member.notes if i == 0 else [],
-                            nowait or i < len(pieces) - 1))
-    plan.__dict__["_host_regions"] = out
-    return out
-
-
-def host_names(plan):
-    """The scalars and loop variables the host form uses (Fortran declares them)."""
+def host_names(plan, regions):
+    """The scalars and loop variables the host form uses (Fortran declares them); ``regions``:
+    the strategy's :class:`rosenna.strategy.HostRegions`."""
     scalars, loops = set(), set()
-    for kind, chain, body, _, _ in host_regions(plan):
+    for kind, chain, body, _, _ in regions:
         if kind == "parallel":
             loops.update(inner.vector_var for inner in body if inner.vectors)
             body = [s for inner in body for s in inner.body]
@@ -144,13 +115,14 @@ def host_names(plan):
     return sorted(scalars), sorted(loops)
 
 
-def host_lines(plan, lang, renderer, depth, threads=None):
-    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``.
+def host_lines(plan, regions, lang, renderer, depth, threads=None):
+    """The host branch's statements of ``<name>_infer_one``, as lines indented to ``depth``:
+    ``regions`` (the strategy's :class:`rosenna.strategy.HostRegions`) rendered.
     ``threads``: an expression for the team's size (``num_threads``), or None."""
     table = TABLE[lang.name]
     t = plan.ctype
     pad = lang.indent * depth
-    team = _private(table, [name for names in host_names(plan) for name in names])
+    team = _private(table, [name for names in host_names(plan, regions) for name in names])
     waits = yields(plan)
     lines = [pad + table["arrived"]] if waits else []
     size = f" num_threads({threads})" if threads else ""
@@ -160,7 +132,6 @@ def host_lines(plan, lang, renderer, depth, threads=None):
     if waits:
         lines.append(lang.indent * inner + table["passed"])
     wait = lang.indent * inner + table["wait"].format(spins=plan.tuned.host_wait_spins)
-    regions = host_regions(plan)
     planned, op = op_of(plan), None
     for i, (kind, chain, body, notes, nowait) in enumerate(regions):
         for text in notes:
@@ -185,7 +156,7 @@ def host_lines(plan, lang, renderer, depth, threads=None):
 
 def _nest_note(op, chain, loops):
     """:func:`rosenna.emit.notes.note` of a parallel region: its outer loops, and its innermost
-    variable as each of its SIMD loops (:class:`Inner`) runs it."""
+    variable as each of its SIMD loops (:class:`rosenna.strategy.field.host_loops.Inner`) runs it."""
     outer = {loop.var: loop.extent for loop in chain[:-1]}
     return note(op, [stmt for inner in loops for stmt in
                      ([Loop(inner.vector_var, inner.vectors, [Loop(chain[-1].var, inner.extent, inner.body)])]

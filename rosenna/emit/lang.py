@@ -82,12 +82,9 @@ class Lang:
         return [text + suffix if text[-1].isdigit() else self.literal(float(text), precision) for text in texts]
 
     def weight_literals(self, weight, precision):
-        """Every value of a plan weight as a literal of this language (computed once per language)."""
-        key = (self.name, precision)
-        cache = weight.__dict__.setdefault("_literals", {})
-        if key not in cache:
-            cache[key] = self.literals(weight.array, precision, weight.decimals)
-        return cache[key]
+        """Every value of a plan weight as a literal of this language (from the decimal texts the
+        plan computed once, :attr:`rosenna.plan.Weight.decimals`; nothing is kept on the weight)."""
+        return self.literals(weight.array, precision, weight.decimals)
 
     def comparison(self, cmp):
         return self.comparisons.get(cmp, cmp)

@@ -210,8 +210,9 @@ int {n}_infer_one(const {t} *x, {t} *y, void *stream);
 """
 
 
-def c_source(plan):
-    """The static buffers and ``<name>_infer_one`` for ``<name>.c`` ("" when the plan has none)."""
+def c_source(plan, regions):
+    """The static buffers and ``<name>_infer_one`` for ``<name>.c`` ("" when the plan has none);
+    ``regions``: the host form's (``Strategy.host_regions``)."""
     if not available(plan):
         return ""
     n, t = plan.name, plan.ctype
@@ -223,7 +224,7 @@ def c_source(plan):
                + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
     branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2))
     period = plan.tuned.host_pace
-    host = "\n".join(host_lines(plan, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
+    host = "\n".join(host_lines(plan, regions, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
                                                   math=HOST_MATH[plan.precision], fma=plan.tuned.host_fma), 1,
                                  "team_size" if period else None))
     if period:  # the team's size chosen by the time calls took (rosenna_host_sync.h's rosenna_pace)

@@ -124,8 +124,9 @@ def _locals(scalars, loops):
     return out + ([f"    integer :: {', '.join(sorted(loops))}"] if loops else [])
 
 
-def subroutine(plan):
-    """The module procedure ``<name>_infer_one(x, y, status)``."""
+def subroutine(plan, regions):
+    """The module procedure ``<name>_infer_one(x, y, status)``; ``regions``: the host form's
+    (``Strategy.host_regions``)."""
     if not available(plan):
         return ""
     n = plan.name
@@ -135,14 +136,15 @@ def subroutine(plan):
         table = DIRECTIVES[model]
         branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
     period = plan.tuned.host_pace
-    host = host_lines(plan, FORTRAN, renderer, 2, "team_size" if period else None)
-    decls = _locals(*host_names(plan)) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
+    host = host_lines(plan, regions, FORTRAN, renderer, 2, "team_size" if period else None)
+    names = host_names(plan, regions)
+    decls = _locals(*names) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
     if period:  # the team's size chosen by the time calls took (pace_threads)
         decls += ["    integer :: team_size", "    real(real64) :: started"]
         host = ([f"    team_size = pace_threads({period})", "    started = pace_clock()"] + host
                 + ["    call pace_record(team_size, pace_clock() - started)"])
-    device = _locals(sorted(set(used_scalars(plan.body)) - set(host_names(plan)[0])),
-                     sorted(set(used_loop_vars(plan.body)) - set(host_names(plan)[1])))
+    device = _locals(sorted(set(used_scalars(plan.body)) - set(names[0])),
+                     sorted(set(used_loop_vars(plan.body)) - set(names[1])))
     if device:  # names only the offload branches use
         decls += [f"#if {ANY_MODEL}", *device, "#endif"]
     nl = "\n"

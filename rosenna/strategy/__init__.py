@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from rosenna.strategy import field, mlp, point
 from rosenna.strategy.mlp.analysis import Chain, Layer, analyse  # noqa: F401 (the result's types)
-from rosenna.strategy.field import Field  # noqa: F401 (the result's types)
+from rosenna.strategy.field import Field, HostRegion, HostRegions  # noqa: F401 (the result's types)
 from rosenna.strategy.field.convs import GemmConv, TiledConv  # noqa: F401
 from rosenna.strategy.field.fusion import Schedule  # noqa: F401
 from rosenna.strategy.table import Decision, Rejected, Subject, select  # noqa: F401
@@ -44,6 +44,9 @@ class Strategy:
     #: Gemm, MatMul or Conv folded into its store (rosenna.strategy.point.epilogue; () on the
     #: whole-field path, which has no host batch block)
     host_body: tuple = ()
+    #: The host form of ``<name>_infer_one``: its regions, transformed for the host's threads and
+    #: SIMD lanes (rosenna.strategy.field.host; None: the plan emits no <name>_infer_one)
+    host_regions: object = None
 
     @property
     def parts(self):
@@ -88,7 +91,8 @@ def decide(plan, tuning=None, vector=32):
                      values=(("warp", mlp.offload_warp(plan, chain)),) if chain else ())
     body, fused = point.epilogue.fuse(plan) if plan.path == "point" else ((), ())
     return Strategy(plan, tuning, chain, batched, tensor, routine, offload, field.memory(plan, tuning),
-                    point.host(plan, tuning, vector, fused), field.decide(plan, tuning), body)
+                    point.host(plan, tuning, vector, fused), field.decide(plan, tuning), body,
+                    field.host.regions(plan) if plan.emits_infer_one else None)
 
 
 def of(subject, tuning=None):

@@ -12,7 +12,7 @@ that each phase's stride loop has a constant step and trip count; with the tunin
 blocks per cluster are chosen per call instead (:func:`choice`: the most, up to ``cluster_blocks``,
 with which every cluster of the call is resident at once) and read at run time.
 
-The phase bodies are :func:`rosenna.emit.cuda.whole_field.launches`' (convolutions jammed over 8
+The phase bodies are :attr:`rosenna.strategy.Field.jammed` (convolutions jammed over 8
 output channels) with the tuning's ``cluster_jam``, else the plain ones (a thread per element); the convs that
 :mod:`conv_smem` takes run as its shared-memory tiles instead (the default: results/measurement-log.md, "The table of main cd0ccd7"). A plan of
 fewer than the tuning's ``cluster_min_phases`` phases gets no clustered kernel. Compiled for an

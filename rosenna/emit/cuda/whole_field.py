@@ -18,8 +18,6 @@ from rosenna.emit.cuda import conv_igemm, conv_smem, field_cluster, field_fuse
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, used_scalars
-from rosenna.emit.host_field import jam
-from rosenna.parallel import Launch, Member
 from rosenna.strategy import of as strategy_of
 
 # The kernels' shapes are the tuning's: field_threads (the launched phases' threads per block),
@@ -65,25 +63,6 @@ def launch_body(plan, launch, renderer=None, depth=1, tid="tid"):
     return lines
 
 
-def launches(sched):
-    """The phases of ``<name>_phases``: the schedule's (:class:`rosenna.strategy.Schedule`), each parallel
-    member region unrolled-and-jammed (:func:`rosenna.emit.host_field.jam`, the host path's
-    transformation): a thread computes up to 8 output channels of a conv from one pass over its
-    inputs (every input loaded once feeds 8 FMAs; the weights are uniform across a warp), or,
-    where the channels index the inputs (depthwise, one output channel), a few neighbouring rows.
-    Each sum keeps its terms and their order, so the results do not change by a bit; a loop that
-    does not divide leaves a remainder region of its own."""
-    out = []
-    for launch in sched.phases:
-        members = []
-        for m in launch.members:
-            pieces = jam(sched.plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
-            for k, (chain, body) in enumerate(pieces):
-                members.append(Member(m.kind, chain, body, m.notes if k == 0 else [], m.op, m.reads, m.writes))
-        out.append(Launch(members))
-    return out
-
-
 def buffer_symbol(sched, i):
     """The kernel file's buffer for scratch buffer i of the schedule's plan, every sample's."""
     return field_fuse.buffer_symbol(sched.plan, i)
@@ -116,7 +95,7 @@ def infer_one(subject):
       persistent kernel ``<name>_field``: the phases separated by ``grid.sync()`` instead of launch
       boundaries, one launch per call (a 1-sample U-Net: 26 launches become 1);
     - otherwise one kernel ``<name>_phase<k>`` per phase in stream order, each phase's convolutions
-      unrolled-and-jammed over 8 output channels (:func:`launches`): fewer threads doing 8 FMAs per
+      unrolled-and-jammed over 8 output channels (the strategy's ``Field.jammed``): fewer threads doing 8 FMAs per
       load, which pays only when there are more elements than resident threads.
 
     In every form a conv the strategy tiles runs as shared-memory tiles (:mod:`conv_smem`), and in
@@ -143,13 +122,13 @@ def infer_one(subject):
             f"static __device__ {t} {cluster_buffer(field)(clustered.plan, i)}[{min(samples, few)} * {size}];"
             for i, size in enumerate(clustered.plan.scratch))
     groups, widest = held.phases, field.widest
-    jammed = launches(sched)
+    jammed = list(field.jammed["launched"])  # a thread computes up to 8 output channels of a conv
     convs = field.igemm  # the phases run as implicit GEMMs where the call and device allow
     forms = dict(launched=sched, persistent=held, **({"cluster": clustered} if few else {}))
     tiles = field.tiles  # in shared memory
     persistent = _persistent(held, groups, tiles["persistent"])
     launched = _launched(sched, jammed, samples, convs, tiles["launched"])
-    cluster = (field_cluster.kernel(clustered, cluster_phases(clustered, cluster_buffer(field), tiles.get("cluster")))
+    cluster = (field_cluster.kernel(clustered, cluster_phases(field, cluster_buffer(field)))
                if few else "")
     values = field_fuse.value_functions(sched, persistent + launched + cluster)
     values = f"\n/* The phases computed where they are read. */\n{values}\n" if values else ""
@@ -225,13 +204,15 @@ def cluster_buffer(field):
     return lambda p, i: C.symbol(p.name, f"wsc{i}")
 
 
-def cluster_phases(sched, buffer=None, tiles=None):
-    """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`): :func:`launches`'
-    jammed ones with the tuning's ``cluster_jam``, else the schedule's; ``buffer``: its intermediates'
-    arrays (:func:`cluster_buffer`); the tiled convs' (:mod:`conv_smem`) as the cluster's blocks
-    looping over their sample's tiles (``tiles``: the strategy's ``tiles["cluster"]``; none: no tiles)."""
-    groups = launches(sched) if sched.plan.tuned.cluster_jam else sched.phases
-    tiles = tiles or {}
+def cluster_phases(field, buffer=None):
+    """The phases of ``<name>_cluster`` (:func:`field_cluster.phase_lines`) for ``field`` (a
+    :class:`rosenna.strategy.Field`): its jammed ones with the tuning's ``cluster_jam``, else its
+    cluster schedule's; ``buffer``: their intermediates' arrays (:func:`cluster_buffer`); the tiled
+    convs' (:mod:`conv_smem`, the strategy's ``tiles["cluster"]``) as the cluster's blocks looping
+    over their sample's tiles."""
+    sched = field.cluster
+    groups = field.jammed.get("cluster", sched.phases)
+    tiles = field.tiles.get("cluster") or {}
     out = [field_cluster.phase_lines(sched, phase_note(k, launch), launch.threads,
                                      launch_body(sched.plan, launch, field_fuse.renderer(sched), depth=2), buffer)
            if k not in tiles else [f"    /* {phase_note(k, launch)} */"] + conv_smem.clustered(sched.plan, k, tiles[k])

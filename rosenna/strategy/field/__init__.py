@@ -8,8 +8,10 @@ of each form of ``<name>_run`` (:mod:`~rosenna.strategy.field.fusion`: which reg
 phase, the producer-side epilogues of :mod:`~rosenna.strategy.field.epilogue`, the phases computed
 where they are read), the intermediate buffers and the samples per step, whether the clustered
 kernel is emitted, and which convs run as implicit GEMMs or shared-memory tiles
-(:mod:`~rosenna.strategy.field.convs`), each with the alternatives that fit and why.
-rosenna/emit/cuda/whole_field.py and its helpers only render it.
+(:mod:`~rosenna.strategy.field.convs`), each with the alternatives that fit and why. Owns too the
+host form of ``<name>_infer_one`` (:mod:`~rosenna.strategy.field.host`: its regions transformed by
+:mod:`~rosenna.strategy.field.host_loops`). rosenna/emit/cuda/whole_field.py,
+rosenna/emit/host_field.py and their helpers only render them.
 """
 
 import types
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 
 from rosenna.strategy.field import convs as _convs
 from rosenna.strategy.field import epilogue as _epilogue
+from rosenna.strategy.field import host  # noqa: F401 (the host form's regions)
 from rosenna.strategy.field.fusion import Schedule, schedule
+from rosenna.strategy.field.host import HostRegion, HostRegions  # noqa: F401 (the result's types)
 from rosenna.strategy.table import Decision, Implementation, Rejected
 
 
@@ -70,6 +74,9 @@ class Field:
             its ``min_samples``).
         tiles: ``{form: {phase: TiledConv}}``: the phases of each form run as shared-memory tiles
             (read-only mappings, as ``igemm``).
+        jammed: ``{form: (Launch, ...)}``: the phases of ``launched``, and of ``cluster`` with the
+            tuning's ``cluster_jam``, unrolled and jammed over output channels
+            (:meth:`~rosenna.strategy.field.fusion.Schedule.jammed`).
         decisions: the :class:`Decision` of each part, for `rosenna info`.
     """
 
@@ -84,6 +91,7 @@ class Field:
     igemm: types.MappingProxyType
     tiles: types.MappingProxyType
     decisions: tuple
+    jammed: types.MappingProxyType
 
     def lines(self):
         out = []
@@ -149,7 +157,11 @@ def decide(plan, tuning):
                  _forms_decision(cluster, few, refusal, widest, tuning))
     decisions += tuple(_conv_decision(k, window, note, launched, igemm, tiles, tuning)
                        for k, (window, note) in _convs.conv_phases(launched).items())
-    return Field(launched, persistent, cluster, few, own, scratch, samples, widest, igemm, tiles, decisions)
+    jammed = {"launched": tuple(launched.jammed())}
+    if few and cluster.plan.tuned.cluster_jam:
+        jammed["cluster"] = jammed["launched"] if cluster is launched else tuple(cluster.jammed())
+    return Field(launched, persistent, cluster, few, own, scratch, samples, widest, igemm, tiles, decisions,
+                 types.MappingProxyType(jammed))
 
 
 def _schedule_decision(plan, launched, persistent, cluster, samples, scratch):

@@ -31,8 +31,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from rosenna.loopir import Assign, Loop, Ref, walk, walk_expr
-from rosenna.parallel import launch_groups
+from rosenna.parallel import Launch, Member, launch_groups
 from rosenna.strategy.field import epilogue, rewrite
+from rosenna.strategy.field.host_loops import jam
 from rosenna.strategy.field.index import digits, merged, radix
 
 #: The storage kind of a value computed in place; its identifier names the value function
@@ -58,6 +59,23 @@ class Schedule:
     unfused: int = 0
 
     INLINE = INLINE
+
+    def jammed(self):
+        """The phases of ``<name>_phases``: each parallel member region unrolled-and-jammed
+        (:func:`~rosenna.strategy.field.host_loops.jam` with its defaults, the host form's
+        transformation): a thread computes up to 8 output channels of a conv from one pass over its
+        inputs, or, where the channels index the inputs (depthwise, one output channel), a few
+        neighbouring rows. Each sum keeps its terms and their order, so the results do not change
+        by a bit; a loop that does not divide leaves a remainder region of its own."""
+        out = []
+        for launch in self.phases:
+            members = []
+            for m in launch.members:
+                pieces = jam(self.plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
+                for k, (chain, body) in enumerate(pieces):
+                    members.append(Member(m.kind, chain, body, m.notes if k == 0 else [], m.op, m.reads, m.writes))
+            out.append(Launch(members))
+        return out
 
     @staticmethod
     def region_indices(idx, extents, region):

@@ -1,10 +1,10 @@
-"""The loop transformations of the host form of ``<name>_infer_one`` (rendered by
-:mod:`rosenna.emit.host_field`): unroll-and-jam of output channels or rows (:func:`jam`), the tap
-loops unrolled (:func:`unroll_taps`), the SIMD loops around the innermost variable
+"""The loop transformations of the host form of ``<name>_infer_one`` (applied once by
+:mod:`rosenna.strategy.field.host`, rendered by :mod:`rosenna.emit.host_field`): unroll-and-jam
+of output channels or rows (:func:`jam`), the tap loops unrolled (:func:`unroll_taps`), the SIMD loops around the innermost variable
 (:func:`simd_loops`: one vector each, the last one overlapping, none down a column) and a fused
 activation moved to a second SIMD loop (:func:`split_activation`). None reorders a sum: each
 output's terms keep their order, so the results are the scalar loops'. The CUDA whole-field
-phases reuse :func:`jam` with its defaults.
+phases reuse :func:`jam` with its defaults (:meth:`rosenna.strategy.Schedule.jammed`).
 """
 
 from dataclasses import dataclass, replace
