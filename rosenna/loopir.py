@@ -155,10 +155,12 @@ class Builder:
     """Collects statements; hands out loop variables by nesting depth.
 
     ``loop(extent, body)`` calls ``body(var)`` where ``var`` is an :class:`Idx`; a loop of
-    extent 1 is not emitted, its body runs once with the index 0.
+    extent 1 is not emitted, its body runs once with the index 0. ``gemm_columns``: the outputs the
+    Gemm lowering computes per pass over its input (the tuning's ``gemm_columns``).
     """
 
-    def __init__(self):
+    def __init__(self, gemm_columns=4):
+        self.gemm_columns = gemm_columns
         self.stmts = []
         self._stack = [self.stmts]
         self._depth = 0

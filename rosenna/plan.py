@@ -268,7 +268,7 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
                 del holder[out]
 
     # Lower.
-    b = Builder()
+    b = Builder(gemm_columns=(tuning if tuning is not None else Tuning()).gemm_columns)
     op_list = []
     for node in graph.nodes:
         label = comment_text(node.name)

@@ -112,9 +112,9 @@ def built(tmp_path_factory):
     return build
 
 
-def _build(tmp, name, path, precision, scale):
+def _build(tmp, name, path, precision, scale, tuning=None):
     d = tmp / name
-    plan, _ = generate(path, str(d), Options(name=name, precision=precision))
+    plan, _ = generate(path, str(d), Options(name=name, precision=precision, tuning=tuning))
     dtype = np.float64 if precision == "double" else np.float32
     x = np.random.default_rng(1).uniform(-scale, scale, (POINTS, plan.nx)).astype(dtype)
     x.tofile(d / "x.bin")
@@ -147,6 +147,31 @@ def test_host_batch_matches_onnxruntime_and_the_per_point_routine(built, name):
     assert result.passed, result.message("batch", "per point")
 
 
+def _run(plan, d, x):
+    """(C batch and C per point, Fortran batch) on x, as raw arrays."""
+    raw = subprocess.run([str(d / "c"), str(len(x)), str(d / "x.bin")], capture_output=True, check=True).stdout
+    subprocess.run([str(d / "f"), str(len(x)), str(d / "x.bin"), str(d / "yf.bin")], check=True)
+    return np.frombuffer(raw, x.dtype).reshape(2, len(x), plan.ny), np.fromfile(d / "yf.bin", x.dtype)
+
+
+@pytest.mark.parametrize("name,columns", [("gemm_big", 3), ("softmax_tail", 16)])
+def test_gemm_column_groups_change_no_bit(built, tmp_path, name, columns):
+    """The tuning's gemm_columns sets how many outputs share a pass over a Gemm's input (register
+    blocking), never an output's sum: the C batch path, the per-point routine and the Fortran
+    module give the default build's bits with 3 columns (remainders of 2 and 1 on gemm_big's 20-40
+    wide layers) and with 16 (16 + 4, 16 + 14, 2 x 16 + 8 and the Softmax tail's 3)."""
+    plan, d, x, _ = built(name)
+    assert Tuning().gemm_columns not in (3, 16)
+    other, od, _, _ = _build(tmp_path, name, str(d.parent / f"{name}.onnx"), plan.precision, 1.0,
+                             tuning=Tuning(gemm_columns=columns))
+    src = (od / f"{name}.c").read_text()
+    assert f"acc{columns - 1}" in src and f"acc{columns}[" not in src
+    x.tofile(od / "x.bin")
+    (c_want, f_want), (c_got, f_got) = _run(plan, d, x), _run(other, od, x)
+    assert c_got.tobytes() == c_want.tobytes(), f"{name}: the C paths' bits change with gemm_columns={columns}"
+    assert f_got.tobytes() == f_want.tobytes(), f"{name}: the Fortran module's bits change with gemm_columns={columns}"
+
+
 def test_dot_products_vectorise_over_points_outside_the_dot_product(built, tmp_path):
     """Each Gemm column group of the block routine is one `omp simd` loop over half the block around
     the dot product (so the accumulators stay in vector registers, two per weight load), and GCC
@@ -158,7 +183,7 @@ def test_dot_products_vectorise_over_points_outside_the_dot_product(built, tmp_p
     half = host_block(plan, Tuning()) // 2
     lanes = [i + 2 for i, line in enumerate(src[:-2]) if i > batch and line.strip().startswith("#pragma omp simd")
              and src[i + 1].strip() == f"for (int p = 0; p < {half}; ++p) {{"]
-    # gemm_big: 5 layers, 9 column groups (4-wide loops and 2-wide remainders); each lane loop
+    # gemm_big: 5 layers, column groups of 8 and remainders of 4, 6 and 1; each lane loop
     # holds its dot product's loop, with no SIMD loop inside.
     assert len(lanes) >= 5, "no dot product runs inside a SIMD loop over the points"
     spans = []

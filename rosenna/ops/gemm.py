@@ -20,11 +20,6 @@ from rosenna.loopir import Idx, Num, Ref, Var, add, flat_index, mul
 from rosenna.ops.base import Op, broadcast_errors
 
 
-#: Output columns computed per pass over the input: four independent accumulators share each load
-#: of A (register blocking on the host, instruction-level parallelism on a GPU thread).
-COLUMNS = 4
-
-
 class Gemm(Op):
     name = "Gemm"
     attributes = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "_activation": None}
@@ -98,7 +93,11 @@ class Gemm(Op):
         trans_a = self.attr(node, "transA")
         activation = node.attrs.get("_activation")
         out = node.outputs[0]
-        full, rest = divmod(n, COLUMNS)
+        # Output columns per pass over A (the tuning's gemm_columns): that many independent
+        # accumulators share each load of A (register blocking on the host, instruction-level
+        # parallelism on a GPU thread). Each output's sum keeps its order whatever the count.
+        group = b.gemm_columns
+        full, rest = divmod(n, group)
 
         def columns(mi, first, count):
             """Outputs first .. first+count-1 of row mi: one pass over A feeds `count` dot products."""
@@ -123,9 +122,9 @@ class Gemm(Op):
 
         def row(mi):
             if full:
-                b.loop(full, lambda nb: columns(mi, Idx.of(nb) * COLUMNS, COLUMNS))
+                b.loop(full, lambda nb: columns(mi, Idx.of(nb) * group, group))
             if rest:
-                columns(mi, Idx(const=full * COLUMNS), rest)
+                columns(mi, Idx(const=full * group), rest)
 
         b.loop(m, row)
 

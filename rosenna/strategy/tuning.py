@@ -63,6 +63,13 @@ class Tuning:
         "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
         "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
         "'Per point in SIMD lanes'.")
+    gemm_columns: int = _knob(
+        8, "Outputs of a Gemm computed per pass over its input: independent accumulators sharing each load of "
+        "the input (in the host batch path each broadcast weight feeds one vector per half block, each input "
+        "vector this many). Every output's sum keeps its order, so any value gives the same bits. x86-64 host "
+        "(AVX-512, GCC 12, -ffp-contract=off), 7-96x4-5 Tanh MLP batch: 8 columns 0.77x the time of 4, 12 and "
+        "16 no faster (docs/benchmarks-host.md 'Register blocking of the Gemm'). Not timed on a GPU, where it "
+        "is one thread's accumulators.", minimum=1, maximum=32)
     host_fma: bool = _knob(
         False, "Write each multiply-add of the C library's per-point routine, its SIMD variants and the host batch "
         "path as C's fma() (one rounding; an FMA instruction where the target has one, a slow library call where "
