@@ -152,13 +152,44 @@ static inline unsigned rosenna_warp_active(void)
    value over [-20, 20] (the form 1 - 2 / (exp(2x) + 1) lost all relative accuracy near 0). The
    argument is clamped to the normal range with integer compares on its bits (a floating-point
    compare would keep GCC from vectorising): below it exp gives about the smallest normal, above
-   it a large finite value. */
+   it a large finite value; a NaN argument gives that NaN back. */
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
 
 /* <name>_infer calls them too (its results then equal its SIMD variant's and the batch path's):
    an offload device compiles them with it (OpenMP's declare target, OpenACC's routine seq). */
 #pragma omp declare target
+
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
+static inline float rosenna_keep_nan(float x, float y)
+{
+    /* y, or x where x is a NaN (selected on the bits: an integer mask vectorises) */
+    union { float f; unsigned u; } a, b;
+    unsigned nan;
+
+    a.f = x;
+    b.f = y;
+    nan = -(unsigned)((a.u & 0x7fffffffu) > 0x7f800000u);
+    b.u = (b.u & ~nan) | (a.u & nan);
+    return b.f;
+}
+
+#if defined(_OPENACC)
+#pragma acc routine seq
+#endif
+static inline double rosenna_keep_nan_d(double x, double y)
+{
+    union { double f; unsigned long long u; } a, b;
+    unsigned long long nan;
+
+    a.f = x;
+    b.f = y;
+    nan = -(unsigned long long)((a.u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull);
+    b.u = (b.u & ~nan) | (a.u & nan);
+    return b.f;
+}
 
 #if defined(_OPENACC)
 #pragma acc routine seq
@@ -188,7 +219,7 @@ static inline float rosenna_exp_parts(float x, float *scale)
 static inline float rosenna_expf(float x)
 {
     float scale, m = rosenna_exp_parts(x, &scale);
-    return (1.0f + m) * scale;
+    return rosenna_keep_nan(x, (1.0f + m) * scale);
 }
 
 #if defined(_OPENACC)
@@ -198,7 +229,7 @@ static inline float rosenna_tanhf(float x)
 {
     float scale, m = rosenna_exp_parts(2.0f * x, &scale);
     float e = m * scale + (scale - 1.0f); /* exp(2x) - 1 without the cancellation near 0 */
-    return e / (e + 2.0f);
+    return rosenna_keep_nan(x, e / (e + 2.0f));
 }
 
 #if defined(_OPENACC)
@@ -239,7 +270,7 @@ static inline double rosenna_exp_parts_d(double x, double *scale)
 static inline double rosenna_exp(double x)
 {
     double scale, m = rosenna_exp_parts_d(x, &scale);
-    return (1.0 + m) * scale;
+    return rosenna_keep_nan_d(x, (1.0 + m) * scale);
 }
 
 #if defined(_OPENACC)
@@ -249,7 +280,7 @@ static inline double rosenna_tanh(double x)
 {
     double scale, m = rosenna_exp_parts_d(2.0 * x, &scale);
     double e = m * scale + (scale - 1.0); /* exp(2x) - 1 without the cancellation near 0 */
-    return e / (e + 2.0);
+    return rosenna_keep_nan_d(x, e / (e + 2.0));
 }
 
 #pragma omp end declare target
