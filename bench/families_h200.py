@@ -8,7 +8,7 @@ repeats; every result is checked before it is timed.
 
 ``build`` needs rosenna (this checkout), torch (CPU is enough), scikit-learn, skl2onnx,
 onnxruntime, nvcc and gcc. It writes build/families (carry it): for each model the generated
-sources and weights file (``<name>.rwt``), and bench/families_h200.cu linked against
+sources and weights file (``<name>.rwt``), and bench/frontier.cu (with -DFILE_WEIGHTS for a file-loaded model) linked against
 ``lib<name>.a`` built with ``ROSENNA_BACKEND=cuda`` (``driver``; the objects are removed); the FNO's PyTorch weights; each ensemble's ONNX file and its trees as
 arrays (``trees.npz``). Before writing anything it checks the PyTorch FNO against onnxruntime on the
 exported ONNX file, and the trees read from the ONNX file (the arrays every torch form uses)
@@ -42,6 +42,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from frontier import _events  # the same CUDA-event timing as the kernel frontier (3 warm-ups, median)
 
 OUT = os.environ.get("FAMILIES_OUT", os.path.join("build", "families"))
 ARCH = os.environ.get("ARCH", "-gencode=arch=compute_90,code=sm_90")
@@ -208,15 +210,15 @@ def gemm_arrays(t, features):
 # -- build (here) -------------------------------------------------------------------------------
 
 def compile_model(d, name, nx, ny, file_weights):
-    """lib<name>.a with the CUDA backend, and bench/families_h200.cu against it (<d>/driver)."""
+    """lib<name>.a with the CUDA backend, and bench/frontier.cu against it (<d>/driver)."""
     lib = subprocess.run(["make", "-s", "-f", os.path.join(d, f"{name}.mk"), "ROSENNA_BACKEND=cuda", "CC=gcc",
                           "ROSENNA_OFFLOAD_FLAGS=", f"DEVFLAGS=-O3 {ARCH}", os.path.join(d, f"lib{name}.a")],
                          capture_output=True, text=True)
     if lib.returncode:
         raise SystemExit(f"building lib{name}.a failed:\n{lib.stderr[-3000:]}")
-    drv = subprocess.run(["nvcc", "-O3", ARCH, f"-DNAME={name}", f'-DHDR="{name}.h"', f"-DNX={nx}", f"-DNY={ny}"]
+    drv = subprocess.run(["nvcc", "-O3", ARCH, f"-DNAME={name}", f'-DHDR="{name}.h"', f"-DFRONTIER_NX={nx}", f"-DFRONTIER_NY={ny}"]
                          + (["-DFILE_WEIGHTS"] if file_weights else [])
-                         + ["-I", d, "-I", "bench", os.path.join("bench", "families_h200.cu"), os.path.join(d, f"lib{name}.a"),
+                         + ["-I", d, "-I", "bench", os.path.join("bench", "frontier.cu"), os.path.join(d, f"lib{name}.a"),
                             "-o", os.path.join(d, "driver")], capture_output=True, text=True)
     if drv.returncode:
         raise SystemExit(f"nvcc failed for {name}:\n{drv.stderr[-3000:]}")
@@ -311,23 +313,6 @@ def build(args):
 
 
 # -- run (on the GPU machine) ---------------------------------------------------------------------
-
-def _events(fn, reps):
-    import torch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
 
 def _rosenna(name, info, sizes, reps):
     """{n: median ms} from the driver, and the (x, y) numpy arrays of the first points it dumped."""

@@ -1,8 +1,9 @@
 // Times one generated model's <name>_infer_batch (the native CUDA kernel) on device data and
 // writes the first points' x and y for bench/frontier.py to check against PyTorch.
 //   nvcc -O3 -arch=sm_90 -DNAME=silu -DHDR='"silu.h"' -I<dir> bench/frontier.cu <dir>/libsilu.a -o <dir>/frontier
-//   <dir>/frontier N[,N...] REPS DUMP_FILE
-// One line per N: "N <n> ms <median> min <min> max <max>" (bench/rosenna_bench.cuh's method: one
+//   <dir>/frontier N[,N...] REPS DUMP_FILE [WEIGHTS.rwt]
+// Built with -DFILE_WEIGHTS (a file-loaded model), it calls <name>_init(WEIGHTS.rwt) first
+// (bench/families_h200.py). One line per N: "N <n> ms <median> min <min> max <max>" (bench/rosenna_bench.cuh's method: one
 // <name>_infer_batch(n, x, y, 0) call between CUDA events, median of REPS after its warm-up calls).
 // x is fill()'s hash of the element index in [-1, 1). DUMP_FILE gets the first min(N0, 4096) points
 // of x then of y (REAL: float32, or float64 with -DREAL=double for a float64 model; row-major) from
@@ -19,14 +20,25 @@
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 #define BATCH CAT(NAME, _infer_batch)
+#define INIT CAT(NAME, _init)
 
 using namespace rosenna_bench;
 
+#ifdef FILE_WEIGHTS
+static int init(const char *path) { return INIT(path); }
+#else
+static int init(const char *) { return 0; }
+#endif
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s N[,N...] REPS DUMP_FILE\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s N[,N...] REPS DUMP_FILE [WEIGHTS.rwt]\n", argv[0]);
         return 2;
+    }
+    if (argc == 5 && init(argv[4]) != 0) {
+        fprintf(stderr, "init(%s) failed\n", argv[4]);
+        return 1;
     }
     std::vector<long> sizes;
     for (char *tok = strtok(argv[1], ","); tok; tok = strtok(NULL, ","))

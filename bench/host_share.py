@@ -135,10 +135,10 @@ def measure(name):
     work = tempfile.mkdtemp(prefix="rosenna-share-")
     builds = {key: build(name, tune, os.path.join(work, f"build{i}")) for i, (key, tune) in enumerate(BUILDS.items())}
     _, plan, x, path, points = builds["default"]
-    sessions = {threads: ort_session(path, threads) for threads in (1, 2)}
-    inp = sessions[1].get_inputs()[0]
+    runtimes = {threads: ort_session(path, threads) for threads in (1, 2)}
+    inp = runtimes[1].get_inputs()[0]
     feed = {inp.name: x.reshape([points] + [d if isinstance(d, int) else 1 for d in inp.shape[1:]])}
-    want = sessions[1].run(None, feed)[0].reshape(-1)
+    want = runtimes[1].run(None, feed)[0].reshape(-1)
     for key, (drv, *_rest) in builds.items():
         run_driver(drv, 2, 1, points)
         got = np.fromfile(os.path.join(os.path.dirname(drv), "y_c.bin"), np.float32)
@@ -152,7 +152,7 @@ def measure(name):
                           lambda key=key, threads=threads: run_driver(builds[key][0], threads, ARGS.calls, points)))
     paths.append(("rosenna host_wait=omp host_pace=0, OMP_WAIT_POLICY=passive", 2,
                   lambda: run_driver(builds["host_wait=omp host_pace=0"][0], 2, ARGS.calls, points, passive=True)))
-    for threads, sess in sessions.items():
+    for threads, sess in runtimes.items():
         def ort(sess=sess, threads=threads):
             os.sched_setaffinity(0, CORES if threads > 1 else {0})
             t0 = time.perf_counter()

@@ -137,7 +137,7 @@ def _session(model):
 
     ort = onnxruntime()
 
-    # Fatal messages only, from the process-wide logger too (set before the first session makes it):
+    # Fatal messages only, from the process-wide logger too (set before the first InferenceSession makes it):
     # what onnxruntime cannot do reaches the user once, as rosenna's one-line error.
     ort.set_default_logger_severity(QUIET)
     opts = ort.SessionOptions()

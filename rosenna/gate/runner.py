@@ -44,14 +44,14 @@ def _reference(model_path, plan, x):
     from rosenna.extras import onnxruntime
 
     ort = onnxruntime()
-    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
+    reference = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in reference.get_inputs()]
     rows = []
     for p in range(x.shape[0]):
         feed = {}
         for name, s in zip(names, plan.inputs):
             feed[name] = x[p, s.offset:s.offset + s.size].reshape(s.shape)
-        outs = session.run(None, feed)
+        outs = reference.run(None, feed)
         rows.append(np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in outs]))
     return np.array(rows)
 
