@@ -4,7 +4,7 @@ from rosenna import __version__, abi, plan as planner
 from rosenna.emit import c_reader, fixed, offload_mlp, whole
 from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
-from rosenna.emit.host_field import ARRIVED, HOST_MATH, PASSED, yields
+from rosenna.emit.host_field import ARRIVED, HOST_MADD, HOST_MATH, PASSED, yields
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_scalars
 from rosenna.loopir import FAULT, counts_faults
@@ -300,7 +300,7 @@ def source(strategy, stamp):
     widths = simd_widths(strategy)
     # the host's exp/tanh (rosenna_rt.h; the libm names in CUDA/HIP compiles): the scalar routine
     # computes what its SIMD variant and the batch path compute, bit for bit
-    fma = plan.tuned.host_fma  # every C path fuses the same products: still equal bit for bit
+    fma = HOST_MADD[plan.tuned.host_fma]  # every C path fuses the same products: still equal bit for bit
     point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision], fma=fma)
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision],
                        fma=fma)
@@ -435,7 +435,7 @@ def simd_variants(plan, widths, vector):
         width = plan.tuned.point_simd_bytes if lanes == widths[0] else vector  # bytes of the vector it is for
         one_vector = lanes * plan.itemsize <= width
         blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
-                           halves=not one_vector, fma=plan.tuned.host_fma)
+                           halves=not one_vector, fma=HOST_MADD[plan.tuned.host_fma])
         body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
         routine = f"{n}_infer_lanes{lanes}"
         entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"

@@ -153,6 +153,31 @@ static inline unsigned rosenna_warp_active(void)
    argument is clamped to the normal range with integer compares on its bits (a floating-point
    compare would keep GCC from vectorising): below it exp gives about the smallest normal, above
    it a large finite value; a NaN argument gives that NaN back. */
+/* The multiply-add of the generated C's dot products (the tuning's host_fma="auto"; "on" writes
+   fma() and "off" a multiply and an add without it): fma() where the compiler says the fused
+   operation is fast (C99's FP_FAST_FMAF / FP_FAST_FMA from math.h, GCC's __FP_FAST_FMAF, the x86
+   and Arm FMA feature macros for clang, a GPU's device pass), else a multiply and an add, rounded
+   apart under -ffp-contract=off: an FMA instruction or two operations, never a library call. Every
+   C path of a model (the per-point routine, its SIMD variants, the batch path, the whole-field
+   host branch) uses it, so they agree bit for bit in one build. -DROSENNA_FMA=0 makes a build
+   bit-reproducible across CPUs (the Fortran module's results); -DROSENNA_FMA=1 fuses always. */
+#include <math.h>
+#if defined(ROSENNA_FMA)
+#define ROSENNA_FMA_FAST ROSENNA_FMA
+#elif defined(FP_FAST_FMAF) || defined(__FP_FAST_FMAF) || defined(__FMA__) || defined(__ARM_FEATURE_FMA) \
+    || defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__NVPTX__) || defined(__AMDGPU__)
+#define ROSENNA_FMA_FAST 1
+#else
+#define ROSENNA_FMA_FAST 0
+#endif
+#if ROSENNA_FMA_FAST
+#define ROSENNA_MADDF(a, b, c) fmaf(a, b, c)
+#define ROSENNA_MADD(a, b, c) fma(a, b, c)
+#else
+#define ROSENNA_MADDF(a, b, c) ((a) * (b) + (c))
+#define ROSENNA_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
 
