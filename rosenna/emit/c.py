@@ -305,6 +305,7 @@ def source(strategy, stamp):
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision],
                        fma=fma)
     includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if widths else [])
+    includes += _fma_switch(plan.tuned.host_fma)
     includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
@@ -392,6 +393,14 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     if one:  # the kernel file provides the CUDA/HIP <name>_infer_one
         one = f"\n#ifndef ROSENNA_NATIVE_KERNEL{one}#endif /* ROSENNA_NATIVE_KERNEL */\n"
     return head + simd + batch + one
+
+
+def _fma_switch(setting):
+    """The lines that fix rosenna_rt.h's multiply-add (its exp and tanh use it too) for host_fma
+    "on" or "off" in this file; "auto" leaves it to the compiler (a -DROSENNA_FMA=0/1 wins)."""
+    if setting == "auto":
+        return []
+    return ["#ifndef ROSENNA_FMA", f"#define ROSENNA_FMA {int(setting == 'on')} /* host_fma={setting} */", "#endif"]
 
 
 def _block_function(plan, name, block, body, faults=False, count=True):
