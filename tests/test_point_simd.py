@@ -64,7 +64,12 @@ CASES = {"single": (np.float32, "x86_64_v3", "x86-64-v3", 8, ()), "double": (np.
          "wide": (np.float32, "icelake", "icelake-server", 16, ()),
          # explicit fma(): the paths still agree bit for bit, and the variant's code fuses; off: it never does
          "fma": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=true",)),
-         "off": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=off",))}
+         "off": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=off",)),
+         # AVX-512, the default 8-lane loop: the MLP's variant in 512-bit vectors over its outputs
+         # (emit/simd_mlp.py; gemm_big's 20-, 30- and 40-wide layers leave padded columns), fused and not
+         "outputs": (np.float32, "icelake", "icelake-server", 8, ()),
+         "outputs64": (np.float64, "icelake", "icelake-server", 8, ()),
+         "outputs-off": (np.float32, "icelake", "icelake-server", 8, ("host_fma=off",))}
 
 
 @pytest.mark.host
@@ -75,6 +80,7 @@ def test_solver_loop_vectorises_across_points(tmp_path, case):
     profile = toolchain.resolve(None, target=target, gpu_arch="sm_80")
     plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, tune, name="net", embed=True))
     header = (tmp_path / "net.h").read_text()
+    assert ("net_hpacked" in (tmp_path / "net.c").read_text()) == (target == "icelake"), "the 512-bit MLP form"
     for width in (8, 16):  # 8: the caller's int index in 32-byte vectors, both precisions; 16 with AVX-512
         declared = f"#pragma omp declare simd simdlen({width}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch"
         assert (declared in header) == (width == 8 or target == "icelake"), declared
@@ -86,7 +92,7 @@ def test_solver_loop_vectorises_across_points(tmp_path, case):
     loop_line = CALLER.split("\n").index("        net_infer(x + (long)i * NET_NX, y + (long)i * NET_NY);") + 1
     assert re.search(rf"caller\.c:{loop_line}:\d+: optimized: loop vectorized", report), report
     calls = subprocess.run(["objdump", "-dr", "caller.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    variant = c_emit.simd_name(plan, "e" if lanes > 8 else "d", lanes)  # AVX-512 / AVX2 (x86-64-v3)
+    variant = c_emit.simd_name(plan, "e" if target == "icelake" else "d", lanes)  # AVX-512 / AVX2 (x86-64-v3)
     assert variant in calls, f"the loop calls no {variant}"
     subprocess.run(["gcc", *flags, "-c", "net.c"], cwd=tmp_path, check=True)
     assert variant in subprocess.run(["nm", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout

@@ -1,7 +1,7 @@
 """The C library: ``rosenna_rt.h``, ``<name>.h``, ``<name>.c`` and the ``<name>.mk`` recipe."""
 
 from rosenna import __version__, abi, plan as planner
-from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit import c_reader, fixed, offload_mlp, simd_mlp, whole
 from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
 from rosenna.emit.host_field import ARRIVED, HOST_MADD, HOST_MATH, PASSED, yields
@@ -384,7 +384,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {host_batch}
 }}
 """
-    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes")) if widths else ""
+    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes"), strategy.layers, point) if widths else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
@@ -433,11 +433,13 @@ def _block_function(plan, name, block, body, faults=False, count=True):
 }}"""
 
 
-def simd_variants(plan, widths, vector):
+def simd_variants(plan, widths, vector, layers=(), point=None):
     """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): per width, a block
     routine of that many points (the batch path's code at that width: one vector per statement
     where the lanes fill at most one of ``vector`` bytes, else two halves) under each x86-64
-    vector ABI name."""
+    vector ABI name. An MLP chain (``layers``) on an AVX-512 target gets the 8-lane routine in
+    512-bit vectors over its outputs where the compiler targets AVX-512 (rosenna/emit/simd_mlp.py;
+    ``point``: the per-point renderer, for the activations)."""
     n, t = plan.name, plan.ctype
     parts = []
     for lanes in widths:
@@ -451,7 +453,11 @@ def simd_variants(plan, widths, vector):
                              f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
                              f"{{\n    {routine}(x, y);\n}}"
                              for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
-        parts.append(f"{_block_function(plan, routine, lanes, body, count=False)}\n\n{entries}")
+        block = _block_function(plan, routine, lanes, body, count=False)
+        if simd_mlp.fits(plan, layers, lanes, vector):
+            block = (f"{simd_mlp.GUARD}\n#include <immintrin.h>\n\n{simd_mlp.copy(plan, layers)}\n"
+                     f"{simd_mlp.routine(plan, layers, point, routine)}\n#else\n{block}\n#endif")
+        parts.append(f"{block}\n\n{entries}")
     lanes = " and ".join(str(w) for w in widths)
     return f"""
 #if defined(__x86_64__)

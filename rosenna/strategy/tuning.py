@@ -69,6 +69,14 @@ class Tuning:
         "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
         "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
         "'Per point in SIMD lanes'.")
+    point_simd_mlp: bool = _knob(
+        True, "Whether an MLP chain with embedded weights gets, on an AVX-512 build, the 8-lane SIMD variant of "
+        "<name>_infer in 512-bit vectors over its outputs, 8 points x 2 vectors of outputs in registers "
+        "(rosenna/emit/simd_mlp.py; a second, input-major copy of the weights). Off, or another target: the 8 "
+        "points in the lanes of one 256-bit vector per statement, half the batch path's width. x86-64 AVX-512 "
+        "host, one thread, CPU time, load average 6-8: the 8-lane loop over the batch path's time 1.08 against "
+        "1.73 (mlp128), 1.22 against 1.55 (7-96x4-5 Tanh), 1.35 against 1.47 (5-64-64-3 SiLU), 1.27 against "
+        "1.46 (gemm_big) (docs/benchmarks-host.md 'Per point in SIMD lanes: outputs in the lanes').")
     gemm_columns: int = _knob(
         8, "Outputs of a Gemm computed per pass over its input: independent accumulators sharing each load of "
         "the input (in the host batch path each broadcast weight feeds one vector per half block, each input "
