@@ -3,7 +3,7 @@ the vector lanes, its 8 points in registers.
 
 The plan's form of the variant (emit/c.py's ``simd_variants``) puts the 8 points in the lanes of
 one 256-bit vector per statement: each weight is broadcast and feeds one multiply-add of 8 lanes.
-On an AVX-512 CPU the batch path runs 16 lanes per multiply-add, so the variant did twice its
+On an AVX-512 CPU the batch path's multiply-adds take 16 lanes each, so the variant did twice its
 multiply-adds per point and ran 1.6-1.8x the batch path's time on mlp128 (the FMA units were
 busy: 4,480 multiply-adds of 8 lanes per point). This form does the layer as the batch path's
 arithmetic in 512-bit vectors over the outputs: per input k, a vector of 16 (float) or 8
@@ -26,9 +26,10 @@ import numpy as np
 from rosenna.emit.lang import C
 from rosenna.loopir import Var
 
-#: Per precision: the vector type, the intrinsics' suffix, lanes per 64-byte vector.
+#: Fact of AVX-512: per precision, the vector type, the intrinsics' suffix, lanes per 64-byte vector.
 VECTOR = {"single": ("__m512", "ps", 16), "double": ("__m512d", "pd", 8)}
-#: Points of the variant, vectors of outputs per accumulator tile.
+#: Fact of the variant (its simdlen) and a register count, not timed: points, and vectors of outputs
+#: per accumulator tile (8 x 2 = 16 of AVX-512's 32 registers).
 POINTS, TILE = 8, 2
 GUARD = "#if defined(__AVX512F__) && defined(__GNUC__)"
 
