@@ -384,7 +384,8 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {host_batch}
 }}
 """
-    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes"), strategy.layers, point) if widths else ""
+    outputs = strategy.layers if strategy.host.value("simd_outputs", False) else ()
+    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes"), outputs, point) if widths else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
@@ -437,9 +438,10 @@ def simd_variants(plan, widths, vector, layers=(), point=None):
     """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): per width, a block
     routine of that many points (the batch path's code at that width: one vector per statement
     where the lanes fill at most one of ``vector`` bytes, else two halves) under each x86-64
-    vector ABI name. An MLP chain (``layers``) on an AVX-512 target gets the 8-lane routine in
-    512-bit vectors over its outputs where the compiler targets AVX-512 (rosenna/emit/simd_mlp.py;
-    ``point``: the per-point renderer, for the activations)."""
+    vector ABI name. ``layers``: the MLP chain whose 8-lane routine the strategy put in 512-bit
+    vectors over the outputs (rosenna.strategy.point.simd_outputs), written for a compiler that
+    targets AVX-512 (rosenna/emit/simd_mlp.py; ``point``: the per-point renderer, for the
+    activations), else empty."""
     n, t = plan.name, plan.ctype
     parts = []
     for lanes in widths:
@@ -454,7 +456,7 @@ def simd_variants(plan, widths, vector, layers=(), point=None):
                              f"{{\n    {routine}(x, y);\n}}"
                              for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
         block = _block_function(plan, routine, lanes, body, count=False)
-        if simd_mlp.fits(plan, layers, lanes, vector):
+        if layers and lanes == simd_mlp.POINTS:
             block = (f"{simd_mlp.GUARD}\n#include <immintrin.h>\n\n{simd_mlp.copy(plan, layers)}\n"
                      f"{simd_mlp.routine(plan, layers, point, routine)}\n#else\n{block}\n#endif")
         parts.append(f"{block}\n\n{entries}")

@@ -34,12 +34,6 @@ POINTS, TILE = 8, 2
 GUARD = "#if defined(__AVX512F__) && defined(__GNUC__)"
 
 
-def fits(plan, layers, lanes, vector):
-    """Whether the 8-lane variant takes this form: the tuning's ``point_simd_mlp``, an MLP chain,
-    embedded weights, an AVX-512 target (``vector`` 64 bytes)."""
-    return plan.tuned.point_simd_mlp and bool(layers) and plan.embed and lanes == POINTS and vector == 64
-
-
 def _layout(plan, layers):
     """Per layer (weight offset, bias offset, NP), and the copy's size, in elements."""
     per = VECTOR[plan.precision][2]
