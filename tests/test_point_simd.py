@@ -180,6 +180,34 @@ def test_fma_policy_keeps_every_c_path_equal(tmp_path):
     assert not same("on", "off"), "fused and unfused dot products gave the same bits: the test shows nothing"
 
 
+@pytest.mark.host
+@pytest.mark.skipif(not _avx512(), reason="runs AVX-512 code")
+def test_file_loaded_mlp_fills_the_512_bit_copy(tmp_path):
+    """A file-loaded MLP on an AVX-512 target: <name>_init fills the 8-lane variant's input-major
+    copy of the weights (rosenna/emit/simd_mlp.py), and the SIMD loop's results equal the batch
+    path's, the scalar routine's and the embedded build's bit for bit."""
+    path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
+    profile = toolchain.resolve(None, target="icelake", gpu_arch="sm_80")
+    flags = ["-O3", "-march=icelake-server", "-fopenmp", "-ffp-contract=off"]
+    got = {}
+    for embed in (True, False):
+        out = tmp_path / ("embedded" if embed else "file")
+        gen.generate(path, str(out), gen.Options.from_profile(profile, name="net", embed=embed))
+        source = (out / "net.c").read_text()
+        assert "net_hpacked" in source and ("the AVX-512 SIMD variant's copy" in source) == (not embed)
+        caller = CALLER.format(t="float", simdlen="")
+        if not embed:
+            caller = caller.replace("    cells(N, x, y[0]);", '    if (net_init("net.rwt"))\n        return 4;\n    cells(N, x, y[0]);')
+        (out / "caller.c").write_text(caller)
+        subprocess.run(["gcc", *flags, "caller.c", "net.c", "-o", "caller", "-lm"], cwd=out, check=True)
+        raw = subprocess.run([str(out / "caller")], cwd=out, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                             capture_output=True, check=True).stdout
+        got[embed] = np.frombuffer(raw, np.float32).reshape(3, -1)
+        simd, batch, scalar = got[embed]
+        assert np.array_equal(simd, batch) and np.array_equal(simd, scalar), f"embed={embed}: the C paths differ"
+    assert got[True].tobytes() == got[False].tobytes(), "the file-loaded build differs from the embedded one"
+
+
 def test_no_variant_when_off_or_whole_field(tmp_path):
     path = zoo.save("gemm_small", str(tmp_path / "m.onnx"))
     gen.generate(path, str(tmp_path), gen.Options(name="net", embed=True, tuning=Tuning().replace(point_simd_bytes=0)))

@@ -312,12 +312,14 @@ def source(strategy, stamp):
                      "#if defined(__unix__) || defined(__APPLE__)", "#include <sys/stat.h>", "#endif"]
     includes += [""]
     offload = _offload(strategy)
-    reader = c_reader.reader(plan, offload_mlp.repack(plan, *offload) if offload else "") if not plan.embed else ""
+    outputs = strategy.layers if strategy.host.value("simd_outputs", False) else ()
+    repack = (offload_mlp.repack(plan, *offload) if offload else "") + (simd_mlp.repack(plan, outputs) if outputs else "")
+    reader = c_reader.reader(plan, repack) if not plan.embed else ""
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     point_text = "\n".join(point_body(plan, point))
     block_text = "\n".join(point_body(plan, blocked, scalar_len=block, body=strategy.host_body or None))
-    weights = _weights(plan, offload)
+    weights = _weights(plan, offload) + ("\n" + simd_mlp.copy(plan, outputs).rstrip("\n") if outputs else "")
     if offload:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
         layers, warp = offload
         acts = offload_mlp.functions(plan, layers, point, warp)
@@ -384,7 +386,6 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {host_batch}
 }}
 """
-    outputs = strategy.layers if strategy.host.value("simd_outputs", False) else ()
     simd = simd_variants(plan, widths, strategy.host.value("vector_bytes"), outputs, point) if widths else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
@@ -457,8 +458,7 @@ def simd_variants(plan, widths, vector, layers=(), point=None):
                              for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
         block = _block_function(plan, routine, lanes, body, count=False)
         if layers and lanes == simd_mlp.POINTS:
-            block = (f"{simd_mlp.GUARD}\n#include <immintrin.h>\n\n{simd_mlp.copy(plan, layers)}\n"
-                     f"{simd_mlp.routine(plan, layers, point, routine)}\n#else\n{block}\n#endif")
+            block = f"{simd_mlp.GUARD}\n{simd_mlp.routine(plan, layers, point, routine)}\n#else\n{block}\n#endif"
         parts.append(f"{block}\n\n{entries}")
     lanes = " and ".join(str(w) for w in widths)
     return f"""

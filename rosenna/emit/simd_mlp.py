@@ -10,8 +10,8 @@ arithmetic in 512-bit vectors over the outputs: per input k, a vector of 16 (flo
 (double) consecutive outputs' weights and each point's input k broadcast; 8 points x 2 vectors
 of outputs = 16 accumulators (AVX-512 has 32 registers). The weights for it are a second copy,
 input-major (``<name>_hpacked``: per layer W ``[K][NP]``, NP the layer's width rounded up to one
-vector, zero-padded, then the bias ``[NP]``), embedded only (a file-loaded model keeps the plan's
-form).
+vector, zero-padded, then the bias ``[NP]``): embedded, or filled by ``<name>_init``,
+``<name>_reload`` and ``<name>_set_weights`` from the weights they read.
 
 Each output's sum is the plan's: from 0, over the inputs in order, each step rosenna_rt.h's
 multiply-add (``_mm512_fmadd`` where ROSENNA_FMA_FAST, else a multiply and an add), then the
@@ -31,7 +31,7 @@ VECTOR = {"single": ("__m512", "ps", 16), "double": ("__m512d", "pd", 8)}
 #: Fact of the variant (its simdlen) and a register count, not timed: points, and vectors of outputs
 #: per accumulator tile (8 x 2 = 16 of AVX-512's 32 registers).
 POINTS, TILE = 8, 2
-GUARD = "#if defined(__AVX512F__) && defined(__GNUC__)"
+GUARD = "#if defined(__x86_64__) && defined(__AVX512F__) && defined(__GNUC__)"
 
 
 def _layout(plan, layers):
@@ -50,8 +50,15 @@ def name(plan):
 
 
 def copy(plan, layers):
-    """The input-major copy of the weights (under :data:`GUARD`)."""
+    """The input-major copy of the weights, under :data:`GUARD`: embedded, their values; loaded
+    from a file, zeros until :func:`repack` fills it."""
     offsets, size = _layout(plan, layers)
+    head = (f"{GUARD}\n#include <immintrin.h>\n\n"
+            f"/* The weights again for the AVX-512 form of {plan.name}_infer_lanes8 (rosenna/emit/simd_mlp.py):\n"
+            f"   per layer W input-major [K][N rounded up to {VECTOR[plan.precision][2]}], then the bias"
+            f"{'' if plan.embed else f'; packed by {plan.name}_init'}. */\n")
+    if not plan.embed:
+        return head + f"static {plan.ctype} {name(plan)}[{size}] __attribute__((aligned(64)));\n#endif\n"
     dtype = np.float32 if plan.precision == "single" else np.float64
     out = np.zeros(size, dtype)
     for layer, (woff, boff, npad) in zip(layers, offsets):
@@ -61,9 +68,23 @@ def copy(plan, layers):
         out[boff:boff + layer.n] = layer.b
     lit = C.literals(out, plan.precision)
     rows = ",\n    ".join(", ".join(lit[i:i + 6]) for i in range(0, len(lit), 6))
-    return (f"/* The weights again for the AVX-512 form of {plan.name}_infer_lanes8 (rosenna/emit/simd_mlp.py):\n"
-            f"   per layer W input-major [K][N rounded up to {VECTOR[plan.precision][2]}], then the bias. */\n"
-            f"static const {plan.ctype} {name(plan)}[{size}] __attribute__((aligned(64))) = {{\n    {rows}\n}};\n")
+    return head + f"static const {plan.ctype} {name(plan)}[{size}] __attribute__((aligned(64))) = {{\n    {rows}\n}};\n#endif\n"
+
+
+def repack(plan, layers):
+    """The reader's lines (``<name>_init``, ``_reload``, ``_set_weights``) that fill the copy from
+    the weights just read, under :data:`GUARD` (the padding stays 0)."""
+    offsets, _ = _layout(plan, layers)
+    lines = [GUARD, f"    /* the AVX-512 SIMD variant's copy (rosenna/emit/simd_mlp.py) */"]
+    for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, offsets)):
+        w, b = (C.symbol(plan.name, plan.weights[j].ident) for j in (layer.w_index, layer.b_index))
+        lines += [f"    /* layer {i}: W transposed, {npad} columns a row; then its bias */",
+                  f"    for (int k = 0; k < {layer.k}; ++k)",
+                  f"        for (int o = 0; o < {layer.n}; ++o)",
+                  f"            {name(plan)}[{woff} + k * {npad} + o] = {w}[o * {layer.k} + k];",
+                  f"    for (int o = 0; o < {layer.n}; ++o)",
+                  f"        {name(plan)}[{boff} + o] = {b}[o];"]
+    return "\n".join(lines + ["#endif"]) + "\n"
 
 
 def routine(plan, layers, renderer, routine_name):

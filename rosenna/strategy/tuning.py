@@ -70,7 +70,7 @@ class Tuning:
         "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
         "'Per point in SIMD lanes'.")
     point_simd_mlp: bool = _knob(
-        True, "Whether an MLP chain with embedded weights gets, on an AVX-512 build, the 8-lane SIMD variant of "
+        True, "Whether an MLP chain gets, on an AVX-512 build, the 8-lane SIMD variant of "
         "<name>_infer in 512-bit vectors over its outputs, 8 points x 2 vectors of outputs in registers "
         "(rosenna/emit/simd_mlp.py; a second, input-major copy of the weights). Off, or another target: the 8 "
         "points in the lanes of one 256-bit vector per statement, half the batch path's width. x86-64 AVX-512 "

@@ -64,9 +64,9 @@ def simd_lanes(plan, tuning, vector=32):
 
 def simd_outputs(plan, tuning, lanes, vector, layers):
     """Whether the 8-lane SIMD variant of an MLP chain (``layers``) runs in 512-bit vectors over its
-    outputs (rosenna/emit/simd_mlp.py): the tuning's ``point_simd_mlp``, embedded weights (the form
-    reads a second, input-major copy of them) and an AVX-512 target (``vector`` 64 bytes)."""
-    return bool(tuning.point_simd_mlp and layers and plan.embed and lanes == 8 and vector == 64)
+    outputs (rosenna/emit/simd_mlp.py, from a second, input-major copy of the weights): the tuning's
+    ``point_simd_mlp`` and an AVX-512 target (``vector`` 64 bytes)."""
+    return bool(tuning.point_simd_mlp and layers and lanes == 8 and vector == 64)
 
 
 def host(plan, tuning, vector, fused=(), layers=()):
