@@ -31,7 +31,10 @@ VECTOR = {"single": ("__m512", "ps", 16), "double": ("__m512d", "pd", 8)}
 #: Fact of the variant (its simdlen) and a register count, not timed: points, and vectors of outputs
 #: per accumulator tile (8 x 2 = 16 of AVX-512's 32 registers).
 POINTS, TILE = 8, 2
-GUARD = "#if defined(__x86_64__) && defined(__AVX512F__) && defined(__GNUC__)"
+#: Where the form is compiled: a host compiler's pass for an AVX-512 x86-64 target (an offload
+#: device's pass defines the host's macros too).
+GUARD = ("#if defined(__x86_64__) && defined(__AVX512F__) && defined(__GNUC__) && !defined(__NVPTX__) "
+         "&& !defined(__AMDGPU__) && !defined(__CUDACC__) && !defined(__HIPCC__)")
 
 
 def _layout(plan, layers):

@@ -86,20 +86,23 @@ class Tuning:
         "is one thread's accumulators.", minimum=1, maximum=32)
     host_fma: str = _knob(
         "auto", "How the C library writes each multiply-add of its per-point routine, its SIMD variants, the host "
-        "batch path and the whole-field host branch. 'auto': rosenna_rt.h's ROSENNA_MADDF / ROSENNA_MADD, which is "
-        "C's fma() where the compiler says the fused operation is fast (math.h's FP_FAST_FMAF / FP_FAST_FMA, GCC's "
-        "and clang's __FP_FAST_FMAF, a GPU's device pass) and a separate multiply and add otherwise: an FMA "
-        "instruction where the target has one, never a library call. 'on': fma() always (a slow library call on a "
-        "target without FMA). 'off': never; bit for bit what the Fortran module, onnxruntime's reference order and "
-        "any compiler give under the profiles' -ffp-contract=off, on any CPU (the bit-reproducible choice). In every "
+        "batch path, the whole-field host branch and the host exp and tanh they call. 'auto': rosenna_rt.h's "
+        "ROSENNA_MADDF / ROSENNA_MADD, which is C's fma() where the compiler says the fused operation is fast "
+        "(math.h's FP_FAST_FMAF, GCC's __FP_FAST_FMAF, the x86 and Arm FMA feature macros for clang, a GPU's "
+        "device pass) and a separate multiply and add otherwise: an FMA instruction where the target has one, "
+        "never a library call (a build's -DROSENNA_FMA=0 / 1 decides instead). 'on': fma() always (a slow library "
+        "call on a target without FMA). 'off': never; bit for bit what the Fortran module's dot products, "
+        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off, on any CPU "
+        "(the bit-reproducible choice). In every "
         "setting the C paths agree with each other bit for bit in one build (fma is exactly rounded and each sum "
         "keeps its order); 'auto' gives different last bits on CPUs with and without FMA. What verify's tolerance "
         "implies: a K-term dot product fused moves by at most K*u*sum|w*x| from the unfused one (u = 2^-24 in "
         "single precision, 2^-53 in double; one rounding of each product saved), inside the float32 tolerance's "
         "relative part 1e-5 while |sum| >= K*u/1e-5 * sum|w*x| (0.76 of it at K = 128), typically (errors of "
         "random sign, sqrt(K)*u*sum|w*x|) down to 0.07 of it. true / false are accepted as on / off. Default "
-        "'auto': the four MLPs' batch path at 0.2-0.5x onnxruntime's time with FMA against 0.4-0.8x without, "
-        "x86-64 AVX-512 host (docs/benchmarks-host.md 'FMA and reproducibility').",
+        "'auto': the four MLPs' batch path at 0.33-0.40x onnxruntime's time with FMA against 0.47-0.62x "
+        "without, x86-64 AVX-512 host, one thread, CPU time (docs/benchmarks-host.md 'Per point in SIMD lanes: "
+        "outputs in the lanes'; 'FMA and reproducibility').",
         choices=("auto", "on", "off"), aliases=_ON_OFF)
     host_wait: str = _knob(
         "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
