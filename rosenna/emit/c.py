@@ -208,7 +208,7 @@ def _simd_doc(plan, widths):
     lanes = " or ".join(str(w) for w in widths)
     return (f"\n   On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,\n"
             f"   {n}_infer(x + i * {n.upper()}_NX, y + i * {n.upper()}_NY), runs {lanes} points per call in SIMD lanes\n"
-            f"   (the batch path's code and results, bit for bit the scalar routine's).")
+            f"   (the batch path's results, bit for bit the scalar routine's).")
 
 
 def _values(plan, w):
