@@ -35,13 +35,16 @@ class Renderer:
         halves: blocked form: each reduction's SIMD loop over half the block, two vectors of points
             per weight loaded (the batch path); False: over the whole block, for a block of one
             vector (the per-point SIMD variant's 8 floats).
-        fma: write each accumulated product ``s += a * b`` as the language's ``fma(a, b, s)`` (one
-            rounding, whatever the compiler's contraction flags: the tuning's ``host_fma``).
+        fma: the function (a key of the language's math table) each accumulated product ``s += a * b``
+            is written with, as ``fma(a, b, s)``: "fma" (one rounding, whatever the compiler's
+            contraction flags), "madd" (C's ROSENNA_MADD: fma where the compiler says it is fast), or
+            None (a multiply and an add): :data:`rosenna.emit.host_field.HOST_MADD` of the tuning's
+            ``host_fma``.
     """
 
     POINT = "p"
 
-    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True, fma=False):
+    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True, fma=None):
         self.lang = lang
         self.fma = fma
         self.precision = precision
@@ -154,7 +157,7 @@ class Renderer:
         target = self.expr(stmt.target)
         product = stmt.expr
         if self.fma and stmt.accumulate and isinstance(product, Bin) and product.op == "*":
-            fused = f"{self.fn_name('fma')}({self.expr(product.a)}, {self.expr(product.b)}, {target})"
+            fused = f"{self.fn_name(self.fma)}({self.expr(product.a)}, {self.expr(product.b)}, {target})"
             return self.lang.assign.format(target=target, expr=fused)
         return form.format(target=target, expr=self.expr(product))
 

@@ -22,7 +22,7 @@ table below. The C routines are here; the Fortran module's are in
 :mod:`rosenna.emit.whole_fortran`, which also binds ``<name>_infer_one_dev`` to the C symbol.
 """
 
-from rosenna.emit.host_field import HOST_MATH, host_lines, host_names
+from rosenna.emit.host_field import HOST_MADD, HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.notes import annotate, note
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
@@ -225,7 +225,7 @@ def c_source(plan, regions):
     branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2))
     period = plan.tuned.host_pace
     host = "\n".join(host_lines(plan, regions, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
-                                                  math=HOST_MATH[plan.precision], fma=plan.tuned.host_fma), 1,
+                                                  math=HOST_MATH[plan.precision], fma=HOST_MADD[plan.tuned.host_fma]), 1,
                                  "team_size" if period else None))
     if period:  # the team's size chosen by the time calls took (rosenna_host_sync.h's rosenna_pace)
         host = (f"    static rosenna_pace pace = ROSENNA_PACE_INIT;\n"

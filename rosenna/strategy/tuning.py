@@ -27,8 +27,14 @@ class TuningError(UsageError):
     """An unknown tuning key or a value of the wrong type or range (one line: what, where, what to do)."""
 
 
-def _knob(default, doc, choices=None, minimum=0, maximum=None):
-    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum})
+def _knob(default, doc, choices=None, minimum=0, maximum=None, aliases=None):
+    """``aliases``: a choice field's other spellings, booleans included (``{True: "on"}``)."""
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum,
+                                            "aliases": aliases or {}})
+
+
+#: host_fma's former boolean spellings: true is "on", false "off".
+_ON_OFF = {True: "on", False: "off", "true": "on", "false": "off", "1": "on", "0": "off"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,14 @@ class Tuning:
         "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
         "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
         "'Per point in SIMD lanes'.")
+    point_simd_mlp: bool = _knob(
+        True, "Whether an MLP chain gets, on an AVX-512 build, the 8-lane SIMD variant of "
+        "<name>_infer in 512-bit vectors over its outputs, 8 points x 2 vectors of outputs in registers "
+        "(rosenna/emit/simd_mlp.py; a second, input-major copy of the weights). Off, or another target: the 8 "
+        "points in the lanes of one 256-bit vector per statement, half the batch path's width. x86-64 AVX-512 "
+        "host, one thread, CPU time, load average 6-8: the 8-lane loop over the batch path's time 1.08 against "
+        "1.73 (mlp128), 1.22 against 1.55 (7-96x4-5 Tanh), 1.35 against 1.47 (5-64-64-3 SiLU), 1.27 against "
+        "1.46 (gemm_big) (docs/benchmarks-host.md 'Per point in SIMD lanes: outputs in the lanes').")
     gemm_columns: int = _knob(
         8, "Outputs of a Gemm computed per pass over its input: independent accumulators sharing each load of "
         "the input (in the host batch path each broadcast weight feeds one vector per half block, each input "
@@ -70,14 +84,26 @@ class Tuning:
         "(AVX-512, GCC 12, -ffp-contract=off), 7-96x4-5 Tanh MLP batch: 8 columns 0.77x the time of 4, 12 and "
         "16 no faster (docs/benchmarks-host.md 'Register blocking of the Gemm'). Not timed on a GPU, where it "
         "is one thread's accumulators.", minimum=1, maximum=32)
-    host_fma: bool = _knob(
-        False, "Write each multiply-add of the C library's per-point routine, its SIMD variants and the host batch "
-        "path as C's fma() (one rounding; an FMA instruction where the target has one, a slow library call where "
-        "it has none). Off (the default): a separate multiply and add, bit for bit what the Fortran module, "
-        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off. On: the C "
-        "paths still agree with each other bit for bit (fma is exactly rounded), a K-term dot product moves by at "
-        "most K*u*sum|w*x| (u = 2^-24 in single precision), inside verify's tolerance unless the sum cancels. "
-        "docs/benchmarks-host.md 'FMA and reproducibility'.")
+    host_fma: str = _knob(
+        "auto", "How the C library writes each multiply-add of its per-point routine, its SIMD variants, the host "
+        "batch path, the whole-field host branch and the host exp and tanh they call. 'auto': rosenna_rt.h's "
+        "ROSENNA_MADDF / ROSENNA_MADD, which is C's fma() where the compiler says the fused operation is fast "
+        "(math.h's FP_FAST_FMAF, GCC's __FP_FAST_FMAF, the x86 and Arm FMA feature macros for clang, a GPU's "
+        "device pass) and a separate multiply and add otherwise: an FMA instruction where the target has one, "
+        "never a library call (a build's -DROSENNA_FMA=0 / 1 decides instead). 'on': fma() always (a slow library "
+        "call on a target without FMA). 'off': never; bit for bit what the Fortran module's dot products, "
+        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off, on any CPU "
+        "(the bit-reproducible choice). In every "
+        "setting the C paths agree with each other bit for bit in one build (fma is exactly rounded and each sum "
+        "keeps its order); 'auto' gives different last bits on CPUs with and without FMA. What verify's tolerance "
+        "implies: a K-term dot product fused moves by at most K*u*sum|w*x| from the unfused one (u = 2^-24 in "
+        "single precision, 2^-53 in double; one rounding of each product saved), inside the float32 tolerance's "
+        "relative part 1e-5 while |sum| >= K*u/1e-5 * sum|w*x| (0.76 of it at K = 128), typically (errors of "
+        "random sign, sqrt(K)*u*sum|w*x|) down to 0.07 of it. true / false are accepted as on / off. Default "
+        "'auto': the four MLPs' batch path at 0.33-0.40x onnxruntime's time with FMA against 0.47-0.62x "
+        "without, x86-64 AVX-512 host, one thread, CPU time (docs/benchmarks-host.md 'Per point in SIMD lanes: "
+        "outputs in the lanes'; 'FMA and reproducibility').",
+        choices=("auto", "on", "off"), aliases=_ON_OFF)
     host_wait: str = _knob(
         "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
         "'yield' (rosenna_rt.h's rosenna_team_wait: a short poll, then a sleep on a condition variable, so a "
@@ -469,6 +495,7 @@ def _check(key, value, where):
         if spec.metadata["maximum"] is not None and value > spec.metadata["maximum"]:
             raise TuningError(f"{where}: {key} must be at most {spec.metadata['maximum']}, not {value}")
     elif kind is str:
+        value = spec.metadata["aliases"].get(value.lower() if isinstance(value, str) else value, value)
         if not isinstance(value, str) or value not in spec.metadata["choices"]:
             choices = ", ".join(repr(c) for c in spec.metadata["choices"])
             raise TuningError(f"{where}: {key} must be one of {choices}, not {value!r}")
@@ -501,6 +528,8 @@ def tuning_schema():
         elif kind is int:
             fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"],
                                  **({"maximum": spec.metadata["maximum"]} if spec.metadata["maximum"] is not None else {})}
+        elif spec.metadata["aliases"]:  # the choices and their other spellings (true / false)
+            fields[spec.name] = {"enum": list(spec.metadata["choices"]) + list(spec.metadata["aliases"])}
         else:
             fields[spec.name] = {"type": "string", "enum": list(spec.metadata["choices"])}
     section = {"type": "object", "additionalProperties": False, "properties": fields}
