@@ -105,7 +105,7 @@ class DFT(Op):
         kind = self._kind(node)
         out[axis] = length // 2 + 1 if kind == "rfft" else length
         out[-1] = 1 if kind == "irfft" else 2
-        return [tuple(out)] + [(2 * length,)] * (len(node.outputs) - 1)
+        return [tuple(out)] + [(self._work(shape, axis, length),)] * (len(node.outputs) - 1)
 
     def check(self, node, graph):
         shape, axis, length = self._params(node, graph)
@@ -129,14 +129,20 @@ class DFT(Op):
     def shape_errors(self, node, graph):
         return []
 
+    @staticmethod
+    def _work(shape, axis, length):
+        """Values in one work buffer: every line's N complex points."""
+        return 2 * length * int(np.prod([d for i, d in enumerate(shape[:-1]) if i != axis]))
+
     def canonicalize(self, node, graph):
-        """Two work buffers of 2N values, as extra outputs the plan places like scratch values."""
+        """Two work buffers of every line's N complex points, as extra outputs the plan places like
+        scratch values."""
         if len(node.outputs) > 1:
             return
-        _, _, length = self._params(node, graph)
+        shape, axis, length = self._params(node, graph)
         for tag in ("a", "b"):
             name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
-            graph.values[name] = Value(name, (2 * length,), graph.dtype)
+            graph.values[name] = Value(name, (self._work(shape, axis, length),), graph.dtype)
             node.outputs.append(name)
         node.attrs["_tables"] = {}
         node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
@@ -162,86 +168,101 @@ class DFT(Op):
         x, y = node.inputs[0], node.outputs[0]
         work = node.outputs[1:3]
         complex_in = shape[-1] == 2
-        lines = [d for i, d in enumerate(shape[:-1]) if i != axis]
+        before, after = list(shape[:axis]), list(shape[axis + 1:-1])
+        lines = before + after
         length = shape[axis]
 
-        def line(idx):
-            def at(src_shape, position, part):
-                full = list(idx[:axis]) + [position] + list(idx[axis:]) + [part]
-                return flat_index(full, src_shape)
+        def along(count, body):
+            """Every line's positions 0..count-1 in the order of x's and y's memory (the axes
+            before the signal axis, the position, the axes after it): ``body(line, position)``."""
+            def visit(idx):
+                body(idx[:len(before)] + idx[len(before) + 1:], idx[len(before)])
+            b.nest(before + [count] + after, visit)
 
-            buf = work[0]
+        def signal(src_shape, idx, position, part):
+            return flat_index(idx[:len(before)] + [position] + idx[len(before):] + [part], src_shape)
 
-            def load(k, part):
-                return Ref(x, at(shape, k, part))
+        buf = work[0]
 
-            # 1. the line into the work buffer, complex, zero-padded or truncated to n points
-            used = min(length, n)
-            if kind == "irfft":
-                half = min(length, n // 2 + 1)
-                b.loop(2 * n, lambda i: b.assign(Ref(buf, Idx.of(i)), Num(0.0)))
-                for part in (0, 1):
-                    b.loop(half, lambda k, part=part: b.assign(Ref(buf, Idx.of(k) * 2 + part), load(k, part)))
-                mirror = min(half, (n + 1) // 2) - 1  # k = 1 .. : X[n - k] = conj X[k]
-                if mirror > 0:
-                    b.loop(mirror, lambda k: b.assign(Ref(buf, (Idx.of(k) * -1 + n - 1) * 2), load(Idx.of(k) + 1, 0)))
-                    b.loop(mirror, lambda k: b.assign(Ref(buf, (Idx.of(k) * -1 + n - 1) * 2 + 1),
-                                                      Bin("-", Num(0.0), load(Idx.of(k) + 1, 1))))
-            else:
-                b.loop(used, lambda k: b.assign(Ref(buf, Idx.of(k) * 2), load(k, 0)))
-                b.loop(used, lambda k: b.assign(Ref(buf, Idx.of(k) * 2 + 1), load(k, 1) if complex_in else Num(0.0)))
-                if n > used:
-                    b.loop(2 * (n - used), lambda i: b.assign(Ref(buf, Idx.of(i) + 2 * used), Num(0.0)))
-            # 2. the stages, ping-pong between the two work buffers
-            src = 0
-            for s, (ns, p) in enumerate(self._stages(n)):
-                self._stage(b, work[src], work[1 - src], node.attrs["_tables"][s], n, ns, p)
-                src = 1 - src
-            result = work[src]
-            # 3. out, scaled by 1/N when inverse
-            scale = 1.0 / n if self.attr(node, "inverse") else 1.0
+        def put(idx, position, part, value):
+            b.assign(Ref(buf, slot(idx, lines, position, part)), value)
 
-            def scaled(e):
-                return e if scale == 1.0 else Bin("*", e, Num(scale))
+        # 1. the lines into the work buffer, complex, zero-padded or truncated to n points; each
+        # range of positions one nest (the ranges are disjoint, so they run together)
+        used = min(length, n)
+        if kind == "irfft":
+            half = min(length, n // 2 + 1)
+            mirror = min(half, (n + 1) // 2) - 1  # k = 1 .. mirror: X[n - k] = conj X[k]
+            along(half, lambda idx, k: [put(idx, k, part, Ref(x, signal(shape, idx, k, part))) for part in (0, 1)])
+            if n - half - mirror > 0:
+                along(n - half - mirror, lambda idx, k: [put(idx, Idx.of(k) + half, part, Num(0.0)) for part in (0, 1)])
+            if mirror > 0:
+                def conjugate(idx, k):
+                    put(idx, Idx.of(k) * -1 + n - 1, 0, Ref(x, signal(shape, idx, Idx.of(k) + 1, 0)))
+                    put(idx, Idx.of(k) * -1 + n - 1, 1, Bin("-", Num(0.0), Ref(x, signal(shape, idx, Idx.of(k) + 1, 1))))
+                along(mirror, conjugate)
+        else:
+            along(used, lambda idx, k: [put(idx, k, part, Ref(x, signal(shape, idx, k, part)) if part == 0 or complex_in
+                                        else Num(0.0)) for part in (0, 1)])
+            if n > used:
+                along(n - used, lambda idx, k: [put(idx, Idx.of(k) + used, part, Num(0.0)) for part in (0, 1)])
+        # 2. the stages, ping-pong between the two work buffers, every line at once
+        result = run_stages(b, work, node.attrs["_tables"], n, lines)
+        # 3. out, scaled by 1/N when inverse
+        scale = 1.0 / n if self.attr(node, "inverse") else 1.0
 
-            count = out_shape[axis]
-            parts = 1 if kind == "irfft" else 2
-            for part in range(parts):
-                b.loop(count, lambda k, part=part: b.assign(Ref(y, at(out_shape, k, part)),
-                                                            scaled(Ref(result, Idx.of(k) * 2 + part))))
+        def scaled(e):
+            return e if scale == 1.0 else Bin("*", e, Num(scale))
 
-        b.nest(lines, line)
+        parts = (0,) if kind == "irfft" else (0, 1)
+        along(out_shape[axis], lambda idx, k: [b.assign(Ref(y, signal(out_shape, idx, k, part)),
+                                                        scaled(Ref(result, slot(idx, lines, k, part)))) for part in parts])
 
-    @staticmethod
-    def _stage(b, src, dst, table, n, ns, p):
-        """One Stockham stage of radix p after Ns points (module docstring)."""
-        re, im = Var("fre"), Var("fim")
-        stride = n // p
 
-        def group(a):
-            def point(k):
-                def output(t):
-                    b.assign(re, Num(0.0))
-                    b.assign(im, Num(0.0))
+def slot(line, lines, position, part):
+    """Where part (0 real, 1 imaginary) of point ``position`` of line ``line`` (its indices over
+    the extents ``lines``) lies in a work buffer: [position][line][part], the lines innermost, so
+    neighbouring GPU threads (neighbouring lines) touch neighbouring values in every stage."""
+    count = int(np.prod(lines)) if lines else 1
+    return (Idx.of(position) * count + flat_index(line, lines)) * 2 + part
 
-                    def term(q):
-                        where = Idx.of(a) * ns + Idx.of(k) + Idx.of(q) * stride
-                        sr, si = Ref(src, where * 2), Ref(src, where * 2 + 1)
-                        row = (Idx.of(k) * p + Idx.of(t)) * p + Idx.of(q)
-                        cr, ci = Ref(table, row * 2), Ref(table, row * 2 + 1)
-                        b.assign(re, Bin("-", Bin("*", sr, cr), Bin("*", si, ci)), accumulate=True)
-                        b.assign(im, Bin("+", Bin("*", sr, ci), Bin("*", si, cr)), accumulate=True)
 
-                    b.loop(p, term)
-                    out = Idx.of(a) * (ns * p) + Idx.of(k) + Idx.of(t) * ns
-                    b.assign(Ref(dst, out * 2), re)
-                    b.assign(Ref(dst, out * 2 + 1), im)
+def run_stages(b, work, tables, n, lines):
+    """The FFT stages of n points over every line of ``lines`` (extents), from ``work[0]``,
+    ping-ponging between the two work buffers; returns the buffer that holds the result."""
+    src = 0
+    for s, (ns, p) in enumerate(DFT._stages(n)):
+        stage(b, work[src], work[1 - src], tables[s], n, ns, p, lines)
+        src = 1 - src
+    return work[src]
 
-                b.loop(p, output)
 
-            b.loop(ns, point)
+def stage(b, src, dst, table, n, ns, p, lines):
+    """One Stockham stage of radix p after Ns points (module docstring), on every line at once:
+    one loop nest over (a, t, k, line), each output point of each line an iteration (a parallel
+    region), the radix-p sum inside it."""
+    re, im = Var("fre"), Var("fim")
+    stride = n // p
 
-        b.loop(n // (ns * p), group)
+    def output(idx):
+        a, t, k, line = idx[0], idx[1], idx[2], idx[3:]
+        b.assign(re, Num(0.0))
+        b.assign(im, Num(0.0))
+
+        def term(q):
+            where = Idx.of(a) * ns + Idx.of(k) + Idx.of(q) * stride
+            sr, si = Ref(src, slot(line, lines, where, 0)), Ref(src, slot(line, lines, where, 1))
+            row = (Idx.of(k) * p + Idx.of(t)) * p + Idx.of(q)
+            cr, ci = Ref(table, row * 2), Ref(table, row * 2 + 1)
+            b.assign(re, Bin("-", Bin("*", sr, cr), Bin("*", si, ci)), accumulate=True)
+            b.assign(im, Bin("+", Bin("*", sr, ci), Bin("*", si, cr)), accumulate=True)
+
+        b.loop(p, term)
+        out = Idx.of(a) * (ns * p) + Idx.of(k) + Idx.of(t) * ns
+        b.assign(Ref(dst, slot(line, lines, out, 0)), re)
+        b.assign(Ref(dst, slot(line, lines, out, 1)), im)
+
+    b.nest([n // (ns * p), p, ns] + list(lines), output)
 
 
 class STFT(Op):
@@ -275,7 +296,7 @@ class STFT(Op):
 
     def shape(self, node, graph):
         shape, _, length, frames, bins = self._params(node, graph)
-        return [(shape[0], frames, bins, 2)] + [(2 * length,)] * (len(node.outputs) - 1)
+        return [(shape[0], frames, bins, 2)] + [(2 * length * shape[0] * frames,)] * (len(node.outputs) - 1)
 
     def check(self, node, graph):
         shape, step, length, _, _ = self._params(node, graph)
@@ -299,10 +320,10 @@ class STFT(Op):
         """The two work buffers and the stage tables of :class:`DFT`, for the frame length."""
         if len(node.outputs) > 1:
             return
-        _, _, length, _, _ = self._params(node, graph)
+        shape, _, length, frames, _ = self._params(node, graph)
         for tag in ("a", "b"):
             name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
-            graph.values[name] = Value(name, (2 * length,), graph.dtype)
+            graph.values[name] = Value(name, (2 * length * shape[0] * frames,), graph.dtype)
             node.outputs.append(name)
         node.attrs["_tables"] = {}
         node.inputs.extend([""] * (4 - len(node.inputs)))  # the tables follow the 4 ONNX inputs
@@ -317,27 +338,25 @@ class STFT(Op):
         x, y, work = node.inputs[0], node.outputs[0], node.outputs[1:3]
         window = node.inputs[2] if node.inputs[2] else None
         out_shape = (shape[0], frames, bins, 2)
+        lines = (shape[0], frames)  # every frame of every signal one line of the work buffers
 
-        def frame(idx):
-            batch, f = idx
-            buf = work[0]
+        def load(idx):
+            batch, f, n = idx
             for part in range(2):
-                def load(n, part=part):
-                    if part == 1 and shape[-1] == 1:
-                        value = Num(0.0)
-                    else:
-                        value = Ref(x, flat_index([batch, Idx.of(f) * step + n, part], shape))
-                        if window is not None:
-                            value = Bin("*", value, Ref(window, Idx.of(n)))
-                    b.assign(Ref(buf, Idx.of(n) * 2 + part), value)
+                if part == 1 and shape[-1] == 1:
+                    value = Num(0.0)
+                else:
+                    value = Ref(x, flat_index([batch, Idx.of(f) * step + n, part], shape))
+                    if window is not None:
+                        value = Bin("*", value, Ref(window, Idx.of(n)))
+                b.assign(Ref(work[0], slot([batch, f], lines, n, part)), value)
 
-                b.loop(length, load)
-            src = 0
-            for s, (ns, p) in enumerate(DFT._stages(length)):
-                DFT._stage(b, work[src], work[1 - src], node.attrs["_tables"][s], length, ns, p)
-                src = 1 - src
+        b.nest(lines + (length,), load)
+        result = run_stages(b, work, node.attrs["_tables"], length, lines)
+
+        def store(idx):
+            batch, f, k = idx
             for part in range(2):
-                b.loop(bins, lambda k, part=part: b.assign(Ref(y, flat_index([batch, f, k, part], out_shape)),
-                                                           Ref(work[src], Idx.of(k) * 2 + part)))
+                b.assign(Ref(y, flat_index([batch, f, k, part], out_shape)), Ref(result, slot([batch, f], lines, k, part)))
 
-        b.nest((shape[0], frames), frame)
+        b.nest(lines + (bins,), store)
