@@ -98,12 +98,38 @@ class DFT(Op):
             return "full"
         return "irfft" if self.attr(node, "inverse") else "rfft"
 
+    def _bins(self, node, length):
+        """(first, count): the outputs along the axis computed, of the ``length`` ONNX defines
+        (all of them unless rosenna.passes.dft_truncate kept fewer)."""
+        return tuple(node.attrs.get("_bins") or (0, length))
+
+    def _inputs_used(self, node, shape, axis, n):
+        """The points of each input line that enter the sums: the signal up to N (a longer one is
+        truncated), for IRFFT the given half spectrum up to N/2 + 1."""
+        if self._kind(node) == "irfft":
+            return min(shape[axis], n // 2 + 1)
+        return min(shape[axis], n)
+
+    def direct(self, node, graph):
+        """Whether the node is computed as a direct sum (a dense complex matrix times each line)
+        rather than by the FFT's stages: when its outputs kept x inputs used per line is at most
+        ``graph.dft_direct_percent`` percent of the stages' work (N times the sum of the radices).
+        A truncated DFT (the low modes of a Fourier layer, 12 of 64) then costs what its FFT does
+        or less, in one loop nest, with no work buffers."""
+        shape, axis, n = self._params(node, graph)
+        kept = self._bins(node, self._full_count(node, n))[1]
+        stages = n * sum(factorize(n))
+        return 100 * kept * self._inputs_used(node, shape, axis, n) <= graph.dft_direct_percent * stages
+
+    def _full_count(self, node, n):
+        return n // 2 + 1 if self._kind(node) == "rfft" else n
+
     # -- hooks -----------------------------------------------------------------------------------
     def shape(self, node, graph):
         shape, axis, length = self._params(node, graph)
         out = list(shape)
         kind = self._kind(node)
-        out[axis] = length // 2 + 1 if kind == "rfft" else length
+        out[axis] = self._bins(node, self._full_count(node, length))[1]
         out[-1] = 1 if kind == "irfft" else 2
         return [tuple(out)] + [(self._work(shape, axis, length),)] * (len(node.outputs) - 1)
 
@@ -135,22 +161,47 @@ class DFT(Op):
         return 2 * length * int(np.prod([d for i, d in enumerate(shape[:-1]) if i != axis]))
 
     def canonicalize(self, node, graph):
-        """Two work buffers of every line's N complex points, as extra outputs the plan places like
-        scratch values."""
-        if len(node.outputs) > 1:
+        """The direct form's matrix (:meth:`direct`), or the FFT's stage tables and two work
+        buffers of every line's N complex points, as extra outputs the plan places like scratch
+        values."""
+        if len(node.outputs) > 1 or "_matrix" in node.attrs:
             return
         shape, axis, length = self._params(node, graph)
+        node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
+        if self.direct(node, graph):
+            name = graph.new_name(f"{node.name}_matrix")
+            graph.weights[name] = self._matrix(node, shape, axis, length)
+            node.inputs.append(name)
+            node.attrs["_matrix"] = name
+            return
         for tag in ("a", "b"):
             name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
             graph.values[name] = Value(name, (self._work(shape, axis, length),), graph.dtype)
             node.outputs.append(name)
         node.attrs["_tables"] = {}
-        node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
         for s, (ns, p) in enumerate(self._stages(length)):
             name = graph.new_name(f"{node.name}_stage{s}")
             graph.weights[name] = stage_table(ns, p, bool(self.attr(node, "inverse")))
             node.inputs.append(name)
             node.attrs["_tables"][s] = name
+
+    def _matrix(self, node, shape, axis, n):
+        """The direct form's [outputs kept, inputs used, 2] matrix (cos, sin), the inverse's 1/N
+        folded in. IRFFT: each output a real sum over the half spectrum, X[0] and the Nyquist bin
+        once and every mirrored bin twice, only the real part of the product taken (so the
+        imaginary parts of X[0] and X[N/2] drop out, as the FFT form's do)."""
+        first, count = self._bins(node, self._full_count(node, n))
+        outputs = np.arange(first, first + count)[:, None]
+        used = self._inputs_used(node, shape, axis, n)
+        inputs = np.arange(used)[None, :]
+        angle = 2.0 * np.pi * (outputs * inputs % n) / n
+        if self._kind(node) == "irfft":
+            mirror = min(used, (n + 1) // 2) - 1
+            weight = np.where((inputs >= 1) & (inputs <= mirror), 2.0, 1.0) / n
+            return np.stack([weight * np.cos(angle), -weight * np.sin(angle)], axis=-1).reshape(-1, 2)
+        scale = 1.0 / n if self.attr(node, "inverse") else 1.0
+        sign = 1.0 if self.attr(node, "inverse") else -1.0
+        return np.stack([scale * np.cos(angle), sign * scale * np.sin(angle)], axis=-1).reshape(-1, 2)
 
     @staticmethod
     def _stages(length):
@@ -182,6 +233,11 @@ class DFT(Op):
         def signal(src_shape, idx, position, part):
             return flat_index(idx[:len(before)] + [position] + idx[len(before):] + [part], src_shape)
 
+        first, count = self._bins(node, self._full_count(node, n))
+        if "_matrix" in node.attrs:
+            self._lower_direct(b, node, along, signal, shape, out_shape, count,
+                               self._inputs_used(node, shape, axis, n), complex_in)
+            return
         buf = work[0]
 
         def put(idx, position, part, value):
@@ -215,8 +271,42 @@ class DFT(Op):
             return e if scale == 1.0 else Bin("*", e, Num(scale))
 
         parts = (0,) if kind == "irfft" else (0, 1)
-        along(out_shape[axis], lambda idx, k: [b.assign(Ref(y, signal(out_shape, idx, k, part)),
-                                                        scaled(Ref(result, slot(idx, lines, k, part)))) for part in parts])
+        along(count, lambda idx, k: [b.assign(Ref(y, signal(out_shape, idx, k, part)),
+                                              scaled(Ref(result, slot(idx, lines, Idx.of(k) + first, part))))
+                                     for part in parts])
+
+    def _lower_direct(self, b, node, along, signal, shape, out_shape, count, used, complex_in):
+        """Each kept output of each line one iteration of one loop nest (a parallel region), the sum
+        over the line's used inputs inside it: Y[k] = sum_j X[j] M[k, j] (IRFFT: the real part)."""
+        x, y, matrix = node.inputs[0], node.outputs[0], node.attrs["_matrix"]
+        real_out = self._kind(node) == "irfft"
+        re, im = Var("fre"), Var("fim")
+
+        def output(idx, k):
+            b.assign(re, Num(0.0))
+            if not real_out:
+                b.assign(im, Num(0.0))
+
+            def term(j):
+                xr = Ref(x, signal(shape, idx, j, 0))
+                xi = Ref(x, signal(shape, idx, j, 1)) if complex_in else None
+                row = Idx.of(k) * used + Idx.of(j)
+                cr, ci = Ref(matrix, row * 2), Ref(matrix, row * 2 + 1)
+                if real_out:  # Re(X M) = Xr Mr - Xi Mi, with Mi's sign folded into the matrix
+                    b.assign(re, Bin("+", Bin("*", xr, cr), Bin("*", xi, ci)), accumulate=True)
+                elif xi is None:
+                    b.assign(re, Bin("*", xr, cr), accumulate=True)
+                    b.assign(im, Bin("*", xr, ci), accumulate=True)
+                else:
+                    b.assign(re, Bin("-", Bin("*", xr, cr), Bin("*", xi, ci)), accumulate=True)
+                    b.assign(im, Bin("+", Bin("*", xr, ci), Bin("*", xi, cr)), accumulate=True)
+
+            b.loop(used, term)
+            b.assign(Ref(y, signal(out_shape, idx, k, 0)), re)
+            if not real_out:
+                b.assign(Ref(y, signal(out_shape, idx, k, 1)), im)
+
+        along(count, output)
 
 
 def slot(line, lines, position, part):
