@@ -110,6 +110,18 @@ class DFT(Op):
             return min(shape[axis], n // 2 + 1)
         return min(shape[axis], n)
 
+    def _support(self, node, shape, axis, n):
+        """[(first, count)]: the ranges of input positions along the axis that may hold non-zero
+        values and enter the sums (all the used ones unless rosenna.passes.dft_truncate found
+        zero blocks in a Concat before the node)."""
+        used = self._inputs_used(node, shape, axis, n)
+        ranges = []
+        for first, count in node.attrs.get("_support") or [(0, used)]:
+            count = min(first + count, used) - first
+            if count > 0:
+                ranges.append((first, count))
+        return ranges
+
     def direct(self, node, graph):
         """Whether the node is computed as a direct sum (a dense complex matrix times each line)
         rather than by the FFT's stages: when its outputs kept x inputs used per line is at most
@@ -119,7 +131,8 @@ class DFT(Op):
         shape, axis, n = self._params(node, graph)
         kept = self._bins(node, self._full_count(node, n))[1]
         stages = n * sum(factorize(n))
-        return 100 * kept * self._inputs_used(node, shape, axis, n) <= graph.dft_direct_percent * stages
+        used = sum(count for _, count in self._support(node, shape, axis, n))
+        return 100 * kept * used <= graph.dft_direct_percent * stages
 
     def _full_count(self, node, n):
         return n // 2 + 1 if self._kind(node) == "rfft" else n
@@ -192,11 +205,10 @@ class DFT(Op):
         imaginary parts of X[0] and X[N/2] drop out, as the FFT form's do)."""
         first, count = self._bins(node, self._full_count(node, n))
         outputs = np.arange(first, first + count)[:, None]
-        used = self._inputs_used(node, shape, axis, n)
-        inputs = np.arange(used)[None, :]
+        inputs = np.concatenate([np.arange(a, a + c) for a, c in self._support(node, shape, axis, n)])[None, :]
         angle = 2.0 * np.pi * (outputs * inputs % n) / n
         if self._kind(node) == "irfft":
-            mirror = min(used, (n + 1) // 2) - 1
+            mirror = min(self._inputs_used(node, shape, axis, n), (n + 1) // 2) - 1
             weight = np.where((inputs >= 1) & (inputs <= mirror), 2.0, 1.0) / n
             return np.stack([weight * np.cos(angle), -weight * np.sin(angle)], axis=-1).reshape(-1, 2)
         scale = 1.0 / n if self.attr(node, "inverse") else 1.0
@@ -236,7 +248,7 @@ class DFT(Op):
         first, count = self._bins(node, self._full_count(node, n))
         if "_matrix" in node.attrs:
             self._lower_direct(b, node, along, signal, shape, out_shape, count,
-                               self._inputs_used(node, shape, axis, n), complex_in)
+                               self._support(node, shape, axis, n), complex_in)
             return
         buf = work[0]
 
@@ -275,10 +287,12 @@ class DFT(Op):
                                               scaled(Ref(result, slot(idx, lines, Idx.of(k) + first, part))))
                                      for part in parts])
 
-    def _lower_direct(self, b, node, along, signal, shape, out_shape, count, used, complex_in):
+    def _lower_direct(self, b, node, along, signal, shape, out_shape, count, support, complex_in):
         """Each kept output of each line one iteration of one loop nest (a parallel region), the sum
-        over the line's used inputs inside it: Y[k] = sum_j X[j] M[k, j] (IRFFT: the real part)."""
+        over the line's inputs in ``support`` (one loop per range) inside it:
+        Y[k] = sum_j X[j] M[k, j] (IRFFT: the real part)."""
         x, y, matrix = node.inputs[0], node.outputs[0], node.attrs["_matrix"]
+        used = sum(width for _, width in support)
         real_out = self._kind(node) == "irfft"
         re, im = Var("fre"), Var("fim")
 
@@ -287,10 +301,10 @@ class DFT(Op):
             if not real_out:
                 b.assign(im, Num(0.0))
 
-            def term(j):
-                xr = Ref(x, signal(shape, idx, j, 0))
-                xi = Ref(x, signal(shape, idx, j, 1)) if complex_in else None
-                row = Idx.of(k) * used + Idx.of(j)
+            def term(j, first, column):
+                xr = Ref(x, signal(shape, idx, Idx.of(j) + first, 0))
+                xi = Ref(x, signal(shape, idx, Idx.of(j) + first, 1)) if complex_in else None
+                row = Idx.of(k) * used + Idx.of(j) + column
                 cr, ci = Ref(matrix, row * 2), Ref(matrix, row * 2 + 1)
                 if real_out:  # Re(X M) = Xr Mr - Xi Mi, with Mi's sign folded into the matrix
                     b.assign(re, Bin("+", Bin("*", xr, cr), Bin("*", xi, ci)), accumulate=True)
@@ -301,7 +315,10 @@ class DFT(Op):
                     b.assign(re, Bin("-", Bin("*", xr, cr), Bin("*", xi, ci)), accumulate=True)
                     b.assign(im, Bin("+", Bin("*", xr, ci), Bin("*", xi, cr)), accumulate=True)
 
-            b.loop(used, term)
+            column = 0
+            for first, width in support:
+                b.loop(width, lambda j, first=first, column=column: term(j, first, column))
+                column += width
             b.assign(Ref(y, signal(out_shape, idx, k, 0)), re)
             if not real_out:
                 b.assign(Ref(y, signal(out_shape, idx, k, 1)), im)

@@ -13,6 +13,9 @@ again. Three identities, applied until none applies:
    of a zero line is zero), moved after so the DFT has fewer lines; at the end of the DFT's axis
    (nothing before) the DFT of x with that length as ``dft_length`` (which zero-pads; an inverse
    one-sided DFT reads its shorter half spectrum as zeros beyond it).
+4. ``DFT(Concat(a, zeros, b))`` along the DFT's axis, ``zeros`` an all-zero constant (the modes an
+   FNO puts back between its two corner blocks): the sums run over a's and b's positions only
+   (``_support``; the direct form's loops skip the zeros, the FFT form reads them as before).
 
 Each rewrite makes new nodes and leaves the old DFT to ``eliminate_dead_code`` where nothing else
 reads it; identical DFTs of one input (two Slices keeping the same modes) are made once. Slices of
@@ -31,10 +34,33 @@ from rosenna.ops.indexing import slice_params
 
 
 def truncate_dfts(graph):
-    """Apply the three rules above until none applies, then drop what nothing reads."""
+    """Apply the rules above until none applies, then drop what nothing reads."""
     while _slice_into_dft(graph) or _pad_out_of_dft(graph):
         pass
     _drop_unread(graph)
+    _zero_blocks(graph)
+
+
+def _zero_blocks(graph):
+    """Rule 4: a DFT of a Concat along its axis with all-zero constant blocks sums over the other
+    blocks' positions only (``_support``)."""
+    producers = graph.producers()
+    for node in graph.nodes:
+        op = _dft(node)
+        concat = producers.get(node.inputs[0]) if op is not None else None
+        if concat is None or concat.op != "Concat" or "_support" in node.attrs:
+            continue
+        shape, axis, _ = op._params(node, graph)
+        if ops.get("Concat").attr(concat, "axis") % len(shape) != axis:
+            continue
+        support, first = [], 0
+        for name in (i for i in concat.inputs if i):
+            count = graph.shape_of(name)[axis]
+            if not (name in graph.weights and not np.any(graph.weights[name])):
+                support.append((first, count))
+            first += count
+        if sum(c for _, c in support) < shape[axis]:
+            node.attrs["_support"] = tuple(support)
 
 
 def _dft(node):
