@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rosenna import conformance
+from rosenna.compare import Tolerance, compare
 from rosenna.ops.dft import factorize
 
 from test_families_graph import write_case
@@ -46,7 +47,7 @@ def dft_model(shape, opset, axis=None, inverse=0, onesided=0, length=None):
     return model, [RNG.normal(size=shape).astype(np.float32)]
 
 
-def spectral_model(channels=3, height=16, width=12, modes=3, rows=4):
+def spectral_model(channels=3, height=16, width=16, modes=3, rows=4):
     """An FNO's spectral path written with onnx.helper (opset 20): rfft along W, a full DFT along H,
     the two corner blocks of low modes cut by Slices (rows 0..rows-1 and the last ``rows``, columns
     0..modes-1), the blocks scaled and put back between zero rows by a Concat, a zero Pad of the
@@ -227,7 +228,7 @@ def test_the_spectral_path_keeps_no_slice_or_pad():
     assert "Slice" not in kinds and "Pad" not in kinds, kinds
     dfts = [n for n in graph.nodes if n.op == "DFT"]
     assert [graph.shape_of(n.outputs[0]) for n in dfts] == [(1, 3, 16, 3, 2), (1, 3, 4, 3, 2), (1, 3, 4, 3, 2),
-                                                            (1, 3, 16, 3, 2), (1, 3, 16, 12, 1)]
+                                                            (1, 3, 16, 3, 2), (1, 3, 16, 16, 1)]
     assert all("_matrix" in n.attrs for n in dfts)
     assert [n.attrs.get("_bins") for n in dfts] == [(0, 3), (0, 4), (12, 4), None, None]
     assert dfts[3].attrs["_support"] == ((0, 4), (12, 4))  # the zero rows between the blocks skipped
@@ -259,7 +260,6 @@ def test_the_direct_and_fft_forms_agree(tmp_path):
     import onnxruntime as ort
 
     from rosenna import generate as gen
-    from rosenna.compare import Tolerance, compare
     from rosenna.strategy import Tuning
 
     builds = []
@@ -307,3 +307,30 @@ int main(void)
     return 0;
 }}
 """
+
+
+@pytest.mark.parametrize("which", ["spectral_path", "fno_layer"])
+def test_the_cuda_whole_field_kernels_emulated(tmp_path, fno, which):
+    """The CUDA/HIP whole-field kernel's phases (what each thread of each launch runs), emulated on
+    the host for 3 samples in one batch, threads in order and in reverse, against onnxruntime: every
+    DFT a parallel region (none serial, where a thread's order would not matter but one thread per
+    sample would do all the work)."""
+    import onnxruntime as ort
+
+    from rosenna import parallel
+    from test_infer_one import emulate_launches
+
+    model = spectral_model()[0] if which == "spectral_path" else fno[0]
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    plan, x, forwards, backwards = emulate_launches(str(path), tmp_path / "gen")
+    assert all(m.kind == "parallel" for launch in parallel.launch_groups(plan) for m in launch.members)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    shape = sess.get_inputs()[0].shape
+    for order, got in (("in order", forwards), ("in reverse", backwards)):
+        for s in range(x.shape[0]):
+            want = np.concatenate([w.reshape(-1) for w in sess.run(None, {name: x[s].reshape(shape)})])
+            result = compare(got[s], want, output=f"{which}, sample {s}, threads {order}",
+                             tolerance=Tolerance(1e-4, 1e-5))
+            assert result.passed, result.message()

@@ -11,20 +11,33 @@ and returns the real signal (IRFFT; the imaginary parts the symmetry leaves out 
 numpy and onnxruntime do). ``dft_length`` (a constant) zero-pads or truncates the signal; the axis
 is an attribute (opset 17, default 1) or a constant input (opset 20, default -2).
 
-How: every line along the axis is copied into a complex work buffer, transformed in place by a
-Stockham autosort FFT whose stages are fixed when the code is generated (N factored into radices
-4, 2, 3, 5, 7 and, as a fallback for any other prime, one direct-DFT stage of that size), then
-copied out (scaled by 1/N when inverse). A stage of radix p over a transform of Ns points so far is
-one loop nest with affine indices:
+How, in one of two forms per node (:meth:`DFT.direct` chooses by counted work, the tuning's
+``dft_direct_percent``):
 
-    dst[a Ns p + k + t Ns] = sum_q src[a Ns + k + q N/p] T[k, t, q]
-    T[k, t, q] = exp(-+2 pi i q (k + t Ns) / (Ns p))   (twiddle and radix-p butterfly in one table)
+- FFT: every line along the axis is copied into a complex work buffer, transformed by a Stockham
+  autosort FFT whose stages are fixed when the code is generated (N factored into radices 4, 2, 3,
+  5, 7 and, as a fallback for any other prime, one direct-DFT stage of that size), then copied out
+  (scaled by 1/N when inverse). All lines at once: the two work buffers hold every line
+  ([position][line][re, im], the lines innermost, so neighbouring GPU threads touch neighbouring
+  values), and the copy in, each stage and the copy out are each one loop nest over line x point,
+  a parallel region of the whole-field path. A stage of radix p over a transform of Ns points so
+  far:
 
-so the loops need no run-time offsets and every emitter (per point, host batch, whole field, GPU)
-renders them. Two work buffers of 2N values are extra outputs of the node (``canonicalize``), which
-the plan places like any scratch value. Deviation: sums run in the working precision in the order
-above (onnxruntime's radix-2 or Bluestein kernels round differently, within verify's tolerance).
-Refused: a dft_length or axis computed at run time, the last axis.
+      dst[a Ns p + k + t Ns] = sum_q src[a Ns + k + q N/p] T[k, t, q]
+      T[k, t, q] = exp(-+2 pi i q (k + t Ns) / (Ns p))   (twiddle and radix-p butterfly in one table)
+
+- direct: each kept output of each line is a sum over the line's inputs times a constant matrix
+  (``Y[k] = sum_j X[j] M[k, j]``; IRFFT: the real part, the mirrored bins counted twice), one loop
+  nest, no work buffers. It pays where few outputs are kept or few inputs are non-zero:
+  rosenna.passes.dft_truncate turns the Slices after a DFT into its kept outputs (``_bins``) and
+  the zero blocks and pads before one into fewer inputs (``_support``, ``dft_length``), which is
+  what a Fourier neural operator's rfft2 -> low modes -> irfft2 becomes.
+
+Both keep affine indices and constant bounds, so every emitter (per point, host batch, whole
+field, GPU) renders them; the FFT's work buffers are extra outputs of the node (``canonicalize``),
+which the plan places like any scratch value. Deviation: sums run in the working precision in the
+orders above (onnxruntime's radix-2 or Bluestein kernels round differently, within verify's
+tolerance). Refused: a dft_length or axis computed at run time, the last axis.
 """
 
 import numpy as np
@@ -380,8 +393,9 @@ class STFT(Op):
     X is [batch, length, 1] (real) or [batch, length, 2] (complex); ``frame_step`` a constant;
     L the length of the ``window`` input (constant or computed at run time; absent: 1 everywhere)
     or the constant ``frame_length``; frames = (length - L) / step + 1; ``onesided`` (default 1,
-    real signal only) keeps the L/2 + 1 first frequencies. Each frame is transformed by the FFT
-    stages of :class:`DFT` (same tables, same two work buffers, placed by the plan as scratch)."""
+    real signal only) keeps the L/2 + 1 first frequencies. Every frame of every signal is a line of
+    :class:`DFT`'s FFT form (same tables, two work buffers holding all of them, placed by the plan
+    as scratch)."""
 
     name = "STFT"
     attributes = {"onesided": 1}
