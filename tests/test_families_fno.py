@@ -309,18 +309,34 @@ int main(void)
 """
 
 
-@pytest.mark.parametrize("which", ["spectral_path", "fno_layer"])
-def test_the_cuda_whole_field_kernels_emulated(tmp_path, fno, which):
+def small_fno():
+    """bench/families_h200.py's FNO (both corner blocks of modes, a Concat with zero rows between
+    them, 1x1 convolutions, GELU) at a small size: 8 channels, 2 layers, 5 modes, 24 x 24; the
+    dynamo exporter's file."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+    from families_h200 import torch_fno
+
+    torch.manual_seed(0)
+    model = torch_fno(channels=8, modes=5, layers=2, size=24, inputs=3).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.onnx.export(model, (torch.rand(1, 3, 24, 24),), dynamo=True).model_proto
+
+
+@pytest.mark.parametrize("which", ["spectral_path", "small_fno"])
+def test_the_cuda_whole_field_kernels_emulated(tmp_path, which):
     """The CUDA/HIP whole-field kernel's phases (what each thread of each launch runs), emulated on
     the host for 3 samples in one batch, threads in order and in reverse, against onnxruntime: every
-    DFT a parallel region (none serial, where a thread's order would not matter but one thread per
-    sample would do all the work)."""
+    DFT a parallel region (none serial, where one thread per sample would do all the work)."""
     import onnxruntime as ort
 
     from rosenna import parallel
     from test_infer_one import emulate_launches
 
-    model = spectral_model()[0] if which == "spectral_path" else fno[0]
+    model = spectral_model()[0] if which == "spectral_path" else small_fno()
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
     plan, x, forwards, backwards = emulate_launches(str(path), tmp_path / "gen")
