@@ -96,8 +96,8 @@ def _twin(graph, dft, inputs, output, bins=None):
     attrs = {k: v for k, v in dft.attrs.items() if k != "_bins"}
     if bins is not None:
         attrs["_bins"] = tuple(bins)
-    return Node("DFT", _name(graph, re.sub(r"(_cut(_[0-9]+)?)+$", "", dft.name) + "_cut"), list(inputs), [output], attrs, dft.domain,
-                dft.sources or (dft.name,))
+    name = _name(graph, re.sub(r"(_cut(_[0-9]+)?)+$", "", dft.name) + "_cut")
+    return Node("DFT", name, list(inputs), [output], attrs, dft.domain, dft.sources or (dft.name,))
 
 
 def _slice_into_dft(graph):
@@ -126,10 +126,10 @@ def _slice_into_dft(graph):
             for a, (first, count) in lines.items():
                 sliced[a] = count
             axes = sorted(lines)
-            pre = Node("Slice", _name(graph, f"{node.name}_lines"), [source,
-                                                      _const(graph, f"{node.name}_starts", [lines[a][0] for a in axes]),
-                                                      _const(graph, f"{node.name}_ends", [sum(lines[a]) for a in axes]),
-                                                      _const(graph, f"{node.name}_axes", axes)],
+            bounds = [_const(graph, f"{node.name}_starts", [lines[a][0] for a in axes]),
+                      _const(graph, f"{node.name}_ends", [sum(lines[a]) for a in axes]),
+                      _const(graph, f"{node.name}_axes", axes)]
+            pre = Node("Slice", _name(graph, f"{node.name}_lines"), [source] + bounds,
                        [_value(graph, f"{node.inputs[0]}_lines", sliced)], sources=node.sources or (node.name,))
             graph.nodes.insert(at, pre)
             at += 1
