@@ -51,8 +51,9 @@ def spectral_model(channels=3, height=16, width=16, modes=3, rows=4):
     """An FNO's spectral path written with onnx.helper (opset 20): rfft along W, a full DFT along H,
     the two corner blocks of low modes cut by Slices (rows 0..rows-1 and the last ``rows``, columns
     0..modes-1), the blocks scaled and put back between zero rows by a Concat, a zero Pad of the
-    columns, the inverse DFT along H and the inverse one-sided DFT along W at the field's width.
-    rosenna.passes.dft_truncate turns every Slice and the Pad into DFTs that compute less."""
+    columns, the inverse DFT along H and the inverse one-sided DFT along W at the field's width, a
+    Slice that keeps all of it. rosenna.passes.dft_truncate turns every cutting Slice and the Pad
+    into DFTs that compute less; the last Slice is an alias."""
     def const(name, value, dtype=np.int64):
         return numpy_helper.from_array(np.asarray(value, dtype), name)
 
@@ -69,12 +70,13 @@ def spectral_model(channels=3, height=16, width=16, modes=3, rows=4):
         node("Concat", ["top_modes", "middle", "bottom_scaled"], ["blocks"], axis=2),
         node("Pad", ["blocks", "pads"], ["padded"], mode="constant"),
         node("DFT", ["padded", "", "h_axis"], ["gh"], inverse=1),
-        node("DFT", ["gh", "width", "w_axis"], ["y"], inverse=1, onesided=1),
+        node("DFT", ["gh", "width", "w_axis"], ["real"], inverse=1, onesided=1),
+        node("Slice", ["real", "zero", "one", "last"], ["y"]),  # [0:1] of the axis of 1, as torch writes it
     ]
     pads = [0] * 10
     pads[5 + 3] = half - modes
     inits = [const("w_axis", 3), const("h_axis", 2), const("w_axes", [3]), const("h_axes", [2]), const("zero", [0]), const("rows", [rows]),
-             const("modes", [modes]), const("minus_rows", [-rows]), const("end", [height]), const("pads", pads),
+             const("modes", [modes]), const("one", [1]), const("last", [4]), const("minus_rows", [-rows]), const("end", [height]), const("pads", pads),
              const("width", width), const("gain", RNG.normal(size=(1, channels, rows, modes, 2)), np.float32),
              const("middle", np.zeros((1, channels, height - 2 * rows, modes, 2)), np.float32)]
     graph = helper.make_graph(nodes, "spectral", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
