@@ -352,3 +352,14 @@ def test_the_cuda_whole_field_kernels_emulated(tmp_path, which):
             result = compare(got[s], want, output=f"{which}, sample {s}, threads {order}",
                              tolerance=Tolerance(1e-4, 1e-5))
             assert result.passed, result.message()
+
+
+def test_info_names_each_dfts_form(tmp_path, capsys):
+    """`rosenna info` shows how each DFT node is computed, and --tune dft_direct_percent moves it."""
+    from rosenna.cli import main
+
+    path = _saved(spectral_model()[0])
+    for percent, forms in ((None, ["direct"] * 5), ("0", ["FFT 4x4"] * 5)):
+        assert main(["info", path] + (["--tune", f"dft_direct_percent={percent}"] if percent else [])) == 0
+        out = capsys.readouterr().out
+        assert [line.split("(")[1].split(")")[0] for line in out.splitlines() if line.startswith("  DFT")] == forms

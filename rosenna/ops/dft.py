@@ -147,6 +147,15 @@ class DFT(Op):
         used = sum(count for _, count in self._support(node, shape, axis, n))
         return 100 * kept * used <= graph.dft_direct_percent * stages
 
+    def form(self, node, graph):
+        """``direct`` or ``FFT`` and its radices (``FFT 4x4x4``), as canonicalize chose: the plan
+        records it in the op's label (rosenna info, the comment over the node's loops)."""
+        if "_matrix" in node.attrs:
+            return "direct"
+        if "_tables" not in node.attrs:
+            return ""
+        return " ".join(["FFT"] + ["x".join(str(p) for p in factorize(self._params(node, graph)[2]))][:len(node.attrs["_tables"])])
+
     def _full_count(self, node, n):
         return n // 2 + 1 if self._kind(node) == "rfft" else n
 
