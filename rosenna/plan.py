@@ -75,12 +75,18 @@ class PlannedOp:
     #: reads (weights left out) and writes, for the comment over each of its loop nests
     #: (rosenna/emit/notes.py)
     values: tuple = field(default=((), ()), compare=False)
+    #: How the op computes this node where it has several ways (a DFT: ``direct`` or ``FFT 4x4x4``,
+    #: :meth:`rosenna.ops.dft.DFT.form`); "" for the others
+    form: str = ""
 
     @property
     def label(self):
-        """``Gemm+Relu``, ``Reshape (alias)``: what `info` shows and the plan hash records."""
+        """``Gemm+Relu``, ``Reshape (alias)``, ``DFT (direct)``: what `info` shows and the plan
+        hash records."""
         if self.alias:
             return f"{self.op} (alias)"
+        if self.form:
+            return f"{self.op} ({self.form})"
         return f"{self.op}+{self.activation}" if self.activation else self.op
 
     @property
@@ -278,8 +284,9 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
             continue
         activation, attrs = node.attrs.get("_activation") or (None, {})
         window = getattr(ops.get(node.op), "window", None)
+        form = getattr(ops.get(node.op), "form", None)
         planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs),
-                            window=window(node, graph) if window else {},
+                            window=window(node, graph) if window else {}, form=form(node, graph) if form else "",
                             values=tuple(tuple((v, tuple(graph.shape_of(v))) for v in names if v and v not in graph.weights)
                                          for names in (node.inputs, node.outputs)))
         op_list.append(planned)

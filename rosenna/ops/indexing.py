@@ -189,6 +189,13 @@ class Slice(Op):
     def _params(self, node, inputs_or_graph, shape):
         return slice_params(node, inputs_or_graph, shape, lambda key: self.attr(node, key))
 
+    def is_alias(self, node, graph):
+        """A Slice that keeps every element (an exporter's [0:1] of an axis of 1, after irfft2)
+        only relabels its input."""
+        shape = graph.shape_of(node.inputs[0])
+        params = self._params(node, graph, shape)
+        return params is not None and all(step == 1 and count == shape[axis] for axis, _, step, count in params)
+
     def evaluate(self, node, inputs):
         data = inputs[0]
         for axis, first, step, count in self._params(node, inputs, data.shape):

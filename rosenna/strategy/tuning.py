@@ -57,6 +57,15 @@ class Tuning:
     whole_threshold: int = _knob(
         32 * 1024, "Per-point scratch bytes above which a plan runs over the whole field per sample. "
         "32 KiB of locals already costs a GPU thread most of its occupancy (not timed: the occupancy rule).")
+    # -- Fourier transforms -----------------------------------------------------------------------
+    dft_direct_percent: int = _knob(
+        200, "A DFT node runs as a direct sum (a dense complex matrix times each line, one loop nest) instead of "
+        "its FFT stages when its kept outputs x used inputs per line are at most this percent of the stages' "
+        "work, N x the sum of N's radices (0: always the FFT). The direct form needs no work buffers and no "
+        "stage passes (each stage reads and writes every line), so it is taken up to twice the stages' multiply-adds: "
+        "an FNO's 12 of 64 modes (768 against 768) and its inverse from 24 of 64 rows (1536) run direct, a full "
+        "64-point transform (4096) by its stages. Not timed: counted work (docs/model-families.md, 'Fourier "
+        "transforms').")
     # -- host -------------------------------------------------------------------------------------
     host_block_single: int = _knob(32, "Points per host block in single precision (SIMD lanes innermost), "
                                    "halved until a block's scratch fits host_block_bytes. x86-64 host, "
