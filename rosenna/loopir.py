@@ -274,6 +274,43 @@ def runtime_indexed(stmts):
                for expr in (stmt.target, stmt.expr) for sub in walk_expr(expr))
 
 
+#: The buffer of the whole-field form's fault flag (:func:`flag_faults`): element 0 is set to 1 by
+#: every element whose index was outside its axis, element 1 takes the stores of those in range.
+FAULT_FLAGS = "__index_faults"
+
+
+def flag_store(stmt):
+    """Whether ``stmt`` is the whole-field form's store of the fault flag (:func:`flag_faults`)."""
+    return isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and stmt.target.buf == FAULT_FLAGS
+
+
+def flag_faults(stmts):
+    """The statements as the whole-field form runs them: a point's count of faults (the
+    :data:`FAULT` scalar, private to a thread there) becomes a flag in device memory that every
+    faulting element sets, ``flags[ok] = 1`` for its ``FAULT += 1 - ok``: element 0 when the index
+    was out of range, element 1 (never read) when it was not. Every thread stores the same value
+    with a plain store, so threads may meet there in any order (no atomic, no reduction), and a
+    region stays parallel. The count's initialisation is dropped; the routine reads element 0
+    back once per call. Statements without the count are kept as they are (the same objects)."""
+    def rewrite(body):
+        out = []
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                inner = rewrite(stmt.body)
+                same = len(inner) == len(stmt.body) and all(a is b for a, b in zip(inner, stmt.body))
+                out.append(stmt if same else Loop(stmt.var, stmt.extent, inner))
+            elif isinstance(stmt, Assign) and isinstance(stmt.target, Var) and stmt.target.name == FAULT:
+                if stmt.accumulate:
+                    e = stmt.expr  # 1 - ok
+                    ok = e.b if isinstance(e, Bin) and e.op == "-" and e.a == Num(1.0) else Bin("-", Num(1.0), e)
+                    out.append(Assign(Ref(FAULT_FLAGS, Idx(), at=ok), Num(1.0)))
+            else:
+                out.append(stmt)
+        return out
+
+    return rewrite(stmts)
+
+
 def decimal_texts(values):
     """Each value of a float32 or float64 array as decimal text that reads back to the same bits:
     9 or 17 significant digits; "inf", "-inf" and "nan" are left for the language tables."""

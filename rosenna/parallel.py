@@ -12,11 +12,19 @@ private. A nest is parallel only when every store in it indexes with every paral
 variable (distinct iterations write distinct elements) and every scalar is written in an
 iteration before it is read there; anything else is one serial region. :func:`launch_groups`
 then groups consecutive regions that may run at the same time into one kernel launch.
+
+Run-time offsets (a gather's, a scatter's, a tree walk's: :class:`rosenna.loopir.Ref` with
+``at``) are taken as reaching the whole buffer they index: a load at one reads all of it (the
+region waits for every writer of that buffer, no launch shares it with one), and a store at one
+writes all of it, so its nest is one serial region (a scatter's updates applied by one thread in
+index order: repeated targets combine in the same order on every device, the per-point routine's
+order). The fault flag of the whole-field form (:func:`rosenna.loopir.flag_faults`) is the one
+exception: its stores all write 1, in any order, so they neither order regions nor make one serial.
 """
 
 import numpy as np
 
-from rosenna.loopir import Assign, Comment, Loop, Ref, Var, walk, walk_expr
+from rosenna.loopir import FAULT_FLAGS, Assign, Comment, Loop, Ref, Var, flag_store, walk, walk_expr
 
 
 def regions(stmts):
@@ -65,8 +73,12 @@ def _independent(chain, body):
             reads.add(stmt.target.name)
         if not reads <= defined:
             return False
+        if flag_store(stmt):
+            continue
         if isinstance(stmt.target, Ref):
             stores += 1
+            if stmt.target.at is not None:  # a run-time offset may meet any other iteration's
+                return False
             used = {var for var, coef in stmt.target.idx.terms if coef}
             if not loop_vars <= used:
                 return False
@@ -89,7 +101,7 @@ def launch_groups(plan):
     share a launch, and an op that reads its predecessor's output starts a new one.
     """
     launches, notes, op = [], [], ""
-    for kind, chain, body in regions(plan.body):
+    for kind, chain, body in regions(plan.field_body):
         if kind == "comment":
             notes.append(body[0].text)
             op = body[0].text
@@ -160,7 +172,7 @@ def _accesses(plan, chain, body):
 
     def key(buf):
         kind, ident, offset = plan.storage[buf]
-        return None if kind == "w" else (ident, offset)
+        return None if kind == "w" or buf == FAULT_FLAGS else (ident, offset)
 
     def visit(stmts, extents):
         for stmt in stmts:
@@ -176,9 +188,9 @@ def _accesses(plan, chain, body):
             if not isinstance(target, Ref) or not key(target.buf):
                 continue
             ident, offset = key(target.buf)
-            if stmt.accumulate:
+            if stmt.accumulate or target.at is not None:
                 reads.add(ident)
-            elements = _elements(target.idx, offset, extents)
+            elements = _elements(target.idx, offset, extents) if target.at is None else None
             if elements is None or writes.get(ident, ()) is None:
                 writes[ident] = None
             else:

@@ -18,7 +18,7 @@ language. Every name comes from the model file and goes through :func:`rosenna.q
 - :func:`op_of`: the planned op of each op comment, for the renderers that keep only its text.
 """
 
-from rosenna.loopir import Assign, Comment, Loop, Note, Ref, Var, walk_expr
+from rosenna.loopir import Assign, Comment, Loop, Note, Ref, Var, flag_store
 from rosenna.quoting import comment_text
 
 #: Fact of the comments' format, not of speed: elements of one axis listed one by one, at most (a
@@ -48,8 +48,8 @@ def _stores(stmts, extents):
     for stmt in stmts:
         if isinstance(stmt, Loop):
             out += _stores(stmt.body, {**extents, stmt.var: stmt.extent})
-        elif isinstance(stmt, Assign) and isinstance(stmt.target, Ref):
-            indirect = any(isinstance(e, Ref) for e in walk_expr(stmt.target) if e is not stmt.target)
+        elif isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and not flag_store(stmt):
+            indirect = stmt.target.at is not None
             out.append((stmt.target.buf, None if indirect else stmt.target.idx, extents))
     return out
 
