@@ -69,8 +69,9 @@ class Ref:
     ``at``, when given, is a run-time offset added to ``idx``: an expression of the float type
     holding a whole number (a gathered index, a tree's node number). The op that builds it keeps it
     inside the buffer (clamped, with the out-of-range case handled apart); renderers convert it to
-    an integer with their table's ``index`` function. A plan with such a reference runs per point
-    and in the host batch; it has no whole-field form (:func:`runtime_indexed`)."""
+    an integer with their table's ``index`` function. The whole-field analyses (rosenna.parallel)
+    take a load at a run-time offset as reading the whole buffer, a store at one as writing it
+    (its nest one serial region) (:func:`runtime_indexed`)."""
     buf: str
     idx: Idx
     at: object = None

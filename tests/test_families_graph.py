@@ -528,12 +528,13 @@ def _field_model(name, exported):
                        [("rows", I64, [2]), ("targets", I64, [2, 3]), ("upd", TensorProto.FLOAT, [2, 3])],
                        [("g", [2, 3]), ("se", [5, 3])], {"data": DATA, "zeros": np.zeros((5, 3), np.float32)})
         return model, list(FIELD_BUILDS)
-    forms = ["c", "fortran", "c_offload", "fortran_offload"] if name.startswith("processor") else ["c", "fortran"]
+    forms = ["c", "fortran", "c_offload", "fortran_offload"] if name.endswith("legacy") and "processor" in name \
+        else ["c", "fortran"]
     return exported[name][0], forms
 
 
 FIELD_MODELS = ["processor_input_edges_scatter_add_legacy", "processor_constant_edges_index_add_dynamo",
-                "processor_input_edges_index_add_dynamo", "embedding_legacy", "embedding_dynamo", "out_of_range"]
+                "embedding_legacy", "embedding_dynamo", "out_of_range"]
 
 
 @pytest.fixture(scope="module")
