@@ -540,8 +540,8 @@ FIELD_MODELS = ["processor_input_edges_scatter_add_legacy", "processor_constant_
 @pytest.fixture(scope="module")
 def field_programs(tmp_path_factory, exported):
     """Each of FIELD_MODELS generated with the whole-field path taken for the batch too
-    (whole_threshold 0) and built in every form it names, all compiles at once:
-    {model: (plan, {form: executable})}."""
+    (whole_threshold 0) and built in every form it names, warnings as errors, all compiles at
+    once: {model: (plan, {form: executable})}."""
     import subprocess
 
     from rosenna.generate import Options, generate
@@ -565,10 +565,9 @@ def field_programs(tmp_path_factory, exported):
             kind, flags = FIELD_BUILDS[form]
             (work / form).mkdir()
             sources = ["main.c", "fld.c", "-lm"] if kind == "c" else [f"-J{form}", "fld_model.F90", "main.f90"]
-            cmd = ["gcc" if kind == "c" else "gfortran", "-O1", "-Wall", "-Werror", "-Wno-unknown-pragmas", *flags,
-                   *sources, "-o", f"{form}/main"]
-            if kind == "f":
-                cmd.remove("-Werror")  # (the harness' own; the module is held to -Werror below)
+            strict = ["-Wextra", "-Wno-unknown-pragmas"] if kind == "c" else ["-std=f2008"]
+            cmd = ["gcc" if kind == "c" else "gfortran", "-O1", "-Wall", "-Werror", *strict, *flags, *sources, "-o",
+                   f"{form}/main"]
             procs.append((subprocess.Popen(cmd, cwd=work, stderr=subprocess.PIPE, text=True), name, form))
             built[name][1][form] = work / form / "main"
     for proc, name, form in procs:
