@@ -289,9 +289,11 @@ def flag_faults(stmts):
     """The statements as the whole-field form runs them: a point's count of faults (the
     :data:`FAULT` scalar, private to a thread there) becomes a flag in device memory that every
     faulting element sets, ``flags[ok] = 1`` for its ``FAULT += 1 - ok``: element 0 when the index
-    was out of range, element 1 (never read) when it was not. Every thread stores the same value
-    with a plain store, so threads may meet there in any order (no atomic, no reduction), and a
-    region stays parallel. The count's initialisation is dropped; the routine reads element 0
+    was out of range, element 1 (never read) when it was not. The renderers store only where
+    ``ok`` is 0 (``if (ok < 0.5) flags[0] = 1``: no element in range touches the flag, so the
+    threads of a large gather do not all write one word). Every faulting thread stores the same
+    value with a plain store, so threads may meet there in any order (no atomic, no reduction), and
+    a region stays parallel. The count's initialisation is dropped; the routine reads element 0
     back once per call. Statements without the count are kept as they are (the same objects)."""
     def rewrite(body):
         out = []
