@@ -275,14 +275,38 @@ def runtime_indexed(stmts):
                for expr in (stmt.target, stmt.expr) for sub in walk_expr(expr))
 
 
+#: The scalar a scatter counts its own out-of-range indices in (every element of its output is
+#: NaN when it is positive); set to 0 before the scatter's updates.
+OP_FAULT = "bad"
+
 #: The buffer of the whole-field form's fault flag (:func:`flag_faults`): element 0 is set to 1 by
-#: every element whose index was outside its axis, element 1 takes the stores of those in range.
+#: every element whose index was outside its axis.
 FAULT_FLAGS = "__index_faults"
+#: The buffer of the whole-field form's scatter flags (:func:`flag_faults`): element 2k stands for
+#: the k-th scatter's :data:`OP_FAULT`.
+OP_FLAGS = "__scatter_faults"
 
 
 def flag_store(stmt):
-    """Whether ``stmt`` is the whole-field form's store of the fault flag (:func:`flag_faults`)."""
-    return isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and stmt.target.buf == FAULT_FLAGS
+    """Whether ``stmt`` is one of the whole-field form's conditional flag stores (:func:`flag_faults`):
+    ``flags[i + ok] = 1``, made only where ``ok`` is 0."""
+    return (isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and stmt.target.buf in (FAULT_FLAGS, OP_FLAGS)
+            and stmt.target.at is not None)
+
+
+def _replaced(e, name, by):
+    """``e`` with every :class:`Var` ``name`` replaced by the expression ``by``."""
+    if isinstance(e, Var):
+        return by if e.name == name else e
+    if isinstance(e, Ref):
+        return e if e.at is None else Ref(e.buf, e.idx, _replaced(e.at, name, by))
+    if isinstance(e, Bin):
+        return Bin(e.op, _replaced(e.a, name, by), _replaced(e.b, name, by))
+    if isinstance(e, Fn):
+        return Fn(e.name, tuple(_replaced(a, name, by) for a in e.args))
+    if isinstance(e, Select):
+        return Select(*(_replaced(x, name, by) for x in (e.lhs, e.rhs, e.a, e.b)), e.cmp)
+    return e
 
 
 def flag_faults(stmts):
@@ -294,24 +318,41 @@ def flag_faults(stmts):
     threads of a large gather do not all write one word). Every faulting thread stores the same
     value with a plain store, so threads may meet there in any order (no atomic, no reduction), and
     a region stays parallel. The count's initialisation is dropped; the routine reads element 0
-    back once per call. Statements without the count are kept as they are (the same objects)."""
+    back once per call. A scatter's own count (:data:`OP_FAULT`) becomes the pair ``2k`` of the
+    :data:`OP_FLAGS` buffer likewise (the k-th scatter's, set to 0 where the count was), so that its
+    columns may run in parallel and the NaN it decides is read from memory. Statements without a
+    count are kept as they are (the same objects). Returns ``(statements, scatters)``."""
+    scatters = [0]
+
+    def flagged(stmt, buf, at):
+        e = stmt.expr  # 1 - ok
+        ok = e.b if isinstance(e, Bin) and e.op == "-" and e.a == Num(1.0) else Bin("-", Num(1.0), e)
+        return Assign(Ref(buf, Idx.of(at), at=ok), Num(1.0))
+
     def rewrite(body):
         out = []
         for stmt in body:
+            current = Ref(OP_FLAGS, Idx.of(2 * (scatters[0] - 1)))
             if isinstance(stmt, Loop):
                 inner = rewrite(stmt.body)
                 same = len(inner) == len(stmt.body) and all(a is b for a, b in zip(inner, stmt.body))
                 out.append(stmt if same else Loop(stmt.var, stmt.extent, inner))
             elif isinstance(stmt, Assign) and isinstance(stmt.target, Var) and stmt.target.name == FAULT:
                 if stmt.accumulate:
-                    e = stmt.expr  # 1 - ok
-                    ok = e.b if isinstance(e, Bin) and e.op == "-" and e.a == Num(1.0) else Bin("-", Num(1.0), e)
-                    out.append(Assign(Ref(FAULT_FLAGS, Idx(), at=ok), Num(1.0)))
+                    out.append(flagged(stmt, FAULT_FLAGS, 0))
+            elif isinstance(stmt, Assign) and isinstance(stmt.target, Var) and stmt.target.name == OP_FAULT:
+                if stmt.accumulate:
+                    out.append(flagged(stmt, OP_FLAGS, current.idx))
+                else:  # a scatter starts: its own flag
+                    scatters[0] += 1
+                    out.append(Assign(Ref(OP_FLAGS, Idx.of(2 * (scatters[0] - 1))), stmt.expr))
+            elif isinstance(stmt, Assign) and any(isinstance(e, Var) and e.name == OP_FAULT for e in walk_expr(stmt.expr)):
+                out.append(Assign(stmt.target, _replaced(stmt.expr, OP_FAULT, current), stmt.accumulate))
             else:
                 out.append(stmt)
         return out
 
-    return rewrite(stmts)
+    return rewrite(stmts), scatters[0]
 
 
 def decimal_texts(values):

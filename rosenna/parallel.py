@@ -24,7 +24,7 @@ exception: its stores all write 1, in any order, so they neither order regions n
 
 import numpy as np
 
-from rosenna.loopir import FAULT_FLAGS, Assign, Comment, Loop, Ref, Var, flag_store, walk, walk_expr
+from rosenna.loopir import FAULT_FLAGS, Assign, Bin, Comment, Loop, Num, Ref, Var, flag_store, walk, walk_expr
 
 
 def regions(stmts):
@@ -49,10 +49,13 @@ def regions(stmts):
             chain = [stmt]
             while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], Loop):
                 chain.append(chain[-1].body[0])
-            body = chain[-1].body
-            if _independent(chain, body):
+            # a nest that stores at run-time offsets: its outer loops alone may be parallel (a
+            # scatter's columns, each applying its updates in order in the loop inside)
+            tries = range(len(chain), 0, -1) if _runtime_stores(stmt) else (len(chain),)
+            found = next((m for m in tries if _independent(chain[:m], chain[m - 1].body)), None)
+            if found:
                 flush()
-                out.append(("parallel", chain, body))
+                out.append(("parallel", chain[:found], chain[found - 1].body))
                 continue
         serial.append(stmt)
     flush()
@@ -77,14 +80,59 @@ def _independent(chain, body):
             continue
         if isinstance(stmt.target, Ref):
             stores += 1
-            if stmt.target.at is not None:  # a run-time offset may meet any other iteration's
-                return False
+            if stmt.target.at is not None:  # a run-time offset may meet another iteration's, unless
+                if not _exclusive(stmt.target, chain, body):
+                    return False
+                continue
             used = {var for var, coef in stmt.target.idx.terms if coef}
             if not loop_vars <= used:
                 return False
         else:
             defined.add(stmt.target.name)
     return stores > 0
+
+
+def _runtime_stores(stmt):
+    return any(isinstance(s, Assign) and isinstance(s.target, Ref) and s.target.at is not None and not flag_store(s)
+               for s in walk([stmt]))
+
+
+def _step(at):
+    """A whole number every value of the run-time offset ``at`` is a multiple of (its terms: whole
+    numbers, loopir.Ref, times constants), or None when that is not plain."""
+    if isinstance(at, Var):
+        return 1
+    if isinstance(at, Bin) and at.op == "*" and isinstance(at.b, Num) and float(at.b.value).is_integer():
+        inner = _step(at.a)
+        return None if inner is None else inner * int(at.b.value)
+    if isinstance(at, Bin) and at.op == "+":
+        a, b = _step(at.a), _step(at.b)
+        return None if a is None or b is None else int(np.gcd(a, b))
+    return None
+
+
+def _exclusive(target, chain, body):
+    """Whether the store ``target`` (at a run-time offset) never meets itself in two iterations of
+    ``chain``, nor any load of its buffer in another iteration: its offset a multiple of s
+    (:func:`_step`), its affine index of the chain's variables one-to-one and spanning less than s
+    (each iteration its own residue modulo s: a scatter's column), of any other variable a
+    multiple of s; and every load of the buffer in ``body`` this very element."""
+    s = _step(target.at)
+    extents = {loop.var: loop.extent for loop in chain}
+    if not s:
+        return False
+    outer = sorted((coef, var) for var, coef in target.idx.terms if var in extents)
+    if any(coef % s for var, coef in target.idx.terms if var not in extents) or {v for _, v in outer} != set(extents):
+        return False
+    reach = 0
+    for coef, var in outer:
+        if coef <= reach:
+            return False
+        reach += coef * (extents[var] - 1)
+    if reach >= s:
+        return False
+    return all(e == target for stmt in walk(body) if isinstance(stmt, Assign)
+               for e in walk_expr(stmt.expr) if isinstance(e, Ref) and e.buf == target.buf)
 
 
 def launch_groups(plan):

@@ -19,7 +19,7 @@ import numpy as np
 
 from rosenna import abi, limits, ops
 from rosenna.errors import ModelError
-from rosenna.loopir import (FAULT, FAULT_FLAGS, Assign, Builder, Comment, Num, Ref, Var, counts_faults,
+from rosenna.loopir import (FAULT, FAULT_FLAGS, OP_FLAGS, Assign, Builder, Comment, Num, Ref, Var, counts_faults,
                             decimal_texts, flag_faults, runtime_indexed, walk, walk_expr)
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
@@ -311,9 +311,12 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
         copy_lowering(b, r, ybuf, size)
     flagged = None
     if counts_faults(b.stmts):  # the count of out-of-range indices starts at 0 (loopir.FAULT)
-        flagged = flag_faults(b.stmts)  # the whole-field form's flag, a buffer of its own (never shared)
+        flagged, scatters = flag_faults(b.stmts)  # the whole-field form's flags, buffers of their own
         storage[FAULT_FLAGS] = ("t", f"t{len(scratch)}", 0)
         scratch.append(2)
+        if scatters:
+            storage[OP_FLAGS] = ("t", f"t{len(scratch)}", 0)
+            scratch.append(2 * scatters)
         b.stmts.insert(0, Assign(Var(FAULT), Num(0.0)))
 
     # Resolve every buffer a statement names; weights in first-use order.
