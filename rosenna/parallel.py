@@ -16,10 +16,13 @@ then groups consecutive regions that may run at the same time into one kernel la
 Run-time offsets (a gather's, a scatter's, a tree walk's: :class:`rosenna.loopir.Ref` with
 ``at``) are taken as reaching the whole buffer they index: a load at one reads all of it (the
 region waits for every writer of that buffer, no launch shares it with one), and a store at one
-writes all of it, so its nest is one serial region (a scatter's updates applied by one thread in
-index order: repeated targets combine in the same order on every device, the per-point routine's
-order). The fault flag of the whole-field form (:func:`rosenna.loopir.flag_faults`) is the one
-exception: its stores all write 1, in any order, so they neither order regions nor make one serial.
+writes all of it. A nest with such a store is parallel only over those of its outer loops whose
+iterations provably never meet (:func:`_exclusive`: a scatter's columns), the loops inside run by
+each thread in order; else it is one serial region. Either way every element's updates are applied
+in index order by one thread: repeated targets combine in the same order on every device, the
+per-point routine's order. The flags of the whole-field form (:func:`rosenna.loopir.flag_faults`)
+are set by conditional stores of 1, in any order: those neither make a region serial nor, for the
+call's fault flag, order regions.
 """
 
 import numpy as np

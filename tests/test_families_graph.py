@@ -665,9 +665,9 @@ def test_whole_field_out_of_range_gives_index(field_programs):
 def test_cuda_whole_field_emulated_on_host(tmp_path, exported, persistent):
     """The CUDA/HIP whole-field phases of the MeshGraphNets block with input edges (what each
     thread of each launch runs, tests/test_infer_one.py's emulation), the threads of every launch
-    in order and in reverse: the same bits both ways (the scatter-add applies its updates in
-    index order in one thread, whatever order the threads run), equal to onnxruntime; for the
-    launched phases and the persistent kernel's."""
+    in order and in reverse: the same bits both ways (the scatter-add's columns never meet, each
+    applies its updates in index order in one thread, whatever order the threads run), equal to
+    onnxruntime; for the launched phases and the persistent kernel's."""
     from test_infer_one import emulate_launches
 
     name = "processor_input_edges_scatter_add_legacy"
@@ -705,3 +705,33 @@ def test_whole_field_kernel_file_compiles_clean(field_programs, compiler):
         if compiler == "nvcc":  # the phases' kernels (the persistent one's grid barrier is an atomic)
             phases = [entry for entry in (work / "fld.ptx").read_text().split(".entry")[1:] if "_phase" in entry[:80]]
             assert phases and not any("atom." in entry for entry in phases)
+
+
+@pytest.mark.parametrize("case", ["elements_axis0", "elements_axis1", "nd_rows", "nd_elements"])
+def test_scatter_columns_run_in_parallel_only_where_they_never_meet(tmp_path, case):
+    """The whole-field form's scatter: parallel over the columns its updates never share (a thread
+    per column walking the indices in order: rosenna.parallel._exclusive), one serial region where
+    every update may reach any element (ScatterND of whole elements) or where the analysis cannot
+    prove the columns apart (along another axis than the first: the offset's range is not known to it)."""
+    from rosenna import parallel
+    from rosenna.generate import Options, build_plan
+    from rosenna.loopir import Loop, Ref, walk
+
+    node, index, updates, columns = {
+        "elements_axis0": (dict(axis=0), [4, 3], [4, 3], 3),
+        "elements_axis1": (dict(axis=1), [5, 2], [5, 2], None),  # rows apart, but not provably: serial
+        "nd_rows": ({}, [4, 1], [4, 3], 3),
+        "nd_elements": ({}, [4, 2], [4], None)}[case]
+    op = "ScatterND" if case.startswith("nd") else "ScatterElements"
+    model = _graph([helper.make_node(op, ["data", "at", "upd"], ["out"], reduction="add", **node)],
+                   [("at", I64, index), ("upd", TensorProto.FLOAT, updates)], [("out", [5, 3])], {"data": DATA})
+    onnx.save(model, str(tmp_path / "s.onnx"))
+    plan = build_plan(str(tmp_path / "s.onnx"), Options())[1]
+    stores = [(kind, chain) for kind, chain, body in parallel.regions(plan.field_body) if kind != "comment"
+              and any(isinstance(s, Loop) or (getattr(s, "target", None) is not None and isinstance(s.target, Ref)
+                      and s.target.at is not None and s.target.buf == "out") for s in walk(body))
+              and any(getattr(s, "target", None) is not None and isinstance(s.target, Ref) and s.target.buf == "out"
+                      and s.target.at is not None for s in walk(body))]
+    assert len(stores) == 1, stores
+    kind, chain = stores[0]
+    assert (kind, [loop.extent for loop in chain]) == (("parallel", [columns]) if columns else ("serial", []))
