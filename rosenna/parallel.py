@@ -119,7 +119,7 @@ def _exclusive(target, chain, body):
     ``chain``, nor any load of its buffer in another iteration: its offset a multiple of s
     (:func:`_step`), its affine index of the chain's variables one-to-one and spanning less than s
     (each iteration its own residue modulo s: a scatter's column), of any other variable a
-    multiple of s; and every load of the buffer in ``body`` this very element."""
+    multiple of s; and every load and store of the buffer in ``body`` this very element."""
     s = _step(target.at)
     extents = {loop.var: loop.extent for loop in chain}
     if not s:
@@ -135,7 +135,7 @@ def _exclusive(target, chain, body):
     if reach >= s:
         return False
     return all(e == target for stmt in walk(body) if isinstance(stmt, Assign)
-               for e in walk_expr(stmt.expr) if isinstance(e, Ref) and e.buf == target.buf)
+               for e in (*walk_expr(stmt.expr), stmt.target) if isinstance(e, Ref) and e.buf == target.buf)
 
 
 def launch_groups(plan):
