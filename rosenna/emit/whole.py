@@ -125,6 +125,21 @@ DIRECTIVES = {
 SAMPLE = "s"
 
 
+#: How each language reads the fault flags back (:func:`fault_check`): the section of the flags
+#: that an update names (``{flags}``: the array, ``{size}``: its elements), and the test and clear of
+#: every sample's flag, the lines before the device's update and ``done``, then the one closing them
+#: (``{i}``: one indent).
+FLAG_CHECK = {
+    "c": {"section": "{flags}[0:{size}]",
+          "test": ["int faulted = 0;", "for (int f = 0; f < {size}; f += 2)", "{i}if ({flags}[f] != {zero}) {{",
+                   "{i}{i}{flags}[f] = {zero};", "{i}{i}faulted = 1;", "{i}}}", "if (faulted) {{"],
+          "close": "}"},
+    "fortran": {"section": "{flags}",
+                "test": ["if (any({flags}(1::2) /= 0)) then", "{i}{flags}(1::2) = 0"],
+                "close": "end if"},
+}
+
+
 def fault_check(plan, lang, table, symbol, samples, depth, done):
     """The lines that read the fault flag (:func:`rosenna.loopir.flag_faults`) back once a call's
     regions have run: ``samples`` flags (element 0 of each sample's pair of ``symbol``), brought
@@ -133,29 +148,16 @@ def fault_check(plan, lang, table, symbol, samples, depth, done):
     at run time. The outputs of the faulting elements are already NaN."""
     if plan.fault_buffer is None:
         return []
-    pad, inner = lang.indent * depth, lang.indent * (depth + 1)
-    size = 2 * samples
+    pad, inner, form = lang.indent * depth, lang.indent * (depth + 1), FLAG_CHECK[lang.name]
+    fields = dict(flags=symbol, size=2 * samples, zero=lang.literal(0.0, plan.precision), i=lang.indent)
 
     def directive(key, indent):
-        whole = f"{symbol}[0:{size}]" if lang is C else symbol
-        return [] if table is None else [(indent if lang.indent_directives else "") + table[key].format(v=whole)]
+        section = form["section"].format(**fields)
+        return [] if table is None else [(indent if lang.indent_directives else "") + table[key].format(v=section)]
 
     lines = [pad + lang.comment.format(text="an index outside its axis set its sample's flag: INDEX, the flags cleared")]
-    lines += directive("update_from", pad)
-    if lang is C:
-        zero = lang.literal(0.0, plan.precision)
-        lines += [pad + "int faulted = 0;",
-                  pad + f"for (int f = 0; f < {size}; f += 2)",
-                  inner + f"if ({symbol}[f] != {zero}) {{",
-                  inner + lang.indent + f"{symbol}[f] = {zero};",
-                  inner + lang.indent + "faulted = 1;",
-                  inner + "}",
-                  pad + "if (faulted) {"]
-    else:
-        lines += [pad + f"if (any({symbol}(1::2) /= 0)) then", inner + f"{symbol}(1::2) = 0"]
-    lines += directive("update_to", inner)
-    lines += [inner + text for text in done]
-    lines.append(pad + ("}" if lang is C else "end if"))
+    lines += directive("update_from", pad) + [pad + text.format(**fields) for text in form["test"]]
+    lines += directive("update_to", inner) + [inner + text for text in done] + [pad + form["close"]]
     return lines
 
 
