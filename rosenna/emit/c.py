@@ -255,19 +255,19 @@ def point_body(plan, renderer, scalar_len=None, depth=1, body=None):
     for i, size in enumerate(plan.scratch):
         if i in used:
             decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
-    if plan.scratch and scalar_len is None:
-        decl += _thread_private_scratch(len(plan.scratch))
+    if used and scalar_len is None:
+        decl += _thread_private_scratch(sorted(used))
     return decl + renderer.lines(annotate(body), depth)
 
 
-def _thread_private_scratch(count):
+def _thread_private_scratch(used):
     """clang's OpenMP device compiler moves every local array of a declare-target function to a
     per-team shared-memory stack that spills to device malloc (it cannot see whether a generic-mode
     caller shares them); a million threads exhaust the device heap and malloc's NULL is written
     through: the illegal address seen on the H200. These arrays are never shared: say so. Only the
     device passes of clang-based compilers see it (__NVPTX__, __AMDGPU__); on the host clang would
     call the allocator per invocation."""
-    names = ", ".join(f"t{i}" for i in range(count))
+    names = ", ".join(f"t{i}" for i in used)
     return ["#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))",
             f"#pragma omp allocate({names}) allocator(omp_thread_mem_alloc)",
             "#endif"]

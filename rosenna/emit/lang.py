@@ -69,6 +69,8 @@ class Lang:
     global_name: str = "{ident}"
     #: comparisons this language spells differently from C (see rosenna.loopir.COMPARISONS)
     comparisons: dict = field(default_factory=dict)
+    #: a store made only where ``{cond}`` holds (the whole-field form's fault flag, rosenna.loopir.flag_faults)
+    store_if: str = "if ({cond}) {target} = {expr};"
 
     def symbol(self, model, ident):
         return self.global_name.format(model=model, ident=ident)
@@ -160,6 +162,7 @@ FORTRAN = Lang(
     loop_close="end do",
     assign="{target} = {expr}",
     accumulate="{target} = {target} + {expr}",
+    store_if="if ({cond}) {target} = {expr}",
     comment="! {text}",
     select="merge({a}, {b}, {lhs} {cmp} {rhs})",
     comparisons={"!=": "/="},

@@ -17,7 +17,7 @@ The renderer knows two forms:
 """
 
 from rosenna.emit.lang import COMPOSITE
-from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Note, Num, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Note, Num, Ref, Select, Var, flag_store, walk, walk_expr
 
 #: Fact of C and Fortran: the binding strength of the arithmetic operators.
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
@@ -210,6 +210,11 @@ class Renderer:
                 flush()  # where the statement starts a nest, its notes go over that nest
             if notes is not None:
                 run_notes.extend(notes.get(id(stmt), ()))
+            if flag_store(stmt) and not self.block:  # the fault flag: stored only by a faulting element
+                target = Ref(stmt.target.buf, stmt.target.idx)
+                cond = f"{self.expr(stmt.target.at, 3)} {self.lang.comparison('<')} {self.literal(0.5)}"
+                run.append(self.lang.store_if.format(cond=cond, target=self.expr(target), expr=self.expr(stmt.expr)))
+                continue
             if isinstance(stmt, Assign):
                 form = self.lang.accumulate if stmt.accumulate else self.lang.assign
                 for offset in ((0, self.block // 2) if in_lane and self.halves else (0,)):

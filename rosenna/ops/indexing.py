@@ -28,7 +28,7 @@ from rosenna.ops.gather_scatter import checked_index, guarded, scaled
 
 #: A constant Gather whose indices are no arithmetic sequence gets one loop nest per index up to
 #: this many indices; above, it reads its index table at run time (one nest: a mesh's 2,000-edge
-#: list was 2,000 nests, 17,000 lines of C), which gives up the whole-field form (rosenna.loopir.Ref.at).
+#: list was 2,000 nests, 17,000 lines of C); the whole-field form reads all of the data for it (rosenna.loopir.Ref.at).
 GATHER_NESTS_MAX = 64
 
 

@@ -8,6 +8,7 @@ without a barrier. :mod:`rosenna.emit.host_field` renders the result in C and Fo
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rosenna.loopir import runtime_indexed
 from rosenna.parallel import launch_groups
 from rosenna.strategy.field.host_loops import Inner, contiguous, jam, simd_loops, unroll_taps
 
@@ -48,6 +49,10 @@ def regions(plan):
             chain, body = member.chain, member.body
             if member.kind != "parallel":
                 out.append(HostRegion(member.kind, chain, body, member.notes, nowait))
+                continue
+            if runtime_indexed(body):  # a gather: its loads go where the indices say, no SIMD loop pays
+                out.append(HostRegion("parallel", chain, [Inner(chain[-1].extent, body, simd=False)], member.notes,
+                                      nowait))
                 continue
             pieces = jam(plan, chain, body, plan.tuned.host_jam, uneven=True)
             for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements
