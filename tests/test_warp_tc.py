@@ -1,9 +1,11 @@
 """The tensor-core warp body of <name>_infer_warp for staged MLPs (rosenna/emit/cuda/routine.py,
 rosenna/data/rosenna_tc_routine.cuh) without a GPU: a lane-by-lane emulation of the generated body
 (the layer calls as emitted: fragment and bias offsets, k8 / n8 tiles, groups of n8 tiles, 16-row
-tiles per pass) against the model in float64; the parked layer's own C++ (groups, parking, the
-C-to-A fragment reorder) run on the host with the tensor-core sums replaced by labelled values;
-and ptxas's report for the body inlined into a kernel."""
+tiles per pass) against the model in float64, in both of the tuning's routine_layout forms (the wide
+kernel's fragments gathered, or a paired copy of the body's own) with bit-identical results; the
+gather's own C++ (rosenna_tc_b) run on the host over both layouts; the parked layer's own C++
+(groups, parking, the C-to-A fragment reorder) run on the host with the tensor-core sums replaced
+by labelled values; and ptxas's report for the body inlined into a kernel."""
 
 import re
 import shutil
@@ -15,34 +17,61 @@ import pytest
 from mlp_reference import ODD, act_of, custom_model, evaluate, mma3
 from rosenna import zoo
 from rosenna.emit import cuda
-from rosenna.emit.cuda import routine, tc_chain, tf32
+from rosenna.emit.cuda import routine, tc_chain, tc_wide, tf32
 from rosenna.generate import Options, build_plan, generate
 from rosenna.strategy import Tuning, analyse
 
 CALL = re.compile(r"rosenna_tc_layer(?:_parked|_local)?<(\d+), (\d+), (?:(\d+), )?rt_act(\d+), (\d+), (?:true|false), "
-                  r"(true|false)>\(F \+ (\d+), bias \+ (\d+), (\w+), (\w+)\)")
+                  r"(true|false)(?:, (true|false), (\d+))?>\(F \+ (\d+), bias \+ (\d+), (\w+), (\w+)\)")
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     """model -> (plan, layers, the warp body's text, directory) for mlp128 and the odd-width MLP
-    (file-loaded), and for mlp128 with the other fragment format (``mlp128-other``)."""
+    (file-loaded), for mlp128 with the other fragment format (``mlp128-other``), the odd MLP with the
+    other local-sums choice (``odd-other``), and both with the other routine_layout (``-paired``,
+    or ``-wide`` where the default is paired)."""
     tmp = tmp_path_factory.mktemp("warp_tc")
     out = {}
     default = Tuning()
-    for name, compact, local in (("mlp128", default.warp_compact, default.warp_local_sums),
-                                 ("odd", default.warp_compact, default.warp_local_sums),
-                                 ("mlp128-other", not default.warp_compact, default.warp_local_sums),
-                                 ("odd-other", default.warp_compact, 0 if default.warp_local_sums else 64)):
+    other = "paired" if default.routine_layout == "wide" else "wide"
+    for name, compact, local, layout in (
+            ("mlp128", default.warp_compact, default.warp_local_sums, default.routine_layout),
+            ("odd", default.warp_compact, default.warp_local_sums, default.routine_layout),
+            ("mlp128-other", not default.warp_compact, default.warp_local_sums, default.routine_layout),
+            ("odd-other", default.warp_compact, 0 if default.warp_local_sums else 64, default.routine_layout),
+            (f"mlp128-{other}", default.warp_compact, default.warp_local_sums, other),
+            (f"odd-{other}", default.warp_compact, default.warp_local_sums, other)):
         model = name.split("-")[0]
         path = zoo.save(model, str(tmp / f"{model}.onnx")) if model == "mlp128" else custom_model(tmp, model, *ODD)
         _, plan = build_plan(path, Options(lang="c", embed=False))
-        tuning = default.replace(warp_compact=compact, warp_local_sums=local)
+        tuning = default.replace(warp_compact=compact, warp_local_sums=local, routine_layout=layout)
         generate(path, str(tmp / name), Options(lang="c", embed=False, tuning=tuning))
         src = (tmp / name / f"{plan.name}_kernel.cu").read_text()
         start = src.index(f"void {plan.name}_infer_warp_body")
         out[name] = (plan, analyse(plan).layers, src[start:src.index("#else", start)], tmp / name)
+    for model in ("mlp128", "odd"):  # by layout, whichever is the default
+        out[f"{model}-{default.routine_layout}"] = out[model]
     return out
+
+
+def packed_for(body, layers):
+    """The copy the generated warp body reads: the wide kernel's <name>_tc_packed, or the paired
+    packing (16-byte or compact fragments) of tc_chain.py."""
+    if "_tc_packed" in re.search(r"const float \*bias = (\w+) ", body).group(1):
+        return tc_wide.wide_packed(layers)
+    return tc_chain.chain_packed(layers, compact=CALL.findall(body)[0][5] == "true")
+
+
+def fetch(packed, f4, foff, tile, form):
+    """A B fragment as rosenna_tc_b reads it, for the 32 lanes ([32, 4], float32): ``form`` "gather"
+    (paired rows from the wide kernel's natural order, ``packed``), else as the copy holds it (``f4``,
+    the fragments as 16-byte lanes, compact ones split); ``foff`` and ``tile`` in fragment units."""
+    lane = np.arange(32)
+    if form == "gather":
+        p = 4 * (foff + tile * 32 + (lane & ~3) + 2 * (lane & 1)) + (lane >> 1 & 1)
+        return np.stack([packed[p], packed[p + 4], packed[p + 2], packed[p + 6]], axis=1)
+    return f4[foff + tile * 32 + lane]
 
 
 def emulate(body, layers, packed, x):
@@ -51,13 +80,14 @@ def emulate(body, layers, packed, x):
     calls = CALL.findall(body)
     assert len(calls) == len(layers), body
     passes = int(re.search(r"for \(int pass = 0; pass < (\d+);", body).group(1)) if "int pass" in body else 1
-    bias_at = int(re.search(r"const float \*bias = \w+_rchain \+ (\d+);", body).group(1))
+    bias_at = int(re.search(r"const float \*bias = \w+_(?:rchain|tc_packed) \+ (\d+);", body).group(1))
     compact = calls[0][5] == "true"
+    packed = np.asarray(packed, np.float32)
     if compact:  # the kernel's split of each 8-byte fragment (rosenna_tcw_b)
         pairs = packed[:bias_at].reshape(-1, 2)
-        f4 = tf32.unpack_compact(pairs).astype(np.float64)
+        f4 = tf32.unpack_compact(pairs)
     else:
-        f4 = packed[:bias_at].reshape(-1, 4).astype(np.float64)
+        f4 = packed[:bias_at - bias_at % 4].reshape(-1, 4)
     bias = packed[bias_at:].astype(np.float64)
     lane = np.arange(32)
     gid, tig = lane // 4, lane % 4
@@ -73,9 +103,11 @@ def emulate(body, layers, packed, x):
                                            x[r + 8 * (s % 2), np.minimum(kt * 8 + tig + 4 * (s // 2), nx - 1)], 0.0)
                                   for s in range(4)], axis=1) for kt in range(kt0)] for r in rows]}
         stored = dict((m.group(1), m.group(2)) for m in re.finditer(r"(act0)\[kt\]\[mi\] = make_float4\((h\d+)\[", body))
-        for i, (kt_n, nt_n, ng, act_i, mt_i, comp, foff, boff, src, dst) in enumerate(calls):
+        for i, (kt_n, nt_n, ng, act_i, mt_i, comp, gather, ldt, foff, boff, src, dst) in enumerate(calls):
             h = bufs[src] if src in bufs else bufs[stored[src]]
             kt_n, nt_n, foff, boff = int(kt_n), int(nt_n), int(foff), int(boff)
+            ldt = int(ldt) if ldt else nt_n
+            form = "gather" if gather == "true" else "compact" if compact else "as is"
             foff *= 2 if comp == "true" else 1  # float4 offsets; a compact tile's lane is half a float4
             ng = int(ng) if ng else nt_n
             assert (int(act_i), int(mt_i)) == (i, mt) and nt_n % ng == 0 and len(h[0]) == kt_n
@@ -87,7 +119,7 @@ def emulate(body, layers, packed, x):
                     for mi in range(mt):
                         acc = np.stack([b0, b1, b0, b1], axis=1)
                         for k0 in range(0, kt_n, 2):
-                            t = sum(mma3(h[mi][kt], f4[foff + (kt * nt_n + nt) * 32 + lane])
+                            t = sum(mma3(h[mi][kt], fetch(packed, f4, foff, kt * ldt + nt, form).astype(np.float64))
                                     for kt in range(k0, min(k0 + 2, kt_n)))
                             acc = acc + t
                         out[mi][nt] = np.stack([act(acc[:, 0]), act(acc[:, 2]), act(acc[:, 1]), act(acc[:, 3])], axis=1)
@@ -104,14 +136,15 @@ def emulate(body, layers, packed, x):
     return y
 
 
-@pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other", "odd-other"])
+@pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other", "odd-other", "mlp128-paired", "odd-paired"])
 def test_emulated_warp_body_matches_the_model(generated, name):
     """Every form: inputs in registers with parked groups, or in local memory (odd-other is the
-    one the default warp_local_sums does not pick), 16-byte and compact fragments."""
+    one the default warp_local_sums does not pick), 16-byte and compact fragments, the wide
+    kernel's fragments gathered or a paired copy."""
     plan, layers, body, _ = generated[name]
     choice = cuda.choose(plan, cuda.CONSTANT_LIMIT)
     assert routine._warp_kind(choice) == "parked" and re.search(r"rosenna_tc_layer_(parked|local)<", body)
-    packed = tc_chain.chain_packed(layers, compact=CALL.findall(body)[0][5] == "true")
+    packed = packed_for(body, layers)
     x = np.random.default_rng(5).uniform(-1, 1, size=(32, plan.nx))
     want = evaluate(layers, x)
     np.testing.assert_allclose(emulate(body, layers, packed, x), want, rtol=2e-6, atol=1e-6)
@@ -119,6 +152,104 @@ def test_emulated_warp_body_matches_the_model(generated, name):
     shifted = re.sub(r"(rosenna_tc_layer_(?:parked|local)<[^>]*>\(F \+ )(\d+)",
                      lambda m: m.group(1) + str(int(m.group(2)) + 32), body, count=1)
     assert not np.allclose(emulate(shifted, layers, packed, x), want, atol=1e-3)
+
+
+@pytest.mark.parametrize("model", ["mlp128", "odd"])
+def test_wide_layout_gives_the_paired_bits(generated, model):
+    """routine_layout "wide" (the wide kernel's <name>_tc_packed, gathered) and "paired" (the body's
+    own <name>_rchain): every layer call reads the same four numbers per lane and tile, bit for bit,
+    so the tensor cores see the same operands and the 32 points come out bit-identical. The odd MLP
+    (5-100-120-3) has layers narrower than the wide kernel's padded width (k8 rows 16 n8 tiles apart
+    where the layer has 13 or 15, a padded k8 tile the body does not read)."""
+    _, layers, wide, _ = generated[f"{model}-wide"]
+    _, _, paired, _ = generated[f"{model}-paired"]
+    assert "_tc_packed" in wide and "_rchain" in paired and "_rchain" not in wide
+    got_w, got_p = packed_for(wide, layers), packed_for(paired, layers)
+    bias_w = int(re.search(r"const float \*bias = \w+ \+ (\d+);", wide).group(1))
+    bias_p = int(re.search(r"const float \*bias = \w+ \+ (\d+);", paired).group(1))
+    calls_w, calls_p = CALL.findall(wide), CALL.findall(paired)
+    assert len(calls_w) == len(calls_p) == len(layers)
+    f4 = got_p[:bias_p].reshape(-1, 4)
+    for cw, cp in zip(calls_w, calls_p):
+        assert cw[:6] == cp[:6] and cw[6] and not cp[6]  # the same layer call, in its two forms
+        kt_n, nt_n, ldt = int(cw[0]), int(cw[1]), int(cw[7])
+        fw = got_w[:bias_w].reshape(-1, 4)
+        for kt in range(kt_n):
+            for nt in range(nt_n):
+                a = fetch(got_w, fw, int(cw[8]), kt * ldt + nt, "gather" if cw[6] == "true" else "as is")
+                b = fetch(got_p, f4, int(cp[8]), kt * nt_n + nt, "as is")
+                assert a.view(np.uint32).tolist() == b.view(np.uint32).tolist(), (cw, kt, nt)
+        n = 8 * nt_n
+        assert np.array_equal(got_w[bias_w + int(cw[9]):][:n].view(np.uint32), got_p[bias_p + int(cp[9]):][:n].view(np.uint32))
+    x = np.random.default_rng(9).uniform(-1, 1, size=(32, layers[0].k))
+    assert np.array_equal(emulate(wide, layers, got_w, x), emulate(paired, layers, got_p, x))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_fragment_gather_in_cpp_reads_the_paired_fragment(generated, tmp_path):
+    """rosenna_tc_b, as rosenna/data/rosenna_tf32.cuh spells it, compiled by g++ and run for every
+    lane and tile of the odd MLP's and mlp128's layers after the first (whose A fragments are in the
+    natural order, in both packings): GATHER over the wide kernel's packing gives the paired
+    packing's fragment bit for bit; a gather that forgets the lane pairs does not."""
+    from rosenna.emit import fixed
+
+    text = fixed.load("rosenna_tf32.cuh")
+    start = text.index("template <bool LDG, bool COMPACT, bool GATHER>")
+    gather = text[start:text.index("\n}\n", start) + 3]
+    cases = []
+    for model in ("mlp128", "odd"):
+        layers = generated[model][1]
+        wide, pairs = tc_wide.WideLayout(layers), tc_chain.chain_offsets(layers)[0]
+        strides = [wide.shape.width // 8] * (len(layers) - 1) + [1]
+        frags = [f * wide.shape.stage4 for f in wide.first] + [wide.out_frag4]
+        cases.append((model, tc_wide.wide_packed(layers), tc_chain.chain_packed(layers),
+                      [(frags[i], pairs[i], tf32.tiles(l.k), tf32.tiles(l.n), strides[i]) for i, l in enumerate(layers) if i]))
+    for broken in (False, True):
+        src = gather.replace("2 * (l & 1)", "0") if broken else gather
+        for model, wide_packed, chain_packed, places in cases:
+            (tmp_path / "w.bin").write_bytes(wide_packed.tobytes())
+            (tmp_path / "p.bin").write_bytes(chain_packed.tobytes())
+            rows = ",\n".join("{%d, %d, %d, %d, %d}" % place for place in places)
+            (tmp_path / "t.cpp").write_text(f"""#include <cstdio>
+#include <cstring>
+#include <vector>
+#define __device__
+#define __forceinline__ inline
+struct float4 {{ float x, y, z, w; }};
+struct float2 {{ float x, y; }};
+static float4 make_float4(float a, float b, float c, float d) {{ return {{a, b, c, d}}; }}
+template <class T> static T __ldg(const T *p) {{ return *p; }}
+static float4 rosenna_tcw_b(float2 w) {{ return {{w.x, w.y, 0.0f, 0.0f}}; }}
+{src}
+static std::vector<float4> load(const char *name)
+{{
+    FILE *f = fopen(name, "rb");
+    std::vector<float4> v(1 << 20);
+    v.resize(fread(v.data(), sizeof(float), 4 << 20, f) / 4 + 1);
+    fclose(f);
+    return v;
+}}
+int main()
+{{
+    const int places[][5] = {{{rows}}};
+    const std::vector<float4> wide = load("w.bin"), paired = load("p.bin");
+    long same = 0, all = 0;
+    for (const auto &pl : places)
+        for (int kt = 0; kt < pl[2]; ++kt)
+            for (int nt = 0; nt < pl[3]; ++nt)
+                for (unsigned lane = 0; lane < 32; ++lane) {{
+                    const float4 a = rosenna_tc_b<true, false, true>(wide.data() + pl[0], kt * pl[4] + nt, lane);
+                    const float4 b = rosenna_tc_b<true, false, false>(paired.data() + pl[1], kt * pl[3] + nt, lane);
+                    same += memcmp(&a, &b, sizeof a) == 0;
+                    ++all;
+                }}
+    printf("%ld %ld\\n", same, all);
+}}
+""")
+            subprocess.run(["g++", "-O1", "-std=c++17", "-Wall", "-Wextra", "-o", "t", "t.cpp"], cwd=tmp_path, check=True)
+            same, total = map(int, subprocess.run(["./t"], cwd=tmp_path, capture_output=True, text=True,
+                                                  check=True).stdout.split())
+            assert total > 0 and (same < total if broken else same == total), (model, broken, same, total)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -138,10 +269,10 @@ struct float2 {{ float x, y; }};
 static float4 make_float4(float a, float b, float c, float d) {{ return {{a, b, c, d}}; }}
 /* What the file's other templates name (not instantiated here). */
 template <class T> static T __ldg(const T *p) {{ return *p; }}
-static float4 rosenna_tcw_b(float2 w) {{ return {{w.x, w.y, 0.0f, 0.0f}}; }}
+template <bool LDG, bool COMPACT, bool GATHER> static float4 rosenna_tc_b(const float4 *, int, unsigned) {{ return {{}}; }}
 static void rosenna_mma3(float (&)[4], const float (&)[4], const float4 &) {{}}
 static int asked[64], calls;
-template <int KT, int NT, int NG, int MT, bool LDG, bool COMPACT>
+template <int KT, int NT, int NG, int MT, bool LDG, bool COMPACT, bool GATHER, int LDT>
 void rosenna_tc_sums(const float4 *, const float *, const float (&)[MT][KT][4], int nt0, float (&acc)[MT][NG][4])
 {{
     asked[calls++] = nt0;
