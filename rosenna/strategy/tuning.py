@@ -221,6 +221,14 @@ class Tuning:
         257, "Widest layer from which the wide 3xTF32 kernel's hidden fragments are compact (each weight once as "
         "big + small, 8 bytes per lane: half the weight stream). results/measurement-log.md, \"The wide tensor-core "
         "kernel study\" (its compact_off, compact_256 and compact_all builds).", minimum=1)
+    compact_fragments: str = _knob(
+        "sum", "What a compact 8-byte 3xTF32 fragment holds per weight (the wide kernel's from wide_compact_from, "
+        "the warp routine's with warp_compact): 'sum', the fp32 number big + small with big the weight truncated to "
+        "TF32 (22 significant bits; the kernel splits it in two instructions); 'weight', the weight itself, which "
+        "the kernel splits as the host splits 16-byte fragments (both halves rounded to nearest, four "
+        "instructions): the same operands as 16-byte fragments, so with wide_compact_from=1 the wide kernel computes "
+        "what its 16-byte form computes, bit for bit, from half the bytes (and mlp128's kernel file holds 36,036 "
+        "fewer literals). Not timed: bench/routine_layout.sh times it.", choices=("sum", "weight"))
     wide_persistent: bool = _knob(
         False, "Whether the wide 3xTF32 kernel runs as a persistent grid (each block on from one block of points "
         "to the next) where its fragments are not compact. Off: on the H200 slower at 96, 128 and 512 wide "

@@ -92,31 +92,43 @@ def _compact(choice):
 
 def _reads_wide(choice):
     """Whether the parked warp body reads the wide 3xTF32 kernel's ``<name>_tc_packed`` (the
-    tuning's ``routine_layout`` "wide"): that kernel is beside it with 16-byte fragments, and the
-    body reads 16-byte fragments too (not ``warp_compact``)."""
-    return (_warp_kind(choice) == "parked" and choice.tensor is tc_wide.KIND and not _compact(choice)
-            and choice.strategy.tuning.routine_layout == "wide" and not choice.tensor_layout.shape.compact)
+    tuning's ``routine_layout`` "wide", the wide kernel beside it), in that kernel's fragment
+    format (16-byte or compact hidden layers; ``warp_compact`` is for the body's own copy)."""
+    return (_warp_kind(choice) == "parked" and choice.tensor is tc_wide.KIND
+            and choice.strategy.tuning.routine_layout == "wide")
 
 
 def _chain_layout(choice):
     """The layout the tensor-core warp body reads: the wide kernel's (:func:`_reads_wide`), else
     tc_chain.py's packing (the chain kernel's copy, or the body's own ``<name>_rchain``)."""
-    return choice.tensor_layout if _reads_wide(choice) else tc_chain.ChainLayout(choice.layers, _compact(choice))
+    if _reads_wide(choice):
+        return choice.tensor_layout
+    return tc_chain.ChainLayout(choice.layers, _compact(choice), choice.strategy.tuning.compact_fragments)
 
 
 def _warp_places(choice):
     """Where the tensor-core warp body finds each layer in the copy it reads: ``(fragments, biases,
-    strides, bias_at)``: per layer the float4 offset of its fragments, the float offset of its bias
-    from ``bias_at`` (the float offset of the first bias), and the n8 tiles of one k8 row of its
-    fragments (the layer's own, or the wide kernel's padded width)."""
-    layers = choice.layers
+    forms, bias_at)``: per layer the float4 offset of its fragments, the float offset of its bias
+    from ``bias_at`` (the float offset of the first bias), and how they are read (the template
+    arguments of the layer's call after MT: LDG, COMPACT[, GATHER, LDT[, WEIGHT]]; rosenna_tc_b)."""
+    layers, tuning = choice.layers, choice.strategy.tuning
+    ldg, weight = str(tuning.warp_ldg).lower(), tuning.compact_fragments == "weight"
     if _reads_wide(choice):
+        # The wide kernel's fragments: their k8 rows the padded width apart (one n8 tile for the
+        # output layer, always 16-byte), gathered into paired rows after the first layer, whose A
+        # fragments come from x in the natural order (rosenna_tc_b).
         wide = choice.tensor_layout
-        hidden = wide.shape.width // 8
         frags = [first * wide.shape.stage4 for first in wide.first] + [wide.out_frag4]
-        return frags, [b - wide.bias[0] for b in wide.bias], [hidden] * (len(layers) - 1) + [1], wide.bias[0]
-    frags, biases, frag4, _ = tc_chain.chain_offsets(layers, _compact(choice))
-    return frags, biases, [tiles(layer.n) for layer in layers], 4 * frag4
+        forms = []
+        for i in range(len(layers)):
+            compact = wide.shape.compact and i < len(layers) - 1
+            stride = wide.shape.width // 8 if i < len(layers) - 1 else 1
+            forms.append(f"{ldg}, {str(compact).lower()}, {str(i > 0).lower()}, {stride}" + (", true" if compact and weight else ""))
+        return frags, [b - wide.bias[0] for b in wide.bias], forms, wide.bias[0]
+    compact = _compact(choice)
+    frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
+    forms = [f"{ldg}, {str(compact).lower()}" + (f", false, {tiles(layer.n)}, true" if compact and weight else "") for layer in layers]
+    return frags, biases, forms, 4 * frag4
 
 
 def _own_layout(choice):
@@ -261,17 +273,12 @@ def _tc_warp(plan, choice):
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
     parked = _warp_kind(choice) == "parked"
-    compact = _compact(choice)
     tuning = choice.strategy.tuning
     local_sums = tuning.warp_local_sums
-    frags, biases, strides, bias_at = _warp_places(choice)
+    frags, biases, forms, bias_at = _warp_places(choice)
     kt0 = tiles(layers[0].k)
     mt = tuning.warp_tiles if parked else 2
     passes = 2 // mt
-    ldg = f"{str(tuning.warp_ldg).lower()}, {str(compact).lower()}"
-    # The wide kernel's fragments: their k8 rows strides[i] n8 tiles apart, gathered into paired
-    # rows after the first layer (rosenna_tc_b), whose A fragments come from x in the natural order.
-    forms = [f"{ldg}, {str(i > 0).lower()}, {stride}" if _reads_wide(choice) else ldg for i, stride in enumerate(strides)]
     ind = "    " * (2 if passes > 1 else 1)
     chain = f"{n}_tc_packed" if _reads_tc(choice) else f"{n}_rchain"
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({chain});",

@@ -53,8 +53,8 @@ STAGE = STAGE_ROWS * WIDTH
 #: Fact of rosenna_staged.cuh: dynamic shared memory per block, act and two stages, 51,200 bytes
 #: (4 blocks = 16 warps per SM; every architecture from sm_70 lets a block opt in to it).
 SMEM = (WIDTH * LDA + 2 * STAGE) * 4
-#: What rosenna_staged.cuh's ROSENNA_FS_BOUNDS spells as the blocks per SM __launch_bounds__ asks for
-#: on CUDA: the tuning's ``staged_min_blocks`` default, replaced by the tuning's value in the text.
+#: Default of the tuning's ``staged_min_blocks``, as rosenna_staged.cuh's ROSENNA_FS_BOUNDS spells the
+#: blocks per SM __launch_bounds__ asks for on CUDA (the tuning's value replaces it in the text).
 FILE_MIN_BLOCKS = 4
 
 
