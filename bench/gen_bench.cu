@@ -83,9 +83,11 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(c.data(), y3, bytes, cudaMemcpyDeviceToHost));
     const long bad = compare("user-kernel infer", a, b) + compare("user-kernel infer_warp", a, c);
 #ifdef DUMP
-    /* <name>_infer_warp's outputs, for a bit-for-bit comparison between builds (bench/routine_layout.sh). */
+    /* The batched kernel's and <name>_infer_warp's outputs, for a bit-for-bit comparison between
+       builds (bench/routine_layout.sh). */
     FILE *dump = fopen(DUMP, "wb");
-    if (dump == NULL || fwrite(c.data(), sizeof(REAL), c.size(), dump) != c.size() || fclose(dump) != 0) {
+    if (dump == NULL || fwrite(a.data(), sizeof(REAL), a.size(), dump) != a.size() ||
+        fwrite(c.data(), sizeof(REAL), c.size(), dump) != c.size() || fclose(dump) != 0) {
         fprintf(stderr, "cannot write %s\n", DUMP);
         return 1;
     }

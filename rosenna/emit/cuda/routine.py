@@ -46,8 +46,11 @@ file then holds that copy once, for both of its compiles): the one-thread body t
 kernel's ``<name>_packed`` (the same layout, or any with 16-byte rows: ``rosenna_dense_kouter``
 takes each layer's bias pointer and row stride), the FP32 warp body the same array where every
 block it reads is there, the tensor-core bodies the 3xTF32 chain's or the FP64 chain's
-``<name>_tc_packed``. Otherwise a body has its own copy: ``<name>_rpacked``, ``<name>_rwarp``,
-``<name>_rchain`` (beside the wide 3xTF32 kernel, whose fragments are not paired).
+``<name>_tc_packed``, and the parked body the wide 3xTF32 kernel's (the tuning's
+``routine_layout`` "wide": its fragments are in the natural row order, so each lane gathers the
+paired rows it needs from two neighbours' fragments, ``rosenna_tc_b``: the same numbers reach the
+tensor cores). Otherwise a body has its own copy: ``<name>_rpacked``, ``<name>_rwarp``,
+``<name>_rchain`` (``routine_layout`` "paired": the paired rows, one load per fragment).
 """
 
 import dataclasses
