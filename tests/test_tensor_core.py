@@ -355,12 +355,13 @@ def test_emulated_wide_kernel_runs_on_across_tiles_of_points(tmp_path):
 WEIGHT = Tuning(wide_compact_from=1, compact_fragments="weight")
 
 
-@pytest.mark.parametrize("model", ["mlp128", "odd"])
+@pytest.mark.parametrize("model", ["odd"])
 def test_compact_weight_fragments_give_the_16_byte_operands(layers_of, tmp_path, model):
     """compact_fragments "weight": the kernel's split of each 8-byte fragment (numpy's
     unpack_compact, which test_tcw_w_in_device_code_equals_numpy ties to rosenna_tcw_w) is the
     16-byte fragment's four numbers, bit for bit, stage by stage, so the emulated kernel gives the
-    16-byte kernel's results exactly (mlp128, and the odd MLP with its padded columns), and the model's."""
+    16-byte kernel's results exactly, and the model's: the odd MLP (5-100-120-3, padded columns and
+    rows; mlp128's form is tests/test_warp_tc.py's mlp128-weight)."""
     layers = layers_of("mlp128")[1] if model == "mlp128" else _custom(tmp_path, model, *ODD)[1]
     wide16 = Tuning(wide_compact_from=1 << 20)
     layout, layout16 = tc_wide.WideLayout(layers, WEIGHT), tc_wide.WideLayout(layers, wide16)
