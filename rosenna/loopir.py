@@ -281,12 +281,19 @@ def decimal_texts(values):
     "inf", "-inf" and "nan" are left for the language tables. Every text has a point or an
     exponent, so C reads it as a floating constant once a suffix is added."""
     array = np.asarray(values)
-    wide = array.dtype == np.float64
-    flat = array.astype(np.float64 if wide else np.float32).ravel()
-    # (weights repeat, padding zeros most of all: each distinct bit pattern is spelled once)
-    bits, where = np.unique(flat.view(np.uint64 if wide else np.uint32), return_inverse=True)
-    texts = [_shortest(v) for v in bits.view(flat.dtype)]
-    return [texts[i] for i in where.ravel().tolist()]
+    flat = array.astype(np.float64 if array.dtype == np.float64 else np.float32).ravel()
+    # numpy's own text of an array (its shortest digits, written in C) is already this spelling
+    # for a value that is not whole and lies in [0.01, 1e6) (float32) or [0.01, 1e16) (float64):
+    # positional, and no exponent form is shorter there. The rest (zeros, whole numbers, tiny and
+    # huge values, inf and NaN) one by one.
+    texts = flat.astype(str).tolist()
+    with np.errstate(invalid="ignore"):
+        size = np.abs(flat)
+        top = 1e16 if flat.dtype == np.float64 else 1e6
+        others = ~((size >= 0.01) & (size < top) & (flat != np.trunc(flat)))
+    for i in np.flatnonzero(others).tolist():
+        texts[i] = _shortest(flat[i])
+    return texts
 
 
 def _shortest(value):
