@@ -66,7 +66,8 @@ __device__ __forceinline__ float4 rosenna_tcw_w(float2 w)
    rows 2tig and 2tig + 1 of the k8 tile, every layer after the first), so a lane reads the
    fragments of lanes (gid, 2tig % 4) and (gid, 2tig % 4 + 1), 32 adjacent bytes, component tig / 2
    of each half: the paired fragment's four numbers, in four 4-byte loads instead of one 16-byte
-   load (compact: two 4-byte loads). Otherwise F is read as it is: one 16-byte load, or 8 bytes of
+   load (compact: two 4-byte loads; two 16-byte loads and a select took mlp128's warp body, inlined,
+   from 106 registers to 147). Otherwise F is read as it is: one 16-byte load, or 8 bytes of
    a compact fragment. COMPACT: 8-byte fragments, split by rosenna_tcw_b, or rosenna_tcw_w where
    they hold the weights themselves (WEIGHT). LDG: F is global memory, read through the read-only
    data cache. */
