@@ -356,9 +356,38 @@ def flag_faults(stmts):
 
 
 def decimal_texts(values):
-    """Each value of a float32 or float64 array as decimal text that reads back to the same bits:
-    9 or 17 significant digits; "inf", "-inf" and "nan" are left for the language tables."""
+    """Each value of a float32 or float64 array as the shortest decimal text that reads back to the
+    same bits in its own type (numpy's shortest round-trip digits, Dragon4 ``unique``), positional
+    (``0.5102539``, ``1.0``) or with an exponent (``1.5e-5``, ``3e38``) where that is shorter;
+    "inf", "-inf" and "nan" are left for the language tables. Every text has a point or an
+    exponent, so C reads it as a floating constant once a suffix is added."""
     array = np.asarray(values)
-    fmt = "%.17g" if array.dtype == np.float64 else "%.9g"
-    texts = [fmt % v for v in array.astype(np.float64).ravel().tolist()]
-    return [t if ("." in t or "e" in t or "n" in t) else t + ".0" for t in texts]
+    flat = array.astype(np.float64 if array.dtype == np.float64 else np.float32).ravel()
+    # numpy's own text of an array (its shortest digits, written in C) is already this spelling
+    # for a value that is not whole and lies in [0.01, 1e6) (float32) or [0.01, 1e16) (float64):
+    # positional, and no exponent form is shorter there. The rest (zeros, whole numbers, tiny and
+    # huge values, inf and NaN) one by one.
+    texts = flat.astype(str).tolist()
+    with np.errstate(invalid="ignore"):
+        size = np.abs(flat)
+        top = 1e16 if flat.dtype == np.float64 else 1e6
+        others = ~((size >= 0.01) & (size < top) & (flat != np.trunc(flat)))
+    for i in np.flatnonzero(others).tolist():
+        texts[i] = _shortest(flat[i])
+    return texts
+
+
+def _shortest(value):
+    """One finite or special float32 / float64 scalar as :func:`decimal_texts` spells it."""
+    if not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("-inf" if value < 0 else "inf")
+    mantissa, exponent = np.format_float_scientific(value, unique=True, trim="-").split("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    digits, exp = mantissa.lstrip("-").replace(".", ""), int(exponent)  # value = d.ddd x 10^exp
+    if exp >= 0:
+        whole = digits[:exp + 1].ljust(exp + 1, "0")
+        positional = f"{whole}.{digits[exp + 1:] or '0'}"
+    else:
+        positional = "0." + "0" * (-exp - 1) + digits
+    scientific = f"{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}e{exp}"
+    return sign + (scientific if len(scientific) < len(positional) else positional)

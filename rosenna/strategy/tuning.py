@@ -230,6 +230,10 @@ class Tuning:
     narrow_max_width: int = _knob(
         128, "Widest layer the narrow FP32 kernel unrolls (nvcc ran for minutes on a 256-wide layer: a "
         "compile-time bound, not timed).", minimum=1)
+    staged_min_blocks: int = _knob(
+        4, "Blocks per SM the staged FP32 kernel asks of ptxas on CUDA (__launch_bounds__' second argument: a "
+        "128-register cap at 4 blocks of 128 threads; HIP gets none). H200, results/measurement-log.md, \"The "
+        "staged and tensor-core kernel study\".", minimum=1, maximum=16)
     wide_layer: int = _knob(
         96, "A hidden layer at least this wide sends an FP32 MLP to a shared-memory kernel (staged or tiled). "
         "H200, results/measurement-log.md, \"The staged and tensor-core kernel study\".", minimum=1)
@@ -252,6 +256,14 @@ class Tuning:
         257, "Widest layer from which the wide 3xTF32 kernel's hidden fragments are compact (each weight once as "
         "big + small, 8 bytes per lane: half the weight stream). results/measurement-log.md, \"The wide tensor-core "
         "kernel study\" (its compact_off, compact_256 and compact_all builds).", minimum=1)
+    compact_fragments: str = _knob(
+        "sum", "What a compact 8-byte 3xTF32 fragment holds per weight (the wide kernel's from wide_compact_from, "
+        "the warp routine's with warp_compact): 'sum', the fp32 number big + small with big the weight truncated to "
+        "TF32 (22 significant bits; the kernel splits it in two instructions); 'weight', the weight itself, which "
+        "the kernel splits as the host splits 16-byte fragments (both halves rounded to nearest, four "
+        "instructions): the same operands as 16-byte fragments, so with wide_compact_from=1 the wide kernel computes "
+        "what its 16-byte form computes, bit for bit, from half the bytes (and mlp128's kernel file holds 36,036 "
+        "fewer literals). Not timed: bench/routine_layout.sh times it.", choices=("sum", "weight"))
     wide_persistent: bool = _knob(
         False, "Whether the wide 3xTF32 kernel runs as a persistent grid (each block on from one block of points "
         "to the next) where its fragments are not compact. Off: on the H200 slower at 96, 128 and 512 wide "
@@ -306,6 +318,14 @@ class Tuning:
     warp_compact: bool = _knob(
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
         "through L1, two instructions per weight). Off: slower on the H200 (results/measurement-log.md, \"The warp-routine study\").")
+    routine_layout: str = _knob(
+        "wide", "Which fragments the staged MLPs' tensor-core warp body reads where the wide 3xTF32 kernel is "
+        "beside it. 'wide': that kernel's <name>_tc_packed, in its natural row order (each lane gathers its "
+        "paired rows from two adjacent 16-byte fragments: two loads per k8 x n8 tile instead of one), so the "
+        "kernel file holds the 3xTF32 weights once (mlp128: 72,072 fewer literals). 'paired': a copy of its "
+        "own, <name>_rchain, in the paired row order its A fragments need (one load per tile). The same "
+        "numbers reach the tensor cores either way (bit for bit the same results). Not timed: "
+        "bench/routine_layout.sh times both.", choices=("wide", "paired"))
 
     point_threads: int = _knob(
         256, "Threads per block of the one-point-per-thread kernels (the point kernel and the narrow FP32 "

@@ -129,7 +129,7 @@ def kernel_source(strategy, stamp, constant_limit=None):
                 parts.append(activation_fn(name, layer, renderer))
             acts.append(name)
         if choice.layout:
-            parts.append(base.library())
+            parts.append(base.library(choice))
         parts.append("}  // namespace\n")
         if alone:
             parts.append("#endif")

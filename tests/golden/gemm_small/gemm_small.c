@@ -8,19 +8,19 @@
 #pragma omp declare target
 /* w0_fc0_weight: 4 values */
 ROSENNA_CONST float gemm_small_w0_fc0_weight[4] = {
-    0.244364932f, 0.580971777f, 0.23365429f, -0.921471298f
+    0.24436493f, 0.5809718f, 0.23365429f, -0.9214713f
 };
 /* w1_fc0_bias: 2 values */
 ROSENNA_CONST float gemm_small_w1_fc0_bias[2] = {
-    0.0905355886f, 0.0446374565f
+    0.09053559f, 0.044637457f
 };
 /* w2_fc1_weight: 6 values */
 ROSENNA_CONST float gemm_small_w2_fc1_weight[6] = {
-    -0.379683286f, 0.410912544f, 0.257791609f, 0.207983077f, 0.0200975593f, 0.386584461f
+    -0.3796833f, 0.41091254f, 0.2577916f, 0.20798308f, 0.02009756f, 0.38658446f
 };
 /* w3_fc1_bias: 3 values */
 ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
-    -0.0736454055f, -0.0162909944f, -0.0482119322f
+    -0.073645405f, -0.016290994f, -0.048211932f
 };
 #pragma omp end declare target
 #if (defined(_OPENMP) && defined(__clang__)) || ROSENNA_OFFLOAD_BODY
@@ -28,10 +28,10 @@ ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
    W input-major [K][N rounded up to 4], then the bias; 16-byte aligned. */
 #pragma omp declare target
 const float gemm_small_opacked[24] __attribute__((aligned(16))) = {
-    0.244364932f, 0.23365429f, 0.0f, 0.0f, 0.580971777f, -0.921471298f,
-    0.0f, 0.0f, 0.0905355886f, 0.0446374565f, 0.0f, 0.0f,
-    -0.379683286f, 0.257791609f, 0.0200975593f, 0.0f, 0.410912544f, 0.207983077f,
-    0.386584461f, 0.0f, -0.0736454055f, -0.0162909944f, -0.0482119322f, 0.0f
+    0.24436493f, 0.23365429f, 0.0f, 0.0f, 0.5809718f, -0.9214713f,
+    0.0f, 0.0f, 0.09053559f, 0.044637457f, 0.0f, 0.0f,
+    -0.3796833f, 0.2577916f, 0.02009756f, 0.0f, 0.41091254f, 0.20798308f,
+    0.38658446f, 0.0f, -0.073645405f, -0.016290994f, -0.048211932f, 0.0f
 };
 #pragma omp end declare target
 #endif
