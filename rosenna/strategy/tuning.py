@@ -319,13 +319,14 @@ class Tuning:
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
         "through L1, two instructions per weight). Off: slower on the H200 (results/measurement-log.md, \"The warp-routine study\").")
     routine_layout: str = _knob(
-        "wide", "Which fragments the staged MLPs' tensor-core warp body reads where the wide 3xTF32 kernel is "
+        "paired", "Which fragments the staged MLPs' tensor-core warp body reads where the wide 3xTF32 kernel is "
         "beside it. 'wide': that kernel's <name>_tc_packed, in its natural row order (each lane gathers its "
         "paired rows from two adjacent 16-byte fragments: two loads per k8 x n8 tile instead of one), so the "
         "kernel file holds the 3xTF32 weights once (mlp128: 72,072 fewer literals). 'paired': a copy of its "
         "own, <name>_rchain, in the paired row order its A fragments need (one load per tile). The same "
-        "numbers reach the tensor cores either way (bit for bit the same results). Not timed: "
-        "bench/routine_layout.sh times both.", choices=("wide", "paired"))
+        "numbers reach the tensor cores either way (bit for bit the same results). H100, mlp128, user kernel + "
+        "<name>_infer at 16M points: 'paired' 2.50 ns/pt, 'wide' 3.00 (the gather's extra loads), so 'paired' "
+        "(results/measurement-log.md, \"Where the warp routine reads its weights\").", choices=("wide", "paired"))
 
     point_threads: int = _knob(
         256, "Threads per block of the one-point-per-thread kernels (the point kernel and the narrow FP32 "
