@@ -122,7 +122,9 @@ def test_routine_reads_the_staged_kernels_copy(tmp_path, sizes, acts):
     its own, <name>_rchain), the kernel file holds no copy of its own for them, and both FP32 bodies,
     emulated from the generated calls on that array, give the model (the tensor-core body's
     emulation: tests/test_warp_tc.py)."""
-    _, plan, choice = _plan(tmp_path, "staged", sizes, acts)
+    _, plan, _ = _plan(tmp_path, "staged", sizes, acts)
+    plan = dataclasses.replace(plan, tuning=plan.tuned.replace(routine_layout="wide"))
+    choice = cuda.choose(plan)
     assert choice.staged and routine.shared(choice) == {"packed", "tc"}
     source = cuda.kernel_source(plan, "stamp")
     assert "staged_rpacked" not in source and "staged_rwarp" not in source and "staged_rchain" not in source
