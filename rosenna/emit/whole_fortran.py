@@ -136,6 +136,7 @@ def subroutine(plan, regions):
         table = DIRECTIVES[model]
         branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
     period = plan.tuned.host_pace
+    regions = regions.plain()  # the blocked convs as the plan's loops (rosenna/emit/host_conv.py is C)
     host = host_lines(plan, regions, FORTRAN, renderer, 2, "team_size" if period else None)
     names = host_names(plan, regions)
     decls = _locals(*names) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
