@@ -13,19 +13,62 @@ innermost loop). The sums are written by the renderer (:class:`rosenna.emit.rend
 so the tuning's ``host_fma`` writes them as the other host paths do.
 """
 
-from rosenna.emit.render import Renderer
+import numpy as np
+
+from rosenna.emit.lang import C
+from rosenna.emit.render import Renderer, count
 from rosenna.loopir import Assign, Bin, Idx, Loop, Num, Ref, Var
 from rosenna.ops import activation_expr
 
 #: The tile's name in the generated C (a local array of the worksharing loop's body).
 TILE = "tile"
+#: The packed weights' buffer name for the renderer (rendered as :func:`packed_symbol`).
+PACKED = "packed weights"
+
+
+def packed_symbol(plan, conv):
+    """The C array of a blocked conv's packed weights (embedded weights only)."""
+    return C.symbol(plan.name, plan.storage[conv.window["w"]][1] + "_blocked")
+
+
+def _weight_index(plan, conv):
+    ident = plan.storage[conv.window["w"]][1]
+    return next(i for i, wt in enumerate(plan.weights) if wt.ident == ident)
+
+
+def packed(plan, conv):
+    """The conv's weights W [K][C][KH][KW] in the order a block reads them: per pass of
+    ``channels`` output channels (the last may have fewer), [C][KH*KW][channels], so the weights
+    a SIMD iteration broadcasts for one input channel and tap are adjacent."""
+    taps = conv.kh * conv.kw
+    w = plan.weights[_weight_index(plan, conv)].array.reshape(conv.k, conv.c, taps)
+    parts = [w[k0:k0 + conv.channels].transpose(1, 2, 0).reshape(-1) for k0 in range(0, conv.k, conv.channels)]
+    return np.concatenate(parts)
+
+
+def arrays(plan, regions):
+    """File-scope C of the blocked convs: their packed weights (``static const``; embedded
+    weights only: file-loaded ones are read in place, W's own layout)."""
+    if not plan.embed:
+        return ""
+    out = []
+    for region in regions:
+        if region.kind != "conv":
+            continue
+        conv, values = region.body, packed(plan, region.body)
+        lit = C.literals(values, plan.precision)
+        rows = [", ".join(lit[i:i + 6]) for i in range(0, len(lit), 6)]
+        out.append(f"/* {count(values.size, 'value')} of {conv.note}'s W, as its register blocks read them */\n"
+                   f"static const {plan.ctype} {packed_symbol(plan, conv)}[{values.size}] = {{\n    "
+                   + ",\n    ".join(rows) + "\n};")
+    return "\n".join(out) + "\n" if out else ""
 
 
 def _acc(q, r):
     return f"acc_{q}_{r}"
 
 
-def _sums(conv, first, channels, rows, start):
+def _sums(conv, first, channels, rows, start, packing):
     """The statements of one SIMD iteration: ``channels`` x ``rows`` sums over every input
     channel (a loop) and tap (unrolled), stored with the bias; ``first``: the block's first
     output channel (an :class:`Idx`), ``start``: the vector's first column (an :class:`Idx` over
@@ -43,8 +86,12 @@ def _sums(conv, first, channels, rows, start):
             for r in range(rows):
                 at = Idx.of("c") * (conv.tile_rows * row) + (r * sh + ky * dh) * row + phase * conv.phase_width + start + shift
                 for q in range(channels):
-                    weight = (first + q) * (conv.c * taps) + Idx.of("c") * taps + (ky * conv.kw + kx)
-                    inner.append(Assign(Var(_acc(q, r)), Bin("*", Ref(w["w"], weight), Ref(TILE, at)), accumulate=True))
+                    if packing:  # the pass's block [C][taps][channels], after the full passes before it
+                        weight = Ref(PACKED, first * (conv.c * taps) + Idx.of("c") * (taps * channels)
+                                     + (ky * conv.kw + kx) * channels + q)
+                    else:
+                        weight = Ref(w["w"], (first + q) * (conv.c * taps) + Idx.of("c") * taps + (ky * conv.kw + kx))
+                    inner.append(Assign(Var(_acc(q, r)), Bin("*", weight, Ref(TILE, at)), accumulate=True))
     out.append(Loop("c", conv.c, inner))
     for q in range(channels):
         for r in range(rows):
@@ -60,7 +107,7 @@ def _out(conv, channel, r, column):
     return channel * (conv.oh * conv.ow) + (Idx.of("rb") * conv.rows + r) * conv.ow + column
 
 
-def _block(conv, renderer, depth, first, channels, rows, lanes, simd, t):
+def _block(conv, renderer, depth, first, channels, rows, lanes, simd, t, packing):
     """The lines of one block of ``channels`` x ``rows``: its SIMD loops along the row, then the
     activation's."""
     pad = "    "
@@ -82,7 +129,7 @@ def _block(conv, renderer, depth, first, channels, rows, lanes, simd, t):
         lines.append(simd)
         lines.append(pad * level + f"for (int ox = 0; ox < {extent}; ++ox) {{")
         lines.append(pad * (level + 1) + f"{t} {', '.join(names)};")
-        lines += renderer.lines(_sums(conv, first, channels, rows, start), level + 1)
+        lines += renderer.lines(_sums(conv, first, channels, rows, start, packing), level + 1)
         lines.append(pad * level + "}")
         if outer:
             lines.append(pad * depth + "}")
@@ -131,11 +178,14 @@ def _fill(conv, renderer, depth, rows, t):
     return lines
 
 
-def _with_tile(renderer):
-    """A renderer like ``renderer`` (its math names, its FMAs) that also names the tile."""
+def _with_tile(plan, conv, renderer):
+    """A renderer like ``renderer`` (its math names, its FMAs) that also names the tile and the
+    packed weights."""
     plain = renderer.resolve
 
     def resolve(buf):
+        if buf == PACKED:
+            return packed_symbol(plan, conv), 0, False
         return (TILE, 0, True) if buf == TILE else plain(buf)
     return Renderer(renderer.lang, renderer.precision, resolve, math=renderer.math, fma=renderer.fma)
 
@@ -145,7 +195,8 @@ def lines(plan, conv, renderer, depth, nowait, schedule, directive):
     a worksharing loop over its blocks of rows; ``renderer``: the host form's; ``nowait`` and
     ``schedule``: the loop's clauses; ``directive(level, text)``: a directive line."""
     pad = "    "
-    renderer = _with_tile(renderer)
+    renderer = _with_tile(plan, conv, renderer)
+    packing = plan.embed
     t, lanes = plan.ctype, conv.lanes
     simd = f"#pragma omp simd simdlen({lanes})" if plan.host_vector > 32 else "#pragma omp simd"
     full, rest = divmod(conv.oh, conv.rows)
@@ -160,13 +211,13 @@ def lines(plan, conv, renderer, depth, nowait, schedule, directive):
         if passes > 1 and last == conv.channels:  # the channel blocks alike: a loop over them
             body.append(pad * level + f"for (int kb = 0; kb < {passes}; ++kb) {{")
             body += _block(conv, renderer, level + 1, Idx.of("kb") * conv.channels, conv.channels, rows, lanes,
-                           directive(level + 1, simd), t)
+                           directive(level + 1, simd), t, packing)
             body.append(pad * level + "}")
             return body
         for kb in range(passes):
             count = conv.channels if kb < passes - 1 else last
             body += _block(conv, renderer, level, Idx.of(kb * conv.channels), count, rows, lanes,
-                           directive(level, simd), t)
+                           directive(level, simd), t, packing)
         return body
 
     if rest:  # the last block of rows has fewer

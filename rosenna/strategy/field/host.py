@@ -108,7 +108,7 @@ def _conv_form(plan, note, window, together):
         why = "input or output not a run-time buffer"
     if not why and not together:
         why = "its loops span several launches"
-    part = f"host conv {note}"
+    part = f"host whole-field conv ({note})"
     if why:
         return None, Decision(part, "loops", (), (Rejected(host_conv.NAME, (why,)),),
                               "the plan's interior and border loops")
@@ -117,8 +117,8 @@ def _conv_form(plan, note, window, together):
     values = (("block_channels", channels), ("block_rows", rows), ("lanes", conv.lanes),
               ("tile_bytes", conv.tile_floats * plan.itemsize))
     return conv, Decision(part, host_conv.NAME, ("loops",), (),
-                          f"{channels} channels x {rows} rows x {conv.lanes} columns in vector accumulators over a "
-                          "zero-padded input tile, borders included", values)
+                          f"{channels} channel{'s' * (channels > 1)} x {rows} row{'s' * (rows > 1)} x {conv.lanes} columns in vector "
+                          "accumulators over a zero-padded input tile, borders included", values)
 
 
 def _transformed(plan, region):

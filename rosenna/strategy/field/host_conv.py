@@ -116,9 +116,6 @@ def refusal(plan, window, tuning):
         return "grouped or depthwise (each output reads its own channels)"
     if window["x"] == window["y"]:
         return "computed in place"
-    cout, cin, kh, kw = window["w_shape"]
-    if cout < tuning.host_conv_min_channels:
-        return f"{cout} output channel{'s' if cout != 1 else ''}, under host_conv_min_channels {tuning.host_conv_min_channels}"
     lanes = plan.host_vector // plan.itemsize
     if window["y_shape"][3] < lanes // 2:
         return f"rows of {window['y_shape'][3]} outputs, under half a vector ({lanes // 2})"
@@ -129,14 +126,17 @@ def refusal(plan, window, tuning):
 
 def block(plan, window, tuning):
     """``(channels, rows)`` of a block: the tuning's ``host_conv_channels`` (half as many where
-    the host's vectors are 32 bytes: AVX2 has 16 vector registers, AVX-512 32) and
-    ``host_conv_rows``, the rows fewer while the tile is over ``host_conv_tile_bytes``, the
-    channels split as evenly as the passes allow (24 channels, 16 per block: 12 + 12)."""
+    the host's vectors are 32 bytes: AVX2 has 16 vector registers, AVX-512 32), split as evenly
+    as the passes allow (24 channels, 8 per block: 8 + 8 + 8; 20: 7 + 7 + 6), and as many rows
+    as keep ``host_conv_channels`` x ``host_conv_rows`` accumulators (a conv of fewer channels
+    takes more rows: each weight broadcast then feeds more FMAs), fewer while the tile is over
+    ``host_conv_tile_bytes``."""
     lanes = plan.host_vector // plan.itemsize
     cout, oh = window["w_shape"][0], window["y_shape"][2]
-    rows = max(1, min(tuning.host_conv_rows, oh))
-    while rows > 1 and tile_bytes(window, rows, lanes, plan.itemsize) > tuning.host_conv_tile_bytes:
-        rows -= 1
     most = tuning.host_conv_channels if plan.host_vector >= 64 else max(1, tuning.host_conv_channels // 2)
     passes = -(-cout // most)
-    return -(-cout // passes), rows
+    channels = -(-cout // passes)
+    rows = max(1, min(max(tuning.host_conv_rows, most * tuning.host_conv_rows // channels), oh))
+    while rows > 1 and tile_bytes(window, rows, lanes, plan.itemsize) > tuning.host_conv_tile_bytes:
+        rows -= 1
+    return channels, rows
