@@ -106,7 +106,7 @@ class Tuning:
         "convolution (rosenna/strategy/field/host_conv.py: blocks of output channels x rows x one vector of "
         "columns over a zero-padded tile of the input rows, borders included) instead of the plan's interior and "
         "border loops; the same values bit for bit. x86-64 host (AVX-512, GCC 12), 3-conv 16-channel net on "
-        "64x64: docs/benchmarks-host.md 'Register-blocked convolutions'. C only: the Fortran module keeps the "
+        "64x64: docs/host-conv.md. C only: the Fortran module keeps the "
         "plan's loops.")
     host_conv_channels: int = _knob(
         8, "Output channels of a block of the register-blocked conv where the host's vectors are 64 bytes (AVX-512, "
