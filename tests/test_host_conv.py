@@ -63,9 +63,11 @@ def _shapes_model(path, seed=4):
     return str(path)
 
 
-#: The forms built (for an AVX-512 target; each C file takes seconds to compile): name -> --tune.
-#: The blocked form, the plan's loops, the blocked form with host_fma.
-FORMS = {"blk": [], "loops": ["host_conv=false"], "blkfma": ["host_fma=true"]}
+#: The forms built (for an AVX-512 target; each C file takes seconds to compile): name -> (--tune,
+#: embedded weights). The blocked form, the plan's loops, the blocked form with host_fma, and
+#: with file-loaded weights (read in W's own layout, not packed).
+FORMS = {"blk": ([], True), "loops": (["host_conv=false"], True), "blkfma": (["host_fma=true"], True),
+         "blkfile": ([], False)}
 
 MAIN = r"""#include <stdio.h>
 {includes}
@@ -93,12 +95,13 @@ def shapes(tmp_path_factory):
     path = _shapes_model(out / "shapes.onnx")
     plans = {}
     profile = toolchain.resolve(None, target="icelake", gpu_arch="sm_80")
-    for name, tune in FORMS.items():
+    for name, (tune, embed) in FORMS.items():
         plans[name], _ = gen.generate(path, str(out), gen.Options.from_profile(profile, tune, name=name, lang="c",
-                                                                               embed=True))
+                                                                               embed=embed))
     x = np.random.default_rng(5).uniform(-1, 1, plans["blk"].nx).astype(np.float32)
     x.tofile(out / "x.bin")
-    calls = "\n".join(f"    status |= {name}_infer_one(x, y[{i}], NULL);" for i, name in enumerate(FORMS))
+    calls = "\n".join(f"    status |= {name}_init(\"{name}.rwt\");" for name, (_, embed) in FORMS.items() if not embed)
+    calls += "\n" + "\n".join(f"    status |= {name}_infer_one(x, y[{i}], NULL);" for i, name in enumerate(FORMS))
     (out / "main.c").write_text(MAIN.format(includes="\n".join(f'#include "{n}.h"' for n in FORMS), count=len(FORMS),
                                             calls=calls))
     # -ffp-contract=off, as the profiles build: the compiler fuses no product the code does not
@@ -137,6 +140,7 @@ def test_blocked_form_chosen_per_conv(shapes):
     assert text.count("register-blocked direct convolution") == 5 and "static const float blk_" in text
     assert "register-blocked" not in (out / "loops.c").read_text()
     assert "tuning=host_conv=false" in (out / "loops.c").read_text().splitlines()[0]  # the provenance line
+    assert "_blocked" not in (out / "blkfile.c").read_text()  # file-loaded: W read in place
     assert "fmaf(" not in text and re.search(r"acc_0_0 = fmaf\(blkfma_\w+_blocked\[", (out / "blkfma.c").read_text())
 
 
@@ -148,7 +152,7 @@ def test_blocked_form_matches_onnxruntime_and_the_loops_bit_for_bit(shapes):
     for name, y in got.items():
         result = compare(y, want, output=name)
         assert result.passed, result.message()
-    assert np.array_equal(got["blk"], got["loops"])
+    assert np.array_equal(got["blk"], got["loops"]) and np.array_equal(got["blkfile"], got["loops"])
     assert not np.array_equal(got["blkfma"], got["loops"])  # one rounding per product: other bits
 
 

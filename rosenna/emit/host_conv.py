@@ -13,10 +13,12 @@ innermost loop). The sums are written by the renderer (:class:`rosenna.emit.rend
 so the tuning's ``host_fma`` writes them as the other host paths do.
 """
 
+import copy
+
 import numpy as np
 
 from rosenna.emit.lang import C
-from rosenna.emit.render import Renderer, count
+from rosenna.emit.render import count
 from rosenna.loopir import Assign, Bin, Idx, Loop, Num, Ref, Var
 from rosenna.ops import activation_expr
 
@@ -179,15 +181,17 @@ def _fill(conv, renderer, depth, rows, t):
 
 
 def _with_tile(plan, conv, renderer):
-    """A renderer like ``renderer`` (its math names, its FMAs) that also names the tile and the
-    packed weights."""
+    """A copy of ``renderer`` (its math names, its multiply-adds: whatever the host form's
+    renderer writes) that also names the tile and the packed weights."""
     plain = renderer.resolve
 
     def resolve(buf):
         if buf == PACKED:
             return packed_symbol(plan, conv), 0, False
         return (TILE, 0, True) if buf == TILE else plain(buf)
-    return Renderer(renderer.lang, renderer.precision, resolve, math=renderer.math, fma=renderer.fma)
+    out = copy.copy(renderer)
+    out.resolve = resolve
+    return out
 
 
 def lines(plan, conv, renderer, depth, nowait, schedule, directive):
