@@ -61,39 +61,52 @@ def regions(plan):
     region in place of its regions."""
     out, decisions = [], []
     launches = launch_groups(plan)
-    ops = {stmt.text: stmt.op for stmt in plan.body if isinstance(stmt, Comment) and stmt.op is not None}
+    comment_of, last = {}, None  # each top-level statement of the plan -> the op comment before it
+    for stmt in plan.body:
+        if isinstance(stmt, Comment):
+            last = stmt
+        else:
+            comment_of[id(stmt)] = last
+
+    def comment(member):  # (op comments may read alike: a long node name is cut)
+        return comment_of.get(id(member.chain[0] if member.chain else member.body[0]))
+
     counts = {}
     for launch in launches:
         for member in launch.members:
-            counts[member.op] = counts.get(member.op, 0) + 1
-    blocked = {}  # op comment -> (HostConv, the plan's regions of it so far)
+            counts[id(comment(member))] = counts.get(id(comment(member)), 0) + 1
+    pieces = {}  # index in out of a conv region -> the plan's regions of its Conv, transformed
+    collecting, previous = None, None  # the conv region whose Conv's regions are being met
     for j, launch in enumerate(launches):
         for k, member in enumerate(launch.members):
             # a group's last region ends with a barrier; the team's own closing barrier ends the last
             nowait = k < len(launch.members) - 1 or j == len(launches) - 1
             region = HostRegion(member.kind, member.chain, member.body, member.notes, nowait)
-            op = ops.get(member.op)
-            if op is not None and op.op == "Conv" and op.window and member.op not in blocked:
-                together = sum(m.op == member.op for m in launch.members) == counts[member.op]
-                conv, decision = _conv_form(plan, member.op, op.window, together)
-                decisions.append(decision)
-                blocked[member.op] = (conv, [])
-                if conv is not None:
-                    out.append(HostRegion("conv", [], conv, member.notes, nowait))
-            conv, pieces = blocked.get(member.op, (None, None))
-            if conv is None:
+            mine = comment(member)
+            if mine is not previous:  # an op's regions follow each other
+                collecting, previous = None, mine
+                op = mine.op if mine is not None else None
+                if op is not None and op.op == "Conv" and op.window:
+                    together = sum(comment(m) is mine for m in launch.members) == counts[id(mine)]
+                    conv, decision = _conv_form(plan, member.op, op.window, together)
+                    decisions.append(decision)
+                    if conv is not None:
+                        collecting = len(out)
+                        pieces[collecting] = []
+                        out.append(HostRegion("conv", [], conv, member.notes, nowait))
+            if collecting is None:
                 out.extend(_transformed(plan, region))
                 continue
-            pieces.extend(_transformed(plan, region))
-            out[-1] = out[-1]._replace(nowait=nowait)  # the op's last region's barrier
-    return HostRegions(tuple(_frozen(region, blocked) for region in out), tuple(decisions))
+            pieces[collecting].extend(_transformed(plan, region))
+            out[collecting] = out[collecting]._replace(nowait=nowait)  # the op's last region's barrier
+    return HostRegions(tuple(_frozen(region, pieces.get(i)) for i, region in enumerate(out)), tuple(decisions))
 
 
-def _frozen(region, blocked):
-    """A conv region with its fallback, the plan's regions of the Conv transformed."""
+def _frozen(region, pieces):
+    """A conv region with its fallback: the plan's regions of the Conv, transformed."""
     if region.kind != "conv":
         return region
-    conv, pieces = blocked[region.body.note]
+    conv = region.body
     return region._replace(body=host_conv.HostConv(conv.window, conv.channels, conv.rows, conv.lanes, conv.note,
                                                    tuple(pieces)))
 
