@@ -53,10 +53,12 @@ def arrays(plan, regions):
     weights only: file-loaded ones are read in place, W's own layout)."""
     if not plan.embed:
         return ""
-    out = []
+    out, done = [], set()
     for region in regions:
-        if region.kind != "conv":
+        # convs sharing one W share its packing too (it depends on the output channels alone)
+        if region.kind != "conv" or packed_symbol(plan, region.body) in done:
             continue
+        done.add(packed_symbol(plan, region.body))
         conv, values = region.body, packed(plan, region.body)
         lit = C.literals(values, plan.precision)
         rows = [", ".join(lit[i:i + 6]) for i in range(0, len(lit), 6)]
