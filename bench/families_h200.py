@@ -9,7 +9,10 @@ repeats; every result is checked before it is timed.
 ``build`` needs rosenna (this checkout), torch (CPU is enough), scikit-learn, skl2onnx,
 onnxruntime, nvcc and gcc. It writes build/families (carry it): for each model the generated
 sources and weights file (``<name>.rwt``), and bench/frontier.cu (with -DFILE_WEIGHTS for a file-loaded model) linked against
-``lib<name>.a`` built with ``ROSENNA_BACKEND=cuda`` (``driver``; the objects are removed); the FNO's PyTorch weights; each ensemble's ONNX file and its trees as
+``lib<name>.a`` built with ``ROSENNA_BACKEND=cuda`` (``driver``; the objects are removed); the digest
+of the FNO's PyTorch weights, which the run draws again from the build's seed (with
+``FAMILIES_TORCH_WEIGHTS=1`` the weights too, ``fno.pt``, 9.5 MB; the FNO's folder is 14 MB
+without); each ensemble's ONNX file and its trees as
 arrays (``trees.npz``). Before writing anything it checks the PyTorch FNO against onnxruntime on the
 exported ONNX file, and the trees read from the ONNX file (the arrays every torch form uses)
 against onnxruntime.
@@ -20,7 +23,8 @@ against onnxruntime.
 - FNO: 3 input channels (a field and two coordinates) on 64 x 64, lifted to 32 channels, 4 Fourier
   layers of 12 x 12 modes (both corner blocks) plus a 1x1 convolution each, GELU, projection
   32 -> 128 -> 1; rfft2/irfft2 in PyTorch (cuFFT), 16 DFT nodes in the ONNX file (dynamo exporter),
-  generated fixed-size FFTs in rosenna's whole-field CUDA kernel. Microseconds per sample at 1, 16
+  in rosenna's whole-field CUDA kernel cut to the kept modes (rosenna.passes.dft_truncate) and
+  computed as direct sums, every phase a parallel loop nest. Microseconds per sample at 1, 16
   and 64 samples per call: rosenna ``<name>_infer_batch``, PyTorch eager, ``torch.compile``
   (default mode; at 1 sample also "reduce-overhead", CUDA graphs, where that is faster: named;
   skipped once ``--budget`` seconds have passed). Checked: rosenna's first samples
@@ -104,6 +108,18 @@ def torch_fno(channels=32, modes=12, layers=4, size=64, inputs=3):
             return self.project(h)
 
     return Fno()
+
+
+def weights_digest(model):
+    """sha256 of the model's parameters and buffers, names and bytes in order: the run draws the
+    FNO's weights from the build's seed and checks them by this instead of carrying 9.5 MB."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, value in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 # -- the trees as arrays (numpy; torch forms on the GPU machine) ----------------------------------
@@ -260,11 +276,13 @@ def build_fno(manifest):
     err = float(np.abs(got - want).max() / np.abs(want).max())
     if err > 1e-4:
         raise SystemExit(f"fno: the PyTorch model differs from its ONNX export (relative {err:.1e})")
-    torch.save(model.state_dict(), os.path.join(d, "fno.pt"))
+    if os.environ.get("FAMILIES_TORCH_WEIGHTS"):  # only where the run's torch may draw other numbers
+        torch.save(model.state_dict(), os.path.join(d, "fno.pt"))
     plan, file_weights = _generate(path, d, name)
     compile_model(d, name, plan.nx, plan.ny, file_weights)
-    os.remove(path)  # 10 MB the run does not read (it has fno.pt and fno.rwt): the carry is 64 MiB at most
-    manifest[name] = {"nx": plan.nx, "ny": plan.ny, "file_weights": file_weights, "path": plan.path, "dfts": dfts}
+    os.remove(path)  # 10 MB the run does not read (it has fno.rwt and the seed): the carry is 64 MiB at most
+    manifest[name] = {"nx": plan.nx, "ny": plan.ny, "file_weights": file_weights, "path": plan.path, "dfts": dfts,
+                      "torch_sha256": weights_digest(model)}
     print(f"fno: {plan.parameters} parameters, {dfts} DFT nodes, {plan.path} plan, built", flush=True)
 
 
@@ -341,8 +359,14 @@ def run_fno(info, args):
     import torch
 
     c = FNO
+    torch.manual_seed(0)  # the build's weights, drawn again (checked against the build's digest)
     model = torch_fno(**{k: c[k] for k in ("channels", "modes", "layers", "size", "inputs")})
-    model.load_state_dict(torch.load(os.path.join(OUT, "fno", "fno.pt")))
+    saved = os.path.join(OUT, "fno", "fno.pt")
+    if os.path.exists(saved):
+        model.load_state_dict(torch.load(saved))
+    elif weights_digest(model) != info.get("torch_sha256"):
+        raise RuntimeError("torch here draws other initial weights than at the build: build again with "
+                           "FAMILIES_TORCH_WEIGHTS=1 (writes fno.pt, 9.5 MB) and carry it")
     model = model.cuda().eval()
     shape = (c["inputs"], c["size"], c["size"])
     times, x, y = _rosenna("fno", info, list(FNO_BATCHES), args.reps)

@@ -82,6 +82,16 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(b.data(), y2, bytes, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(c.data(), y3, bytes, cudaMemcpyDeviceToHost));
     const long bad = compare("user-kernel infer", a, b) + compare("user-kernel infer_warp", a, c);
+#ifdef DUMP
+    /* The batched kernel's and <name>_infer_warp's outputs, for a bit-for-bit comparison between
+       builds (bench/routine_layout.sh). */
+    FILE *dump = fopen(DUMP, "wb");
+    if (dump == NULL || fwrite(a.data(), sizeof(REAL), a.size(), dump) != a.size() ||
+        fwrite(c.data(), sizeof(REAL), c.size(), dump) != c.size() || fclose(dump) != 0) {
+        fprintf(stderr, "cannot write %s\n", DUMP);
+        return 1;
+    }
+#endif
     for (long n : sizes) {
         const float tb = median_ms([&] { BATCH((int)n, x, y1, 0); });
         const float tu = median_ms([&] { user_kernel<<<(unsigned)((n + 255) / 256), 256>>>((int)n, nx, ny, x, y2); });

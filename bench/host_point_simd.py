@@ -3,18 +3,21 @@ simd`` loop (the 8-lane SIMD variant the header declares) and as an ``omp simd s
 (W = 16, the wide variant, where the profile's target has AVX-512; else 8), against ``<name>_infer_batch`` and
 onnxruntime's session.run over the same points, one thread, in the same run.
 
-    .venv/bin/python bench/host_point_simd.py [--model gemm_big mlp128 silu tanh] [--points 262144]
+    .venv/bin/python bench/host_point_simd.py [--model gemm_big mlp128 silu tanh] [--points 65536]
                                               [--rounds 5] [--cflags "-O3 -march=native -ffp-contract=off"]
-                                              [--tune host_fma=true]
+                                              [--tune host_fma=off] [--wall]
 
 Models (float32): ``gemm_big`` and ``mlp128`` of rosenna.zoo; ``silu``: 5-64-64-3 with SiLU
 (x*sigmoid(x), as PyTorch exports it) after the hidden layers; ``tanh``: 7-96x4-5 (four hidden
 layers of 96, Tanh). The process is pinned to core 0 (one thread: OMP_NUM_THREADS=1,
 intra_op_num_threads=1). Each round runs every path once, interleaved; the table gives the
-median ns per point over the rounds, the SIMD loop's time over the batch path's, and the batch
-path's over onnxruntime's. The SIMD loops' outputs are compared with the batch path's (equal bit
-for bit under -ffp-contract=off, with or without ``--tune host_fma=true``) and with onnxruntime's
-(verify's tolerance). ``--tune`` sets tuning knobs as generate's ``--tune`` does.
+median ns per point over the rounds (the process's CPU time, so that other work on a shared
+machine counts less; ``--wall``: the wall clock), the SIMD loop's time over the batch path's, the
+batch path's over onnxruntime's, and the load average before and after each model's rounds. The
+SIMD loops' outputs are compared with the batch path's (equal bit for bit under
+-ffp-contract=off, in every ``host_fma`` setting) and with onnxruntime's (verify's tolerance).
+``--tune`` sets tuning knobs as generate's ``--tune`` does. The default command takes about 15 s
+on an idle core.
 """
 
 import argparse
@@ -39,7 +42,21 @@ from rosenna.strategy import Tuning  # noqa: E402
 DRIVER = r"""#include <stdio.h>
 #include <stdlib.h>
 #include <omp.h>
+#include <time.h>
 #include "net.h"
+
+/* CPU time of the process (one thread: what the code costs, whatever else runs), or with -DWALL
+   the wall clock */
+static double now(void)
+{
+#ifdef WALL
+    return omp_get_wtime();
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+#endif
+}
 
 static void scalar_loop(int n, const float *x, float *y)
 {
@@ -70,19 +87,19 @@ int main(int argc, char **argv)
     if (!f || fread(x, sizeof(float), (size_t)n * NET_NX, f) != (size_t)n * NET_NX) return 1;
     fclose(f);
     for (int r = 0; r < rounds; ++r) {
-        double t0 = omp_get_wtime();
+        double t0 = now();
         scalar_loop(n, x, y);
-        double t1 = omp_get_wtime();
+        double t1 = now();
         net_infer_batch(n, x, y, NULL);
-        double t2 = omp_get_wtime();
+        double t2 = now();
         f = fopen("y_batch.bin", "wb"); fwrite(y, sizeof(float), (size_t)n * NET_NY, f); fclose(f);
-        double t3 = omp_get_wtime();
+        double t3 = now();
         simd_loop(n, x, y);
-        double t4 = omp_get_wtime();
+        double t4 = now();
         f = fopen("y_simd.bin", "wb"); fwrite(y, sizeof(float), (size_t)n * NET_NY, f); fclose(f);
-        double t5 = omp_get_wtime();
+        double t5 = now();
         wide_loop(n, x, y);
-        double t6 = omp_get_wtime();
+        double t6 = now();
         printf("%.3f %.3f %.3f %.3f\n", (t1 - t0) * 1e9 / n, (t2 - t1) * 1e9 / n, (t4 - t3) * 1e9 / n,
                (t6 - t5) * 1e9 / n);
         fflush(stdout);
@@ -140,7 +157,8 @@ def measure(name, args):
         fh.write(DRIVER)
     wide = 16 if "simdlen(16)" in open(os.path.join(work, "net.h")).read() else 8
     # the wide loop's remainder: GCC 12 passes the variant a wrong point in a vectorised epilogue
-    subprocess.run(["gcc", *args.cflags.split(), "-fopenmp", f"-DWIDE={wide}", "--param", "vect-epilogues-nomask=0",
+    clock = ["-DWALL"] if args.wall else []
+    subprocess.run(["gcc", *args.cflags.split(), "-fopenmp", f"-DWIDE={wide}", *clock, "--param", "vect-epilogues-nomask=0",
                     "-I", work, "drv.c", "net.c", "-o", "drv", "-lm"], cwd=work, check=True)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
@@ -150,14 +168,16 @@ def measure(name, args):
     want = sess.run(None, feed)[0].reshape(-1)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     rows = {"scalar": [], "batch": [], "simd": [], "wide": [], "ort": []}
+    clock = time.perf_counter if args.wall else time.process_time
+    load = os.getloadavg()[0]
     for _ in range(args.rounds):  # one C round, then one onnxruntime run: interleaved
         out = subprocess.run(["./drv", str(args.points), "1"], cwd=work, env=env, capture_output=True, text=True,
                              check=True).stdout.split()
         for key, value in zip(("scalar", "batch", "simd", "wide"), out):
             rows[key].append(float(value))
-        t0 = time.perf_counter()
+        t0 = clock()
         sess.run(None, feed)
-        rows["ort"].append((time.perf_counter() - t0) * 1e9 / args.points)
+        rows["ort"].append((clock() - t0) * 1e9 / args.points)
     simd = np.fromfile(os.path.join(work, "y_simd.bin"), np.float32)
     batch = np.fromfile(os.path.join(work, "y_batch.bin"), np.float32)
     wide_y = np.fromfile(os.path.join(work, "y_wide.bin"), np.float32)
@@ -169,26 +189,27 @@ def measure(name, args):
     med = {key: float(np.median(values)) for key, values in rows.items()}
     return (f"| {name} | {med['scalar']:.1f} | {med['simd']:.1f} | {med['wide']:.1f} ({wide}) | {med['batch']:.1f} | "
             f"{med['ort']:.1f} | {med['simd'] / med['batch']:.2f} | {med['wide'] / med['batch']:.2f} | "
-            f"{med['batch'] / med['ort']:.2f} |")
+            f"{med['batch'] / med['ort']:.2f} | {load:.1f} -> {os.getloadavg()[0]:.1f} |")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", nargs="+", default=["gemm_big", "mlp128", "silu", "tanh"])
-    ap.add_argument("--points", type=int, default=262144)
+    ap.add_argument("--points", type=int, default=65536)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cflags", default="-O3 -march=native -ffp-contract=off")
     ap.add_argument("--tune", nargs="*", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--wall", action="store_true", help="time the wall clock instead of the process's CPU time")
     args = ap.parse_args(argv)
     os.sched_setaffinity(0, {0})
     load = os.getloadavg()[0]
     rows = [measure(name, args) for name in args.model]
     print(f"1 thread on core 0, {args.points} points, {args.cflags}{' --tune ' + ' '.join(args.tune) if args.tune else ''}, "
-          f"median of {args.rounds} interleaved rounds; "
+          f"{'wall' if args.wall else 'CPU'} time, median of {args.rounds} interleaved rounds; "
           f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
     print("| model | `_infer` loop ns/point | `omp simd` loop | `simdlen(W)` loop (W) | `_infer_batch` | onnxruntime | "
-          "SIMD / batch | wide / batch | batch / onnxruntime |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "SIMD / batch | wide / batch | batch / onnxruntime | load average |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     print("\n".join(rows))
     return 0
 

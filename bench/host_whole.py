@@ -11,7 +11,9 @@ Models (one sample each, float32):
 - ``convnet``: the GPU gate's conv net, tests/op_models.convnet (2 -> 8 -> 8 -> 1, 3x3, 64x64);
 - ``convnet16``: the same with 16 channels (2 -> 16 -> 16 -> 1);
 - ``dwsep``: a depthwise-separable net, bench/frontier.py's structure (2 -> 24 channels: 3x3 conv,
-  two depthwise 3x3 + pointwise 1x1 blocks, 1x1 to 2 channels, ReLUs) over a 64x64 field.
+  two depthwise 3x3 + pointwise 1x1 blocks, 1x1 to 2 channels, ReLUs) over a 64x64 field;
+- ``fno``: bench/families_h200.py's 2-D Fourier neural operator (3 -> 32 channels, 4 Fourier layers
+  of 12 x 12 modes, 64x64; 16 DFT nodes), exported by torch's dynamo exporter (needs torch).
 
 Each repeat times ``--calls`` calls back to back; the table gives the median over the repeats of
 the time per call, wall clock and the process's CPU time (all threads together, spinning
@@ -36,6 +38,7 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, HERE)
 
 from rosenna.compare import compare  # noqa: E402
 from rosenna.generate import Options, generate  # noqa: E402
@@ -56,6 +59,9 @@ int main(int argc, char **argv)
     FILE *f = fopen("x.bin", "rb");
     if (!f || fread(x, sizeof(float), NET_NX, f) != NET_NX) return 1;
     fclose(f);
+#ifdef NET_FILE
+    if (net_init("net.rwt") != 0) return 2;
+#endif
     net_infer_one(x, y, NULL);
     for (int r = 0; r < reps; ++r) {
         double w0 = omp_get_wtime(), c0 = cpu();
@@ -84,6 +90,10 @@ F_DRIVER = """program bench
   open (newunit=u, file='x.bin', access='stream', form='unformatted', status='old')
   read (u) x
   close (u)
+#ifdef NET_FILE
+  call net_init('net.rwt', status)
+  if (status /= 0) error stop 2
+#endif
   call net_infer_one(x, y, status)
   if (status /= 0) error stop 1
   do r = 1, reps
@@ -132,6 +142,22 @@ def dwsep(path, size=64, channels=24, seed=0):
     return path
 
 
+def fno(path):
+    """families_h200.py's FNO (the model the GPU benchmark times), exported as that script does."""
+    import warnings
+
+    import torch
+    from families_h200 import FNO, torch_fno
+
+    torch.manual_seed(0)
+    model = torch_fno(**{k: FNO[k] for k in ("channels", "modes", "layers", "size", "inputs")}).eval()
+    x = torch.rand(1, FNO["inputs"], FNO["size"], FNO["size"]) * 2 - 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnx.save(torch.onnx.export(model, (x,), dynamo=True).model_proto, path)
+    return path
+
+
 def model_file(name, work):
     import op_models
 
@@ -144,6 +170,8 @@ def model_file(name, work):
         return op_models.convnet(path)
     if name == "convnet16":
         return op_models.convnet(path, channels=16)
+    if name == "fno":
+        return fno(path)
     return dwsep(path)
 
 
@@ -172,13 +200,14 @@ def onnxruntime_times(path, x, threads, repeats, calls, passive=False):
 def measure(name, args):
     work = tempfile.mkdtemp(prefix="rosenna-whole-")
     path = model_file(name, work)
-    plan, _ = generate(path, work, Options(name="net", embed=True, tuning=Tuning().parse_overrides(args.tune)))
+    embed = name != "fno"  # its 10 MB of weights from net.rwt, not compiled in
+    plan, _ = generate(path, work, Options(name="net", embed=embed, tuning=Tuning().parse_overrides(args.tune)))
     x = np.random.default_rng(0).uniform(-1, 1, plan.nx).astype(np.float32)
     x.tofile(os.path.join(work, "x.bin"))
     for src, text in (("drv.c", C_DRIVER), ("drv.F90", F_DRIVER)):
         with open(os.path.join(work, src), "w") as fh:
             fh.write(text)
-    flags = args.cflags.split() + ["-fopenmp"]
+    flags = args.cflags.split() + ["-fopenmp"] + ([] if embed else ["-DNET_FILE"])
     subprocess.run(["gcc", *flags, "-I", work, "drv.c", "net.c", "-o", "drv_c", "-lm"], cwd=work, check=True)
     subprocess.run(["gfortran", *flags, "-J", work, "net_model.F90", "drv.F90", "-o", "drv_f"], cwd=work, check=True)
     want, ort_wall, ort_cpu = onnxruntime_times(path, x, args.threads, args.repeats, args.calls, args.passive)
@@ -210,7 +239,7 @@ def measure(name, args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", nargs="+", default=["unet", "convnet", "dwsep"], choices=["unet", "convnet", "convnet16", "dwsep"])
+    ap.add_argument("--model", nargs="+", default=["unet", "convnet", "dwsep"], choices=["unet", "convnet", "convnet16", "dwsep", "fno"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)

@@ -4,19 +4,25 @@ each generated file: the check that a refactoring of the generator leaves its ou
     python bench/snapshot_generated.py record DIR        # generate into DIR/gen, write DIR/sha256.json
     python bench/snapshot_generated.py compare DIR NEW   # generate into NEW, list files that differ from DIR's
     python bench/snapshot_generated.py sizes DIR [NEW]   # bytes generated per model (DIR's, and NEW's beside)
+    python bench/snapshot_generated.py literals DIR NEW  # files that differ beyond how numbers are spelled
 
 The models: the zoo's three MLPs in float32 and float64, embedded and file-loaded; the examples'
 ONNX files; the bench MLP shapes of bench/frontier.py (built with onnx.helper, so no PyTorch is
 needed); tests/op_models' conv net, U-Net, LSTM cell and sequence; bench/science_models.py's 3-D
 U-Net and Fourier-feature MLP. ``compare`` exits 1 when a file differs, is new or is gone.
 ``sizes`` prints a Markdown table of the bytes of each model's ``<name>_kernel.cu`` and of all its
-files, from snapshots already generated (``record`` or ``compare`` wrote them).
+files, from snapshots already generated (``record`` or ``compare`` wrote them). ``literals`` reads two
+generated snapshots and lists the files that differ beyond the spelling of their decimal literals
+(each pair the same number), with their first differing lines (literals shown as ``#``): a change
+of spelling alone (rosenna.loopir.decimal_texts) lists nothing.
 """
 
+import difflib
 import glob
 import hashlib
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -113,6 +119,51 @@ def sizes(dirs):
     return "\n".join(lines)
 
 
+#: A decimal literal of C, CUDA or Fortran: digits with a point or an exponent, before a suffix, a
+#: separator or the end of the line.
+_LITERAL = re.compile(r"(?<![\w.])(-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)(?=f\b|_rk\b|[,\s)\]};*+/]|$)")
+
+
+def _digits(text):
+    return len(re.sub(r"[eE].*|[-.]", "", text).strip("0"))
+
+
+def _same_numbers(a, b):
+    """Whether two texts differ at most in how their decimal literals are spelled: the same text
+    around them, and each pair the same float64, or the same float32 where neither has more than
+    9 significant digits (a float32 literal written with 9 digits before, fewer now)."""
+    if _LITERAL.sub("#", a) != _LITERAL.sub("#", b):
+        return False
+    for x, y in zip(_LITERAL.findall(a), _LITERAL.findall(b)):
+        if x == y or float(x) == float(y):
+            continue
+        if max(_digits(x), _digits(y)) > 9 or np.float32(float(x)) != np.float32(float(y)):
+            return False
+    return True
+
+
+def literals(before, after, lines=6):
+    """The files of two generated snapshots that differ beyond the spelling of their literals
+    (:func:`_same_numbers`), each with its first ``lines`` differing lines."""
+    out = []
+    for root, _, files in os.walk(os.path.join(after, "gen")):
+        for name in sorted(files):
+            rel = os.path.relpath(os.path.join(root, name), os.path.join(after, "gen"))
+            old = os.path.join(before, "gen", rel)
+            if not os.path.exists(old):
+                out.append(f"new: {rel}")
+                continue
+            with open(old, errors="replace") as fa, open(os.path.join(root, name), errors="replace") as fb:
+                a, b = fa.read(), fb.read()
+            if a == b or _same_numbers(a, b):
+                continue
+            skeleton = [_LITERAL.sub("#", t).splitlines() for t in (a, b)]
+            diff = [d for d in difflib.unified_diff(*skeleton, lineterm="", n=0) if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+            out.append(f"differs: {rel} ({len(diff)} lines)")
+            out += [f"    {d[:150]}" for d in diff[:lines]]
+    return out
+
+
 def main(argv):
     if len(argv) == 2 and argv[0] == "record":
         digests = generate_all(argv[1])
@@ -130,6 +181,10 @@ def main(argv):
             print(f"{what}: {key}")
         print(f"{len(after)} files, {len(differ)} differ")
         return 1 if differ else 0
+    if len(argv) == 3 and argv[0] == "literals":
+        report = literals(argv[1], argv[2])
+        print("\n".join(report) if report else "no file differs beyond the spelling of its literals")
+        return 1 if report else 0
     if argv[:1] == ["sizes"] and len(argv) in (2, 3):
         print(sizes(argv[1:]))
         return 0

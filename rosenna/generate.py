@@ -133,6 +133,7 @@ def build_plan(model_path, options):
         if value < 1:
             raise UsageError(f"{option} {value}: give a positive count")
     graph.max_fold_elements, graph.max_op_nests = options.max_fold_elements, options.max_op_nests
+    graph.dft_direct_percent = options.tuned().dft_direct_percent
     passes.run(graph)
     if low:
         low_precision.apply(graph, low)

@@ -163,6 +163,9 @@ class Graph:
     max_fold_elements: int = 0
     #: The loop nests one op's code may take (0: rosenna.limits.MAX_OP_NESTS).
     max_op_nests: int = 0
+    #: The tuning's ``dft_direct_percent``, which DFT nodes run as direct sums (rosenna.ops.dft's
+    #: ``DFT.direct``); 0, a graph not built by rosenna.generate: every DFT by its FFT stages.
+    dft_direct_percent: int = 0
 
     def producers(self):
         """Map each value name to the node that writes it."""

@@ -69,8 +69,9 @@ class Ref:
     ``at``, when given, is a run-time offset added to ``idx``: an expression of the float type
     holding a whole number (a gathered index, a tree's node number). The op that builds it keeps it
     inside the buffer (clamped, with the out-of-range case handled apart); renderers convert it to
-    an integer with their table's ``index`` function. A plan with such a reference runs per point
-    and in the host batch; it has no whole-field form (:func:`runtime_indexed`)."""
+    an integer with their table's ``index`` function. The whole-field analyses (rosenna.parallel)
+    take a load at a run-time offset as reading the whole buffer, a store at one as writing it
+    (its nest one serial region) (:func:`runtime_indexed`)."""
     buf: str
     idx: Idx
     at: object = None
@@ -274,10 +275,119 @@ def runtime_indexed(stmts):
                for expr in (stmt.target, stmt.expr) for sub in walk_expr(expr))
 
 
+#: The scalar a scatter counts its own out-of-range indices in (every element of its output is
+#: NaN when it is positive); set to 0 before the scatter's updates.
+OP_FAULT = "bad"
+
+#: The buffer of the whole-field form's fault flag (:func:`flag_faults`): element 0 is set to 1 by
+#: every element whose index was outside its axis.
+FAULT_FLAGS = "__index_faults"
+#: The buffer of the whole-field form's scatter flags (:func:`flag_faults`): element 2k stands for
+#: the k-th scatter's :data:`OP_FAULT`.
+OP_FLAGS = "__scatter_faults"
+
+
+def flag_store(stmt):
+    """Whether ``stmt`` is one of the whole-field form's conditional flag stores (:func:`flag_faults`):
+    ``flags[i + ok] = 1``, made only where ``ok`` is 0."""
+    return (isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and stmt.target.buf in (FAULT_FLAGS, OP_FLAGS)
+            and stmt.target.at is not None)
+
+
+def _replaced(e, name, by):
+    """``e`` with every :class:`Var` ``name`` replaced by the expression ``by``."""
+    if isinstance(e, Var):
+        return by if e.name == name else e
+    if isinstance(e, Ref):
+        return e if e.at is None else Ref(e.buf, e.idx, _replaced(e.at, name, by))
+    if isinstance(e, Bin):
+        return Bin(e.op, _replaced(e.a, name, by), _replaced(e.b, name, by))
+    if isinstance(e, Fn):
+        return Fn(e.name, tuple(_replaced(a, name, by) for a in e.args))
+    if isinstance(e, Select):
+        return Select(*(_replaced(x, name, by) for x in (e.lhs, e.rhs, e.a, e.b)), e.cmp)
+    return e
+
+
+def flag_faults(stmts):
+    """The statements as the whole-field form runs them: a point's count of faults (the
+    :data:`FAULT` scalar, private to a thread there) becomes a flag in device memory that every
+    faulting element sets, ``flags[ok] = 1`` for its ``FAULT += 1 - ok``: element 0 when the index
+    was out of range, element 1 (never read) when it was not. The renderers store only where
+    ``ok`` is 0 (``if (ok < 0.5) flags[0] = 1``: no element in range touches the flag, so the
+    threads of a large gather do not all write one word). Every faulting thread stores the same
+    value with a plain store, so threads may meet there in any order (no atomic, no reduction), and
+    a region stays parallel. The count's initialisation is dropped; the routine reads element 0
+    back once per call. A scatter's own count (:data:`OP_FAULT`) becomes the pair ``2k`` of the
+    :data:`OP_FLAGS` buffer likewise (the k-th scatter's, set to 0 where the count was), so that its
+    columns may run in parallel and the NaN it decides is read from memory. Statements without a
+    count are kept as they are (the same objects). Returns ``(statements, scatters)``."""
+    scatters = [0]
+
+    def flagged(stmt, buf, at):
+        e = stmt.expr  # 1 - ok
+        ok = e.b if isinstance(e, Bin) and e.op == "-" and e.a == Num(1.0) else Bin("-", Num(1.0), e)
+        return Assign(Ref(buf, Idx.of(at), at=ok), Num(1.0))
+
+    def rewrite(body):
+        out = []
+        for stmt in body:
+            current = Ref(OP_FLAGS, Idx.of(2 * (scatters[0] - 1)))
+            if isinstance(stmt, Loop):
+                inner = rewrite(stmt.body)
+                same = len(inner) == len(stmt.body) and all(a is b for a, b in zip(inner, stmt.body))
+                out.append(stmt if same else Loop(stmt.var, stmt.extent, inner))
+            elif isinstance(stmt, Assign) and isinstance(stmt.target, Var) and stmt.target.name == FAULT:
+                if stmt.accumulate:
+                    out.append(flagged(stmt, FAULT_FLAGS, 0))
+            elif isinstance(stmt, Assign) and isinstance(stmt.target, Var) and stmt.target.name == OP_FAULT:
+                if stmt.accumulate:
+                    out.append(flagged(stmt, OP_FLAGS, current.idx))
+                else:  # a scatter starts: its own flag
+                    scatters[0] += 1
+                    out.append(Assign(Ref(OP_FLAGS, Idx.of(2 * (scatters[0] - 1))), stmt.expr))
+            elif isinstance(stmt, Assign) and any(isinstance(e, Var) and e.name == OP_FAULT for e in walk_expr(stmt.expr)):
+                out.append(Assign(stmt.target, _replaced(stmt.expr, OP_FAULT, current), stmt.accumulate))
+            else:
+                out.append(stmt)
+        return out
+
+    return rewrite(stmts), scatters[0]
+
+
 def decimal_texts(values):
-    """Each value of a float32 or float64 array as decimal text that reads back to the same bits:
-    9 or 17 significant digits; "inf", "-inf" and "nan" are left for the language tables."""
+    """Each value of a float32 or float64 array as the shortest decimal text that reads back to the
+    same bits in its own type (numpy's shortest round-trip digits, Dragon4 ``unique``), positional
+    (``0.5102539``, ``1.0``) or with an exponent (``1.5e-5``, ``3e38``) where that is shorter;
+    "inf", "-inf" and "nan" are left for the language tables. Every text has a point or an
+    exponent, so C reads it as a floating constant once a suffix is added."""
     array = np.asarray(values)
-    fmt = "%.17g" if array.dtype == np.float64 else "%.9g"
-    texts = [fmt % v for v in array.astype(np.float64).ravel().tolist()]
-    return [t if ("." in t or "e" in t or "n" in t) else t + ".0" for t in texts]
+    flat = array.astype(np.float64 if array.dtype == np.float64 else np.float32).ravel()
+    # numpy's own text of an array (its shortest digits, written in C) is already this spelling
+    # for a value that is not whole and lies in [0.01, 1e6) (float32) or [0.01, 1e16) (float64):
+    # positional, and no exponent form is shorter there. The rest (zeros, whole numbers, tiny and
+    # huge values, inf and NaN) one by one.
+    texts = flat.astype(str).tolist()
+    with np.errstate(invalid="ignore"):
+        size = np.abs(flat)
+        top = 1e16 if flat.dtype == np.float64 else 1e6
+        others = ~((size >= 0.01) & (size < top) & (flat != np.trunc(flat)))
+    for i in np.flatnonzero(others).tolist():
+        texts[i] = _shortest(flat[i])
+    return texts
+
+
+def _shortest(value):
+    """One finite or special float32 / float64 scalar as :func:`decimal_texts` spells it."""
+    if not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("-inf" if value < 0 else "inf")
+    mantissa, exponent = np.format_float_scientific(value, unique=True, trim="-").split("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    digits, exp = mantissa.lstrip("-").replace(".", ""), int(exponent)  # value = d.ddd x 10^exp
+    if exp >= 0:
+        whole = digits[:exp + 1].ljust(exp + 1, "0")
+        positional = f"{whole}.{digits[exp + 1:] or '0'}"
+    else:
+        positional = "0." + "0" * (-exp - 1) + digits
+    scientific = f"{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}e{exp}"
+    return sign + (scientific if len(scientific) < len(positional) else positional)

@@ -12,11 +12,22 @@ private. A nest is parallel only when every store in it indexes with every paral
 variable (distinct iterations write distinct elements) and every scalar is written in an
 iteration before it is read there; anything else is one serial region. :func:`launch_groups`
 then groups consecutive regions that may run at the same time into one kernel launch.
+
+Run-time offsets (a gather's, a scatter's, a tree walk's: :class:`rosenna.loopir.Ref` with
+``at``) are taken as reaching the whole buffer they index: a load at one reads all of it (the
+region waits for every writer of that buffer, no launch shares it with one), and a store at one
+writes all of it. A nest with such a store is parallel only over those of its outer loops whose
+iterations provably never meet (:func:`_exclusive`: a scatter's columns), the loops inside run by
+each thread in order; else it is one serial region. Either way every element's updates are applied
+in index order by one thread: repeated targets combine in the same order on every device, the
+per-point routine's order. The flags of the whole-field form (:func:`rosenna.loopir.flag_faults`)
+are set by conditional stores of 1, in any order: those neither make a region serial nor, for the
+call's fault flag, order regions.
 """
 
 import numpy as np
 
-from rosenna.loopir import Assign, Comment, Loop, Ref, Var, walk, walk_expr
+from rosenna.loopir import FAULT_FLAGS, Assign, Bin, Comment, Loop, Num, Ref, Var, flag_store, walk, walk_expr
 
 
 def regions(stmts):
@@ -41,10 +52,13 @@ def regions(stmts):
             chain = [stmt]
             while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], Loop):
                 chain.append(chain[-1].body[0])
-            body = chain[-1].body
-            if _independent(chain, body):
+            # a nest that stores at run-time offsets: its outer loops alone may be parallel (a
+            # scatter's columns, each applying its updates in order in the loop inside)
+            tries = range(len(chain), 0, -1) if _runtime_stores(stmt) else (len(chain),)
+            found = next((m for m in tries if _independent(chain[:m], chain[m - 1].body)), None)
+            if found:
                 flush()
-                out.append(("parallel", chain, body))
+                out.append(("parallel", chain[:found], chain[found - 1].body))
                 continue
         serial.append(stmt)
     flush()
@@ -65,14 +79,63 @@ def _independent(chain, body):
             reads.add(stmt.target.name)
         if not reads <= defined:
             return False
+        if flag_store(stmt):
+            continue
         if isinstance(stmt.target, Ref):
             stores += 1
+            if stmt.target.at is not None:  # a run-time offset may meet another iteration's, unless
+                if not _exclusive(stmt.target, chain, body):
+                    return False
+                continue
             used = {var for var, coef in stmt.target.idx.terms if coef}
             if not loop_vars <= used:
                 return False
         else:
             defined.add(stmt.target.name)
     return stores > 0
+
+
+def _runtime_stores(stmt):
+    return any(isinstance(s, Assign) and isinstance(s.target, Ref) and s.target.at is not None and not flag_store(s)
+               for s in walk([stmt]))
+
+
+def _step(at):
+    """A whole number every value of the run-time offset ``at`` is a multiple of (its terms: whole
+    numbers, loopir.Ref, times constants), or None when that is not plain."""
+    if isinstance(at, Var):
+        return 1
+    if isinstance(at, Bin) and at.op == "*" and isinstance(at.b, Num) and float(at.b.value).is_integer():
+        inner = _step(at.a)
+        return None if inner is None else inner * int(at.b.value)
+    if isinstance(at, Bin) and at.op == "+":
+        a, b = _step(at.a), _step(at.b)
+        return None if a is None or b is None else int(np.gcd(a, b))
+    return None
+
+
+def _exclusive(target, chain, body):
+    """Whether the store ``target`` (at a run-time offset) never meets itself in two iterations of
+    ``chain``, nor any load of its buffer in another iteration: its offset a multiple of s
+    (:func:`_step`), its affine index of the chain's variables one-to-one and spanning less than s
+    (each iteration its own residue modulo s: a scatter's column), of any other variable a
+    multiple of s; and every load and store of the buffer in ``body`` this very element."""
+    s = _step(target.at)
+    extents = {loop.var: loop.extent for loop in chain}
+    if not s:
+        return False
+    outer = sorted((coef, var) for var, coef in target.idx.terms if var in extents)
+    if any(coef % s for var, coef in target.idx.terms if var not in extents) or {v for _, v in outer} != set(extents):
+        return False
+    reach = 0
+    for coef, var in outer:
+        if coef <= reach:
+            return False
+        reach += coef * (extents[var] - 1)
+    if reach >= s:
+        return False
+    return all(e == target for stmt in walk(body) if isinstance(stmt, Assign)
+               for e in (*walk_expr(stmt.expr), stmt.target) if isinstance(e, Ref) and e.buf == target.buf)
 
 
 def launch_groups(plan):
@@ -89,7 +152,7 @@ def launch_groups(plan):
     share a launch, and an op that reads its predecessor's output starts a new one.
     """
     launches, notes, op = [], [], ""
-    for kind, chain, body in regions(plan.body):
+    for kind, chain, body in regions(plan.field_body):
         if kind == "comment":
             notes.append(body[0].text)
             op = body[0].text
@@ -160,7 +223,7 @@ def _accesses(plan, chain, body):
 
     def key(buf):
         kind, ident, offset = plan.storage[buf]
-        return None if kind == "w" else (ident, offset)
+        return None if kind == "w" or buf == FAULT_FLAGS else (ident, offset)
 
     def visit(stmts, extents):
         for stmt in stmts:
@@ -176,9 +239,9 @@ def _accesses(plan, chain, body):
             if not isinstance(target, Ref) or not key(target.buf):
                 continue
             ident, offset = key(target.buf)
-            if stmt.accumulate:
+            if stmt.accumulate or target.at is not None:
                 reads.add(ident)
-            elements = _elements(target.idx, offset, extents)
+            elements = _elements(target.idx, offset, extents) if target.at is None else None
             if elements is None or writes.get(ident, ()) is None:
                 writes[ident] = None
             else:

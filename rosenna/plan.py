@@ -19,8 +19,8 @@ import numpy as np
 
 from rosenna import abi, limits, ops
 from rosenna.errors import ModelError
-from rosenna.loopir import (FAULT, Assign, Builder, Comment, Num, Ref, Var, counts_faults, decimal_texts,
-                            runtime_indexed, walk, walk_expr)
+from rosenna.loopir import (FAULT, FAULT_FLAGS, OP_FLAGS, Assign, Builder, Comment, Num, Ref, Var, counts_faults,
+                            decimal_texts, flag_faults, runtime_indexed, walk, walk_expr)
 from rosenna.ops.base import copy_lowering
 from rosenna.passes.relabel import ALIAS
 from rosenna.quoting import comment_text  # noqa: F401 (the plan's comments; generate.py reads it here)
@@ -75,12 +75,18 @@ class PlannedOp:
     #: reads (weights left out) and writes, for the comment over each of its loop nests
     #: (rosenna/emit/notes.py)
     values: tuple = field(default=((), ()), compare=False)
+    #: How the op computes this node where it has several ways (a DFT: ``direct`` or ``FFT 4x4x4``,
+    #: :meth:`rosenna.ops.dft.DFT.form`); "" for the others
+    form: str = ""
 
     @property
     def label(self):
-        """``Gemm+Relu``, ``Reshape (alias)``: what `info` shows and the plan hash records."""
+        """``Gemm+Relu``, ``Reshape (alias)``, ``DFT (direct)``: what `info` shows and the plan
+        hash records."""
         if self.alias:
             return f"{self.op} (alias)"
+        if self.form:
+            return f"{self.op} ({self.form})"
         return f"{self.op}+{self.activation}" if self.activation else self.op
 
     @property
@@ -118,6 +124,22 @@ class Plan:
     #: ``--precision bf16`` / ``fp16``: the dense layers round their weights and inputs to that type
     #: (rosenna.passes.low_precision); None: the plain float32 or float64 plan.
     low_precision: str = None
+    #: The statements of the whole-field form (``<name>_infer_one``) where they differ from
+    #: :attr:`body`: a plan that counts out-of-range indices sets a flag in device memory instead
+    #: (:func:`rosenna.loopir.flag_faults`); None: :attr:`body`.
+    flagged_body: list = field(default=None, compare=False)
+
+    @property
+    def field_body(self):
+        """The statements the whole-field analyses and emitters read (:attr:`flagged_body`)."""
+        return self.body if self.flagged_body is None else self.flagged_body
+
+    @property
+    def fault_buffer(self):
+        """The scratch buffer ``t<i>`` of the whole-field form's fault flag: its number i, or None
+        when the plan reads no index at run time (:data:`rosenna.loopir.FAULT_FLAGS`)."""
+        where = self.storage.get(FAULT_FLAGS)
+        return int(where[1][1:]) if where and where[0] == "t" else None
 
     @property
     def whole_threshold(self):
@@ -153,18 +175,21 @@ class Plan:
     @property
     def has_infer_one(self):
         """Whether the plan can run one sample over the whole field (``<name>_infer_one``): not
-        with an LSTM or GRU, whose time loop is sequential, nor with loads or stores at run-time
-        offsets (gathers, scatters, tree traversals), which the whole-field loop analyses do not model."""
-        return not any(op.op in SEQUENTIAL_OPS for op in self.ops) and not runtime_indexed(self.body)
+        with an LSTM or GRU, whose time loop is sequential. Loads and stores at run-time offsets
+        (gathers, scatters, tree walks) count as reading or writing the whole buffer they index
+        (rosenna.parallel), so they run there too."""
+        return not any(op.op in SEQUENTIAL_OPS for op in self.ops)
+
+    @property
+    def runtime_indexed(self):
+        """Whether the plan loads or stores at offsets computed at run time (:func:`rosenna.loopir.runtime_indexed`)."""
+        return runtime_indexed(self.body)
 
     @property
     def infer_one_obstacle(self):
         """Why the plan has no ``<name>_infer_one`` ("" when it has one)."""
         if any(op.op in SEQUENTIAL_OPS for op in self.ops):
             return "its LSTM or GRU runs its time steps in sequence"
-        if runtime_indexed(self.body):
-            return ("it loads or stores at offsets computed at run time (gathers, scatters, tree walks), which the "
-                    f"whole-field loop analyses do not model yet; call {self.name}_infer_batch")
         return ""
 
     @property
@@ -278,8 +303,9 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
             continue
         activation, attrs = node.attrs.get("_activation") or (None, {})
         window = getattr(ops.get(node.op), "window", None)
+        form = getattr(ops.get(node.op), "form", None)
         planned = PlannedOp(node.op, activation, nodes=sources, activation_attrs=dict(attrs),
-                            window=window(node, graph) if window else {},
+                            window=window(node, graph) if window else {}, form=form(node, graph) if form else "",
                             values=tuple(tuple((v, tuple(graph.shape_of(v))) for v in names if v and v not in graph.weights)
                                          for names in (node.inputs, node.outputs)))
         op_list.append(planned)
@@ -290,7 +316,14 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
     for r, ybuf, size, vname in copies:
         b.emit(Comment(f"output {comment_text(vname)}: a copy of {comment_text(r)}"))
         copy_lowering(b, r, ybuf, size)
+    flagged = None
     if counts_faults(b.stmts):  # the count of out-of-range indices starts at 0 (loopir.FAULT)
+        flagged, scatters = flag_faults(b.stmts)  # the whole-field form's flags, buffers of their own
+        storage[FAULT_FLAGS] = ("t", f"t{len(scratch)}", 0)
+        scratch.append(2)
+        if scatters:
+            storage[OP_FLAGS] = ("t", f"t{len(scratch)}", 0)
+            scratch.append(2 * scatters)
         b.stmts.insert(0, Assign(Var(FAULT), Num(0.0)))
 
     # Resolve every buffer a statement names; weights in first-use order.
@@ -317,7 +350,7 @@ def build(graph, name, precision, embed=None, embed_threshold=EMBED_THRESHOLD, i
     embedded = (params <= embed_threshold if embed is None else bool(embed)) or not weights
     plan = Plan(name, precision, inputs, outputs, nx, ny, weights, scratch, storage, b.stmts, op_list,
                 embed=embedded, producer=graph.producer, infer_one=bool(infer_one), tuning=tuning,
-                low_precision=low_precision)
+                low_precision=low_precision, flagged_body=flagged)
     return dataclasses.replace(plan, hash=plan_hash(plan))
 
 

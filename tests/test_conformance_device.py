@@ -75,7 +75,7 @@ def _sampled_parts(indexed):
     constant and run-time offsets),
     STFT, a constant rank-4 MatMul operand, TreeEnsemble set membership: (nodes, initializers, inputs,
     outputs). ``indexed`` False leaves out MaxUnpool, the tree and the DeformConv of run-time offsets
-    (loads at run-time offsets: no whole-field form)."""
+    (the loads and stores at run-time offsets)."""
     rng = np.random.default_rng(11)
     nodes = [
         helper.make_node("MaxPool", ["field"], ["pooled", "pooled_at"], kernel_shape=[3, 2], strides=[2, 2],
@@ -220,8 +220,8 @@ def test_the_whole_field_form_computes_what_the_point_form_does(tmp_path):
     """``<name>_infer_one`` (one parallel loop per op over the field) gives the per-point routine's
     numbers, bit for bit, on the host (no offload device: host pointers; -O0: the same arithmetic in
     both, what is compared is the loops)."""
-    name = "wholefield"  # the model without its loads at run-time offsets (MaxUnpool, the tree)
-    generate(mixed_model(str(tmp_path / f"{name}.onnx"), indexed=False), str(tmp_path / "g"),
+    name = "wholefield"  # loads and stores at run-time offsets (MaxUnpool, the tree, DeformConv) included
+    generate(mixed_model(str(tmp_path / f"{name}.onnx")), str(tmp_path / "g"),
              Options(lang="c", embed=True, infer_one=True))
     driver = WHOLE_FIELD_DRIVER.replace("NAME", name).replace("UPPER", name.upper())
     (tmp_path / "g" / "driver.c").write_text(driver)

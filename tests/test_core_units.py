@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rosenna import frontend, ir, passes
 from rosenna.errors import ModelError
 from rosenna.generate import Options, build_plan
-from rosenna.emit import c, fortran
+from rosenna.emit import c, cuda, fortran
 from rosenna.strategy import of
 
 
@@ -64,7 +64,8 @@ def test_identifiers_sanitized_and_unique_under_case_folding(model, tmp_path):
 
 
 def test_literals_round_trip(tmp_path):
-    """9/17 significant digits give the exact bits back, special values included."""
+    """The shortest round-trip decimals give the exact bits back in the C, CUDA and Fortran files,
+    special values included."""
     values = np.array([0.1, -0.0, 1e-45, 3.4028235e38, -1.17549435e-38, 1 / 3, np.inf, -np.inf, np.nan], np.float32)
     nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 9])],
@@ -81,6 +82,60 @@ def test_literals_round_trip(tmp_path):
     assert parsed.tobytes() == values[:-3].tobytes()
     mod = fortran.module(plan, "stamp", 16)
     assert "transfer(2139095040_int32, 1.0_rk)" in mod  # +inf bits
+    data = re.search(rf"{plan.weights[0].ident}\(9\) = \[(.*?)\]", mod, re.S).group(1)
+    texts = re.findall(r"transfer\([^)]*\)|[^,\s&]+", data)
+    assert all(t.endswith("_rk") for t in texts[:-3])
+    parsed = np.array([float(t[:-len("_rk")]) for t in texts[:-3]], np.float32)
+    assert parsed.tobytes() == values[:-3].tobytes()
+    kernel = cuda.kernel_source(plan, "stamp")
+    body = kernel[kernel.index("= {", kernel.index("float ")) + 3:]
+    texts = [t.strip() for t in body[:body.index("};")].split(",")]
+    assert np.array([float(t.rstrip("f")) for t in texts[:-3]], np.float32).tobytes() == values[:-3].tobytes()
+
+
+def _exactly_rounds_to(text, value):
+    """Whether the decimal ``text`` rounds to ``value`` (float32 or float64) when read as that type
+    directly, as a C compiler reads a literal: closer to it than to either neighbour, exactly."""
+    from fractions import Fraction
+
+    exact, v = Fraction(text), Fraction(float(value))
+    below, above = (np.nextafter(value, value.dtype.type(-np.inf)), np.nextafter(value, value.dtype.type(np.inf)))
+    return all(abs(exact - v) < abs(exact - Fraction(float(n))) or (abs(exact - v) == abs(exact - Fraction(float(n)))
+                                                                   and int(value.view(np.uint64 if value.dtype == np.float64
+                                                                                      else np.uint32)) % 2 == 0)
+               for n in (below, above) if np.isfinite(n))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_decimal_texts_are_the_shortest_that_round_trip(dtype):
+    """Random bit patterns (subnormals, extremes, every exponent) and a few named values: each text
+    reads back to the same bits (float(), and for a sample exactly, as a compiler reads a literal),
+    no text with one digit fewer does, every text is a C floating constant (a point or an exponent),
+    and the exponent form appears only where it is shorter than the positional one."""
+    from rosenna.loopir import decimal_texts
+
+    rng = np.random.default_rng(4)
+    uint = np.uint64 if dtype == np.float64 else np.uint32
+    bits = rng.integers(0, np.iinfo(uint).max, size=4000, dtype=np.uint64, endpoint=True).astype(uint)
+    named = np.array([0.0, -0.0, 1.0, -2.0, 0.1, 100.0, 1e7, 123456.7, 2.5e-5, 1 / 3], dtype)
+    weights = (rng.standard_normal(4000) * np.exp2(rng.integers(-12, 24, 4000))).astype(dtype)  # (numpy's own texts)
+    values = np.concatenate([named, bits.view(dtype), weights])
+    values = values[np.isfinite(values)]
+    texts = decimal_texts(values)
+    assert np.array([float(t) for t in texts], np.float64).astype(dtype).tobytes() == values.tobytes()
+    assert texts[:10] == (["0.0", "-0.0", "1.0", "-2.0", "0.1", "1e2", "1e7", "123456.7", "2.5e-5", "0.33333334"]
+                          if dtype == np.float32 else
+                          ["0.0", "-0.0", "1.0", "-2.0", "0.1", "1e2", "1e7", "123456.7", "2.5e-5", "0.3333333333333333"])
+    for text in texts:
+        assert re.fullmatch(r"-?\d+\.\d+|-?\d(\.\d+)?e-?\d+", text), text
+    for value, text in list(zip(values, texts))[::12]:
+        assert _exactly_rounds_to(text, value), (value, text)
+        digits = len(re.sub(r"e.*|[-.]", "", text).strip("0")) or 1
+        if digits > 1:  # one digit fewer, correctly rounded, reads back to another number
+            assert dtype(float(f"{float(value):.{digits - 2}e}")) != value, (value, text)
+        if "e" in text:  # (the positional form: numpy's, with a 0 after a trailing point)
+            positional = np.format_float_positional(value, unique=True)
+            assert len(text) < len(positional + "0" if positional.endswith(".") else positional), text
 
 
 def test_generated_c_names_model_nodes_in_comments(model):

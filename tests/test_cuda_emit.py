@@ -237,7 +237,7 @@ def _toy_plan(*regions):
             body.append(Loop("i0", extent, [Assign(Ref(store, Idx.of("i0") + offset), Ref(load, Idx.of("i0")))]))
     storage = {"in": ("x", "x", 0), "a": ("t", "t0", 0), "b": ("t", "t0", 16), "c": ("t", "t1", 0),
                "out": ("y", "y", 0), "w": ("w", "w0", 0)}
-    return SimpleNamespace(body=body, storage=storage)
+    return SimpleNamespace(body=body, field_body=body, storage=storage)
 
 
 def _grouping(*regions):

@@ -68,3 +68,16 @@ def test_constants_agree_with_python():
     assert tc_wide.library() and tf32.device_lib() and tf32.host_tf32()
     with pytest.raises(AssertionError, match="ROSENNA_FS_THREADS is not 64"):
         fixed.load("rosenna_staged.cuh", ROSENNA_FS_THREADS=64)
+
+
+def test_staged_min_blocks_is_the_tunings():
+    """The staged kernel's blocks per SM (__launch_bounds__' second argument, CUDA only) is the
+    tuning's staged_min_blocks: its default is what rosenna_staged.cuh spells (the kernel file
+    unchanged), another value replaces it there and nowhere else."""
+    from rosenna.strategy import Tuning
+
+    assert staged.FILE_MIN_BLOCKS == Tuning().staged_min_blocks
+    default, two = staged.library(), staged.library(2)
+    assert default == staged.library(Tuning().staged_min_blocks) and "__launch_bounds__(128, 4)" in default
+    assert two == default.replace("__launch_bounds__(128, 4)", "__launch_bounds__(128, 2)") and two != default
+    assert "__launch_bounds__(128)\n" in two  # HIP's line, which asks for none

@@ -435,15 +435,303 @@ def test_kernel_file_compiles_and_sets_the_flag_without_atomics(batch_programs):
     assert "rosennaStreamSynchronize((rosennaStream_t)stream)" in text and "DeviceSynchronize" not in text
 
 
-def test_infer_one_asked_for_a_plan_with_run_time_indices_says_why_not(tmp_path, capsys):
-    """--infer-one on a gather with run-time indices: the files are written (per point and batch),
-    and a note says why there is no <name>_infer_one and what to call instead."""
+def test_infer_one_asked_for_a_plan_with_run_time_indices(tmp_path, capsys):
+    """--infer-one on a gather with run-time indices gives <name>_infer_one (C and Fortran), with
+    the INDEX status in its comment, and no note; `info` says the whole-field form is there."""
     from rosenna.cli import main
 
     model = _graph([helper.make_node("Gather", ["data", "rows"], ["g"], axis=0)], [("rows", I64, [2])],
                    [("g", [2, 3])], {"data": DATA})
     onnx.save(model, str(tmp_path / "gat.onnx"))
-    assert main(["generate", str(tmp_path / "gat.onnx"), "--out", str(tmp_path / "out"), "--infer-one"]) == 0
-    err = capsys.readouterr().err
-    assert "--infer-one: no gat_infer_one: it loads or stores at offsets computed at run time" in err
-    assert "call gat_infer_batch" in err and "gat_infer_one" not in (tmp_path / "out" / "gat.h").read_text()
+    assert main(["generate", str(tmp_path / "gat.onnx"), "--out", str(tmp_path / "out"), "--infer-one",
+                 "--lang", "both"]) == 0
+    assert "--infer-one" not in capsys.readouterr().err
+    header = (tmp_path / "out" / "gat.h").read_text()
+    assert "int gat_infer_one(" in header and "_INDEX when an index" in header
+    assert "subroutine gat_infer_one(" in (tmp_path / "out" / "gat_model.F90").read_text()
+    assert main(["info", str(tmp_path / "gat.onnx")]) == 0
+    assert "run-time indices" in capsys.readouterr().out
+
+
+# -- the whole-field form (<name>_infer_one) of plans with run-time indices ---------------------------
+FIELD_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include "{n}.h"
+
+int main(int argc, char **argv)
+{{
+    int n = atoi(argv[1]);
+    {t} *x = malloc(sizeof({t}) * (size_t)n * {NX}), *y = malloc(sizeof({t}) * (size_t)n * {NY} * 2);
+    int *status = malloc(sizeof(int) * (size_t)(n + 1));
+    FILE *f = fopen(argv[2], "rb");
+    if (!x || !y || !status || !f || fread(x, sizeof({t}), (size_t)n * {NX}, f) != (size_t)n * {NX}) return 3;
+    fclose(f);
+    for (int i = 0; i < n; ++i)
+        status[i] = {n}_infer_one(x + (size_t)i * {NX}, y + (size_t)i * {NY}, NULL);
+    status[n] = {n}_infer_batch(n, x, y + (size_t)n * {NY}, NULL);
+    fwrite(status, sizeof(int), (size_t)n + 1, stdout);
+    fwrite(y, sizeof({t}), (size_t)n * {NY} * 2, stdout);
+    (void)argc;
+    return 0;
+}}
+"""
+
+FIELD_F = """program main
+  use, intrinsic :: iso_fortran_env, only: int32
+  use {n}_model
+  implicit none
+  integer :: n, i, unit
+  integer(int32), allocatable :: status(:)
+  character(len=4096) :: arg
+  real({n}_rk), allocatable :: x(:, :), y(:, :)
+  call get_command_argument(1, arg)
+  read (arg, *) n
+  allocate (x({n}_nx, n), y({n}_ny, 2 * n), status(n + 1))
+  call get_command_argument(2, arg)
+  open (newunit=unit, file=trim(arg), access='stream', form='unformatted', status='old', action='read')
+  read (unit) x
+  close (unit)
+  do i = 1, n
+    call {n}_infer_one(x(:, i), y(:, i), status(i))
+  end do
+  call {n}_infer_batch(n, x, y(:, n + 1:), status(n + 1))
+  open (newunit=unit, file='/dev/stdout', access='stream', form='unformatted', action='write')
+  write (unit) status, y
+  close (unit)
+end program main
+"""
+
+#: How each form of the whole-field routines is built: (language of the harness, compiler flags).
+#: The offload forms take their device branch (the macro forced), which GCC runs on the host.
+FIELD_BUILDS = {
+    "c": ("c", ["-fopenmp"]),
+    "fortran": ("f", ["-fopenmp"]),
+    "c_offload": ("c", ["-fopenmp", "-include", "field_offload.h"]),
+    "fortran_offload": ("f", ["-fopenmp", "-DROSENNA_OMP_DEVICE=.true."]),
+    "c_acc": ("c", ["-fopenacc", "-DROSENNA_ACC_DEVICE()=1"]),
+    "fortran_acc": ("f", ["-fopenacc", "-DROSENNA_ACC_DEVICE=.true."]),
+}
+
+#: The C OpenMP device branch forced: rosenna_rt.h's macro replaced after it is read.
+FIELD_OFFLOAD_H = """#include "rosenna_rt.h"
+#undef ROSENNA_OMP_DEVICE
+#define ROSENNA_OMP_DEVICE() 1
+"""
+
+
+def _field_model(name, exported):
+    """(ONNX model, forms to build) of each model the whole-field tests run."""
+    if name == "out_of_range":
+        model = _graph([helper.make_node("Gather", ["data", "rows"], ["g"], axis=0),
+                        helper.make_node("ScatterElements", ["zeros", "targets", "upd"], ["se"], axis=0,
+                                         reduction="add")],
+                       [("rows", I64, [2]), ("targets", I64, [2, 3]), ("upd", TensorProto.FLOAT, [2, 3])],
+                       [("g", [2, 3]), ("se", [5, 3])], {"data": DATA, "zeros": np.zeros((5, 3), np.float32)})
+        return model, list(FIELD_BUILDS)
+    forms = ["c", "fortran", "c_offload", "fortran_offload"] if name.endswith("legacy") and "processor" in name \
+        else ["c", "fortran"]
+    return exported[name][0], forms
+
+
+FIELD_MODELS = ["processor_input_edges_scatter_add_legacy", "processor_constant_edges_index_add_dynamo",
+                "embedding_legacy", "embedding_dynamo", "out_of_range"]
+
+
+@pytest.fixture(scope="module")
+def field_programs(tmp_path_factory, exported):
+    """Each of FIELD_MODELS generated with the whole-field path taken for the batch too
+    (whole_threshold 0) and built in every form it names, warnings as errors, all compiles at
+    once: {model: (plan, {form: executable})}."""
+    import subprocess
+
+    from rosenna.generate import Options, generate
+    from rosenna.strategy import Tuning
+
+    root = tmp_path_factory.mktemp("field")
+    built, procs = {}, []
+    for name in FIELD_MODELS:
+        work = root / name
+        work.mkdir()
+        model, forms = _field_model(name, exported)
+        onnx.save(model, str(work / "m.onnx"))
+        plan, _ = generate(str(work / "m.onnx"), str(work), Options(lang="both", name="fld", embed=True,
+                                                                   tuning=Tuning().replace(whole_threshold=0)))
+        fmt = {"n": plan.name, "t": plan.ctype, "NX": plan.nx, "NY": plan.ny}
+        (work / "main.c").write_text(FIELD_C.format(**fmt))
+        (work / "main.f90").write_text(FIELD_F.format(**fmt))
+        (work / "field_offload.h").write_text(FIELD_OFFLOAD_H)
+        built[name] = (plan, {})
+        for form in forms:
+            kind, flags = FIELD_BUILDS[form]
+            (work / form).mkdir()
+            sources = ["main.c", "fld.c", "-lm"] if kind == "c" else [f"-J{form}", "fld_model.F90", "main.f90"]
+            strict = ["-Wextra", "-Wno-unknown-pragmas"] if kind == "c" else ["-std=f2008"]
+            cmd = ["gcc" if kind == "c" else "gfortran", "-O1", "-Wall", "-Werror", *strict, *flags, *sources, "-o",
+                   f"{form}/main"]
+            procs.append((subprocess.Popen(cmd, cwd=work, stderr=subprocess.PIPE, text=True), name, form))
+            built[name][1][form] = work / form / "main"
+    for proc, name, form in procs:
+        _, err = proc.communicate()
+        assert proc.returncode == 0, f"{name} {form}: {err}"
+    return root, built
+
+
+def _run_field(program, plan, x):
+    """(infer_one's statuses, infer_batch's status, infer_one's outputs, infer_batch's)."""
+    import subprocess
+
+    n = len(x)
+    path = program.parent / "x.bin"
+    x.astype(np.float32).tofile(path)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = subprocess.run([str(program), str(n), str(path)], capture_output=True, check=True, env=env).stdout
+    status = np.frombuffer(out[:4 * (n + 1)], np.int32)
+    y = np.frombuffer(out[4 * (n + 1):], np.float32).reshape(2, n, plan.ny)
+    return status[:n], int(status[n]), y[0], y[1]
+
+
+def _field_inputs(name, exported, plan):
+    """Samples of x for the model ``name`` and onnxruntime's outputs for them (samples x ny). The
+    processor with input edges gets the mesh's edges, then the same edges in another order, then
+    random edges (repeated targets, nodes with none); the embeddings every category."""
+    rng = np.random.default_rng(43)
+    proto, feeds = exported[name]
+    samples = []
+    for k in range(3):
+        sample = []
+        for s, feed in zip(plan.inputs, feeds):
+            value = np.asarray(feed)
+            if value.dtype.kind == "i" and name.startswith("processor"):
+                order = rng.permutation(len(SENDERS)) if k == 1 else None
+                if k == 2:
+                    value = rng.integers(0, NODES, value.shape)
+                elif order is not None:
+                    value = (SENDERS if s.name == "send" else RECEIVERS)[order]
+            elif value.dtype.kind == "i":
+                value = rng.integers(0, 7, value.shape)
+            elif k:
+                value = rng.normal(size=value.shape).astype(np.float32)
+            sample.append(value.reshape(s.shape))
+        samples.append(sample)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    want = [np.concatenate([np.asarray(v).reshape(-1) for v in sess.run(None, dict(zip(names, s)))]) for s in samples]
+    x = np.stack([np.concatenate([np.asarray(v, np.float64).reshape(-1) for v in s]) for s in samples])
+    return x, np.stack(want)
+
+
+@pytest.mark.parametrize("name", FIELD_MODELS[:-1])
+def test_whole_field_against_onnxruntime(field_programs, exported, name):
+    """The MeshGraphNets block (edge lists as inputs and as constants; Gather + ScatterElements
+    from the legacy exporter, GatherND + ScatterND from the dynamo one) and nn.Embedding from both
+    exporters through <name>_infer_one and the whole-field <name>_infer_batch, on the host, in
+    the OpenMP-offload device branch and in C and Fortran: equal to onnxruntime, status OK."""
+    _, built = field_programs
+    plan, programs = built[name]
+    assert plan.has_infer_one and plan.path == "whole" and plan.runtime_indexed
+    x, want = _field_inputs(name, exported, plan)
+    for form, program in programs.items():
+        status, batch, one, many = _run_field(program, plan, x)
+        assert list(status) == [0] * len(x) and batch == 0, f"{name} {form}: statuses {list(status)}, {batch}"
+        np.testing.assert_allclose(one, want, rtol=1e-5, atol=1e-5, err_msg=f"{name} {form}: infer_one")
+        np.testing.assert_array_equal(many, one, err_msg=f"{name} {form}: infer_batch differs from infer_one")
+
+
+def test_whole_field_out_of_range_gives_index(field_programs):
+    """40 samples, the 38th with a gathered row past the data, the 4th with a scatter target past
+    it: that sample's <name>_infer_one returns INDEX (rosenna.abi) with the elements it would
+    have filled NaN (the scatter's whole output), every other sample OK and exact; the batch runs
+    every sample and returns INDEX; the flag is cleared, so the next good call is OK. C and
+    Fortran, host, OpenMP offload and OpenACC branches."""
+    from rosenna import abi
+
+    _, built = field_programs
+    plan, programs = built["out_of_range"]
+    x, want = _points(37)
+    x[3, 2 + 4] = 5  # the 4th sample's scatter target (1, 1) is 5: outside the 5 rows
+    want[3, 6:] = np.nan
+    again = np.concatenate([x, x[:1]])  # the first sample again after the faults: OK
+    want = np.concatenate([want, want[:1]])
+    for form, program in programs.items():
+        status, batch, one, many = _run_field(program, plan, again)
+        expected = [abi.STATUS["INDEX"] if i in (3, 37) else abi.STATUS["OK"] for i in range(len(again))]
+        assert list(status) == expected, f"{form}: {list(status)}"
+        assert batch == abi.STATUS["INDEX"], form
+        np.testing.assert_allclose(one, want, rtol=1e-6, atol=1e-6, err_msg=f"{form}: infer_one")
+        np.testing.assert_allclose(many, want, rtol=1e-6, atol=1e-6, err_msg=f"{form}: infer_batch")
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_cuda_whole_field_emulated_on_host(tmp_path, exported, persistent):
+    """The CUDA/HIP whole-field phases of the MeshGraphNets block with input edges (what each
+    thread of each launch runs, tests/test_infer_one.py's emulation), the threads of every launch
+    in order and in reverse: the same bits both ways (the scatter-add's columns never meet, each
+    applies its updates in index order in one thread, whatever order the threads run), equal to
+    onnxruntime; for the launched phases and the persistent kernel's."""
+    from test_infer_one import emulate_launches
+
+    name = "processor_input_edges_scatter_add_legacy"
+    path = tmp_path / "m.onnx"
+    onnx.save(exported[name][0], str(path))
+    from rosenna.generate import Options, build_plan
+
+    x, want = _field_inputs(name, exported, build_plan(str(path), Options())[1])
+    plan, _, forwards, backwards = emulate_launches(str(path), tmp_path / "gen", persistent=persistent, x=x)
+    np.testing.assert_array_equal(forwards, backwards)
+    np.testing.assert_allclose(forwards, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiler", ["nvcc", "hipcc"])
+def test_whole_field_kernel_file_compiles_clean(field_programs, compiler):
+    """The kernel file of the whole-field path with run-time indices (the MeshGraphNets block, the
+    out-of-range model) compiles with 0 warnings under nvcc and hipcc; its flags are set with plain
+    stores (no atomic in the PTX of the launched phases) and read back by one copy per call."""
+    import subprocess
+
+    if not shutil.which(compiler):
+        pytest.skip(f"{compiler} not installed")
+    root, _ = field_programs
+    for name in ("processor_input_edges_scatter_add_legacy", "out_of_range"):
+        work = root / name
+        cmd = (["nvcc", "-O3", "-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", "-ptx", "fld_kernel.cu", "-o", "fld.ptx"]
+               if compiler == "nvcc" else
+               ["hipcc", "-O2", "-Wall", "-Wextra", "--offload-arch=gfx90a", "-x", "hip", "-c", "fld_kernel.cu", "-o",
+                "fld_hip.o"])
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                              env=dict(os.environ, HIP_PLATFORM="amd"))
+        assert proc.returncode == 0 and not proc.stderr.strip(), f"{name}: {proc.stderr}"
+        text = (work / "fld_kernel.cu").read_text()
+        assert text.count("rosennaMemcpyFromSymbolAsync(flags, fld_wsf") == 1
+        if compiler == "nvcc":  # the phases' kernels (the persistent one's grid barrier is an atomic)
+            phases = [entry for entry in (work / "fld.ptx").read_text().split(".entry")[1:] if "_phase" in entry[:80]]
+            assert phases and not any("atom." in entry for entry in phases)
+
+
+@pytest.mark.parametrize("case", ["elements_axis0", "elements_axis1", "nd_rows", "nd_elements"])
+def test_scatter_columns_run_in_parallel_only_where_they_never_meet(tmp_path, case):
+    """The whole-field form's scatter: parallel over the columns its updates never share (a thread
+    per column walking the indices in order: rosenna.parallel._exclusive), one serial region where
+    every update may reach any element (ScatterND of whole elements) or where the analysis cannot
+    prove the columns apart (along another axis than the first: the offset's range is not known to it)."""
+    from rosenna import parallel
+    from rosenna.generate import Options, build_plan
+    from rosenna.loopir import Loop, Ref, walk
+
+    node, index, updates, columns = {
+        "elements_axis0": (dict(axis=0), [4, 3], [4, 3], 3),
+        "elements_axis1": (dict(axis=1), [5, 2], [5, 2], None),  # rows apart, but not provably: serial
+        "nd_rows": ({}, [4, 1], [4, 3], 3),
+        "nd_elements": ({}, [4, 2], [4], None)}[case]
+    op = "ScatterND" if case.startswith("nd") else "ScatterElements"
+    model = _graph([helper.make_node(op, ["data", "at", "upd"], ["out"], reduction="add", **node)],
+                   [("at", I64, index), ("upd", TensorProto.FLOAT, updates)], [("out", [5, 3])], {"data": DATA})
+    onnx.save(model, str(tmp_path / "s.onnx"))
+    plan = build_plan(str(tmp_path / "s.onnx"), Options())[1]
+    stores = [(kind, chain) for kind, chain, body in parallel.regions(plan.field_body) if kind != "comment"
+              and any(isinstance(s, Loop) or (getattr(s, "target", None) is not None and isinstance(s.target, Ref)
+                      and s.target.at is not None and s.target.buf == "out") for s in walk(body))
+              and any(getattr(s, "target", None) is not None and isinstance(s.target, Ref) and s.target.buf == "out"
+                      and s.target.at is not None for s in walk(body))]
+    assert len(stores) == 1, stores
+    kind, chain = stores[0]
+    assert (kind, [loop.extent for loop in chain]) == (("parallel", [columns]) if columns else ("serial", []))

@@ -342,7 +342,7 @@ def _generate(tmp_path, proto):
 
 def test_a_forest_is_one_table_walked_a_constant_number_of_steps(tmp_path):
     """The ensemble is a weight table and a depth-bounded loop (no per-node code): the generated
-    code of 30 trees is as long as that of 2, and the plan runs per point (no whole-field form)."""
+    code of 30 trees is as long as that of 2, and the plan runs per point."""
     plan = _generate(tmp_path, with_rows(convert(fitted(RandomForestRegressor(n_estimators=30, max_depth=10,
                                                                               random_state=0))), 1))
     one = _generate(tmp_path, with_rows(convert(fitted(RandomForestRegressor(n_estimators=2, max_depth=10,
@@ -352,7 +352,7 @@ def test_a_forest_is_one_table_walked_a_constant_number_of_steps(tmp_path):
     loops = [s.extent for s in walk(plan.body) if isinstance(s, Loop)]
     assert 30 in loops and 10 in loops  # trees, steps (the deepest path)
     assert len(list(walk(plan.body))) == len(list(walk(one.body)))
-    assert not plan.has_infer_one
+    assert plan.path == "point" and plan.runtime_indexed
 
 
 def test_zipmap_is_refused_with_the_converter_option(tmp_path):

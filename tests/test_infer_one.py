@@ -243,17 +243,19 @@ int main(int argc, char **argv)
 """
 
 
-def emulate_launches(model_path, out, samples=3, launches=None, persistent=False, schedule=None, tuning=None):
+def emulate_launches(model_path, out, samples=3, launches=None, persistent=False, schedule=None, tuning=None, x=None):
     """Run the CUDA/HIP whole-field kernels on the host for ``samples`` samples in one batch, as
     <name>_infer_batch launches them: each phase as a loop over its global thread indices (samples
     x threads per sample), forwards and backwards, into buffers for every sample and the C file's
     weights. The phases are the kernel file's: its launched ones (Schedule.jammed),
     or with ``persistent`` those of its persistent kernel (the strategy's schedule), or the
     given ``launches`` (unfused), or the phases of ``schedule(plan)`` (a function: the plan -> a
-    rosenna.strategy.Schedule, its value functions included). Returns (plan, x, y forwards, y backwards).
+    rosenna.strategy.Schedule, its value functions included); ``x``: the samples (else ``samples``
+    uniform in [-1, 1)). Returns (plan, x, y forwards, y backwards).
     A launch holding regions that depend on each other gives a wrong answer in at least one order;
     a sample reading another's intermediates, or a value read after its buffer was reused, gives a
     wrong answer."""
+    samples = samples if x is None else len(x)
     plan, _ = gen.generate(model_path, str(out), gen.Options(lang="c", embed=True, infer_one=True, tuning=tuning))
     n, t = plan.name, plan.ctype
     kernel_file = (out / f"{n}_kernel.cu").read_text() if launches is None and schedule is None else None
@@ -299,8 +301,9 @@ def emulate_launches(model_path, out, samples=3, launches=None, persistent=False
     (out / "emulate.c").write_text(text)
     subprocess.run(["gcc", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Werror", "-I", str(out), "emulate.c", "-o", "emulate", "-lm"],
                    cwd=out, check=True, capture_output=True)
-    rng = np.random.default_rng(1)
-    x = rng.uniform(-1, 1, (samples, plan.nx)).astype(np.float32)
+    if x is None:
+        x = np.random.default_rng(1).uniform(-1, 1, (samples, plan.nx))
+    x = np.asarray(x, np.float32)
     x.tofile(out / "x.bin")
     subprocess.run([str(out / "emulate"), str(samples), "x.bin", "y.bin"], cwd=out, check=True)
     y = np.fromfile(out / "y.bin", np.float32).reshape(2, samples, plan.ny)

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from rosenna import generate as gen, zoo
+from rosenna.strategy import Tuning
 
 pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")]
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
@@ -21,6 +22,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     ("gemm_small", {}, ["-DROSENNA_DEVICE_ROUTINE", "-rdc=true"]),
     ("gemm_small", {}, []),
     ("mlp128", {"embed": False}, ["-c"]),
+    # the wide kernel's compact fragments holding the weights, read by the warp routine's gather
+    ("mlp128", {"embed": False, "tuning": Tuning(wide_compact_from=1, compact_fragments="weight")},
+     ["-DROSENNA_DEVICE_ROUTINE", "-rdc=true"]),
 ])
 def test_kernel_file_compiles_without_warnings(tmp_path, model, options, flags):
     path = zoo.save(model, str(tmp_path / f"{model}.onnx"))

@@ -62,8 +62,14 @@ CASES = {"single": (np.float32, "x86_64_v3", "x86-64-v3", 8, ()), "double": (np.
          # AVX-512: the loop at the batch path's width calls the 16-lane variant; GCC 12 vectorises its
          # remainder with the 8-lane one and passes it the wrong point unless epilogues are not vectorised
          "wide": (np.float32, "icelake", "icelake-server", 16, ()),
-         # explicit fma(): the paths still agree bit for bit, and the variant's code fuses
-         "fma": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=true",))}
+         # explicit fma(): the paths still agree bit for bit, and the variant's code fuses; off: it never does
+         "fma": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=true",)),
+         "off": (np.float32, "x86_64_v3", "x86-64-v3", 8, ("host_fma=off",)),
+         # AVX-512, the default 8-lane loop: the MLP's variant in 512-bit vectors over its outputs
+         # (emit/simd_mlp.py; gemm_big's 20-, 30- and 40-wide layers leave padded columns), fused and not
+         "outputs": (np.float32, "icelake", "icelake-server", 8, ()),
+         "outputs64": (np.float64, "icelake", "icelake-server", 8, ()),
+         "outputs-off": (np.float32, "icelake", "icelake-server", 8, ("host_fma=off",))}
 
 
 @pytest.mark.host
@@ -74,6 +80,7 @@ def test_solver_loop_vectorises_across_points(tmp_path, case):
     profile = toolchain.resolve(None, target=target, gpu_arch="sm_80")
     plan, _ = gen.generate(path, str(tmp_path), gen.Options.from_profile(profile, tune, name="net", embed=True))
     header = (tmp_path / "net.h").read_text()
+    assert ("net_hpacked" in (tmp_path / "net.c").read_text()) == (target == "icelake"), "the 512-bit MLP form"
     for width in (8, 16):  # 8: the caller's int index in 32-byte vectors, both precisions; 16 with AVX-512
         declared = f"#pragma omp declare simd simdlen({width}) linear(x:{plan.nx}) linear(y:{plan.ny}) notinbranch"
         assert (declared in header) == (width == 8 or target == "icelake"), declared
@@ -85,12 +92,14 @@ def test_solver_loop_vectorises_across_points(tmp_path, case):
     loop_line = CALLER.split("\n").index("        net_infer(x + (long)i * NET_NX, y + (long)i * NET_NY);") + 1
     assert re.search(rf"caller\.c:{loop_line}:\d+: optimized: loop vectorized", report), report
     calls = subprocess.run(["objdump", "-dr", "caller.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    variant = c_emit.simd_name(plan, "e" if lanes > 8 else "d", lanes)  # AVX-512 / AVX2 (x86-64-v3)
+    variant = c_emit.simd_name(plan, "e" if target == "icelake" else "d", lanes)  # AVX-512 / AVX2 (x86-64-v3)
     assert variant in calls, f"the loop calls no {variant}"
     subprocess.run(["gcc", *flags, "-c", "net.c"], cwd=tmp_path, check=True)
     assert variant in subprocess.run(["nm", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     code = subprocess.run(["objdump", "-d", "net.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    assert (re.search(r"\bvfmadd\w*ps\s+%ymm", code) is not None) == bool(tune), "FMA instructions only with host_fma"
+    # host_fma's default "auto" fuses on these FMA targets (x86-64-v3, icelake-server); "off" never
+    assert (re.search(r"\bvfmadd\w*p[sd]\s+%[yz]mm", code) is not None) == (tune != ("host_fma=off",)), \
+        f"FMA instructions with {tune or 'the default host_fma=auto'}"
     if target == "icelake" and not _avx512():
         pytest.skip("built and checked; running it needs an AVX-512 CPU")
     subprocess.run(["gcc", "-fopenmp", "caller.o", "net.o", "-o", "caller", "-lm"], cwd=tmp_path, check=True)
@@ -100,6 +109,103 @@ def test_solver_loop_vectorises_across_points(tmp_path, case):
     for name, other in (("_infer_batch", batch), ("scalar _infer", scalar)):
         worst = int(np.argmax(np.abs(simd - other)))
         assert np.array_equal(simd, other), f"SIMD loop y[{worst}] = {simd[worst]!r}, {name} {other[worst]!r}"
+
+
+POLICY_CALLER = CALLER.replace("static {t} x[N * NET_NX], y[3][N * NET_NY];", "static {t} x[N * NET_NX], y[4][N * NET_NY];").replace(
+    "    fwrite(y, sizeof({t}), 3 * N * NET_NY, stdout);",
+    """    for (int i = 0; i < N; ++i)  /* the whole-field host branch, one point a sample */
+        if (net_infer_one(x + (long)i * NET_NX, y[3] + (long)i * NET_NY, NULL))
+            return 3;
+    fwrite(y, sizeof({t}), 4 * N * NET_NY, stdout);""")
+
+#: (host_fma, the compiler's flags besides -O3 -fopenmp -ffp-contract=off, whether the target has FMA)
+POLICY_BUILDS = {"auto, FMA build": ("auto", ["-march=x86-64-v3"], True),
+                 "auto, AVX2 without FMA": ("auto", ["-march=x86-64-v3", "-mno-fma"], False),
+                 "auto, x86-64": ("auto", ["-march=x86-64"], False),  # GCC 12 calls no variant here
+                 "auto, -DROSENNA_FMA=0": ("auto", ["-march=x86-64-v3", "-DROSENNA_FMA=0"], False),
+                 "on": ("on", ["-march=x86-64-v3"], True),
+                 "off": ("off", ["-march=x86-64-v3"], False)}
+
+
+@pytest.mark.host
+def test_fma_policy_keeps_every_c_path_equal(tmp_path):
+    """host_fma auto | on | off: in every build the SIMD loop, the batch path, the scalar routine and
+    the whole-field host branch (<name>_infer_one) give the same bits; "auto" gives "on"'s bits
+    where the compiler says FMA is fast (x86-64-v3) and "off"'s (the bit-reproducible ones) on a
+    target without FMA (x86-64, x86-64-v3 -mno-fma) or with -DROSENNA_FMA=0; fused and unfused
+    results differ."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
+    profile = toolchain.resolve(None, target="x86_64_v3", gpu_arch="sm_80")
+    plans = {}
+    for setting in ("auto", "on", "off"):
+        out = tmp_path / setting
+        plans[setting], _ = gen.generate(path, str(out), gen.Options.from_profile(
+            profile, [f"host_fma={setting}"], name="net", embed=True, infer_one=True))
+        (out / "caller.c").write_text(POLICY_CALLER.format(t="float", simdlen=""))
+    source = (tmp_path / "auto" / "net.c").read_text()
+    assert "ROSENNA_MADDF(" in source and "fmaf(" not in source and "fmaf(" in (tmp_path / "on" / "net.c").read_text()
+    assert "ROSENNA_MADDF(" in source.split("int net_infer_one(")[1], "the whole-field host branch fuses too"
+
+    def build(name):
+        setting, march, _ = POLICY_BUILDS[name]
+        work = tmp_path / setting
+        exe = f"caller_{hash(name) & 0xffff}"
+        flags = ["-O3", *march, "-fopenmp", "-ffp-contract=off"]
+        for src in ("net.c", "caller.c"):
+            subprocess.run(["gcc", *flags, "-c", src, "-o", f"{exe}_{src[:-2]}.o"], cwd=work, check=True)
+        code = subprocess.run(["objdump", "-d", f"{exe}_net.o"], cwd=work, capture_output=True, text=True, check=True).stdout
+        calls = subprocess.run(["objdump", "-dr", f"{exe}_caller.o"], cwd=work, capture_output=True, text=True,
+                               check=True).stdout
+        subprocess.run(["gcc", "-fopenmp", f"{exe}_caller.o", f"{exe}_net.o", "-o", exe, "-lm"], cwd=work, check=True)
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        out = subprocess.run([str(work / exe)], cwd=work, env=env, capture_output=True, check=True).stdout
+        return code, calls, np.frombuffer(out, np.float32).reshape(4, -1)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(POLICY_BUILDS, pool.map(build, POLICY_BUILDS)))
+    for name, (code, calls, (simd, batch, scalar, one)) in results.items():
+        fused = POLICY_BUILDS[name][2]
+        assert (re.search(r"\bvfmadd\w*ps\s+%[xyz]mm", code) is not None) == fused, f"{name}: FMA instructions {fused}"
+        if "-march=x86-64-v3" in POLICY_BUILDS[name][1]:
+            assert c_emit.simd_name(plans["auto"], "d", 8) in calls, f"{name}: the loop calls no AVX2 variant"
+        for label, other in (("_infer_batch", batch), ("scalar _infer", scalar), ("_infer_one", one)):
+            worst = int(np.argmax(np.abs(simd - other)))
+            assert np.array_equal(simd, other), f"{name}: SIMD loop y[{worst}] = {simd[worst]!r}, {label} {other[worst]!r}"
+    same = lambda a, b: results[a][2].tobytes() == results[b][2].tobytes()  # noqa: E731
+    assert same("auto, FMA build", "on"), "auto fuses where FMA is fast"
+    assert all(same(name, "off") for name in ("auto, AVX2 without FMA", "auto, x86-64", "auto, -DROSENNA_FMA=0")), \
+        "auto does not fuse elsewhere"
+    assert not same("on", "off"), "fused and unfused dot products gave the same bits: the test shows nothing"
+
+
+@pytest.mark.host
+@pytest.mark.skipif(not _avx512(), reason="runs AVX-512 code")
+def test_file_loaded_mlp_fills_the_512_bit_copy(tmp_path):
+    """A file-loaded MLP on an AVX-512 target: <name>_init fills the 8-lane variant's input-major
+    copy of the weights (rosenna/emit/simd_mlp.py), and the SIMD loop's results equal the batch
+    path's, the scalar routine's and the embedded build's bit for bit."""
+    path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
+    profile = toolchain.resolve(None, target="icelake", gpu_arch="sm_80")
+    flags = ["-O3", "-march=icelake-server", "-fopenmp", "-ffp-contract=off"]
+    got = {}
+    for embed in (True, False):
+        out = tmp_path / ("embedded" if embed else "file")
+        gen.generate(path, str(out), gen.Options.from_profile(profile, name="net", embed=embed))
+        source = (out / "net.c").read_text()
+        assert "net_hpacked" in source and ("the AVX-512 SIMD variant's copy" in source) == (not embed)
+        caller = CALLER.format(t="float", simdlen="")
+        if not embed:
+            caller = caller.replace("    cells(N, x, y[0]);", '    if (net_init("net.rwt"))\n        return 4;\n    cells(N, x, y[0]);')
+        (out / "caller.c").write_text(caller)
+        subprocess.run(["gcc", *flags, "caller.c", "net.c", "-o", "caller", "-lm"], cwd=out, check=True)
+        raw = subprocess.run([str(out / "caller")], cwd=out, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                             capture_output=True, check=True).stdout
+        got[embed] = np.frombuffer(raw, np.float32).reshape(3, -1)
+        simd, batch, scalar = got[embed]
+        assert np.array_equal(simd, batch) and np.array_equal(simd, scalar), f"embed={embed}: the C paths differ"
+    assert got[True].tobytes() == got[False].tobytes(), "the file-loaded build differs from the embedded one"
 
 
 def test_no_variant_when_off_or_whole_field(tmp_path):

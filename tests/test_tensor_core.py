@@ -17,7 +17,7 @@ from rosenna import zoo
 from rosenna.emit import cuda
 from rosenna.emit.cuda import staged, tc_chain, tc_wide, tf32
 from rosenna.generate import Options, build_plan
-from rosenna.strategy import analyse
+from rosenna.strategy import Tuning, analyse
 
 
 @pytest.fixture
@@ -214,14 +214,14 @@ def test_chain_points_per_warp(tmp_path, sizes, points):
     assert f"const long wanted = ((long)n + {per_block - 1}) / {per_block};" in src
 
 
-def _emulate_wide(layers, acts, packed, x):
+def _emulate_wide(layers, acts, packed, x, tuning=Tuning()):
     """The wide kernel for one block of a persistent grid of one block, warp by warp and lane by
     lane, for its block shape (tc_wide.WideShape): per tile of points, x into act[p][lda], the
     stage stream through two buffers (stage g = fragments g * stage4 ..; the buffer that holds it
     flips every stage, and the last stage of a tile prefetches stage 0 for the next one), each
     stage's products summed from zero and added to the accumulators, per-layer epilogues over act,
     the output MMA by the first points / 16 warps."""
-    layout = tc_wide.WideLayout(layers)
+    layout = tc_wide.WideLayout(layers, tuning)
     shape = layout.shape
     f4 = packed[:4 * layout.frag4].reshape(-1, 4).astype(np.float64)
     points, nx = x.shape
@@ -235,8 +235,8 @@ def _emulate_wide(layers, acts, packed, x):
 
     def fetch(g):  # what cp.async brings for stage g
         buf = f4[g * shape.stage4:(g + 1) * shape.stage4]
-        if shape.compact:  # 8 bytes per lane and tile, split by the kernel (rosenna_tcw_b)
-            buf = tf32.unpack_compact(buf.astype(np.float32).reshape(-1, 2))
+        if shape.compact:  # 8 bytes per lane and tile, split by the kernel (rosenna_tcw_b or _w)
+            buf = tf32.unpack_compact(buf.astype(np.float32).reshape(-1, 2), shape.form)
         return buf
 
     # Shared memory is not zeroed: NaN shows any read of a column the kernel did not write.
@@ -350,6 +350,68 @@ def test_emulated_wide_kernel_runs_on_across_tiles_of_points(tmp_path):
     np.testing.assert_allclose(got, evaluate(layers, x), rtol=2e-6, atol=2e-7)
 
 
+#: Compact fragments that hold the weights themselves, for every width (the tuning that makes
+#: mlp128's kernel file hold its 3xTF32 weights in 8 bytes each).
+WEIGHT = Tuning(wide_compact_from=1, compact_fragments="weight")
+
+
+@pytest.mark.parametrize("model", ["odd"])
+def test_compact_weight_fragments_give_the_16_byte_operands(layers_of, tmp_path, model):
+    """compact_fragments "weight": the kernel's split of each 8-byte fragment (numpy's
+    unpack_compact, which test_tcw_w_in_device_code_equals_numpy ties to rosenna_tcw_w) is the
+    16-byte fragment's four numbers, bit for bit, stage by stage, so the emulated kernel gives the
+    16-byte kernel's results exactly, and the model's: the odd MLP (5-100-120-3, padded columns and
+    rows; mlp128's form is tests/test_warp_tc.py's mlp128-weight)."""
+    layers = layers_of("mlp128")[1] if model == "mlp128" else _custom(tmp_path, model, *ODD)[1]
+    wide16 = Tuning(wide_compact_from=1 << 20)
+    layout, layout16 = tc_wide.WideLayout(layers, WEIGHT), tc_wide.WideLayout(layers, wide16)
+    assert layout.shape.compact and not layout16.shape.compact and layout.first == layout16.first
+    packed, packed16 = tc_wide.wide_packed(layers, WEIGHT), tc_wide.wide_packed(layers, wide16)
+    frags = tf32.unpack_compact(packed[:4 * layout.out_frag4].reshape(-1, 2), "weight")
+    assert layout.shape.ks == layout16.shape.ks  # the same rows per stage: the same fragments in the same order
+    assert np.array_equal(frags.view(np.uint32), packed16[:4 * layout16.out_frag4].reshape(-1, 4).view(np.uint32))
+    assert np.array_equal(packed[4 * layout.out_frag4:].view(np.uint32), packed16[4 * layout16.out_frag4:].view(np.uint32))
+    acts = [act_of(layer) for layer in layers]
+    x = np.random.default_rng(6).uniform(-1, 1, size=(37, layers[0].k))
+    got = _emulate_wide(layers, acts, packed, x, WEIGHT)
+    assert np.array_equal(got, _emulate_wide(layers, acts, packed16, x, wide16))
+    np.testing.assert_allclose(got, evaluate(layers, x), rtol=2e-6, atol=2e-7)
+    # The emulation tells the forms apart: the same numbers split as sums (rosenna_tcw_b) miss.
+    assert not np.array_equal(_emulate_wide(layers, acts, packed, x, WEIGHT.replace(compact_fragments="sum")), got)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_tcw_w_in_device_code_equals_numpy(tmp_path):
+    """rosenna_tcw_w, compiled for the host, splits every weight (normal, tiny, huge, zero) into
+    the numbers tf32.unpack_compact(..., "weight") gives once the tensor cores' truncation of what
+    they read is applied: pack_layer's big = tf32(w) and small = tf32(w - big)."""
+    text = tf32.device_lib()
+    start = text.index("template <int = 0>\n__device__ __forceinline__ float4 rosenna_tcw_w")
+    fn = text[start:text.index("\n}\n", start) + 3]
+    src = tmp_path / "tcw.cpp"
+    src.write_text("#include <stdio.h>\n#include <string.h>\n#define __device__\n#define __forceinline__ inline\n"
+                   "struct float2 { float x, y; };\nstruct float4 { float x, y, z, w; };\n"
+                   "static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }\n"
+                   "static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n"
+                   "static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+                   f"{fn}\nint main(void)\n{{\n    float2 w;\n    while (fread(&w, 4, 2, stdin) == 2) {{\n"
+                   "        const float4 b = rosenna_tcw_w(w);\n        unsigned r[4];\n        memcpy(r, &b, 16);\n"
+                   "        for (int i = 0; i < 4; ++i)\n            r[i] &= 0xffffe000u;  /* what the tensor cores read */\n"
+                   "        fwrite(r, 4, 4, stdout);\n    }\n    return 0;\n}\n")
+    exe = tmp_path / "tcw"
+    subprocess.run(["g++", "-O2", "-std=c++17", "-Wall", "-Werror", str(src), "-o", str(exe)], check=True)
+    a = _split_values()
+    a = a[np.isfinite(a) & (np.abs(a) < 3e38)]  # (rounding the largest up overflows, in both)
+    a = a[:a.size // 2 * 2].reshape(-1, 2)
+    got = np.frombuffer(subprocess.run([str(exe)], input=a.tobytes(), capture_output=True, check=True).stdout,
+                        np.uint32).reshape(-1, 4)
+    want = tf32.unpack_compact(a, "weight")
+    assert np.array_equal(got, want.view(np.uint32))
+    w = a.reshape(-1)
+    assert np.array_equal(want[:, :2].reshape(-1).view(np.uint32), tf32.tf32(w).view(np.uint32))
+    assert np.array_equal(want[:, 2:].reshape(-1).view(np.uint32), tf32.tf32(w - tf32.tf32(w)).view(np.uint32))
+
+
 def test_wide_stage_table_and_layout(layers_of):
     """mlp128: 17 stages (1 for the 16 inputs, 8 per 128-wide layer), as the design study's
     kernel; the emitted k0 table restarts at each layer."""
@@ -363,18 +425,22 @@ def test_wide_stage_table_and_layout(layers_of):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-@pytest.mark.parametrize("model", ["mlp128", "odd", "w300"])
+@pytest.mark.parametrize("model", ["mlp128", "odd", "w300", "odd-weight"])
 def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
-    """Bit for bit, the 16-byte fragments and (w300, 384 wide) the compact ones."""
+    """Bit for bit, the 16-byte fragments, (w300, 384 wide) the compact ones, and compact ones that
+    hold the weights themselves (odd-weight: compact_fragments "weight" at every width)."""
+    tuning = WEIGHT if model.endswith("-weight") else Tuning()
+    model = model.split("-")[0]
     if model == "mlp128":
         layers = layers_of("mlp128")[1]
     else:
         layers = _custom(tmp_path, model, *(ODD if model == "odd" else WIDE_SHAPES[model][:2]))[1]
-    assert tc_wide.WideLayout(layers).shape.compact is (model == "w300")
-    size = tc_wide.WideLayout(layers).size
-    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_wide.host_packing(layers)
+    assert tc_wide.WideLayout(layers, tuning).shape.compact is (model == "w300" or tuning is WEIGHT)
+    size = tc_wide.WideLayout(layers, tuning).size
+    body = f"    float *tc = (float *)calloc({size}, sizeof(float));\n" + tc_wide.host_packing(layers, tuning=tuning)
+    assert ("rosenna_host_compact(" in body) is (model == "w300")
     got = run_packing(tmp_path, layers, tf32.host_tf32(body), body, "tc", size)
-    want = tc_wide.wide_packed(layers)
+    want = tc_wide.wide_packed(layers, tuning)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 

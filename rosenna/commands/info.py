@@ -48,12 +48,15 @@ def _path(plan):
     threshold = plan.whole_threshold
     if not plan.has_infer_one:
         return (f"per-point ({plan.name}_infer; {plan.name}_infer_batch runs it per point); no "
-                f"{plan.name}_infer_one: the plan has an LSTM or GRU, or loads or stores at run-time offsets")
+                f"{plan.name}_infer_one: {plan.infer_one_obstacle}")
+    indexed = ("; run-time indices: gathers read, scatters write their whole buffer in the whole-field form "
+               "(a scatter a thread per column, or one serial region, each element's updates in index order), "
+               "an index outside its axis gives INDEX" if plan.runtime_indexed else "")
     if plan.path == "whole":
         return (f"whole-field: scratch above {threshold} bytes, so {plan.name}_infer_batch runs "
-                f"{plan.name}_infer_one (one parallel loop per op) per sample")
+                f"{plan.name}_infer_one (one parallel loop per op) per sample{indexed}")
     return (f"per-point: scratch within {threshold} bytes, so {plan.name}_infer_batch runs "
-            f"{plan.name}_infer per point ({plan.name}_infer_one on request: generate --infer-one)")
+            f"{plan.name}_infer per point ({plan.name}_infer_one on request: generate --infer-one){indexed}")
 
 
 def run(args):

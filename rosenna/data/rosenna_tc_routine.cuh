@@ -4,8 +4,9 @@
    C fragments, and the activated outputs of every group but the last are parked in local memory
    (each lane's own, one 16-byte store per fragment: coalesced, L1-resident) until the layer is
    done, then read back as the next layer's A fragments. The group loop is not unrolled: one
-   group's code, its k loop unrolled. F, bias: global memory (LDG, COMPACT as rosenna_tc_sums). */
-template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG, bool COMPACT>
+   group's code, its k loop unrolled. F, bias: global memory (LDG to WEIGHT as rosenna_tc_sums). */
+template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG, bool COMPACT, bool GATHER = false, int LDT = NT,
+          bool WEIGHT = false>
 __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const float *bias, const float (&in)[MT][KT][4],
                                                         float (&out)[MT][NT][4])
 {
@@ -15,7 +16,7 @@ __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const f
 #pragma unroll 1
     for (int g = 0; g < G - 1; ++g) {
         float acc[MT][NG][4];
-        rosenna_tc_sums<KT, NT, NG, MT, LDG, COMPACT>(F, bias, in, g * NG, acc);
+        rosenna_tc_sums<KT, NT, NG, MT, LDG, COMPACT, GATHER, LDT, WEIGHT>(F, bias, in, g * NG, acc);
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -25,7 +26,7 @@ __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const f
             }
     }
     float acc[MT][NG][4];
-    rosenna_tc_sums<KT, NT, NG, MT, LDG, COMPACT>(F, bias, in, (G - 1) * NG, acc);
+    rosenna_tc_sums<KT, NT, NG, MT, LDG, COMPACT, GATHER, LDT, WEIGHT>(F, bias, in, (G - 1) * NG, acc);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -55,8 +56,9 @@ __device__ __forceinline__ void rosenna_tc_layer_parked(const float4 *F, const f
    fragments, one float4 per k8 tile and 16-row tile (each lane's own: coalesced). The n8 tiles in
    groups of NG (the sums in registers), the k loop over pairs of k8 tiles not unrolled: few
    registers (mlp128, 128 wide, NG 8: 134 inlined), at the price of reading the input once per
-   group. Split accumulation as rosenna_tc_sums. */
-template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG, bool COMPACT>
+   group. Split accumulation, and F's forms, as rosenna_tc_sums. */
+template <int KT, int NT, int NG, float (*ACT)(float), int MT, bool LDG, bool COMPACT, bool GATHER = false, int LDT = NT,
+          bool WEIGHT = false>
 __device__ __forceinline__ void rosenna_tc_layer_local(const float4 *F, const float *bias, const float4 (*in)[MT],
                                                        float4 (*out)[MT])
 {
@@ -64,7 +66,6 @@ __device__ __forceinline__ void rosenna_tc_layer_local(const float4 *F, const fl
     unsigned lane;
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
     const int tig = lane % 4;
-    const float2 *F2 = reinterpret_cast<const float2 *>(F);
 #pragma unroll 1
     for (int g = 0; g < NT / NG; ++g) {
         float acc[MT][NG][4];
@@ -97,8 +98,7 @@ __device__ __forceinline__ void rosenna_tc_layer_local(const float4 *F, const fl
                 for (int s = 0; s < 2; ++s) {
                     if (k0 + s >= KT)
                         break;
-                    const int e = ((k0 + s) * NT + g * NG + nt) * 32 + lane;
-                    const float4 b = COMPACT ? rosenna_tcw_b(LDG ? __ldg(F2 + e) : F2[e]) : LDG ? __ldg(F + e) : F[e];
+                    const float4 b = rosenna_tc_b<LDG, COMPACT, GATHER, WEIGHT>(F, (k0 + s) * LDT + g * NG + nt, lane);
 #pragma unroll
                     for (int mi = 0; mi < MT; ++mi)
                         rosenna_mma3(t[mi], a[s][mi], b);

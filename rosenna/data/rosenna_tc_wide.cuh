@@ -44,8 +44,8 @@ __device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split
    into the other buffer: the next layer's first stage at a layer's last, stage 0 for the block's
    next points after the last (again), so the stream stops neither at a layer boundary nor
    between a block's tiles of points. F: all fragments, stage g at F + g * STAGE4. COMPACT: 8-byte
-   fragments (rosenna_tcw_b). */
-template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA, bool COMPACT>
+   fragments (rosenna_tcw_b; rosenna_tcw_w where they hold the weights themselves, WEIGHT). */
+template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA, bool COMPACT, bool WEIGHT = false>
 __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const float *act, float4 *stage,
                                                   const float4 *ROSENNA_RESTRICT F, int g, int k0, int slot, bool again)
 {
@@ -72,7 +72,8 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const 
         float4 b[KS];
 #pragma unroll
         for (int kt = 0; kt < KS; ++kt)
-            b[kt] = COMPACT ? rosenna_tcw_b(sb2[(kt * NT + ni) * 32]) : sb[(kt * NT + ni) * 32];
+            b[kt] = !COMPACT ? sb[(kt * NT + ni) * 32]
+                    : WEIGHT ? rosenna_tcw_w(sb2[(kt * NT + ni) * 32]) : rosenna_tcw_b(sb2[(kt * NT + ni) * 32]);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
             float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};

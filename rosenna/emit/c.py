@@ -1,10 +1,10 @@
 """The C library: ``rosenna_rt.h``, ``<name>.h``, ``<name>.c`` and the ``<name>.mk`` recipe."""
 
 from rosenna import __version__, abi, plan as planner
-from rosenna.emit import c_reader, fixed, offload_mlp, whole
+from rosenna.emit import c_reader, fixed, offload_mlp, simd_mlp, whole
 from rosenna.emit.notes import annotate
 from rosenna.emit.c_reader import reload_prototypes
-from rosenna.emit.host_field import ARRIVED, HOST_MATH, PASSED, yields
+from rosenna.emit.host_field import ARRIVED, HOST_MADD, HOST_MATH, PASSED, yields
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, count, resolver, scratch_used, used_scalars
 from rosenna.loopir import FAULT, counts_faults
@@ -208,7 +208,7 @@ def _simd_doc(plan, widths):
     lanes = " or ".join(str(w) for w in widths)
     return (f"\n   On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,\n"
             f"   {n}_infer(x + i * {n.upper()}_NX, y + i * {n.upper()}_NY), runs {lanes} points per call in SIMD lanes\n"
-            f"   (the batch path's code and results, bit for bit the scalar routine's).")
+            f"   (the batch path's results, bit for bit the scalar routine's).")
 
 
 def _values(plan, w):
@@ -255,19 +255,19 @@ def point_body(plan, renderer, scalar_len=None, depth=1, body=None):
     for i, size in enumerate(plan.scratch):
         if i in used:
             decl.append(f"{pad}{t} t{i}[{size * (scalar_len or 1)}];")
-    if plan.scratch and scalar_len is None:
-        decl += _thread_private_scratch(len(plan.scratch))
+    if used and scalar_len is None:
+        decl += _thread_private_scratch(sorted(used))
     return decl + renderer.lines(annotate(body), depth)
 
 
-def _thread_private_scratch(count):
+def _thread_private_scratch(used):
     """clang's OpenMP device compiler moves every local array of a declare-target function to a
     per-team shared-memory stack that spills to device malloc (it cannot see whether a generic-mode
     caller shares them); a million threads exhaust the device heap and malloc's NULL is written
     through: the illegal address seen on the H200. These arrays are never shared: say so. Only the
     device passes of clang-based compilers see it (__NVPTX__, __AMDGPU__); on the host clang would
     call the allocator per invocation."""
-    names = ", ".join(f"t{i}" for i in range(count))
+    names = ", ".join(f"t{i}" for i in used)
     return ["#if defined(_OPENMP) && defined(__clang__) && (defined(__NVPTX__) || defined(__AMDGPU__))",
             f"#pragma omp allocate({names}) allocator(omp_thread_mem_alloc)",
             "#endif"]
@@ -300,23 +300,26 @@ def source(strategy, stamp):
     widths = simd_widths(strategy)
     # the host's exp/tanh (rosenna_rt.h; the libm names in CUDA/HIP compiles): the scalar routine
     # computes what its SIMD variant and the batch path compute, bit for bit
-    fma = plan.tuned.host_fma  # every C path fuses the same products: still equal bit for bit
+    fma = HOST_MADD[plan.tuned.host_fma]  # every C path fuses the same products: still equal bit for bit
     point = Renderer(C, plan.precision, resolver(plan, C), math=BATCH_MATH[plan.precision], fma=fma)
     blocked = Renderer(C, plan.precision, resolver(plan, C, block), block=block, math=BATCH_MATH[plan.precision],
                        fma=fma)
     includes = ([f"#define {n.upper()}_SOURCE /* this file defines {n}_infer's SIMD variants */"] if widths else [])
+    includes += _fma_switch(plan.tuned.host_fma)
     includes += [f'#include "{n}.h"', "", "#include <math.h>"]
     if not plan.embed:
         includes += ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
                      "#if defined(__unix__) || defined(__APPLE__)", "#include <sys/stat.h>", "#endif"]
     includes += [""]
     offload = _offload(strategy)
-    reader = c_reader.reader(plan, offload_mlp.repack(plan, *offload) if offload else "") if not plan.embed else ""
+    outputs = strategy.layers if strategy.host.value("simd_outputs", False) else ()
+    repack = (offload_mlp.repack(plan, *offload) if offload else "") + (simd_mlp.repack(plan, outputs) if outputs else "")
+    reader = c_reader.reader(plan, repack) if not plan.embed else ""
     ready_check = (f"    if (!{n}_ready)\n        return ROSENNA_STATUS_DEVICE;\n") if not plan.embed else ""
     nxm, nym = f"{n.upper()}_NX", f"{n.upper()}_NY"
     point_text = "\n".join(point_body(plan, point))
     block_text = "\n".join(point_body(plan, blocked, scalar_len=block, body=strategy.host_body or None))
-    weights = _weights(plan, offload)
+    weights = _weights(plan, offload) + ("\n" + simd_mlp.copy(plan, outputs).rstrip("\n") if outputs else "")
     if offload:  # clang's offload device pass takes the unrolled MLP body (emit/offload_mlp.py)
         layers, warp = offload
         acts = offload_mlp.functions(plan, layers, point, warp)
@@ -383,7 +386,7 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {host_batch}
 }}
 """
-    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes")) if widths else ""
+    simd = simd_variants(plan, widths, strategy.host.value("vector_bytes"), outputs, point) if widths else ""
     if plan.path == "whole":  # per-point locals too large: one sample at a time (emit/whole.py)
         batch = whole.c_batch(plan)
     # With ROSENNA_BACKEND=cuda|hip, <name>_kernel.cu defines <name>_infer_batch instead.
@@ -392,6 +395,14 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     if one:  # the kernel file provides the CUDA/HIP <name>_infer_one
         one = f"\n#ifndef ROSENNA_NATIVE_KERNEL{one}#endif /* ROSENNA_NATIVE_KERNEL */\n"
     return head + simd + batch + one
+
+
+def _fma_switch(setting):
+    """The lines that fix rosenna_rt.h's multiply-add (its exp and tanh use it too) for host_fma
+    "on" or "off" in this file; "auto" leaves it to the compiler (a -DROSENNA_FMA=0/1 wins)."""
+    if setting == "auto":
+        return []
+    return ["#ifndef ROSENNA_FMA", f"#define ROSENNA_FMA {int(setting == 'on')} /* host_fma={setting} */", "#endif"]
 
 
 def _block_function(plan, name, block, body, faults=False, count=True):
@@ -424,25 +435,31 @@ def _block_function(plan, name, block, body, faults=False, count=True):
 }}"""
 
 
-def simd_variants(plan, widths, vector):
+def simd_variants(plan, widths, vector, layers=(), point=None):
     """``<name>_infer``'s SIMD variants (the header's :func:`simd_declaration`): per width, a block
     routine of that many points (the batch path's code at that width: one vector per statement
     where the lanes fill at most one of ``vector`` bytes, else two halves) under each x86-64
-    vector ABI name."""
+    vector ABI name. ``layers``: the MLP chain whose 8-lane routine the strategy put in 512-bit
+    vectors over the outputs (rosenna.strategy.point.simd_outputs), written for a compiler that
+    targets AVX-512 (rosenna/emit/simd_mlp.py; ``point``: the per-point renderer, for the
+    activations), else empty."""
     n, t = plan.name, plan.ctype
     parts = []
     for lanes in widths:
         width = plan.tuned.point_simd_bytes if lanes == widths[0] else vector  # bytes of the vector it is for
         one_vector = lanes * plan.itemsize <= width
         blocked = Renderer(C, plan.precision, resolver(plan, C, lanes), block=lanes, math=BATCH_MATH[plan.precision],
-                           halves=not one_vector, fma=plan.tuned.host_fma)
+                           halves=not one_vector, fma=HOST_MADD[plan.tuned.host_fma])
         body = "\n".join(point_body(plan, blocked, scalar_len=lanes))
         routine = f"{n}_infer_lanes{lanes}"
         entries = "\n".join(f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y);\n"
                              f"void {name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)\n"
                              f"{{\n    {routine}(x, y);\n}}"
                              for name in (simd_name(plan, isa, lanes) for isa in SIMD_ISAS))
-        parts.append(f"{_block_function(plan, routine, lanes, body, count=False)}\n\n{entries}")
+        block = _block_function(plan, routine, lanes, body, count=False)
+        if layers and lanes == simd_mlp.POINTS:
+            block = f"{simd_mlp.GUARD}\n{simd_mlp.routine(plan, layers, point, routine)}\n#else\n{block}\n#endif"
+        parts.append(f"{block}\n\n{entries}")
     lanes = " and ".join(str(w) for w in widths)
     return f"""
 #if defined(__x86_64__)

@@ -39,6 +39,11 @@ from rosenna.loopir import Loop
 HOST_MATH = {"single": {"exp": "rosenna_expf", "tanh": "rosenna_tanhf"},
              "double": {"exp": "rosenna_exp", "tanh": "rosenna_tanh"}}
 
+#: The multiply-add the C host paths write for the tuning's host_fma (a key of the language's math
+#: table, rosenna.emit.lang; None: a multiply and an add), one choice for every C path so that they
+#: agree bit for bit.
+HOST_MADD = {"auto": "madd", "on": "fma", "off": None}
+
 #: How each language writes the constructs; ``{nowait}`` is the clause or "", ``{private}`` the
 #: private clause or "".
 TABLE = {

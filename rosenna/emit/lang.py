@@ -69,6 +69,8 @@ class Lang:
     global_name: str = "{ident}"
     #: comparisons this language spells differently from C (see rosenna.loopir.COMPARISONS)
     comparisons: dict = field(default_factory=dict)
+    #: a store made only where ``{cond}`` holds (the whole-field form's fault flag, rosenna.loopir.flag_faults)
+    store_if: str = "if ({cond}) {target} = {expr};"
 
     def symbol(self, model, ident):
         return self.global_name.format(model=model, ident=ident)
@@ -103,7 +105,9 @@ class Lang:
 #: to the nearest integer, ties to even; ``exponent`` is floor(log2|x|) as a float (C's logb: -inf
 #: for 0, +inf for inf, NaN for NaN; the Cast lowering clamps it); ``scale2(x, k)`` is x * 2**k for an
 #: integral k in int range, exact (C's scalbn, Fortran's scale). ``index`` converts a whole number held
-#: in the float type to the language's integer, for a run-time offset (rosenna.loopir.Ref.at).
+#: in the float type to the language's integer, for a run-time offset (rosenna.loopir.Ref.at). C's
+#: ``madd`` is rosenna_rt.h's multiply-add, fused where the compiler says fma is fast (the tuning's
+#: host_fma="auto"); ``fma`` is C's fma, always fused.
 _C_MATH = {"exp": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "erf": "erf", "abs": "fabs",
            "max": "fmax", "min": "fmin", "pow": "pow", "floor": "floor", "ceil": "ceil", "sin": "sin",
            "cos": "cos", "trunc": "trunc", "rint": "rint", "exponent": "logb", "fmod": "fmod", "fma": "fma",
@@ -124,8 +128,10 @@ C = Lang(
     select="({lhs} {cmp} {rhs} ? {a} : {b})",
     literal=_c_literal,
     math_single={**{k: v + "f" for k, v in _C_MATH.items()}, "to_single": "{0}", "scale2": "scalbnf({0}, (int){1})",
+                 "madd": "ROSENNA_MADDF",
                  **{k: v.format(t="float") for k, v in _C_BITS.items()}, "index": "(int)({0})"},
     math_double={**_C_MATH, "to_single": "(double)((float){0} + 0.0f)", "scale2": "scalbn({0}, (int){1})",
+                 "madd": "ROSENNA_MADD",
                  **{k: v.format(t="double") for k, v in _C_BITS.items()}, "index": "(int)({0})"},
     simd="#pragma omp simd",
     indent_directives=False,
@@ -156,6 +162,7 @@ FORTRAN = Lang(
     loop_close="end do",
     assign="{target} = {expr}",
     accumulate="{target} = {target} + {expr}",
+    store_if="if ({cond}) {target} = {expr}",
     comment="! {text}",
     select="merge({a}, {b}, {lhs} {cmp} {rhs})",
     comparisons={"!=": "/="},

@@ -18,7 +18,7 @@ language. Every name comes from the model file and goes through :func:`rosenna.q
 - :func:`op_of`: the planned op of each op comment, for the renderers that keep only its text.
 """
 
-from rosenna.loopir import Assign, Comment, Loop, Note, Ref, Var, walk_expr
+from rosenna.loopir import FAULT_FLAGS, OP_FLAGS, Assign, Comment, Loop, Note, Ref, Var, walk
 from rosenna.quoting import comment_text
 
 #: Fact of the comments' format, not of speed: elements of one axis listed one by one, at most (a
@@ -48,8 +48,8 @@ def _stores(stmts, extents):
     for stmt in stmts:
         if isinstance(stmt, Loop):
             out += _stores(stmt.body, {**extents, stmt.var: stmt.extent})
-        elif isinstance(stmt, Assign) and isinstance(stmt.target, Ref):
-            indirect = any(isinstance(e, Ref) for e in walk_expr(stmt.target) if e is not stmt.target)
+        elif isinstance(stmt, Assign) and isinstance(stmt.target, Ref) and stmt.target.buf not in (FAULT_FLAGS, OP_FLAGS):
+            indirect = stmt.target.at is not None
             out.append((stmt.target.buf, None if indirect else stmt.target.idx, extents))
     return out
 
@@ -120,7 +120,10 @@ def note(op, stmts, extents=None):
     """The comment text of one nest: ``stmts`` run inside loops of ``extents`` (variable ->
     iterations; the nest's own loops are in ``stmts``); ``op`` the planned op (None: an output
     copy or code of no op)."""
-    where = _where(op, _stores(stmts, dict(extents or {})))
+    stores = _stores(stmts, dict(extents or {}))
+    flags = not stores and any(isinstance(s, Assign) and isinstance(s.target, Ref) and s.target.buf == OP_FLAGS
+                               for s in walk(stmts))
+    where = "its index-fault flag set to 0" if flags else _where(op, stores)
     return f"{header(op)}: {where}" if op is not None else where
 
 

@@ -17,7 +17,7 @@ The renderer knows two forms:
 """
 
 from rosenna.emit.lang import COMPOSITE
-from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Note, Num, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Note, Num, Ref, Select, Var, flag_store, walk, walk_expr
 
 #: Fact of C and Fortran: the binding strength of the arithmetic operators.
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
@@ -35,13 +35,16 @@ class Renderer:
         halves: blocked form: each reduction's SIMD loop over half the block, two vectors of points
             per weight loaded (the batch path); False: over the whole block, for a block of one
             vector (the per-point SIMD variant's 8 floats).
-        fma: write each accumulated product ``s += a * b`` as the language's ``fma(a, b, s)`` (one
-            rounding, whatever the compiler's contraction flags: the tuning's ``host_fma``).
+        fma: the function (a key of the language's math table) each accumulated product ``s += a * b``
+            is written with, as ``fma(a, b, s)``: "fma" (one rounding, whatever the compiler's
+            contraction flags), "madd" (C's ROSENNA_MADD: fma where the compiler says it is fast), or
+            None (a multiply and an add): :data:`rosenna.emit.host_field.HOST_MADD` of the tuning's
+            ``host_fma``.
     """
 
     POINT = "p"
 
-    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True, fma=False):
+    def __init__(self, lang, precision, resolve, block=0, math=None, halves=True, fma=None):
         self.lang = lang
         self.fma = fma
         self.precision = precision
@@ -154,7 +157,7 @@ class Renderer:
         target = self.expr(stmt.target)
         product = stmt.expr
         if self.fma and stmt.accumulate and isinstance(product, Bin) and product.op == "*":
-            fused = f"{self.fn_name('fma')}({self.expr(product.a)}, {self.expr(product.b)}, {target})"
+            fused = f"{self.fn_name(self.fma)}({self.expr(product.a)}, {self.expr(product.b)}, {target})"
             return self.lang.assign.format(target=target, expr=fused)
         return form.format(target=target, expr=self.expr(product))
 
@@ -207,6 +210,11 @@ class Renderer:
                 flush()  # where the statement starts a nest, its notes go over that nest
             if notes is not None:
                 run_notes.extend(notes.get(id(stmt), ()))
+            if flag_store(stmt) and not self.block:  # the fault flag: stored only by a faulting element
+                target = Ref(stmt.target.buf, stmt.target.idx)
+                cond = f"{self.expr(stmt.target.at, 3)} {self.lang.comparison('<')} {self.literal(0.5)}"
+                run.append(self.lang.store_if.format(cond=cond, target=self.expr(target), expr=self.expr(stmt.expr)))
+                continue
             if isinstance(stmt, Assign):
                 form = self.lang.accumulate if stmt.accumulate else self.lang.assign
                 for offset in ((0, self.block // 2) if in_lane and self.halves else (0,)):

@@ -23,7 +23,7 @@ table below. The C routines are here; the Fortran module's are in
 """
 
 from rosenna.emit import host_conv
-from rosenna.emit.host_field import HOST_MATH, host_lines, host_names
+from rosenna.emit.host_field import HOST_MADD, HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.notes import annotate, note
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
@@ -45,6 +45,8 @@ from rosenna.parallel import regions
 #: its doc comment.
 DIRECTIVES = {
     "c": {
+        "update_from": "#pragma omp target update from({v})",
+        "update_to": "#pragma omp target update to({v})",
         "parallel": "#pragma omp target teams distribute parallel for{collapse} is_device_ptr({data})",
         "parallel_end": None,
         "serial": "#pragma omp target is_device_ptr({data})",
@@ -59,6 +61,8 @@ DIRECTIVES = {
         "why": "",
     },
     "c_acc": {
+        "update_from": "#pragma acc update self({v})",
+        "update_to": "#pragma acc update device({v})",
         "parallel": "#pragma acc parallel loop gang vector{collapse} deviceptr({data})",
         "parallel_end": None,
         "serial": "#pragma acc serial deviceptr({data})",
@@ -73,6 +77,8 @@ DIRECTIVES = {
         "why": "an OpenACC build: the same loops as compute regions",
     },
     "fortran": {
+        "update_from": "!$omp target update from({v})",
+        "update_to": "!$omp target update to({v})",
         "parallel": "!$omp target teams distribute parallel do{collapse}{private}",
         "parallel_end": "!$omp end target teams distribute parallel do",
         "serial": "!$omp target{private}",
@@ -93,6 +99,8 @@ DIRECTIVES = {
         "title": "OpenMP target",
     },
     "fortran_acc": {
+        "update_from": "!$acc update self({v})",
+        "update_to": "!$acc update device({v})",
         "parallel": "!$acc parallel loop gang vector{collapse}{private} present(x, y)",
         "parallel_end": "!$acc end parallel loop",
         "serial": "!$acc serial{private} present(x, y)",
@@ -118,6 +126,42 @@ DIRECTIVES = {
 SAMPLE = "s"
 
 
+#: How each language reads the fault flags back (:func:`fault_check`): the section of the flags
+#: that an update names (``{flags}``: the array, ``{size}``: its elements), and the test and clear of
+#: every sample's flag, the lines before the device's update and ``done``, then the one closing them
+#: (``{i}``: one indent).
+FLAG_CHECK = {
+    "c": {"section": "{flags}[0:{size}]",
+          "test": ["int faulted = 0;", "for (int f = 0; f < {size}; f += 2)", "{i}if ({flags}[f] != {zero}) {{",
+                   "{i}{i}{flags}[f] = {zero};", "{i}{i}faulted = 1;", "{i}}}", "if (faulted) {{"],
+          "close": "}"},
+    "fortran": {"section": "{flags}",
+                "test": ["if (any({flags}(1::2) /= 0)) then", "{i}{flags}(1::2) = 0"],
+                "close": "end if"},
+}
+
+
+def fault_check(plan, lang, table, symbol, samples, depth, done):
+    """The lines that read the fault flag (:func:`rosenna.loopir.flag_faults`) back once a call's
+    regions have run: ``samples`` flags (element 0 of each sample's pair of ``symbol``), brought
+    from the device with the model's update (``table``; None: the host's own), cleared there when
+    one is set, and then ``done`` (lines: return the INDEX status). [] when the plan reads no index
+    at run time. The outputs of the faulting elements are already NaN."""
+    if plan.fault_buffer is None:
+        return []
+    pad, inner, form = lang.indent * depth, lang.indent * (depth + 1), FLAG_CHECK[lang.name]
+    fields = dict(flags=symbol, size=2 * samples, zero=lang.literal(0.0, plan.precision), i=lang.indent)
+
+    def directive(key, indent):
+        section = form["section"].format(**fields)
+        return [] if table is None else [(indent if lang.indent_directives else "") + table[key].format(v=section)]
+
+    lines = [pad + lang.comment.format(text="an index outside its axis set its sample's flag: INDEX, the flags cleared")]
+    lines += directive("update_from", pad) + [pad + text.format(**fields) for text in form["test"]]
+    lines += directive("update_to", inner) + [inner + text for text in done] + [pad + form["close"]]
+    return lines
+
+
 def available(plan):
     """Whether the files get ``<name>_infer_one``: see :attr:`rosenna.plan.Plan.emits_infer_one`."""
     return plan.emits_infer_one
@@ -134,7 +178,7 @@ def region_lines(plan, lang, table, renderer, depth, samples=False, data="x, y")
         return (lang.indent * level if lang.indent_directives else "") + text
 
     op = None
-    for kind, chain, body in regions(plan.body):
+    for kind, chain, body in regions(plan.field_body):
         if kind == "comment":
             lines.append(pad + lang.comment.format(text=body[0].text))
             op = body[0].op
@@ -202,11 +246,14 @@ def c_prototype(plan):
     if not available(plan):
         return ""
     n, t = plan.name, plan.ctype
+    index = (", or _INDEX when an index (a gather's, a scatter's) was outside its axis: the outputs\n"
+             "   it would have filled are NaN"
+             if plan.fault_buffer is not None else "")
     return f"""
 /* One sample over the whole field: x[{n.upper()}_NX] -> y[{n.upper()}_NY], device pointers (host
    pointers without an offload device). One parallel loop per op; the intermediate activations live
    in static device buffers shared by every call, so calls on different streams or threads must not
-   overlap. Returns ROSENNA_STATUS_OK, or _DEVICE for a file-loaded model not initialised. */
+   overlap. Returns ROSENNA_STATUS_OK, or _DEVICE for a file-loaded model not initialised{index}. */
 int {n}_infer_one(const {t} *x, {t} *y, void *stream);
 """
 
@@ -223,16 +270,20 @@ def c_source(plan, regions):
     declare = (f"\n/* Intermediate activations of {n}_infer_one, on the device. */\n"
                f"#pragma omp declare target\n{buffers}\n#pragma omp end declare target\n"
                + _acc_declare(plan, lambda i: C.symbol(plan.name, buffer_ident(i)))) if plan.scratch else ""
-    branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2))
+    flags = C.symbol(plan.name, buffer_ident(plan.fault_buffer)) if plan.fault_buffer is not None else None
+    index = ["return ROSENNA_STATUS_INDEX;"]
+    branches = _c_branches(lambda table: region_lines(plan, C, table, renderer, 2)
+                           + fault_check(plan, C, table, flags, 1, 2, index))
     period = plan.tuned.host_pace
     host = "\n".join(host_lines(plan, regions, C, Renderer(C, plan.precision, resolver(plan, C, whole_field=True),
-                                                  math=HOST_MATH[plan.precision], fma=plan.tuned.host_fma), 1,
+                                                  math=HOST_MATH[plan.precision], fma=HOST_MADD[plan.tuned.host_fma]), 1,
                                  "team_size" if period else None))
     if period:  # the team's size chosen by the time calls took (rosenna_host_sync.h's rosenna_pace)
         host = (f"    static rosenna_pace pace = ROSENNA_PACE_INIT;\n"
                 f"    const int team_size = rosenna_pace_threads(&pace, {period});\n"
                 f"    const double started = rosenna_pace_clock();\n{host}\n"
                 f"    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
+    host = "\n".join([host] + fault_check(plan, C, None, flags, 1, 1, index))
     return f"""{declare}
 {host_conv.arrays(plan, regions)}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
@@ -335,7 +386,26 @@ def c_batch(plan):
               f"            const int count = n - start < {samples} ? n - start : {samples};",
               f"            const {t} *xb = x + (long)start * {n.upper()}_NX;",
               f"            {t} *yb = y + (long)start * {n.upper()}_NY;"]
-    branches = _c_branches(lambda table: chunks + batched_regions(plan, C, table, 3, "xb, yb") + ["        }"])
+    flags = batch_buffer(plan, plan.fault_buffer) if plan.fault_buffer is not None else None
+    branches = _c_branches(lambda table: chunks + batched_regions(plan, C, table, 3, "xb, yb") + ["        }"]
+                           + fault_check(plan, C, table, flags, samples, 2, ["return ROSENNA_STATUS_INDEX;"]))
+    if flags is None:
+        host = f"""    for (int i = 0; i < n; ++i) {{
+        int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
+        if (status != ROSENNA_STATUS_OK)
+            return status;
+    }}
+    return ROSENNA_STATUS_OK;"""
+    else:  # every sample runs; an index outside its axis in any gives INDEX at the end
+        host = f"""    int faulted = 0;
+    for (int i = 0; i < n; ++i) {{
+        int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
+        if (status == ROSENNA_STATUS_INDEX)
+            faulted = 1;
+        else if (status != ROSENNA_STATUS_OK)
+            return status;
+    }}
+    return faulted ? ROSENNA_STATUS_INDEX : ROSENNA_STATUS_OK;"""
     return f"""{declare}
 /* Whole-field plan: on an offload device one parallel loop per op over up to {samples} samples at
    once; on the host one sample at a time through {n}_infer_one. */
@@ -344,11 +414,6 @@ int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     (void)stream;
 {ready}{branches}
     /* on the host: one sample at a time, each through {n}_infer_one's host loops */
-    for (int i = 0; i < n; ++i) {{
-        int status = {n}_infer_one(x + (long)i * {n.upper()}_NX, y + (long)i * {n.upper()}_NY, stream);
-        if (status != ROSENNA_STATUS_OK)
-            return status;
-    }}
-    return ROSENNA_STATUS_OK;
+{host}
 }}
 """

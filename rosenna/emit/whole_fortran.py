@@ -21,7 +21,8 @@ plus ``s`` times the sample's size. Without a device it calls ``<name>_infer_one
 from rosenna.emit.host_field import ARRIVED, host_lines, host_names, yields
 from rosenna.emit.lang import FORTRAN
 from rosenna.emit.render import Renderer, buffer_ident, resolver, used_loop_vars, used_scalars
-from rosenna.emit.whole import DIRECTIVES, SAMPLE, batched_regions, region_lines, available, batch_buffer, batch_samples
+from rosenna.emit.whole import (DIRECTIVES, SAMPLE, available, batch_buffer, batch_samples, batched_regions, fault_check,
+                                region_lines)
 
 #: The offload models of the Fortran routines, in the order their branches are tried.
 MODELS = ("fortran", "fortran_acc")
@@ -112,6 +113,16 @@ def _branch(table, why, body):
             "#endif"]
 
 
+def _flags(plan, batched=False):
+    """The module's array of the fault flags (:func:`rosenna.emit.whole.fault_check`): ``ws<i>``
+    of ``<name>_infer_one``, with ``batched`` the batched path's ``wsb<i>``; None without one."""
+    if plan.fault_buffer is None:
+        return None
+    if batched:
+        return batch_buffer(plan, plan.fault_buffer, FORTRAN)
+    return FORTRAN.symbol(plan.name, buffer_ident(plan.fault_buffer))
+
+
 def _ready(plan):
     n = plan.name
     return (f"    if (.not. ready) then\n      status = {n}_status_device\n      return\n    end if\n"
@@ -131,10 +142,12 @@ def subroutine(plan, regions):
         return ""
     n = plan.name
     renderer = Renderer(FORTRAN, plan.precision, resolver(plan, FORTRAN, whole_field=True))
-    branches = []
+    branches, flags = [], _flags(plan)
+    index = [f"status = {n}_status_index"]
     for model in MODELS:
         table = DIRECTIVES[model]
-        branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3))
+        branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3)
+                            + fault_check(plan, FORTRAN, table, flags, 1, 3, index))
     period = plan.tuned.host_pace
     regions = regions.plain()  # the blocked convs as the plan's loops (rosenna/emit/host_conv.py is C)
     host = host_lines(plan, regions, FORTRAN, renderer, 2, "team_size" if period else None)
@@ -144,8 +157,9 @@ def subroutine(plan, regions):
         decls += ["    integer :: team_size", "    real(real64) :: started"]
         host = ([f"    team_size = pace_threads({period})", "    started = pace_clock()"] + host
                 + ["    call pace_record(team_size, pace_clock() - started)"])
-    device = _locals(sorted(set(used_scalars(plan.body)) - set(names[0])),
-                     sorted(set(used_loop_vars(plan.body)) - set(names[1])))
+    host += fault_check(plan, FORTRAN, None, flags, 1, 2, index)
+    device = _locals(sorted(set(used_scalars(plan.field_body)) - set(names[0])),
+                     sorted(set(used_loop_vars(plan.field_body)) - set(names[1])))
     if device:  # names only the offload branches use
         decls += [f"#if {ANY_MODEL}", *device, "#endif"]
     nl = "\n"
@@ -231,30 +245,44 @@ def batch_statements(plan):
     """``<name>_infer_batch`` of a whole-field plan: (the end of its doc comment, its
     declarations, its statements after the ready check and ``status = ok``)."""
     n, samples = plan.name, batch_samples(plan)
-    lines = []
+    lines, index = [], [f"status = {n}_status_index"]
     for model in MODELS:
         table = DIRECTIVES[model]
         lines += _branch(table, f"{table['why']} over up to {samples} samples", [
             f"      ! the samples in chunks of {samples}, each op one region over a chunk",
             f"      do i = 1, n, {samples}",
             f"        call {table['samples']}(min({samples}, n - i + 1), x(1, i), y(1, i))",
-            "      end do"])
-    lines += [f"    ! On the host: one sample at a time, each through the host loops of {n}_infer_one.",
-              "    do i = 1, n",
-              f"      call {n}_infer_one(x(:, i), y(:, i), status)",
-              f"      if (status /= {n}_status_ok) return",
-              "    end do"]
+            "      end do"] + fault_check(plan, FORTRAN, table, _flags(plan, batched=True), samples, 3, index))
+    lines += [f"    ! On the host: one sample at a time, each through the host loops of {n}_infer_one."]
+    if plan.fault_buffer is None:
+        lines += ["    do i = 1, n",
+                  f"      call {n}_infer_one(x(:, i), y(:, i), status)",
+                  f"      if (status /= {n}_status_ok) return",
+                  "    end do"]
+        decls = "    integer :: i\n"
+    else:  # every sample runs; an index outside its axis in any gives INDEX at the end
+        lines += ["    faulted = 0",
+                  "    do i = 1, n",
+                  f"      call {n}_infer_one(x(:, i), y(:, i), status)",
+                  f"      if (status == {n}_status_index) then",
+                  "        faulted = 1",
+                  f"      else if (status /= {n}_status_ok) then",
+                  "        return",
+                  "      end if",
+                  "    end do",
+                  f"    if (faulted /= 0) status = {n}_status_index"]
+        decls = "    integer :: i, faulted\n"
     doc = (f"on an offload device each op one region over up to {samples} samples at once (data already "
            f"mapped there is not copied again), else one sample at a time through {n}_infer_one.")
-    return doc, "    integer :: i\n", "\n".join(lines) + "\n"
+    return doc, decls, "\n".join(lines) + "\n"
 
 
 def batch_routines(plan):
     """The private routines of the batched regions, one per offload model (in the builds that
     have it)."""
     n = plan.name
-    decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.body)]
-    decls.append(f"    integer :: {', '.join([SAMPLE] + used_loop_vars(plan.body))}")
+    decls = [f"    real(rk) :: {name}" for name in used_scalars(plan.field_body)]
+    decls.append(f"    integer :: {', '.join([SAMPLE] + used_loop_vars(plan.field_body))}")
     nl, out = "\n", []
     for model in MODELS:
         table = DIRECTIVES[model]

@@ -102,10 +102,10 @@ def launch_allowance(name, plan, c):
         # H200 (the first full table): the OpenMP row counted 112 blocks and the OpenACC row 220 over 4 steps for
         # the conv net's 27 regions: 27 (one block per region) or 2 x 27, plus one per call.
         chunks = -(-c.points // whole.batch_samples(plan))
-        regions = sum(kind != "comment" for kind, _, _ in parallel.regions(plan.body))
+        regions = sum(kind != "comment" for kind, _, _ in parallel.regions(plan.field_body))
         return LAUNCH_ARG_BLOCKS * (regions * chunks + 1) * STEPS
     if name == "batch-omp" or (name == "batch" and c.backend == "omp"):
-        per_call = len(parallel.regions(plan.body)) * c.points if plan.path == "whole" else 1
+        per_call = len(parallel.regions(plan.field_body)) * c.points if plan.path == "whole" else 1
         return LAUNCH_ARG_BLOCKS * per_call * STEPS
     return 0
 

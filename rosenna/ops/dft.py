@@ -11,20 +11,33 @@ and returns the real signal (IRFFT; the imaginary parts the symmetry leaves out 
 numpy and onnxruntime do). ``dft_length`` (a constant) zero-pads or truncates the signal; the axis
 is an attribute (opset 17, default 1) or a constant input (opset 20, default -2).
 
-How: every line along the axis is copied into a complex work buffer, transformed in place by a
-Stockham autosort FFT whose stages are fixed when the code is generated (N factored into radices
-4, 2, 3, 5, 7 and, as a fallback for any other prime, one direct-DFT stage of that size), then
-copied out (scaled by 1/N when inverse). A stage of radix p over a transform of Ns points so far is
-one loop nest with affine indices:
+How, in one of two forms per node (:meth:`DFT.direct` chooses by counted work, the tuning's
+``dft_direct_percent``):
 
-    dst[a Ns p + k + t Ns] = sum_q src[a Ns + k + q N/p] T[k, t, q]
-    T[k, t, q] = exp(-+2 pi i q (k + t Ns) / (Ns p))   (twiddle and radix-p butterfly in one table)
+- FFT: every line along the axis is copied into a complex work buffer, transformed by a Stockham
+  autosort FFT whose stages are fixed when the code is generated (N factored into radices 4, 2, 3,
+  5, 7 and, as a fallback for any other prime, one direct-DFT stage of that size), then copied out
+  (scaled by 1/N when inverse). All lines at once: the two work buffers hold every line
+  ([position][line][re, im], the lines innermost, so neighbouring GPU threads touch neighbouring
+  values), and the copy in, each stage and the copy out are each one loop nest over line x point,
+  a parallel region of the whole-field path. A stage of radix p over a transform of Ns points so
+  far:
 
-so the loops need no run-time offsets and every emitter (per point, host batch, whole field, GPU)
-renders them. Two work buffers of 2N values are extra outputs of the node (``canonicalize``), which
-the plan places like any scratch value. Deviation: sums run in the working precision in the order
-above (onnxruntime's radix-2 or Bluestein kernels round differently, within verify's tolerance).
-Refused: a dft_length or axis computed at run time, the last axis.
+      dst[a Ns p + k + t Ns] = sum_q src[a Ns + k + q N/p] T[k, t, q]
+      T[k, t, q] = exp(-+2 pi i q (k + t Ns) / (Ns p))   (twiddle and radix-p butterfly in one table)
+
+- direct: each kept output of each line is a sum over the line's inputs times a constant matrix
+  (``Y[k] = sum_j X[j] M[k, j]``; IRFFT: the real part, the mirrored bins counted twice), one loop
+  nest, no work buffers. It pays where few outputs are kept or few inputs are non-zero:
+  rosenna.passes.dft_truncate turns the Slices after a DFT into its kept outputs (``_bins``) and
+  the zero blocks and pads before one into fewer inputs (``_support``, ``dft_length``), which is
+  what a Fourier neural operator's rfft2 -> low modes -> irfft2 becomes.
+
+Both keep affine indices and constant bounds, so every emitter (per point, host batch, whole
+field, GPU) renders them; the FFT's work buffers are extra outputs of the node (``canonicalize``),
+which the plan places like any scratch value. Deviation: sums run in the working precision in the
+orders above (onnxruntime's radix-2 or Bluestein kernels round differently, within verify's
+tolerance). Refused: a dft_length or axis computed at run time, the last axis.
 """
 
 import numpy as np
@@ -98,14 +111,62 @@ class DFT(Op):
             return "full"
         return "irfft" if self.attr(node, "inverse") else "rfft"
 
+    def _bins(self, node, length):
+        """(first, count): the outputs along the axis computed, of the ``length`` ONNX defines
+        (all of them unless rosenna.passes.dft_truncate kept fewer)."""
+        return tuple(node.attrs.get("_bins") or (0, length))
+
+    def _inputs_used(self, node, shape, axis, n):
+        """The points of each input line that enter the sums: the signal up to N (a longer one is
+        truncated), for IRFFT the given half spectrum up to N/2 + 1."""
+        if self._kind(node) == "irfft":
+            return min(shape[axis], n // 2 + 1)
+        return min(shape[axis], n)
+
+    def _support(self, node, shape, axis, n):
+        """[(first, count)]: the ranges of input positions along the axis that may hold non-zero
+        values and enter the sums (all the used ones unless rosenna.passes.dft_truncate found
+        zero blocks in a Concat before the node)."""
+        used = self._inputs_used(node, shape, axis, n)
+        ranges = []
+        for first, count in node.attrs.get("_support") or [(0, used)]:
+            count = min(first + count, used) - first
+            if count > 0:
+                ranges.append((first, count))
+        return ranges
+
+    def direct(self, node, graph):
+        """Whether the node is computed as a direct sum (a dense complex matrix times each line)
+        rather than by the FFT's stages: when its outputs kept x inputs used per line is at most
+        ``graph.dft_direct_percent`` percent of the stages' work (N times the sum of the radices).
+        A truncated DFT (the low modes of a Fourier layer, 12 of 64) then costs what its FFT does
+        or less, in one loop nest, with no work buffers."""
+        shape, axis, n = self._params(node, graph)
+        kept = self._bins(node, self._full_count(node, n))[1]
+        stages = n * sum(factorize(n))
+        used = sum(count for _, count in self._support(node, shape, axis, n))
+        return 100 * kept * used <= graph.dft_direct_percent * stages
+
+    def form(self, node, graph):
+        """``direct`` or ``FFT`` and its radices (``FFT 4x4x4``), as canonicalize chose: the plan
+        records it in the op's label (rosenna info, the comment over the node's loops)."""
+        if "_matrix" in node.attrs:
+            return "direct"
+        if "_tables" not in node.attrs:
+            return ""
+        return " ".join(["FFT"] + ["x".join(str(p) for p in factorize(self._params(node, graph)[2]))][:len(node.attrs["_tables"])])
+
+    def _full_count(self, node, n):
+        return n // 2 + 1 if self._kind(node) == "rfft" else n
+
     # -- hooks -----------------------------------------------------------------------------------
     def shape(self, node, graph):
         shape, axis, length = self._params(node, graph)
         out = list(shape)
         kind = self._kind(node)
-        out[axis] = length // 2 + 1 if kind == "rfft" else length
+        out[axis] = self._bins(node, self._full_count(node, length))[1]
         out[-1] = 1 if kind == "irfft" else 2
-        return [tuple(out)] + [(2 * length,)] * (len(node.outputs) - 1)
+        return [tuple(out)] + [(self._work(shape, axis, length),)] * (len(node.outputs) - 1)
 
     def check(self, node, graph):
         shape, axis, length = self._params(node, graph)
@@ -129,22 +190,52 @@ class DFT(Op):
     def shape_errors(self, node, graph):
         return []
 
+    @staticmethod
+    def _work(shape, axis, length):
+        """Values in one work buffer: every line's N complex points."""
+        return 2 * length * int(np.prod([d for i, d in enumerate(shape[:-1]) if i != axis]))
+
     def canonicalize(self, node, graph):
-        """Two work buffers of 2N values, as extra outputs the plan places like scratch values."""
-        if len(node.outputs) > 1:
+        """The direct form's matrix (:meth:`direct`), or the FFT's stage tables and two work
+        buffers of every line's N complex points, as extra outputs the plan places like scratch
+        values."""
+        if len(node.outputs) > 1 or "_matrix" in node.attrs:
             return
-        _, _, length = self._params(node, graph)
+        shape, axis, length = self._params(node, graph)
+        node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
+        if self.direct(node, graph):
+            name = graph.new_name(f"{node.name}_matrix")
+            graph.weights[name] = self._matrix(node, shape, axis, length)
+            node.inputs.append(name)
+            node.attrs["_matrix"] = name
+            return
         for tag in ("a", "b"):
             name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
-            graph.values[name] = Value(name, (2 * length,), graph.dtype)
+            graph.values[name] = Value(name, (self._work(shape, axis, length),), graph.dtype)
             node.outputs.append(name)
         node.attrs["_tables"] = {}
-        node.inputs.extend([""] * (3 - len(node.inputs)))  # the tables follow the 3 ONNX inputs
         for s, (ns, p) in enumerate(self._stages(length)):
             name = graph.new_name(f"{node.name}_stage{s}")
             graph.weights[name] = stage_table(ns, p, bool(self.attr(node, "inverse")))
             node.inputs.append(name)
             node.attrs["_tables"][s] = name
+
+    def _matrix(self, node, shape, axis, n):
+        """The direct form's [outputs kept, inputs used, 2] matrix (cos, sin), the inverse's 1/N
+        folded in. IRFFT: each output a real sum over the half spectrum, X[0] and the Nyquist bin
+        once and every mirrored bin twice, only the real part of the product taken (so the
+        imaginary parts of X[0] and X[N/2] drop out, as the FFT form's do)."""
+        first, count = self._bins(node, self._full_count(node, n))
+        outputs = np.arange(first, first + count)[:, None]
+        inputs = np.concatenate([np.arange(a, a + c) for a, c in self._support(node, shape, axis, n)])[None, :]
+        angle = 2.0 * np.pi * (outputs * inputs % n) / n
+        if self._kind(node) == "irfft":
+            mirror = min(self._inputs_used(node, shape, axis, n), (n + 1) // 2) - 1
+            weight = np.where((inputs >= 1) & (inputs <= mirror), 2.0, 1.0) / n
+            return np.stack([weight * np.cos(angle), -weight * np.sin(angle)], axis=-1).reshape(-1, 2)
+        scale = 1.0 / n if self.attr(node, "inverse") else 1.0
+        sign = 1.0 if self.attr(node, "inverse") else -1.0
+        return np.stack([scale * np.cos(angle), sign * scale * np.sin(angle)], axis=-1).reshape(-1, 2)
 
     @staticmethod
     def _stages(length):
@@ -162,86 +253,145 @@ class DFT(Op):
         x, y = node.inputs[0], node.outputs[0]
         work = node.outputs[1:3]
         complex_in = shape[-1] == 2
-        lines = [d for i, d in enumerate(shape[:-1]) if i != axis]
+        before, after = list(shape[:axis]), list(shape[axis + 1:-1])
+        lines = before + after
         length = shape[axis]
 
-        def line(idx):
-            def at(src_shape, position, part):
-                full = list(idx[:axis]) + [position] + list(idx[axis:]) + [part]
-                return flat_index(full, src_shape)
+        def along(count, body):
+            """Every line's positions 0..count-1 in the order of x's and y's memory (the axes
+            before the signal axis, the position, the axes after it): ``body(line, position)``."""
+            def visit(idx):
+                body(idx[:len(before)] + idx[len(before) + 1:], idx[len(before)])
+            b.nest(before + [count] + after, visit)
 
-            buf = work[0]
+        def signal(src_shape, idx, position, part):
+            return flat_index(idx[:len(before)] + [position] + idx[len(before):] + [part], src_shape)
 
-            def load(k, part):
-                return Ref(x, at(shape, k, part))
+        first, count = self._bins(node, self._full_count(node, n))
+        if "_matrix" in node.attrs:
+            self._lower_direct(b, node, along, signal, shape, out_shape, count,
+                               self._support(node, shape, axis, n), complex_in)
+            return
+        buf = work[0]
 
-            # 1. the line into the work buffer, complex, zero-padded or truncated to n points
-            used = min(length, n)
-            if kind == "irfft":
-                half = min(length, n // 2 + 1)
-                b.loop(2 * n, lambda i: b.assign(Ref(buf, Idx.of(i)), Num(0.0)))
-                for part in (0, 1):
-                    b.loop(half, lambda k, part=part: b.assign(Ref(buf, Idx.of(k) * 2 + part), load(k, part)))
-                mirror = min(half, (n + 1) // 2) - 1  # k = 1 .. : X[n - k] = conj X[k]
-                if mirror > 0:
-                    b.loop(mirror, lambda k: b.assign(Ref(buf, (Idx.of(k) * -1 + n - 1) * 2), load(Idx.of(k) + 1, 0)))
-                    b.loop(mirror, lambda k: b.assign(Ref(buf, (Idx.of(k) * -1 + n - 1) * 2 + 1),
-                                                      Bin("-", Num(0.0), load(Idx.of(k) + 1, 1))))
-            else:
-                b.loop(used, lambda k: b.assign(Ref(buf, Idx.of(k) * 2), load(k, 0)))
-                b.loop(used, lambda k: b.assign(Ref(buf, Idx.of(k) * 2 + 1), load(k, 1) if complex_in else Num(0.0)))
-                if n > used:
-                    b.loop(2 * (n - used), lambda i: b.assign(Ref(buf, Idx.of(i) + 2 * used), Num(0.0)))
-            # 2. the stages, ping-pong between the two work buffers
-            src = 0
-            for s, (ns, p) in enumerate(self._stages(n)):
-                self._stage(b, work[src], work[1 - src], node.attrs["_tables"][s], n, ns, p)
-                src = 1 - src
-            result = work[src]
-            # 3. out, scaled by 1/N when inverse
-            scale = 1.0 / n if self.attr(node, "inverse") else 1.0
+        def put(idx, position, part, value):
+            b.assign(Ref(buf, slot(idx, lines, position, part)), value)
 
-            def scaled(e):
-                return e if scale == 1.0 else Bin("*", e, Num(scale))
+        # 1. the lines into the work buffer, complex, zero-padded or truncated to n points; each
+        # range of positions one nest (the ranges are disjoint, so they run together)
+        used = min(length, n)
+        if kind == "irfft":
+            half = min(length, n // 2 + 1)
+            mirror = min(half, (n + 1) // 2) - 1  # k = 1 .. mirror: X[n - k] = conj X[k]
+            along(half, lambda idx, k: [put(idx, k, part, Ref(x, signal(shape, idx, k, part))) for part in (0, 1)])
+            if n - half - mirror > 0:
+                along(n - half - mirror, lambda idx, k: [put(idx, Idx.of(k) + half, part, Num(0.0)) for part in (0, 1)])
+            if mirror > 0:
+                def conjugate(idx, k):
+                    put(idx, Idx.of(k) * -1 + n - 1, 0, Ref(x, signal(shape, idx, Idx.of(k) + 1, 0)))
+                    put(idx, Idx.of(k) * -1 + n - 1, 1, Bin("-", Num(0.0), Ref(x, signal(shape, idx, Idx.of(k) + 1, 1))))
+                along(mirror, conjugate)
+        else:
+            along(used, lambda idx, k: [put(idx, k, part, Ref(x, signal(shape, idx, k, part)) if part == 0 or complex_in
+                                        else Num(0.0)) for part in (0, 1)])
+            if n > used:
+                along(n - used, lambda idx, k: [put(idx, Idx.of(k) + used, part, Num(0.0)) for part in (0, 1)])
+        # 2. the stages, ping-pong between the two work buffers, every line at once
+        result = run_stages(b, work, node.attrs["_tables"], n, lines)
+        # 3. out, scaled by 1/N when inverse
+        scale = 1.0 / n if self.attr(node, "inverse") else 1.0
 
-            count = out_shape[axis]
-            parts = 1 if kind == "irfft" else 2
-            for part in range(parts):
-                b.loop(count, lambda k, part=part: b.assign(Ref(y, at(out_shape, k, part)),
-                                                            scaled(Ref(result, Idx.of(k) * 2 + part))))
+        def scaled(e):
+            return e if scale == 1.0 else Bin("*", e, Num(scale))
 
-        b.nest(lines, line)
+        parts = (0,) if kind == "irfft" else (0, 1)
+        along(count, lambda idx, k: [b.assign(Ref(y, signal(out_shape, idx, k, part)),
+                                              scaled(Ref(result, slot(idx, lines, Idx.of(k) + first, part))))
+                                     for part in parts])
 
-    @staticmethod
-    def _stage(b, src, dst, table, n, ns, p):
-        """One Stockham stage of radix p after Ns points (module docstring)."""
+    def _lower_direct(self, b, node, along, signal, shape, out_shape, count, support, complex_in):
+        """Each kept output of each line one iteration of one loop nest (a parallel region), the sum
+        over the line's inputs in ``support`` (one loop per range) inside it:
+        Y[k] = sum_j X[j] M[k, j] (IRFFT: the real part)."""
+        x, y, matrix = node.inputs[0], node.outputs[0], node.attrs["_matrix"]
+        used = sum(width for _, width in support)
+        real_out = self._kind(node) == "irfft"
         re, im = Var("fre"), Var("fim")
-        stride = n // p
 
-        def group(a):
-            def point(k):
-                def output(t):
-                    b.assign(re, Num(0.0))
-                    b.assign(im, Num(0.0))
+        def output(idx, k):
+            b.assign(re, Num(0.0))
+            if not real_out:
+                b.assign(im, Num(0.0))
 
-                    def term(q):
-                        where = Idx.of(a) * ns + Idx.of(k) + Idx.of(q) * stride
-                        sr, si = Ref(src, where * 2), Ref(src, where * 2 + 1)
-                        row = (Idx.of(k) * p + Idx.of(t)) * p + Idx.of(q)
-                        cr, ci = Ref(table, row * 2), Ref(table, row * 2 + 1)
-                        b.assign(re, Bin("-", Bin("*", sr, cr), Bin("*", si, ci)), accumulate=True)
-                        b.assign(im, Bin("+", Bin("*", sr, ci), Bin("*", si, cr)), accumulate=True)
+            def term(j, first, column):
+                xr = Ref(x, signal(shape, idx, Idx.of(j) + first, 0))
+                xi = Ref(x, signal(shape, idx, Idx.of(j) + first, 1)) if complex_in else None
+                row = Idx.of(k) * used + Idx.of(j) + column
+                cr, ci = Ref(matrix, row * 2), Ref(matrix, row * 2 + 1)
+                if real_out:  # Re(X M) = Xr Mr - Xi Mi, with Mi's sign folded into the matrix
+                    b.assign(re, Bin("+", Bin("*", xr, cr), Bin("*", xi, ci)), accumulate=True)
+                elif xi is None:
+                    b.assign(re, Bin("*", xr, cr), accumulate=True)
+                    b.assign(im, Bin("*", xr, ci), accumulate=True)
+                else:
+                    b.assign(re, Bin("-", Bin("*", xr, cr), Bin("*", xi, ci)), accumulate=True)
+                    b.assign(im, Bin("+", Bin("*", xr, ci), Bin("*", xi, cr)), accumulate=True)
 
-                    b.loop(p, term)
-                    out = Idx.of(a) * (ns * p) + Idx.of(k) + Idx.of(t) * ns
-                    b.assign(Ref(dst, out * 2), re)
-                    b.assign(Ref(dst, out * 2 + 1), im)
+            column = 0
+            for first, width in support:
+                b.loop(width, lambda j, first=first, column=column: term(j, first, column))
+                column += width
+            b.assign(Ref(y, signal(out_shape, idx, k, 0)), re)
+            if not real_out:
+                b.assign(Ref(y, signal(out_shape, idx, k, 1)), im)
 
-                b.loop(p, output)
+        along(count, output)
 
-            b.loop(ns, point)
 
-        b.loop(n // (ns * p), group)
+def slot(line, lines, position, part):
+    """Where part (0 real, 1 imaginary) of point ``position`` of line ``line`` (its indices over
+    the extents ``lines``) lies in a work buffer: [position][line][part], the lines innermost, so
+    neighbouring GPU threads (neighbouring lines) touch neighbouring values in every stage."""
+    count = int(np.prod(lines)) if lines else 1
+    return (Idx.of(position) * count + flat_index(line, lines)) * 2 + part
+
+
+def run_stages(b, work, tables, n, lines):
+    """The FFT stages of n points over every line of ``lines`` (extents), from ``work[0]``,
+    ping-ponging between the two work buffers; returns the buffer that holds the result."""
+    src = 0
+    for s, (ns, p) in enumerate(DFT._stages(n)):
+        stage(b, work[src], work[1 - src], tables[s], n, ns, p, lines)
+        src = 1 - src
+    return work[src]
+
+
+def stage(b, src, dst, table, n, ns, p, lines):
+    """One Stockham stage of radix p after Ns points (module docstring), on every line at once:
+    one loop nest over (a, t, k, line), each output point of each line an iteration (a parallel
+    region), the radix-p sum inside it."""
+    re, im = Var("fre"), Var("fim")
+    stride = n // p
+
+    def output(idx):
+        a, t, k, line = idx[0], idx[1], idx[2], idx[3:]
+        b.assign(re, Num(0.0))
+        b.assign(im, Num(0.0))
+
+        def term(q):
+            where = Idx.of(a) * ns + Idx.of(k) + Idx.of(q) * stride
+            sr, si = Ref(src, slot(line, lines, where, 0)), Ref(src, slot(line, lines, where, 1))
+            row = (Idx.of(k) * p + Idx.of(t)) * p + Idx.of(q)
+            cr, ci = Ref(table, row * 2), Ref(table, row * 2 + 1)
+            b.assign(re, Bin("-", Bin("*", sr, cr), Bin("*", si, ci)), accumulate=True)
+            b.assign(im, Bin("+", Bin("*", sr, ci), Bin("*", si, cr)), accumulate=True)
+
+        b.loop(p, term)
+        out = Idx.of(a) * (ns * p) + Idx.of(k) + Idx.of(t) * ns
+        b.assign(Ref(dst, slot(line, lines, out, 0)), re)
+        b.assign(Ref(dst, slot(line, lines, out, 1)), im)
+
+    b.nest([n // (ns * p), p, ns] + list(lines), output)
 
 
 class STFT(Op):
@@ -252,8 +402,9 @@ class STFT(Op):
     X is [batch, length, 1] (real) or [batch, length, 2] (complex); ``frame_step`` a constant;
     L the length of the ``window`` input (constant or computed at run time; absent: 1 everywhere)
     or the constant ``frame_length``; frames = (length - L) / step + 1; ``onesided`` (default 1,
-    real signal only) keeps the L/2 + 1 first frequencies. Each frame is transformed by the FFT
-    stages of :class:`DFT` (same tables, same two work buffers, placed by the plan as scratch)."""
+    real signal only) keeps the L/2 + 1 first frequencies. Every frame of every signal is a line of
+    :class:`DFT`'s FFT form (same tables, two work buffers holding all of them, placed by the plan
+    as scratch)."""
 
     name = "STFT"
     attributes = {"onesided": 1}
@@ -275,7 +426,7 @@ class STFT(Op):
 
     def shape(self, node, graph):
         shape, _, length, frames, bins = self._params(node, graph)
-        return [(shape[0], frames, bins, 2)] + [(2 * length,)] * (len(node.outputs) - 1)
+        return [(shape[0], frames, bins, 2)] + [(2 * length * shape[0] * frames,)] * (len(node.outputs) - 1)
 
     def check(self, node, graph):
         shape, step, length, _, _ = self._params(node, graph)
@@ -299,10 +450,10 @@ class STFT(Op):
         """The two work buffers and the stage tables of :class:`DFT`, for the frame length."""
         if len(node.outputs) > 1:
             return
-        _, _, length, _, _ = self._params(node, graph)
+        shape, _, length, frames, _ = self._params(node, graph)
         for tag in ("a", "b"):
             name = graph.new_name(f"{node.outputs[0]}_fft_{tag}")
-            graph.values[name] = Value(name, (2 * length,), graph.dtype)
+            graph.values[name] = Value(name, (2 * length * shape[0] * frames,), graph.dtype)
             node.outputs.append(name)
         node.attrs["_tables"] = {}
         node.inputs.extend([""] * (4 - len(node.inputs)))  # the tables follow the 4 ONNX inputs
@@ -317,27 +468,25 @@ class STFT(Op):
         x, y, work = node.inputs[0], node.outputs[0], node.outputs[1:3]
         window = node.inputs[2] if node.inputs[2] else None
         out_shape = (shape[0], frames, bins, 2)
+        lines = (shape[0], frames)  # every frame of every signal one line of the work buffers
 
-        def frame(idx):
-            batch, f = idx
-            buf = work[0]
+        def load(idx):
+            batch, f, n = idx
             for part in range(2):
-                def load(n, part=part):
-                    if part == 1 and shape[-1] == 1:
-                        value = Num(0.0)
-                    else:
-                        value = Ref(x, flat_index([batch, Idx.of(f) * step + n, part], shape))
-                        if window is not None:
-                            value = Bin("*", value, Ref(window, Idx.of(n)))
-                    b.assign(Ref(buf, Idx.of(n) * 2 + part), value)
+                if part == 1 and shape[-1] == 1:
+                    value = Num(0.0)
+                else:
+                    value = Ref(x, flat_index([batch, Idx.of(f) * step + n, part], shape))
+                    if window is not None:
+                        value = Bin("*", value, Ref(window, Idx.of(n)))
+                b.assign(Ref(work[0], slot([batch, f], lines, n, part)), value)
 
-                b.loop(length, load)
-            src = 0
-            for s, (ns, p) in enumerate(DFT._stages(length)):
-                DFT._stage(b, work[src], work[1 - src], node.attrs["_tables"][s], length, ns, p)
-                src = 1 - src
+        b.nest(lines + (length,), load)
+        result = run_stages(b, work, node.attrs["_tables"], length, lines)
+
+        def store(idx):
+            batch, f, k = idx
             for part in range(2):
-                b.loop(bins, lambda k, part=part: b.assign(Ref(y, flat_index([batch, f, k, part], out_shape)),
-                                                           Ref(work[src], Idx.of(k) * 2 + part)))
+                b.assign(Ref(y, flat_index([batch, f, k, part], out_shape)), Ref(result, slot([batch, f], lines, k, part)))
 
-        b.nest((shape[0], frames), frame)
+        b.nest(lines + (bins,), store)

@@ -13,7 +13,7 @@ deterministically: the last update wins for ``none``, ``add`` sums in index orde
 
 import numpy as np
 
-from rosenna.loopir import FAULT, Bin, Fn, Idx, Num, Ref, Select, Var, flat_index, strides
+from rosenna.loopir import FAULT, OP_FAULT, Bin, Fn, Idx, Num, Ref, Select, Var, flat_index, strides
 from rosenna.ops.base import Op
 
 NAN = Num(float("nan"))
@@ -189,7 +189,7 @@ class ScatterElements(Op):
         kind = self.attr(node, "reduction")
         out = node.outputs[0]
         size = int(np.prod(data, dtype=np.int64))
-        bad = Var("bad")
+        bad = Var(OP_FAULT)
         b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Ref(node.inputs[0], Idx.of(i))))
         b.assign(bad, Num(0.0))
 
@@ -202,7 +202,14 @@ class ScatterElements(Op):
             b.assign(target, Select(ok, Num(0.5), reduced(kind, target, update), target))
             b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
 
-        b.nest(index_shape, body)
+        # The other axes outermost, the scatter's own axis innermost: a column's updates in index
+        # order, and the columns (which never meet) parallel in the whole-field form.
+        others = index_shape[:axis] + index_shape[axis + 1:]
+
+        def column(rest):
+            b.loop(index_shape[axis], lambda a: body(list(rest[:axis]) + [a] + list(rest[axis:])))
+
+        b.nest(others, column)
         invalidate(b, out, size, bad)
 
 
@@ -236,22 +243,21 @@ class ScatterND(Op):
         kind = self.attr(node, "reduction")
         out = node.outputs[0]
         size = int(np.prod(data, dtype=np.int64))
-        bad = Var("bad")
+        bad = Var(OP_FAULT)
         b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Ref(node.inputs[0], Idx.of(i))))
         b.assign(bad, Num(0.0))
 
-        def outer(q):
-            offset, ok = _nd_offset(b, node, graph, data, 0, [], index_shape, q)
-
-            def write(r):
+        def write(r):  # the slices' elements outermost (they never meet), the index tuples in order inside
+            def one(q):
+                offset, ok = _nd_offset(b, node, graph, data, 0, [], index_shape, q)
                 target = Ref(out, flat_index([0] * k + list(r), data), at=offset)
                 update = Ref(node.inputs[2], flat_index(list(q) + list(r), updates))
                 b.assign(target, Select(ok, Num(0.5), reduced(kind, target, update), target))
+                b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
 
-            b.nest(rest, write)
-            b.assign(bad, Bin("-", Num(1.0), ok), accumulate=True)
+            b.nest(index_shape[:-1], one)
 
-        b.nest(index_shape[:-1], outer)
+        b.nest(rest, write)
         invalidate(b, out, size, bad)
 
 
@@ -307,7 +313,7 @@ class TensorScatter(Op):
         has_indices = len(node.inputs) > 2 and bool(node.inputs[2])
         out = node.outputs[0]
         size = int(np.prod(cache, dtype=np.int64))
-        bad = Var("bad")
+        bad = Var(OP_FAULT)
         b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Ref(node.inputs[0], Idx.of(i))))
         b.assign(bad, Num(0.0))
         length = cache[axis]

@@ -374,8 +374,8 @@ class DeformConv(Op):
     output position and group (a grid of more output positions than ``--max-op-nests`` is refused,
     naming the option). Offsets computed at run time (a deformable network's offset branch): each
     output position computes its taps' corners and weights (a corner outside X adds nothing) and
-    reads X at those run-time offsets, so the plan runs per point and in the host batch, with no
-    whole-field form (as the gathers). Refused: other than 2 spatial axes (onnx defines the 2-D
+    reads X at those run-time offsets (as the gathers: in the whole-field form a read of all of X).
+    Refused: other than 2 spatial axes (onnx defines the 2-D
     form)."""
 
     name = "DeformConv"

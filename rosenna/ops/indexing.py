@@ -28,7 +28,7 @@ from rosenna.ops.gather_scatter import checked_index, guarded, scaled
 
 #: A constant Gather whose indices are no arithmetic sequence gets one loop nest per index up to
 #: this many indices; above, it reads its index table at run time (one nest: a mesh's 2,000-edge
-#: list was 2,000 nests, 17,000 lines of C), which gives up the whole-field form (rosenna.loopir.Ref.at).
+#: list was 2,000 nests, 17,000 lines of C); the whole-field form reads all of the data for it (rosenna.loopir.Ref.at).
 GATHER_NESTS_MAX = 64
 
 
@@ -188,6 +188,13 @@ class Slice(Op):
 
     def _params(self, node, inputs_or_graph, shape):
         return slice_params(node, inputs_or_graph, shape, lambda key: self.attr(node, key))
+
+    def is_alias(self, node, graph):
+        """A Slice that keeps every element (an exporter's [0:1] of an axis of 1, after irfft2)
+        only relabels its input."""
+        shape = graph.shape_of(node.inputs[0])
+        params = self._params(node, graph, shape)
+        return params is not None and all(step == 1 and count == shape[axis] for axis, _, step, count in params)
 
     def evaluate(self, node, inputs):
         data = inputs[0]

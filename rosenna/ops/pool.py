@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from rosenna.loopir import Bin, Fn, Idx, Num, Ref, Select, Var, flat_index
+from rosenna.loopir import OP_FAULT, Bin, Fn, Idx, Num, Ref, Select, Var, flat_index
 from rosenna.loopir import strides as element_strides
 from rosenna.ops.base import REQUIRED, Op, const_input, onnx_ints
 from rosenna.ops.conv import forward_runs, window, window_problems
@@ -257,7 +257,7 @@ class MaxUnpool(Op):
         y, inferred = self._out_shape(node, graph), self._inferred(node, graph)
         out = node.outputs[0]
         size, count, positions = math.prod(y), math.prod(x), math.prod(inferred)
-        bad = Var("bad")
+        bad = Var(OP_FAULT)
         b.loop(size, lambda i: b.assign(Ref(out, Idx.of(i)), Num(0.0)))
         b.assign(bad, Num(0.0))
 

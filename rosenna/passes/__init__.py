@@ -9,7 +9,7 @@ import os
 import sys
 
 from rosenna import ir
-from rosenna.passes import batchnorm, conv_pad, fold, fuse, gelu, relabel, resize_split, runtime_gemm, support
+from rosenna.passes import batchnorm, conv_pad, dft_truncate, fold, fuse, gelu, relabel, resize_split, runtime_gemm, support
 
 PIPELINE = (
     ("fold_constants", fold.fold_constants),
@@ -20,6 +20,7 @@ PIPELINE = (
     ("pad_conv_inputs", conv_pad.pad_conv_inputs),
     ("matmul_add_to_gemm", fuse.matmul_add_to_gemm),
     ("gated_activations", fuse.gated_activations),
+    ("truncate_dfts", dft_truncate.truncate_dfts),
     ("canonicalize", support.canonicalize),
     ("fold_batchnorm", batchnorm.fold_batchnorm),
     ("gelu_from_erf", gelu.gelu_from_erf),

@@ -93,7 +93,7 @@ def decide(plan, tuning=None, vector=32):
                      values=(("warp", mlp.offload_warp(plan, chain)),) if chain else ())
     body, fused = point.epilogue.fuse(plan) if plan.path == "point" else ((), ())
     return Strategy(plan, tuning, chain, batched, tensor, routine, offload, field.memory(plan, tuning),
-                    point.host(plan, tuning, vector, fused), field.decide(plan, tuning), body,
+                    point.host(plan, tuning, vector, fused, chain.layers), field.decide(plan, tuning), body,
                     field.host.regions(plan) if plan.emits_infer_one else None)
 
 

@@ -27,8 +27,14 @@ class TuningError(UsageError):
     """An unknown tuning key or a value of the wrong type or range (one line: what, where, what to do)."""
 
 
-def _knob(default, doc, choices=None, minimum=0, maximum=None):
-    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum})
+def _knob(default, doc, choices=None, minimum=0, maximum=None, aliases=None):
+    """``aliases``: a choice field's other spellings, booleans included (``{True: "on"}``)."""
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum,
+                                            "aliases": aliases or {}})
+
+
+#: host_fma's former boolean spellings: true is "on", false "off".
+_ON_OFF = {True: "on", False: "off", "true": "on", "false": "off", "1": "on", "0": "off"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,15 @@ class Tuning:
     whole_threshold: int = _knob(
         32 * 1024, "Per-point scratch bytes above which a plan runs over the whole field per sample. "
         "32 KiB of locals already costs a GPU thread most of its occupancy (not timed: the occupancy rule).")
+    # -- Fourier transforms -----------------------------------------------------------------------
+    dft_direct_percent: int = _knob(
+        200, "A DFT node runs as a direct sum (a dense complex matrix times each line, one loop nest) instead of "
+        "its FFT stages when its kept outputs x used inputs per line are at most this percent of the stages' "
+        "work, N x the sum of N's radices (0: always the FFT). The direct form needs no work buffers and no "
+        "stage passes (each stage reads and writes every line), so it is taken up to twice the stages' multiply-adds: "
+        "an FNO's 12 of 64 modes (768 against 768) and its inverse from 24 of 64 rows (1536) run direct, a full "
+        "64-point transform (4096) by its stages. Not timed: counted work (docs/model-families.md, 'Fourier "
+        "transforms').")
     # -- host -------------------------------------------------------------------------------------
     host_block_single: int = _knob(32, "Points per host block in single precision (SIMD lanes innermost), "
                                    "halved until a block's scratch fits host_block_bytes. x86-64 host, "
@@ -63,6 +78,14 @@ class Tuning:
         "loop index; 0: no SIMD variant). 32: the width GCC picks for a caller's `omp simd` loop on x86-64 without "
         "a simdlen clause, AVX-512 CPUs included, so the caller's loop finds the variant. docs/benchmarks-host.md "
         "'Per point in SIMD lanes'.")
+    point_simd_mlp: bool = _knob(
+        True, "Whether an MLP chain gets, on an AVX-512 build, the 8-lane SIMD variant of "
+        "<name>_infer in 512-bit vectors over its outputs, 8 points x 2 vectors of outputs in registers "
+        "(rosenna/emit/simd_mlp.py; a second, input-major copy of the weights). Off, or another target: the 8 "
+        "points in the lanes of one 256-bit vector per statement, half the batch path's width. x86-64 AVX-512 "
+        "host, one thread, CPU time, load average 6-8: the 8-lane loop over the batch path's time 1.08 against "
+        "1.73 (mlp128), 1.22 against 1.55 (7-96x4-5 Tanh), 1.35 against 1.47 (5-64-64-3 SiLU), 1.27 against "
+        "1.46 (gemm_big) (docs/benchmarks-host.md 'Per point in SIMD lanes: outputs in the lanes').")
     gemm_columns: int = _knob(
         8, "Outputs of a Gemm computed per pass over its input: independent accumulators sharing each load of "
         "the input (in the host batch path each broadcast weight feeds one vector per half block, each input "
@@ -70,14 +93,26 @@ class Tuning:
         "(AVX-512, GCC 12, -ffp-contract=off), 7-96x4-5 Tanh MLP batch: 8 columns 0.77x the time of 4, 12 and "
         "16 no faster (docs/benchmarks-host.md 'Register blocking of the Gemm'). Not timed on a GPU, where it "
         "is one thread's accumulators.", minimum=1, maximum=32)
-    host_fma: bool = _knob(
-        False, "Write each multiply-add of the C library's per-point routine, its SIMD variants and the host batch "
-        "path as C's fma() (one rounding; an FMA instruction where the target has one, a slow library call where "
-        "it has none). Off (the default): a separate multiply and add, bit for bit what the Fortran module, "
-        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off. On: the C "
-        "paths still agree with each other bit for bit (fma is exactly rounded), a K-term dot product moves by at "
-        "most K*u*sum|w*x| (u = 2^-24 in single precision), inside verify's tolerance unless the sum cancels. "
-        "docs/benchmarks-host.md 'FMA and reproducibility'.")
+    host_fma: str = _knob(
+        "auto", "How the C library writes each multiply-add of its per-point routine, its SIMD variants, the host "
+        "batch path, the whole-field host branch and the host exp and tanh they call. 'auto': rosenna_rt.h's "
+        "ROSENNA_MADDF / ROSENNA_MADD, which is C's fma() where the compiler says the fused operation is fast "
+        "(math.h's FP_FAST_FMAF, GCC's __FP_FAST_FMAF, the x86 and Arm FMA feature macros for clang, a GPU's "
+        "device pass) and a separate multiply and add otherwise: an FMA instruction where the target has one, "
+        "never a library call (a build's -DROSENNA_FMA=0 / 1 decides instead). 'on': fma() always (a slow library "
+        "call on a target without FMA). 'off': never; bit for bit what the Fortran module's dot products, "
+        "onnxruntime's reference order and any compiler give under the profiles' -ffp-contract=off, on any CPU "
+        "(the bit-reproducible choice). In every "
+        "setting the C paths agree with each other bit for bit in one build (fma is exactly rounded and each sum "
+        "keeps its order); 'auto' gives different last bits on CPUs with and without FMA. What verify's tolerance "
+        "implies: a K-term dot product fused moves by at most K*u*sum|w*x| from the unfused one (u = 2^-24 in "
+        "single precision, 2^-53 in double; one rounding of each product saved), inside the float32 tolerance's "
+        "relative part 1e-5 while |sum| >= K*u/1e-5 * sum|w*x| (0.76 of it at K = 128), typically (errors of "
+        "random sign, sqrt(K)*u*sum|w*x|) down to 0.07 of it. true / false are accepted as on / off. Default "
+        "'auto': the four MLPs' batch path at 0.33-0.40x onnxruntime's time with FMA against 0.47-0.62x "
+        "without, x86-64 AVX-512 host, one thread, CPU time (docs/benchmarks-host.md 'Per point in SIMD lanes: "
+        "outputs in the lanes'; 'FMA and reproducibility').",
+        choices=("auto", "on", "off"), aliases=_ON_OFF)
     host_wait: str = _knob(
         "yield", "How the threads of the host batch and whole-field paths wait for each other between ops: "
         "'yield' (rosenna_rt.h's rosenna_team_wait: a short poll, then a sleep on a condition variable, so a "
@@ -105,7 +140,7 @@ class Tuning:
         True, "Whether the host whole-field loops compute a 2-D Conv (group 1) as a register-blocked direct "
         "convolution (rosenna/strategy/field/host_conv.py: blocks of output channels x rows x one vector of "
         "columns over a zero-padded tile of the input rows, borders included) instead of the plan's interior and "
-        "border loops; the same values bit for bit. x86-64 host (AVX-512, GCC 12), 3-conv 16-channel net on "
+        "border loops; each sum in the plan's order, so the same values bit for bit under the same host_fma. x86-64 host (AVX-512, GCC 12), 3-conv 16-channel net on "
         "64x64: docs/host-conv.md. C only: the Fortran module keeps the "
         "plan's loops.")
     host_conv_channels: int = _knob(
@@ -217,6 +252,10 @@ class Tuning:
     narrow_max_width: int = _knob(
         128, "Widest layer the narrow FP32 kernel unrolls (nvcc ran for minutes on a 256-wide layer: a "
         "compile-time bound, not timed).", minimum=1)
+    staged_min_blocks: int = _knob(
+        4, "Blocks per SM the staged FP32 kernel asks of ptxas on CUDA (__launch_bounds__' second argument: a "
+        "128-register cap at 4 blocks of 128 threads; HIP gets none). H200, results/measurement-log.md, \"The "
+        "staged and tensor-core kernel study\".", minimum=1, maximum=16)
     wide_layer: int = _knob(
         96, "A hidden layer at least this wide sends an FP32 MLP to a shared-memory kernel (staged or tiled). "
         "H200, results/measurement-log.md, \"The staged and tensor-core kernel study\".", minimum=1)
@@ -239,6 +278,14 @@ class Tuning:
         257, "Widest layer from which the wide 3xTF32 kernel's hidden fragments are compact (each weight once as "
         "big + small, 8 bytes per lane: half the weight stream). results/measurement-log.md, \"The wide tensor-core "
         "kernel study\" (its compact_off, compact_256 and compact_all builds).", minimum=1)
+    compact_fragments: str = _knob(
+        "sum", "What a compact 8-byte 3xTF32 fragment holds per weight (the wide kernel's from wide_compact_from, "
+        "the warp routine's with warp_compact): 'sum', the fp32 number big + small with big the weight truncated to "
+        "TF32 (22 significant bits; the kernel splits it in two instructions); 'weight', the weight itself, which "
+        "the kernel splits as the host splits 16-byte fragments (both halves rounded to nearest, four "
+        "instructions): the same operands as 16-byte fragments, so with wide_compact_from=1 the wide kernel computes "
+        "what its 16-byte form computes, bit for bit, from half the bytes (and mlp128's kernel file holds 36,036 "
+        "fewer literals). Not timed: bench/routine_layout.sh times it.", choices=("sum", "weight"))
     wide_persistent: bool = _knob(
         False, "Whether the wide 3xTF32 kernel runs as a persistent grid (each block on from one block of points "
         "to the next) where its fragments are not compact. Off: on the H200 slower at 96, 128 and 512 wide "
@@ -293,6 +340,14 @@ class Tuning:
     warp_compact: bool = _knob(
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
         "through L1, two instructions per weight). Off: slower on the H200 (results/measurement-log.md, \"The warp-routine study\").")
+    routine_layout: str = _knob(
+        "wide", "Which fragments the staged MLPs' tensor-core warp body reads where the wide 3xTF32 kernel is "
+        "beside it. 'wide': that kernel's <name>_tc_packed, in its natural row order (each lane gathers its "
+        "paired rows from two adjacent 16-byte fragments: two loads per k8 x n8 tile instead of one), so the "
+        "kernel file holds the 3xTF32 weights once (mlp128: 72,072 fewer literals). 'paired': a copy of its "
+        "own, <name>_rchain, in the paired row order its A fragments need (one load per tile). The same "
+        "numbers reach the tensor cores either way (bit for bit the same results). Not timed: "
+        "bench/routine_layout.sh times both.", choices=("wide", "paired"))
 
     point_threads: int = _knob(
         256, "Threads per block of the one-point-per-thread kernels (the point kernel and the narrow FP32 "
@@ -491,6 +546,7 @@ def _check(key, value, where):
         if spec.metadata["maximum"] is not None and value > spec.metadata["maximum"]:
             raise TuningError(f"{where}: {key} must be at most {spec.metadata['maximum']}, not {value}")
     elif kind is str:
+        value = spec.metadata["aliases"].get(value.lower() if isinstance(value, str) else value, value)
         if not isinstance(value, str) or value not in spec.metadata["choices"]:
             choices = ", ".join(repr(c) for c in spec.metadata["choices"])
             raise TuningError(f"{where}: {key} must be one of {choices}, not {value!r}")
@@ -523,6 +579,8 @@ def tuning_schema():
         elif kind is int:
             fields[spec.name] = {"type": "integer", "minimum": spec.metadata["minimum"],
                                  **({"maximum": spec.metadata["maximum"]} if spec.metadata["maximum"] is not None else {})}
+        elif spec.metadata["aliases"]:  # the choices and their other spellings (true / false)
+            fields[spec.name] = {"enum": list(spec.metadata["choices"]) + list(spec.metadata["aliases"])}
         else:
             fields[spec.name] = {"type": "string", "enum": list(spec.metadata["choices"])}
     section = {"type": "object", "additionalProperties": False, "properties": fields}

@@ -15,7 +15,7 @@ class Kind:
     #: Whether its kernel calls ``<name>_point`` (the per-point routine).
     point_fn = False
 
-    def library(self):
+    def library(self, choice):
         """Its fixed device code (a file in ``rosenna/data/``), inlined in the kernel file's
         anonymous namespace after the activation functions; "" for none."""
         return ""

@@ -19,7 +19,7 @@ from rosenna.emit.cuda.mlp import PackedLayout
 class Narrow(Kind):
     label = "mlp-narrow"
 
-    def library(self):
+    def library(self, choice):
         return fixed.load("rosenna_narrow.cuh")
 
     def layout(self, choice):

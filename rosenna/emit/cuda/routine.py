@@ -46,8 +46,11 @@ file then holds that copy once, for both of its compiles): the one-thread body t
 kernel's ``<name>_packed`` (the same layout, or any with 16-byte rows: ``rosenna_dense_kouter``
 takes each layer's bias pointer and row stride), the FP32 warp body the same array where every
 block it reads is there, the tensor-core bodies the 3xTF32 chain's or the FP64 chain's
-``<name>_tc_packed``. Otherwise a body has its own copy: ``<name>_rpacked``, ``<name>_rwarp``,
-``<name>_rchain`` (beside the wide 3xTF32 kernel, whose fragments are not paired).
+``<name>_tc_packed``, and the parked body the wide 3xTF32 kernel's (the tuning's
+``routine_layout`` "wide": its fragments are in the natural row order, so each lane gathers the
+paired rows it needs from two neighbours' fragments, ``rosenna_tc_b``: the same numbers reach the
+tensor cores). Otherwise a body has its own copy: ``<name>_rpacked``, ``<name>_rwarp``,
+``<name>_rchain`` (``routine_layout`` "paired": the paired rows, one load per fragment).
 """
 
 import dataclasses
@@ -57,7 +60,7 @@ import numpy as np
 
 from rosenna.emit import fixed
 from rosenna.emit.chain import WarpLayout  # noqa: F401 (defined there: the offload body shares it)
-from rosenna.emit.cuda import dmma, staged, tc_chain, tf32
+from rosenna.emit.cuda import dmma, staged, tc_chain, tc_wide, tf32
 from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
 from rosenna.emit.cuda.tf32 import tiles
 
@@ -90,9 +93,45 @@ def _compact(choice):
     return _warp_kind(choice) == "parked" and choice.strategy.tuning.warp_compact
 
 
+def _reads_wide(choice):
+    """Whether the parked warp body reads the wide 3xTF32 kernel's ``<name>_tc_packed`` (the
+    tuning's ``routine_layout`` "wide", the wide kernel beside it), in that kernel's fragment
+    format (16-byte or compact hidden layers; ``warp_compact`` is for the body's own copy)."""
+    return (_warp_kind(choice) == "parked" and choice.tensor is tc_wide.KIND
+            and choice.strategy.tuning.routine_layout == "wide")
+
+
 def _chain_layout(choice):
-    """The tensor-core warp body's copy ``<name>_rchain`` (tc_chain.py's packing)."""
-    return tc_chain.ChainLayout(choice.layers, _compact(choice))
+    """The layout the tensor-core warp body reads: the wide kernel's (:func:`_reads_wide`), else
+    tc_chain.py's packing (the chain kernel's copy, or the body's own ``<name>_rchain``)."""
+    if _reads_wide(choice):
+        return choice.tensor_layout
+    return tc_chain.ChainLayout(choice.layers, _compact(choice), choice.strategy.tuning.compact_fragments)
+
+
+def _warp_places(choice):
+    """Where the tensor-core warp body finds each layer in the copy it reads: ``(fragments, biases,
+    forms, bias_at)``: per layer the float4 offset of its fragments, the float offset of its bias
+    from ``bias_at`` (the float offset of the first bias), and how they are read (the template
+    arguments of the layer's call after MT: LDG, COMPACT[, GATHER, LDT[, WEIGHT]]; rosenna_tc_b)."""
+    layers, tuning = choice.layers, choice.strategy.tuning
+    ldg, weight = str(tuning.warp_ldg).lower(), tuning.compact_fragments == "weight"
+    if _reads_wide(choice):
+        # The wide kernel's fragments: their k8 rows the padded width apart (one n8 tile for the
+        # output layer, always 16-byte), gathered into paired rows after the first layer, whose A
+        # fragments come from x in the natural order (rosenna_tc_b).
+        wide = choice.tensor_layout
+        frags = [first * wide.shape.stage4 for first in wide.first] + [wide.out_frag4]
+        forms = []
+        for i in range(len(layers)):
+            compact = wide.shape.compact and i < len(layers) - 1
+            stride = wide.shape.width // 8 if i < len(layers) - 1 else 1
+            forms.append(f"{ldg}, {str(compact).lower()}, {str(i > 0).lower()}, {stride}" + (", true" if compact and weight else ""))
+        return frags, [b - wide.bias[0] for b in wide.bias], forms, wide.bias[0]
+    compact = _compact(choice)
+    frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
+    forms = [f"{ldg}, {str(compact).lower()}" + (f", false, {tiles(layer.n)}, true" if compact and weight else "") for layer in layers]
+    return frags, biases, forms, 4 * frag4
 
 
 def _own_layout(choice):
@@ -138,9 +177,9 @@ def _dense_name(plan, choice):
 def _reads_tc(choice):
     """Whether the tensor-core warp body reads the batched tensor-core kernel's ``<name>_tc_packed``:
     the 3xTF32 chain's (the same packing), or the FP64 chain's (which the strategy pairs with it).
-    The wide kernel's fragments are not paired (its activations pass through shared memory), so the
-    parked warp body keeps its own."""
-    return choice.routine == "routine-dmma" or (_warp_kind(choice) == "chain" and not _compact(choice))
+    The wide kernel's fragments are not paired (its activations pass through shared memory): the
+    parked warp body reads them with a gather (:func:`_reads_wide`) or keeps its own."""
+    return choice.routine == "routine-dmma" or (_warp_kind(choice) == "chain" and not _compact(choice)) or _reads_wide(choice)
 
 
 def shared(choice):
@@ -237,18 +276,16 @@ def _tc_warp(plan, choice):
     n, nx, ny = plan.name, plan.nx, plan.ny
     layers = choice.layers
     parked = _warp_kind(choice) == "parked"
-    compact = _compact(choice)
     tuning = choice.strategy.tuning
     local_sums = tuning.warp_local_sums
-    frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)
+    frags, biases, forms, bias_at = _warp_places(choice)
     kt0 = tiles(layers[0].k)
     mt = tuning.warp_tiles if parked else 2
     passes = 2 // mt
-    ldg = f"{str(tuning.warp_ldg).lower()}, {str(compact).lower()}"
     ind = "    " * (2 if passes > 1 else 1)
     chain = f"{n}_tc_packed" if _reads_tc(choice) else f"{n}_rchain"
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({chain});",
-             f"    const float *bias = {chain} + {4 * frag4};",
+             f"    const float *bias = {chain} + {bias_at};",
              "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;"]
     if passes > 1:
         lines += ["#pragma unroll 1", f"    for (int pass = 0; pass < {passes}; ++pass) {{  /* 16 points a pass */"]
@@ -281,15 +318,15 @@ def _tc_warp(plan, choice):
                          f"        act0[kt][mi] = make_float4(h{i}[mi][kt][0], h{i}[mi][kt][1], h{i}[mi][kt][2], h{i}[mi][kt][3]);"]
             out = "act1" if local == "act0" else "act0"
             ngl = max(g for g in range(1, nt + 1) if nt % g == 0 and (4 * mt * g <= local_sums or g == 1))
-            body.append(f"rosenna_tc_layer_local<{kt}, {nt}, {ngl}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
+            body.append(f"rosenna_tc_layer_local<{kt}, {nt}, {ngl}, rt_act{i}, {mt}, {forms[i]}>(F + {frags[i]}, bias + {biases[i]}, "
                         f"{local}, {out});  /* {what}; {nt // ngl} groups of {ngl} n8 tiles */")
             local = out
             continue
         body.append(f"float h{i + 1}[{mt}][{nt}][4];  /* {what} */")
         if ng == nt:
-            body.append(f"rosenna_tc_layer<{kt}, {nt}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});")
+            body.append(f"rosenna_tc_layer<{kt}, {nt}, rt_act{i}, {mt}, {forms[i]}>(F + {frags[i]}, bias + {biases[i]}, h{i}, h{i + 1});")
         else:
-            body.append(f"rosenna_tc_layer_parked<{kt}, {nt}, {ng}, rt_act{i}, {mt}, {ldg}>(F + {frags[i]}, bias + {biases[i]}, "
+            body.append(f"rosenna_tc_layer_parked<{kt}, {nt}, {ng}, rt_act{i}, {mt}, {forms[i]}>(F + {frags[i]}, bias + {biases[i]}, "
                         f"h{i}, h{i + 1});  /* {nt // ng} groups of {ng} n8 tiles */")
     last = len(layers)
     if local:

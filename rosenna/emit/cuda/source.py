@@ -129,7 +129,7 @@ def kernel_source(strategy, stamp, constant_limit=None):
                 parts.append(activation_fn(name, layer, renderer))
             acts.append(name)
         if choice.layout:
-            parts.append(base.library())
+            parts.append(base.library(choice))
         parts.append("}  // namespace\n")
         if alone:
             parts.append("#endif")
@@ -147,13 +147,19 @@ extern "C" int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
 {ready_check}    if (n <= 0)
         return ROSENNA_STATUS_OK;
 {setup}{launch}
-{point.fault_check(plan) if faults else "    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;"}
+{_fault_check(plan, choice, base) if faults else "    return rosennaGetLastError() == rosennaSuccess ? ROSENNA_STATUS_OK : ROSENNA_STATUS_LAUNCH;"}
 }}
 """)
     if not plan.embed:
         parts.append(_upload(plan, choice))
     parts.append("#endif /* ROSENNA_DEVICE_ROUTINE */\n")
     return "\n".join(parts)
+
+
+def _fault_check(plan, choice, base):
+    """The end of ``<name>_infer_batch`` for a plan that counts faults: the whole-field path's flags
+    (:func:`whole_field.fault_check`) or the per-point kernel's (:func:`point.fault_check`)."""
+    return whole_field.fault_check(plan, choice) if base is whole_field.KIND else point.fault_check(plan)
 
 
 def _batch_moves(faults):

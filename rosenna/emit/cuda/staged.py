@@ -53,9 +53,9 @@ STAGE = STAGE_ROWS * WIDTH
 #: Fact of rosenna_staged.cuh: dynamic shared memory per block, act and two stages, 51,200 bytes
 #: (4 blocks = 16 warps per SM; every architecture from sm_70 lets a block opt in to it).
 SMEM = (WIDTH * LDA + 2 * STAGE) * 4
-#: Fact of rosenna_staged.cuh (its ROSENNA_FS_BOUNDS): blocks per SM __launch_bounds__ asks for on
-#: CUDA, a 128-register cap (results/measurement-log.md, "The staged and tensor-core kernel study").
-MIN_BLOCKS = 4
+#: Default of the tuning's ``staged_min_blocks``, as rosenna_staged.cuh's ROSENNA_FS_BOUNDS spells the
+#: blocks per SM __launch_bounds__ asks for on CUDA (the tuning's value replaces it in the text).
+FILE_MIN_BLOCKS = 4
 
 
 #: Fact of rosenna_staged.cuh: the widest output layer, its groups of 4 columns, one thread each.
@@ -92,18 +92,21 @@ class StagedLayout(PackedLayout):
         self.size = out_w + out.k * self.out_np + self.out_np
 
 
-def library():
-    """``rosenna/data/rosenna_staged.cuh``, checked against the constants above."""
-    return fixed.load("rosenna_cp_async.cuh") + "\n" + fixed.load("rosenna_staged.cuh", ROSENNA_FS_THREADS=THREADS, ROSENNA_FS_LDA=LDA,
-                       ROSENNA_FS_STAGE4=STAGE // 4, __launch_bounds__=f"{THREADS}, {MIN_BLOCKS}")
+def library(min_blocks=FILE_MIN_BLOCKS):
+    """``rosenna/data/rosenna_staged.cuh``, checked against the constants above, asking ptxas for
+    ``min_blocks`` blocks per SM (the tuning's ``staged_min_blocks``)."""
+    bounds = f"__launch_bounds__({THREADS}, {FILE_MIN_BLOCKS})"
+    text = fixed.load("rosenna_staged.cuh", ROSENNA_FS_THREADS=THREADS, ROSENNA_FS_LDA=LDA, ROSENNA_FS_STAGE4=STAGE // 4,
+                      __launch_bounds__=f"{THREADS}, {FILE_MIN_BLOCKS}")
+    return fixed.load("rosenna_cp_async.cuh") + "\n" + text.replace(bounds, f"__launch_bounds__({THREADS}, {min_blocks})")
 
 
 class Staged(Kind):
     label = "mlp-wide"
     note = ", the staged FP32 kernel (rosenna/emit/cuda/staged.py)"
 
-    def library(self):
-        return library()
+    def library(self, choice):
+        return library(choice.strategy.tuning.staged_min_blocks)
 
     def layout(self, choice):
         return StagedLayout(choice.layers)

@@ -47,13 +47,14 @@ def chain_bytes(layers, compact=False):
     return 16 * frag4 + 4 * bias
 
 
-def chain_packed(layers, compact=False):
-    """Fragments of every layer (float4 units, flattened), then every layer's bias padded to 8."""
+def chain_packed(layers, compact=False, form="sum"):
+    """Fragments of every layer (float4 units, flattened), then every layer's bias padded to 8
+    (``form``: what compact fragments hold, tf32.pack_compact)."""
     frags, biases = [], []
-    pack = tf32.pack_compact if compact else tf32.pack_layer
     for i, layer in enumerate(layers):
         kp, npad = 8 * _tiles(layer.k), 8 * _tiles(layer.n)
-        frags.append(pack(layer.w, kp, npad, paired=i > 0))
+        frags.append(tf32.pack_compact(layer.w, kp, npad, i > 0, form) if compact else
+                     tf32.pack_layer(layer.w, kp, npad, paired=i > 0))
         bias = np.zeros(npad, np.float32)
         bias[:layer.n] = layer.b
         biases.append(bias)
@@ -133,13 +134,13 @@ def chain_launch(plan, layers):
     return tf32.persistent_launch(n, threads, 0, f"((long)n + {per_block - 1}) / {per_block}")
 
 
-def host_packing(layers, dest="tc", compact=False):
+def host_packing(layers, dest="tc", compact=False, form="sum"):
     """C++ for ``<name>_device_upload``: the same packing as :func:`chain_packed`, from the weights
     as the file holds them (``host[layer.w_index]`` is its W as [N][K], ``host[layer.b_index]`` its bias), into
     ``float *{dest}`` (zeroed beforehand)."""
     frags, biases, frag4, _ = chain_offsets(layers, compact)
     return "\n".join(tf32.host_layer(i, layer, _tiles(layer.k), _tiles(layer.n), frags[i], 4 * frag4 + biases[i], i > 0, dest,
-                                     compact) for i, layer in enumerate(layers))
+                                     compact, form) for i, layer in enumerate(layers))
 
 
 class Chain(Kind):
@@ -162,18 +163,19 @@ class Chain(Kind):
 
 
 class ChainLayout:
-    """``<name>_tc_packed`` of the chain kernel (floats); ``compact``: 8-byte fragments."""
+    """``<name>_tc_packed`` of the chain kernel (floats); ``compact``: 8-byte fragments holding
+    ``form`` (tf32.pack_compact)."""
 
-    def __init__(self, layers, compact=False):
+    def __init__(self, layers, compact=False, form="sum"):
         self.layers = layers
-        self.compact = compact
+        self.compact, self.form = compact, form
         self.size = chain_bytes(layers, compact) // 4
 
     def packed(self):
-        return chain_packed(self.layers, self.compact)
+        return chain_packed(self.layers, self.compact, self.form)
 
     def host_packing(self, dest="tc"):
-        return host_packing(self.layers, dest, self.compact)
+        return host_packing(self.layers, dest, self.compact, self.form)
 
 
 KIND = Chain()

@@ -62,6 +62,8 @@ class WideShape:
 
     def __init__(self, widest, tuning=Tuning()):
         self.compact = widest >= tuning.wide_compact_from
+        #: What a compact fragment holds (the tuning's ``compact_fragments``: "sum" or "weight").
+        self.form = tuning.compact_fragments
         if widest <= 128:
             self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 32), 4, 2, 2, 2
         elif widest <= 256:
@@ -131,7 +133,11 @@ def wide_packed(layers, tuning=Tuning()):
     layout = WideLayout(layers, tuning)
     width = layout.shape.width
     out = np.zeros(layout.size, np.float32)
-    pack = tf32.pack_compact if layout.shape.compact else tf32.pack_layer
+    def pack(w, kp, npad, paired):
+        if layout.shape.compact:
+            return tf32.pack_compact(w, kp, npad, paired, layout.shape.form)
+        return tf32.pack_layer(w, kp, npad, paired)
+
     parts = [pack(layer.w, kp, width, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
     parts.append(tf32.pack_layer(layers[-1].w, 8 * layout.out_kt, 8, paired=False))
     frags = np.concatenate(parts)
@@ -147,7 +153,7 @@ def host_packing(layers, dest="tc", tuning=Tuning()):
     ``dest`` as for :func:`rosenna.emit.cuda.tc_chain.host_packing`)."""
     layout = WideLayout(layers, tuning)
     shape = layout.shape
-    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest, shape.compact)
+    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest, shape.compact, shape.form)
            for i, (layer, kp, first, bias) in enumerate(zip(layers, layout.kp, layout.first, layout.bias))]
     last = len(layers) - 1
     out.append(tf32.host_layer(last, layers[-1], layout.out_kt, 1, layout.out_frag4, layout.bias[-1], False, dest))
@@ -170,6 +176,8 @@ def wide_kernel(plan, layers, acts):
     k0p = layout.kp[0]
     out = layers[-1]
     tparams = f"{layout.stages}, {T}, {shape.wn}, {shape.ni}, {shape.ks}, {lda}, {str(shape.compact).lower()}"
+    if shape.compact and shape.form == "weight":  # (rosenna_tcw_w: the weights themselves)
+        tparams += ", true"
     lines = ["/* Per stage of the weight stream: its first input row within its layer. A table in the constant bank:",
              "   with k0 computed from g (mlp128) or carried through the loop (a 128-input MLP), ptxas spilled a",
              "   register at the 128-register cap of two blocks per SM. */",

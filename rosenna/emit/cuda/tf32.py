@@ -93,30 +93,42 @@ def compact(values):
     return (big + tf32(v - big)).astype(np.float32)
 
 
-def pack_compact(w, kp, npad, paired):
-    """One layer's B fragments, compact: per lane ``{compact(b0), compact(b1)}``, 8 bytes where
-    :func:`pack_layer` has 16."""
-    return np.concatenate([np.stack([compact(v0), compact(v1)], axis=1)
+def pack_compact(w, kp, npad, paired, form="sum"):
+    """One layer's B fragments, compact: per lane ``{compact(b0), compact(b1)}`` (``form`` "sum",
+    the tuning's ``compact_fragments``) or the weights themselves (``form`` "weight"), 8 bytes
+    where :func:`pack_layer` has 16."""
+    hold = compact if form == "sum" else (lambda v: np.asarray(v, np.float32))
+    return np.concatenate([np.stack([hold(v0), hold(v1)], axis=1)
                            for v0, v1 in _lane_values(w, kp, npad, paired)]).reshape(-1)
 
 
-def unpack_compact(pairs):
+def unpack_compact(pairs, form="sum"):
     """The kernel's split of compact fragments ([lanes, 2]) -> [lanes, 4] as :func:`pack_layer`
-    orders them (big b0, big b1, small b0, small b1)."""
+    orders them (big b0, big b1, small b0, small b1), as the tensor cores read them. "sum"
+    (``rosenna_tcw_b``): big the number truncated to TF32, small the exact rest (which the cores
+    truncate: the rest of a sum is a TF32 number already). "weight" (``rosenna_tcw_w``): big the
+    weight rounded to TF32, small the rest with half a TF32 ulp added to its bits, which the cores'
+    truncation rounds to nearest: :func:`pack_layer`'s numbers."""
     pairs = np.asarray(pairs, np.float32)
+    if form == "weight":
+        big = tf32(pairs)
+        rest = (pairs - big).astype(np.float32)
+        small = ((rest.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+        return np.concatenate([big, small], axis=-1)
     big = (pairs.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
     return np.concatenate([big, (pairs - big).astype(np.float32)], axis=-1)
 
 
-def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest, compact=False):
+def host_layer(i, layer, kt_tiles, nt_tiles, frag4, bias, paired, dest, compact=False, form="sum"):
     """C++ packing one layer: its fragments at float4 offset ``frag4`` of ``dest`` ([kt][nt][lane],
-    as :func:`pack_layer`, or :func:`pack_compact`), its bias at float offset ``bias``."""
+    as :func:`pack_layer`, or :func:`pack_compact` in ``form``), its bias at float offset ``bias``."""
     k0 = "kt * 8 + 2 * t" if paired else "kt * 8 + t"
     k1 = "k0 + 1" if paired else "k0 + 4"
     if compact:
+        hold = "rosenna_host_compact({})" if form == "sum" else "{}"
         store = f"""                float *f = {dest} + 4 * {frag4} + 2 * ((kt * {nt_tiles} + nt) * 32 + lane);
-                f[0] = rosenna_host_compact(v0);
-                f[1] = rosenna_host_compact(v1);"""
+                f[0] = {hold.format("v0")};
+                f[1] = {hold.format("v1")};"""
     else:
         store = f"""                float *f = {dest} + 4 * ({frag4} + (kt * {nt_tiles} + nt) * 32 + lane);
                 f[0] = rosenna_host_tf32(v0);

@@ -33,7 +33,7 @@ def smem(layers, tuning):
 class Tiled(Kind):
     label = "mlp-wide"
 
-    def library(self):
+    def library(self, choice):
         return fixed.load("rosenna_tile.cuh")
 
     def layout(self, choice):

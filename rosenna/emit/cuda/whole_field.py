@@ -137,6 +137,12 @@ def infer_one(subject):
                 f"/* Blocks of {n}_cluster resident at once on each device (0: not yet asked; -1: it does not run). */\n"
                 f"static int {n}_clusters[64];\n#endif\n" if cluster else "")
     ready = "    if (!ready)\n        return ROSENNA_STATUS_DEVICE;\n" if not plan.embed else ""
+    faults = _faults(plan, buffer_symbol(sched, plan.fault_buffer), samples) if plan.fault_buffer is not None else ""
+    run = (f"    const int status = {n}_run(1, x, y, (rosennaStream_t)stream);\n"
+           f"    return status == ROSENNA_STATUS_OK ? {n}_field_faults(1, (rosennaStream_t)stream) : status;"
+           if faults else f"    return {n}_run(1, x, y, (rosennaStream_t)stream);")
+    waits = ("waits for the one\n   flag it reads back (INDEX: an index was outside its axis)" if faults
+             else "never\n   synchronises")
     return f"""
 #if defined(__HIPCC__)
 #include <hip/hip_cooperative_groups.h>
@@ -185,13 +191,55 @@ static int {n}_run(int count, const {t} *x, {t} *y, rosennaStream_t s)
     return ROSENNA_STATUS_OK;
 }}
 
-/* x[{plan.nx}] and y[{plan.ny}] are device pointers; launches on the caller's stream, never
-   synchronises. The buffers are shared by every call: calls on different streams must not overlap. */
+{faults}
+/* x[{plan.nx}] and y[{plan.ny}] are device pointers; launches on the caller's stream, {waits}. The buffers are shared by every call: calls on different streams must not overlap. */
 extern "C" int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
-{ready}    return {n}_run(1, x, y, (rosennaStream_t)stream);
+{ready}{run}
 }}
 """
+
+
+def _faults(plan, symbol, samples):
+    """``<name>_field_faults(count, s)``: the fault flags of the first ``count`` samples of the
+    phases (:func:`rosenna.loopir.flag_faults`; a pair of floats per sample in ``symbol``, the
+    first set to 1 by any element whose index was outside its axis), brought back once per call
+    on the caller's stream and waited for; written back cleared only when one was set. Plain
+    stores set them, from any number of threads: no atomics, nothing reordered."""
+    n, t = plan.name, plan.ctype
+    return f"""
+/* The fault flags of the first count samples of the last call (a pair per sample, the first set by
+   any element whose index was outside its axis): one copy back on stream s and one wait per call;
+   cleared, one more copy, only when one was set. Returns OK, INDEX or LAUNCH. */
+static int {n}_field_faults(int count, rosennaStream_t s)
+{{
+    {t} flags[2 * {samples}];
+    if (rosennaGetLastError() != rosennaSuccess
+        || rosennaMemcpyFromSymbolAsync(flags, {symbol}, sizeof({t}) * 2 * count, 0, rosennaMemcpyDeviceToHost, s)
+               != rosennaSuccess
+        || rosennaStreamSynchronize(s) != rosennaSuccess)
+        return ROSENNA_STATUS_LAUNCH;
+    int faulted = 0;
+    for (int i = 0; i < 2 * count; ++i) {{
+        faulted |= i % 2 == 0 && flags[i] != 0;
+        flags[i] = 0;
+    }}
+    if (!faulted)
+        return ROSENNA_STATUS_OK;
+    if (rosennaMemcpyToSymbolAsync({symbol}, flags, sizeof({t}) * 2 * count, 0, rosennaMemcpyHostToDevice, s)
+            != rosennaSuccess
+        || rosennaStreamSynchronize(s) != rosennaSuccess)
+        return ROSENNA_STATUS_LAUNCH;
+    return ROSENNA_STATUS_INDEX;
+}}
+"""
+
+
+def fault_check(plan, choice):
+    """The end of the kernel file's ``<name>_infer_batch`` on the whole-field path for a plan that
+    counts faults: the flags of every sample a step ran (:func:`_faults`), read back once."""
+    samples = choice.strategy.field.samples
+    return f"    return {plan.name}_field_faults(n < {samples} ? n : {samples}, (rosennaStream_t)stream);"
 
 
 def cluster_buffer(field):

@@ -125,7 +125,7 @@ def schedules(plan):
     """``(launched, persistent, cluster)``: each form's :func:`schedule`, with the producer-side
     epilogues where the tuning's ``field_epilogues`` names the form (forms alike share one). With
     phases computed where read (the tuning's ``field_inline_loads``) all three are the default one."""
-    if plan.tuned.field_inline_loads:
+    if plan.tuned.field_inline_loads or plan.runtime_indexed:  # (a run-time offset: no epilogues either)
         return (schedule(plan),) * 3
     made = {}
     fused = [form in _epilogue.forms(plan.tuned) for form in _epilogue.ALL_FORMS]

@@ -338,7 +338,7 @@ def min_samples(shape, tuning=_DEFAULT):
 def _ops_of(plan):
     """Each top-level statement of the plan's body -> the Comment before it."""
     out, last = {}, None
-    for stmt in plan.body:
+    for stmt in plan.field_body:
         if isinstance(stmt, Comment):
             last = stmt
         else:
@@ -360,7 +360,7 @@ def conv_phases(sched):
         comment = comment_of.get(next(iter(tops)))
         if comment is None or comment.op is None or comment.op.op != "Conv":
             continue
-        if tops != {id(stmt) for stmt in plan.body if comment_of.get(id(stmt)) is comment}:
+        if tops != {id(stmt) for stmt in plan.field_body if comment_of.get(id(stmt)) is comment}:
             continue
         window = comment.op.window
         if any(plan.storage[window[v]][0] not in ("x", "y", "t") for v in ("x", "y")):

@@ -30,7 +30,7 @@ divisions and a branch per region, at every load) hold the generator's choice.
 import dataclasses
 from dataclasses import dataclass
 
-from rosenna.loopir import Assign, Loop, Ref, walk, walk_expr
+from rosenna.loopir import Assign, Loop, Ref, runtime_indexed, walk, walk_expr
 from rosenna.parallel import Launch, Member, launch_groups
 from rosenna.strategy.field import epilogue, rewrite
 from rosenna.strategy.field.host_loops import jam
@@ -71,7 +71,8 @@ class Schedule:
         for launch in self.phases:
             members = []
             for m in launch.members:
-                pieces = jam(self.plan, m.chain, m.body) if m.kind == "parallel" else [(m.chain, m.body)]
+                pieces = jam(self.plan, m.chain, m.body) if m.kind == "parallel" and not runtime_indexed(m.body) \
+                    else [(m.chain, m.body)]
                 for k, (chain, body) in enumerate(pieces):
                     members.append(Member(m.kind, chain, body, m.notes if k == 0 else [], m.op, m.reads, m.writes))
             out.append(Launch(members))
@@ -94,6 +95,8 @@ def schedule(plan, max_loads=None, decode=None, epilogues=None):
     decode = plan.tuned.field_decode if decode is None else decode
     groups = launch_groups(plan)
     unfused = len(groups)
+    if plan.runtime_indexed:  # no fusion across a run-time offset: one phase per region group, as planned
+        return Schedule(plan, tuple(groups), (), unfused)
     version = _versions(plan, groups)
     epilogues = "launches" in epilogue.forms(plan.tuned) if epilogues is None else epilogues
     fewer = groups

@@ -8,7 +8,7 @@ without a barrier. :mod:`rosenna.emit.host_field` renders the result in C and Fo
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rosenna.loopir import Comment
+from rosenna.loopir import Comment, runtime_indexed
 from rosenna.parallel import launch_groups
 from rosenna.strategy.field import host_conv
 from rosenna.strategy.table import Decision, Rejected
@@ -140,6 +140,8 @@ def _transformed(plan, region):
     kind, chain, body, notes, nowait = region
     if kind != "parallel":
         return [region]
+    if runtime_indexed(body):  # a gather: its loads go where the indices say, no SIMD loop pays
+        return [HostRegion("parallel", chain, [Inner(chain[-1].extent, body, simd=False)], notes, nowait)]
     out = []
     pieces = jam(plan, chain, body, plan.tuned.host_jam, uneven=True)
     for i, (chain, body) in enumerate(pieces):  # the pieces store disjoint elements

@@ -89,7 +89,7 @@ def _subst(e, var, value, suffix):
     """``e`` with loop variable ``var`` replaced by the affine index ``value`` and every scalar
     renamed with ``suffix``."""
     if isinstance(e, Ref):
-        return Ref(e.buf, e.idx.substitute(var, value))
+        return Ref(e.buf, e.idx.substitute(var, value), None if e.at is None else _subst(e.at, var, value, suffix))
     if isinstance(e, Var):
         return Var(e.name + suffix)
     if isinstance(e, Bin):

@@ -62,16 +62,27 @@ def simd_lanes(plan, tuning, vector=32):
     return lanes, wide if wide > lanes and wide * per_point <= tuning.host_block_bytes else 0
 
 
-def host(plan, tuning, vector, fused=()):
+def simd_outputs(plan, tuning, lanes, vector, layers):
+    """Whether the 8-lane SIMD variant of an MLP chain (``layers``) runs in 512-bit vectors over its
+    outputs (rosenna/emit/simd_mlp.py, from a second, input-major copy of the weights): the tuning's
+    ``point_simd_mlp`` and an AVX-512 target (``vector`` 64 bytes)."""
+    return bool(tuning.point_simd_mlp and layers and lanes == 8 and vector == 64)
+
+
+def host(plan, tuning, vector, fused=(), layers=()):
     """The host batch's :class:`Decision`: points per block, vector bytes and the lanes of the
-    per-point SIMD variants; ``fused``: the pointwise epilogues folded into their producers' stores
-    (:func:`epilogue.fuse`)."""
+    per-point SIMD variants (and whether the 8-lane one of an MLP chain, ``layers``, has its outputs
+    in the lanes: :func:`simd_outputs`); ``fused``: the pointwise epilogues folded into their
+    producers' stores (:func:`epilogue.fuse`)."""
     block = host_block(plan, tuning)
     lanes, wide = simd_lanes(plan, tuning, vector)
+    outputs = simd_outputs(plan, tuning, lanes, vector, layers)
     points = f"{block} point{'s' if block > 1 else ''}"
     simd = (f"; <name>_infer's SIMD variants {lanes}{f' and {wide}' if wide else ''} lanes" if lanes
             else "; no SIMD variant of <name>_infer")
-    values = (("points_per_block", block), ("vector_bytes", vector), ("simd_lanes", lanes), ("simd_lanes_wide", wide))
+    simd += ", the 8-lane one in 512-bit vectors over the outputs" if outputs else ""
+    values = (("points_per_block", block), ("vector_bytes", vector), ("simd_lanes", lanes), ("simd_lanes_wide", wide),
+              ("simd_outputs", outputs))
     if fused:
         values += (("epilogues", "; ".join(f"{'+'.join(f.ops)} after {comment_text(f.nodes[0])}" for f in fused)),)
     return Decision("host batch", "host-blocks", why=f"{points} per block within host_block_bytes "

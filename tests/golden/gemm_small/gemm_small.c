@@ -8,19 +8,19 @@
 #pragma omp declare target
 /* w0_fc0_weight: 4 values */
 ROSENNA_CONST float gemm_small_w0_fc0_weight[4] = {
-    0.244364932f, 0.580971777f, 0.23365429f, -0.921471298f
+    0.24436493f, 0.5809718f, 0.23365429f, -0.9214713f
 };
 /* w1_fc0_bias: 2 values */
 ROSENNA_CONST float gemm_small_w1_fc0_bias[2] = {
-    0.0905355886f, 0.0446374565f
+    0.09053559f, 0.044637457f
 };
 /* w2_fc1_weight: 6 values */
 ROSENNA_CONST float gemm_small_w2_fc1_weight[6] = {
-    -0.379683286f, 0.410912544f, 0.257791609f, 0.207983077f, 0.0200975593f, 0.386584461f
+    -0.3796833f, 0.41091254f, 0.2577916f, 0.20798308f, 0.02009756f, 0.38658446f
 };
 /* w3_fc1_bias: 3 values */
 ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
-    -0.0736454055f, -0.0162909944f, -0.0482119322f
+    -0.073645405f, -0.016290994f, -0.048211932f
 };
 #pragma omp end declare target
 #if (defined(_OPENMP) && defined(__clang__)) || ROSENNA_OFFLOAD_BODY
@@ -28,10 +28,10 @@ ROSENNA_CONST float gemm_small_w3_fc1_bias[3] = {
    W input-major [K][N rounded up to 4], then the bias; 16-byte aligned. */
 #pragma omp declare target
 const float gemm_small_opacked[24] __attribute__((aligned(16))) = {
-    0.244364932f, 0.23365429f, 0.0f, 0.0f, 0.580971777f, -0.921471298f,
-    0.0f, 0.0f, 0.0905355886f, 0.0446374565f, 0.0f, 0.0f,
-    -0.379683286f, 0.257791609f, 0.0200975593f, 0.0f, 0.410912544f, 0.207983077f,
-    0.386584461f, 0.0f, -0.0736454055f, -0.0162909944f, -0.0482119322f, 0.0f
+    0.24436493f, 0.23365429f, 0.0f, 0.0f, 0.5809718f, -0.9214713f,
+    0.0f, 0.0f, 0.09053559f, 0.044637457f, 0.0f, 0.0f,
+    -0.3796833f, 0.2577916f, 0.02009756f, 0.0f, 0.41091254f, 0.20798308f,
+    0.38658446f, 0.0f, -0.073645405f, -0.016290994f, -0.048211932f, 0.0f
 };
 #pragma omp end declare target
 #endif
@@ -108,8 +108,8 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
     acc0 = 0.0f;
     acc1 = 0.0f;
     for (int i0 = 0; i0 < 2; ++i0) {
-        acc0 += gemm_small_w0_fc0_weight[i0] * x[i0];
-        acc1 += gemm_small_w0_fc0_weight[i0 + 2] * x[i0];
+        acc0 = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0], x[i0], acc0);
+        acc1 = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0 + 2], x[i0], acc1);
     }
     t0[0] = ((acc0 + gemm_small_w1_fc0_bias[0]) > 0.0f ? (acc0 + gemm_small_w1_fc0_bias[0]) : 0.0f);
     t0[1] = ((acc1 + gemm_small_w1_fc0_bias[1]) > 0.0f ? (acc1 + gemm_small_w1_fc0_bias[1]) : 0.0f);
@@ -119,9 +119,9 @@ ROSENNA_DEVICE void gemm_small_infer(const float *ROSENNA_RESTRICT x, float *ROS
     acc1 = 0.0f;
     acc2 = 0.0f;
     for (int i0 = 0; i0 < 2; ++i0) {
-        acc0 += gemm_small_w2_fc1_weight[i0] * t0[i0];
-        acc1 += gemm_small_w2_fc1_weight[i0 + 2] * t0[i0];
-        acc2 += gemm_small_w2_fc1_weight[i0 + 4] * t0[i0];
+        acc0 = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0], t0[i0], acc0);
+        acc1 = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 2], t0[i0], acc1);
+        acc2 = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 4], t0[i0], acc2);
     }
     y[0] = ((acc0 + gemm_small_w3_fc1_bias[0]) > 0.0f ? (acc0 + gemm_small_w3_fc1_bias[0]) : 0.0f);
     y[1] = ((acc1 + gemm_small_w3_fc1_bias[1]) > 0.0f ? (acc1 + gemm_small_w3_fc1_bias[1]) : 0.0f);
@@ -152,8 +152,8 @@ static void gemm_small_infer_lanes8(const float *ROSENNA_RESTRICT x, float *ROSE
         acc0[p] = 0.0f;
         acc1[p] = 0.0f;
         for (int i0 = 0; i0 < 2; ++i0) {
-            acc0[p] += gemm_small_w0_fc0_weight[i0] * xb[8*i0 + p];
-            acc1[p] += gemm_small_w0_fc0_weight[i0 + 2] * xb[8*i0 + p];
+            acc0[p] = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0], xb[8*i0 + p], acc0[p]);
+            acc1[p] = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0 + 2], xb[8*i0 + p], acc1[p]);
         }
     }
     /* fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2] */
@@ -170,9 +170,9 @@ static void gemm_small_infer_lanes8(const float *ROSENNA_RESTRICT x, float *ROSE
         acc1[p] = 0.0f;
         acc2[p] = 0.0f;
         for (int i0 = 0; i0 < 2; ++i0) {
-            acc0[p] += gemm_small_w2_fc1_weight[i0] * t0[8*i0 + p];
-            acc1[p] += gemm_small_w2_fc1_weight[i0 + 2] * t0[8*i0 + p];
-            acc2[p] += gemm_small_w2_fc1_weight[i0 + 4] * t0[8*i0 + p];
+            acc0[p] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0], t0[8*i0 + p], acc0[p]);
+            acc1[p] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 2], t0[8*i0 + p], acc1[p]);
+            acc2[p] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 4], t0[8*i0 + p], acc2[p]);
         }
     }
     /* fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3] */
@@ -234,10 +234,10 @@ static void gemm_small_infer_block(int count, const float *ROSENNA_RESTRICT x, f
         acc1[p] = 0.0f;
         acc1[p + 16] = 0.0f;
         for (int i0 = 0; i0 < 2; ++i0) {
-            acc0[p] += gemm_small_w0_fc0_weight[i0] * xb[32*i0 + p];
-            acc0[p + 16] += gemm_small_w0_fc0_weight[i0] * xb[32*i0 + p + 16];
-            acc1[p] += gemm_small_w0_fc0_weight[i0 + 2] * xb[32*i0 + p];
-            acc1[p + 16] += gemm_small_w0_fc0_weight[i0 + 2] * xb[32*i0 + p + 16];
+            acc0[p] = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0], xb[32*i0 + p], acc0[p]);
+            acc0[p + 16] = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0], xb[32*i0 + p + 16], acc0[p + 16]);
+            acc1[p] = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0 + 2], xb[32*i0 + p], acc1[p]);
+            acc1[p + 16] = ROSENNA_MADDF(gemm_small_w0_fc0_weight[i0 + 2], xb[32*i0 + p + 16], acc1[p + 16]);
         }
     }
     /* fc0+act0 (Gemm+Relu) 1x2 -> 1x2: act0_out[0, 0:2] */
@@ -257,12 +257,12 @@ static void gemm_small_infer_block(int count, const float *ROSENNA_RESTRICT x, f
         acc2[p] = 0.0f;
         acc2[p + 16] = 0.0f;
         for (int i0 = 0; i0 < 2; ++i0) {
-            acc0[p] += gemm_small_w2_fc1_weight[i0] * t0[32*i0 + p];
-            acc0[p + 16] += gemm_small_w2_fc1_weight[i0] * t0[32*i0 + p + 16];
-            acc1[p] += gemm_small_w2_fc1_weight[i0 + 2] * t0[32*i0 + p];
-            acc1[p + 16] += gemm_small_w2_fc1_weight[i0 + 2] * t0[32*i0 + p + 16];
-            acc2[p] += gemm_small_w2_fc1_weight[i0 + 4] * t0[32*i0 + p];
-            acc2[p + 16] += gemm_small_w2_fc1_weight[i0 + 4] * t0[32*i0 + p + 16];
+            acc0[p] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0], t0[32*i0 + p], acc0[p]);
+            acc0[p + 16] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0], t0[32*i0 + p + 16], acc0[p + 16]);
+            acc1[p] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 2], t0[32*i0 + p], acc1[p]);
+            acc1[p + 16] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 2], t0[32*i0 + p + 16], acc1[p + 16]);
+            acc2[p] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 4], t0[32*i0 + p], acc2[p]);
+            acc2[p + 16] = ROSENNA_MADDF(gemm_small_w2_fc1_weight[i0 + 4], t0[32*i0 + p + 16], acc2[p + 16]);
         }
     }
     /* fc1+act1 (Gemm+Relu) 1x2 -> 1x3: act1_out[0, 0:3] */

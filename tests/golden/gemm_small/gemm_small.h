@@ -25,7 +25,7 @@ extern "C" {
    OpenACC compute regions and from CUDA/HIP kernels: no allocation, I/O or global writes.
    On x86-64 a caller's `#pragma omp simd` (or `parallel for simd`) loop over points,
    gemm_small_infer(x + i * GEMM_SMALL_NX, y + i * GEMM_SMALL_NY), runs 8 points per call in SIMD lanes
-   (the batch path's code and results, bit for bit the scalar routine's). */
+   (the batch path's results, bit for bit the scalar routine's). */
 #pragma omp declare target
 #if defined(_OPENACC)
 #pragma acc routine seq

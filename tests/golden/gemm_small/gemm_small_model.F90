@@ -41,20 +41,20 @@ module gemm_small_model
   integer, parameter, public :: gemm_small_status_index          = 13
 
   real(rk), protected :: w0_fc0_weight(4) = [ &
-      0.244364932_rk, 0.580971777_rk, 0.23365429_rk, -0.921471298_rk ]
+      0.24436493_rk, 0.5809718_rk, 0.23365429_rk, -0.9214713_rk ]
   !$omp declare target(w0_fc0_weight)
   !$acc declare copyin(w0_fc0_weight)
   real(rk), protected :: w1_fc0_bias(2) = [ &
-      0.0905355886_rk, 0.0446374565_rk ]
+      0.09053559_rk, 0.044637457_rk ]
   !$omp declare target(w1_fc0_bias)
   !$acc declare copyin(w1_fc0_bias)
   real(rk), protected :: w2_fc1_weight(6) = [ &
-      -0.379683286_rk, 0.410912544_rk, 0.257791609_rk, 0.207983077_rk, &
-      0.0200975593_rk, 0.386584461_rk ]
+      -0.3796833_rk, 0.41091254_rk, 0.2577916_rk, 0.20798308_rk, &
+      0.02009756_rk, 0.38658446_rk ]
   !$omp declare target(w2_fc1_weight)
   !$acc declare copyin(w2_fc1_weight)
   real(rk), protected :: w3_fc1_bias(3) = [ &
-      -0.0736454055_rk, -0.0162909944_rk, -0.0482119322_rk ]
+      -0.073645405_rk, -0.016290994_rk, -0.048211932_rk ]
   !$omp declare target(w3_fc1_bias)
   !$acc declare copyin(w3_fc1_bias)
 

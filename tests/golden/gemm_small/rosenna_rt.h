@@ -153,8 +153,41 @@ static inline unsigned rosenna_warp_active(void)
    argument is clamped to the normal range with integer compares on its bits (a floating-point
    compare would keep GCC from vectorising): below it exp gives about the smallest normal, above
    it a large finite value; a NaN argument gives that NaN back. */
+/* The multiply-add of the generated C's dot products (the tuning's host_fma="auto"; "on" writes
+   fma() and "off" a multiply and an add without it): fma() where the compiler says the fused
+   operation is fast (C99's FP_FAST_FMAF / FP_FAST_FMA from math.h, GCC's __FP_FAST_FMAF, the x86
+   and Arm FMA feature macros for clang, a GPU's device pass), else a multiply and an add, rounded
+   apart under -ffp-contract=off: an FMA instruction or two operations, never a library call. Every
+   C path of a model (the per-point routine, its SIMD variants, the batch path, the whole-field
+   host branch) uses it, so they agree bit for bit in one build. -DROSENNA_FMA=0 makes a build
+   bit-reproducible across CPUs (the Fortran module's results); -DROSENNA_FMA=1 fuses always. */
+#include <math.h>
+#if defined(ROSENNA_FMA)
+#define ROSENNA_FMA_FAST ROSENNA_FMA
+#elif defined(FP_FAST_FMAF) || defined(__FP_FAST_FMAF) || defined(__FMA__) || defined(__ARM_FEATURE_FMA) \
+    || defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__NVPTX__) || defined(__AMDGPU__)
+#define ROSENNA_FMA_FAST 1
+#else
+#define ROSENNA_FMA_FAST 0
+#endif
+#if ROSENNA_FMA_FAST
+#define ROSENNA_MADDF(a, b, c) fmaf(a, b, c)
+#define ROSENNA_MADD(a, b, c) fma(a, b, c)
+#else
+#define ROSENNA_MADDF(a, b, c) ((a) * (b) + (c))
+#define ROSENNA_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
+
+/* Inlined always: a call in an `omp simd` loop keeps GCC from vectorising it, and GCC 12 stopped
+   inlining tanh into a large block routine once its steps were fmaf calls. */
+#if defined(__GNUC__)
+#define ROSENNA_MATH_INLINE static inline __attribute__((always_inline))
+#else
+#define ROSENNA_MATH_INLINE static inline
+#endif
 
 /* <name>_infer calls them too (its results then equal its SIMD variant's and the batch path's):
    an offload device compiles them with it (OpenMP's declare target, OpenACC's routine seq). */
@@ -163,7 +196,7 @@ static inline unsigned rosenna_warp_active(void)
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline float rosenna_keep_nan(float x, float y)
+ROSENNA_MATH_INLINE float rosenna_keep_nan(float x, float y)
 {
     /* y, or x where x is a NaN (selected on the bits: an integer mask vectorises) */
     union { float f; unsigned u; } a, b;
@@ -179,7 +212,7 @@ static inline float rosenna_keep_nan(float x, float y)
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline double rosenna_keep_nan_d(double x, double y)
+ROSENNA_MATH_INLINE double rosenna_keep_nan_d(double x, double y)
 {
     union { double f; unsigned long long u; } a, b;
     unsigned long long nan;
@@ -194,7 +227,7 @@ static inline double rosenna_keep_nan_d(double x, double y)
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline float rosenna_exp_parts(float x, float *scale)
+ROSENNA_MATH_INLINE float rosenna_exp_parts(float x, float *scale)
 {
     union { float f; int i; unsigned u; } v, s;
     float r, q;
@@ -205,18 +238,22 @@ static inline float rosenna_exp_parts(float x, float *scale)
     v.i = v.i > 0x42b00000 ? 0x42b00000 : v.i;   /* x > 88 */
     x = v.f;
     k = (int)(x * 1.44269504f + copysignf(0.5f, x));
-    r = x - (float)k * 0.693145752f - (float)k * 1.42860677e-6f;
-    q = 0.5f + r * (0.166666672f + r * (0.0416666679f + r * (0.00833333377f + r * (0.00138888892f
-        + r * 1.98412701e-4f))));
+    r = ROSENNA_MADDF((float)k, -0.693145752f, x);
+    r = ROSENNA_MADDF((float)k, -1.42860677e-6f, r);
+    q = ROSENNA_MADDF(r, 1.98412701e-4f, 0.00138888892f);
+    q = ROSENNA_MADDF(r, q, 0.00833333377f);
+    q = ROSENNA_MADDF(r, q, 0.0416666679f);
+    q = ROSENNA_MADDF(r, q, 0.166666672f);
+    q = ROSENNA_MADDF(r, q, 0.5f);
     s.i = (k + 127) << 23;
     *scale = s.f;
-    return r + (r * r) * q;
+    return ROSENNA_MADDF(r * r, q, r);
 }
 
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline float rosenna_expf(float x)
+ROSENNA_MATH_INLINE float rosenna_expf(float x)
 {
     float scale, m = rosenna_exp_parts(x, &scale);
     return rosenna_keep_nan(x, (1.0f + m) * scale);
@@ -225,17 +262,17 @@ static inline float rosenna_expf(float x)
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline float rosenna_tanhf(float x)
+ROSENNA_MATH_INLINE float rosenna_tanhf(float x)
 {
     float scale, m = rosenna_exp_parts(2.0f * x, &scale);
-    float e = m * scale + (scale - 1.0f); /* exp(2x) - 1 without the cancellation near 0 */
+    float e = ROSENNA_MADDF(m, scale, scale - 1.0f); /* exp(2x) - 1 without the cancellation near 0 */
     return rosenna_keep_nan(x, e / (e + 2.0f));
 }
 
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline double rosenna_exp_parts_d(double x, double *scale)
+ROSENNA_MATH_INLINE double rosenna_exp_parts_d(double x, double *scale)
 {
     union { double f; long long i; unsigned long long u; } v, s;
     double r, p;
@@ -246,28 +283,29 @@ static inline double rosenna_exp_parts_d(double x, double *scale)
     v.i = v.i > 0x4086280000000000ll ? 0x4086280000000000ll : v.i;     /* x > 709 */
     x = v.f;
     k = (int)(x * 1.4426950408889634 + copysign(0.5, x));
-    r = x - (double)k * 0.69314718036912382 - (double)k * 1.9082149292705877e-10;
+    r = ROSENNA_MADD((double)k, -0.69314718036912382, x);
+    r = ROSENNA_MADD((double)k, -1.9082149292705877e-10, r);
     p = 1.0 / 6227020800.0;
-    p = 1.0 / 479001600.0 + r * p;
-    p = 1.0 / 39916800.0 + r * p;
-    p = 1.0 / 3628800.0 + r * p;
-    p = 1.0 / 362880.0 + r * p;
-    p = 1.0 / 40320.0 + r * p;
-    p = 1.0 / 5040.0 + r * p;
-    p = 1.0 / 720.0 + r * p;
-    p = 1.0 / 120.0 + r * p;
-    p = 1.0 / 24.0 + r * p;
-    p = 1.0 / 6.0 + r * p;
-    p = 0.5 + r * p;
+    p = ROSENNA_MADD(r, p, 1.0 / 479001600.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 39916800.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 3628800.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 362880.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 40320.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 5040.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 720.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 120.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 24.0);
+    p = ROSENNA_MADD(r, p, 1.0 / 6.0);
+    p = ROSENNA_MADD(r, p, 0.5);
     s.i = (long long)(k + 1023) << 52;
     *scale = s.f;
-    return r + (r * r) * p;
+    return ROSENNA_MADD(r * r, p, r);
 }
 
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline double rosenna_exp(double x)
+ROSENNA_MATH_INLINE double rosenna_exp(double x)
 {
     double scale, m = rosenna_exp_parts_d(x, &scale);
     return rosenna_keep_nan_d(x, (1.0 + m) * scale);
@@ -276,10 +314,10 @@ static inline double rosenna_exp(double x)
 #if defined(_OPENACC)
 #pragma acc routine seq
 #endif
-static inline double rosenna_tanh(double x)
+ROSENNA_MATH_INLINE double rosenna_tanh(double x)
 {
     double scale, m = rosenna_exp_parts_d(2.0 * x, &scale);
-    double e = m * scale + (scale - 1.0); /* exp(2x) - 1 without the cancellation near 0 */
+    double e = ROSENNA_MADD(m, scale, scale - 1.0); /* exp(2x) - 1 without the cancellation near 0 */
     return rosenna_keep_nan_d(x, e / (e + 2.0));
 }
 

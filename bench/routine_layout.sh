@@ -1,0 +1,68 @@
+#!/bin/bash
+# Where mlp128's 3xTF32 weights live in its kernel file, timed on the GPU. Variants (generate --tune):
+#   wide:   routine_layout=wide (the default): the tensor-core warp routine (<name>_infer_warp, and
+#           <name>_infer when the whole warp calls) reads the wide kernel's <name>_tc_packed by a
+#           gather (four 4-byte loads per fragment): the kernel file holds the 3xTF32 weights once;
+#   paired: routine_layout=paired: the routine reads its own copy <name>_rchain in the paired row
+#           order (one 16-byte load per fragment);
+#   weight: wide, with wide_compact_from=1 compact_fragments=weight: the wide kernel and the routine
+#           read 8-byte fragments holding the weights themselves, split in the kernel (four
+#           instructions per weight; half the weight stream): mlp128's kernel file under 1.2 MB.
+# Each, embedded and file-loaded weights, in bench/gen_bench.cu (checks <name>_infer and
+# <name>_infer_warp against the batched kernel on 1,000,003 points within verify's tolerance; times
+# batch / _infer / _infer_warp at 2^20 and 2^24 points); then the batched kernel's and
+# <name>_infer_warp's outputs on those points compared bit for bit across the variants (the same
+# numbers reach the tensor cores in all three: tests/test_warp_tc.py, tests/test_tensor_core.py).
+#   bash bench/routine_layout.sh build   # here (nvcc; PYTHON: rosenna's python): build/routine_layout (~12 MB)
+#   bash bench/routine_layout.sh run     # on the GPU machine, from the repository root (carry build/routine_layout)
+set -eu
+G=build/routine_layout
+#: SASS only (no PTX copy of the embedded weights in the drivers).
+ARCH=${ARCH:--gencode=arch=compute_90,code=sm_90}
+GPU_ARCH=${GPU_ARCH:-sm_90}
+VARIANTS="wide paired weight"
+tunes() {
+    case $1 in
+    wide) echo "--tune routine_layout=wide" ;;
+    paired) echo "--tune routine_layout=paired" ;;
+    weight) echo "--tune routine_layout=wide --tune wide_compact_from=1 --tune compact_fragments=weight" ;;
+    esac
+}
+case "${1:-run}" in
+build)
+    PYTHON=${PYTHON:-python3}
+    rm -rf $G && mkdir -p $G
+    $PYTHON -m rosenna zoo mlp128 -o $G/mlp128.onnx > /dev/null
+    for v in $VARIANTS; do
+        for w in embedded file; do
+            d=$G/${v}_$w
+            flag=$([ $w = file ] && echo --no-embed || echo --embed-weights)
+            $PYTHON -m rosenna generate $G/mlp128.onnx --name mlp128 $flag --lang c --gpu-arch $GPU_ARCH $(tunes $v) \
+                --out $d > /dev/null
+            make -s -f $d/mlp128.mk ROSENNA_BACKEND=cuda CC=gcc ROSENNA_OFFLOAD_FLAGS= "DEVFLAGS=-O3 $ARCH" > /dev/null
+            rwt=$([ $w = file ] && echo "-DRWT=\"$d/mlp128.rwt\"" || true)
+            nvcc -O3 $ARCH -rdc=true -DNAME=mlp128 -DHDR='"mlp128.h"' -Dmlp128_NX_M=MLP128_NX -Dmlp128_NY_M=MLP128_NY \
+                -DDUMP=\"$d/y.bin\" $rwt -I$d bench/gen_bench.cu $d/libmlp128_device.a $d/libmlp128.a -o $d/gen_bench
+            echo "$v $w: mlp128_kernel.cu $(stat -c %s $d/mlp128_kernel.cu) bytes"
+            rm -f $d/*.o $d/*.a $d/*.c $d/*.cu $d/*.F90  # (the driver is linked: carry it and the weights file)
+        done
+    done
+    ;;
+run)
+    for v in $VARIANTS; do
+        for w in embedded file; do
+            echo "== $v, $w weights"
+            timeout 60 $G/${v}_$w/gen_bench | tail -4
+        done
+    done
+    for w in embedded file; do
+        for v in paired weight; do
+            if cmp -s $G/wide_$w/y.bin $G/${v}_$w/y.bin; then
+                echo "$w weights: batch and <name>_infer_warp outputs bit-identical, wide and $v"
+            else
+                echo "$w weights: outputs DIFFER, wide and $v"
+            fi
+        done
+    done
+    ;;
+esac
