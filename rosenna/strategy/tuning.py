@@ -140,9 +140,9 @@ class Tuning:
         True, "Whether the host whole-field loops compute a 2-D Conv (group 1) as a register-blocked direct "
         "convolution (rosenna/strategy/field/host_conv.py: blocks of output channels x rows x one vector of "
         "columns over a zero-padded tile of the input rows, borders included) instead of the plan's interior and "
-        "border loops; each sum in the plan's order, so the same values bit for bit under the same host_fma. x86-64 host (AVX-512, GCC 12), 3-conv 16-channel net on "
-        "64x64: docs/host-conv.md. C only: the Fortran module keeps the "
-        "plan's loops.")
+        "border loops; each sum in the plan's order, so the same values bit for bit under the same host_fma. "
+        "x86-64 host (AVX-512, GCC 12), 3-conv 16-channel net on 64x64: docs/host-conv.md. C only: the Fortran "
+        "module keeps the plan's loops.")
     host_conv_channels: int = _knob(
         8, "Output channels of a block of the register-blocked conv where the host's vectors are 64 bytes (AVX-512, "
         "32 vector registers; half as many with 32-byte vectors: AVX2 has 16), the channels split evenly into "

@@ -129,9 +129,9 @@ def _conv_form(plan, note, window, together):
     conv = host_conv.HostConv(window, channels, rows, plan.host_vector // plan.itemsize, note, ())
     values = (("block_channels", channels), ("block_rows", rows), ("lanes", conv.lanes),
               ("tile_bytes", conv.tile_floats * plan.itemsize))
+    block = f"{channels} channel{'s' * (channels > 1)} x {rows} row{'s' * (rows > 1)} x {conv.lanes} columns"
     return conv, Decision(part, host_conv.NAME, ("loops",), (),
-                          f"{channels} channel{'s' * (channels > 1)} x {rows} row{'s' * (rows > 1)} x {conv.lanes} columns in vector "
-                          "accumulators over a zero-padded input tile, borders included", values)
+                          f"{block} in vector accumulators over a zero-padded input tile, borders included", values)
 
 
 def _transformed(plan, region):
