@@ -127,10 +127,11 @@ def test_igemm_shape(convnet):
 def test_loop_jam_and_unroll(convnet, tmp_path):
     """host_jam caps the output channels a host SIMD loop sums at once (8 per pass by default on
     this net's 16-channel convs, 4 with host_jam=4); host_unroll keeps the tap loops as loops;
-    cuda_jam the channels a CUDA launched phase computes per thread."""
+    cuda_jam the channels a CUDA launched phase computes per thread. The plan's loops
+    (host_conv=false): the register-blocked convs have blocks of their own (tests/test_host_conv.py)."""
     def c_text(**values):
         out = tmp_path / ("c" + "".join(f"_{k}{v}" for k, v in values.items()))
-        gen.generate(convnet, str(out), gen.Options(lang="c", tuning=Tuning().replace(**values)))
+        gen.generate(convnet, str(out), gen.Options(lang="c", tuning=Tuning().replace(host_conv=False, **values)))
         return (out / "convnet.c").read_text()
 
     default = c_text()

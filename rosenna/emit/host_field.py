@@ -29,6 +29,7 @@ oversubscribing the cores. No orphaned worksharing construct is used, so such a 
 to the solver's team and wait for threads that never arrive.
 """
 
+from rosenna.emit import host_conv
 from rosenna.emit.notes import annotate, note, op_of
 from rosenna.emit.render import used_loop_vars, used_scalars
 from rosenna.loopir import Loop
@@ -109,6 +110,8 @@ def host_names(plan, regions):
     the strategy's :class:`rosenna.strategy.HostRegions`."""
     scalars, loops = set(), set()
     for kind, chain, body, _, _ in regions:
+        if kind == "conv":  # C only (its own declarations): the Fortran module renders regions.plain()
+            continue
         if kind == "parallel":
             loops.update(inner.vector_var for inner in body if inner.vectors)
             body = [s for inner in body for s in inner.body]
@@ -147,6 +150,10 @@ def host_lines(plan, regions, lang, renderer, depth, threads=None):
         if kind == "parallel":
             lines.append(lang.indent * inner + lang.comment.format(text=_nest_note(op, chain, body)))
             lines += _parallel(chain, body, lang, table, renderer, inner, nowait, t, waits)
+        elif kind == "conv":
+            lines.append(lang.indent * inner + lang.comment.format(text=_conv_note(body)))
+            lines += host_conv.lines(plan, body, renderer, inner, nowait, " schedule(dynamic)" if waits else "",
+                                     lambda level, text: _directive(lang, level, text))
         else:
             lines += _serial(annotate(body, op), lang, table, renderer, inner, nowait, t)
         if waits and i == len(regions) - 1:  # the master waits for the rest before the join
@@ -166,6 +173,12 @@ def _nest_note(op, chain, loops):
     return note(op, [stmt for inner in loops for stmt in
                      ([Loop(inner.vector_var, inner.vectors, [Loop(chain[-1].var, inner.extent, inner.body)])]
                       if inner.vectors else [Loop(chain[-1].var, inner.extent, inner.body)])], outer)
+
+
+def _conv_note(conv):
+    """The comment over a blocked Conv: its form and block."""
+    return (f"register-blocked direct convolution: {conv.channels} channels x {conv.rows} rows x {conv.lanes} columns "
+            f"per block, over a zero-padded tile of the input rows")
 
 
 def _directive(lang, depth, text):

@@ -22,6 +22,7 @@ table below. The C routines are here; the Fortran module's are in
 :mod:`rosenna.emit.whole_fortran`, which also binds ``<name>_infer_one_dev`` to the C symbol.
 """
 
+from rosenna.emit import host_conv
 from rosenna.emit.host_field import HOST_MADD, HOST_MATH, host_lines, host_names
 from rosenna.emit.lang import FORTRAN, C
 from rosenna.emit.notes import annotate, note
@@ -284,6 +285,7 @@ def c_source(plan, regions):
                 f"    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
     host = "\n".join([host] + fault_check(plan, C, None, flags, 1, 1, index))
     return f"""{declare}
+{host_conv.arrays(plan, regions)}
 int {n}_infer_one(const {t} *x, {t} *y, void *stream)
 {{
     (void)stream;

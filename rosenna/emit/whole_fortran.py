@@ -149,6 +149,7 @@ def subroutine(plan, regions):
         branches += _branch(table, table["why"], region_lines(plan, FORTRAN, table, renderer, 3)
                             + fault_check(plan, FORTRAN, table, flags, 1, 3, index))
     period = plan.tuned.host_pace
+    regions = regions.plain()  # the blocked convs as the plan's loops (rosenna/emit/host_conv.py is C)
     host = host_lines(plan, regions, FORTRAN, renderer, 2, "team_size" if period else None)
     names = host_names(plan, regions)
     decls = _locals(*names) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])

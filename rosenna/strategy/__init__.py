@@ -72,6 +72,8 @@ class Strategy:
             out += ["  " + line for line in decision.lines()]
         if self.field is not None:
             out += ["  " + line for line in self.field.lines()]
+        if self.host_regions is not None:
+            out += ["  " + line for line in self.host_regions.lines()]
         return out
 
 

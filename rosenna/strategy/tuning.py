@@ -136,6 +136,28 @@ class Tuning:
     jam_chains: int = _knob(
         4, "Independent sums a SIMD loop should carry (the FMA latency times the FMA units, in vectors): where the "
         "channels give fewer, rows are jammed too (host and CUDA whole-field loops). Not timed.", minimum=1)
+    host_conv: bool = _knob(
+        True, "Whether the host whole-field loops compute a 2-D Conv (group 1) as a register-blocked direct "
+        "convolution (rosenna/strategy/field/host_conv.py: blocks of output channels x rows x one vector of "
+        "columns over a zero-padded tile of the input rows, borders included) instead of the plan's interior and "
+        "border loops; each sum in the plan's order, so the same values bit for bit under the same host_fma. "
+        "x86-64 host (AVX-512, GCC 12), 3-conv 16-channel net on 64x64: docs/host-conv.md. C only: the Fortran "
+        "module keeps the plan's loops.")
+    host_conv_channels: int = _knob(
+        8, "Output channels of a block of the register-blocked conv where the host's vectors are 64 bytes (AVX-512, "
+        "32 vector registers; half as many with 32-byte vectors: AVX2 has 16), the channels split evenly into "
+        "passes of at most this many: each input vector loaded feeds this many FMAs. Same study: 8 x 2 rows "
+        "0.55x onnxruntime, 16 x 1 0.59x, 8 x 3 0.70x (spills); AVX2 code 4 x 2 0.81x, 8 x 2 1.26x.",
+        minimum=1, maximum=32)
+    host_conv_rows: int = _knob(
+        2, "Output rows of a block of the register-blocked conv: each broadcast weight feeds this many FMAs; "
+        "channels x rows accumulators stay in vector registers (16 of AVX-512's 32). Same study.",
+        minimum=1, maximum=16)
+    host_conv_tile_bytes: int = _knob(
+        128 * 1024, "Most bytes of a thread's zero-padded input tile in the register-blocked conv (on its stack: "
+        "the input rows of a block of output rows, every input channel); the rows per block shrink to fit, and a "
+        "conv whose one output row's tile exceeds it keeps the plan's loops. Same study: a 64-channel 3x3 conv "
+        "net on 64x64 (tile 68 KB) 0.86x onnxruntime with the tile, 1.40x with the plan's loops.", minimum=1)
     host_unroll: int = _knob(
         128, "Tap loops inside a host SIMD loop are unrolled below their outermost loop up to this many statements "
         "(GCC vectorises an outer loop around one inner loop, not around a nest).", minimum=1)
