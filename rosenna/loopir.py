@@ -381,6 +381,10 @@ def _shortest(value):
     """One finite or special float32 / float64 scalar as :func:`decimal_texts` spells it."""
     if not np.isfinite(value):
         return "nan" if np.isnan(value) else ("-inf" if value < 0 else "inf")
+    if value != 0 and abs(value) < np.finfo(value.dtype).tiny:
+        # A subnormal: gfortran reads a shortest text such as 1e-45 as an underflow to zero instead
+        # of the nearest subnormal, so these keep every significant digit of their type.
+        return f"{float(value):.{9 if value.dtype == np.float32 else 17}g}"
     mantissa, exponent = np.format_float_scientific(value, unique=True, trim="-").split("e")
     sign = "-" if mantissa.startswith("-") else ""
     digits, exp = mantissa.lstrip("-").replace(".", ""), int(exponent)  # value = d.ddd x 10^exp

@@ -135,11 +135,12 @@ def _measure(path, name="mdl"):
 
 def test_resize_code_grows_with_ops_not_pixels(tmp_path):
     """10 -> 17 -> 24 bilinear: 729 KB of C in 1,968 loop nests lowered whole (each Resize one nest
-    per combination of its two axes' runs); split per axis, under 100 KB. Four times the pixels at
+    per combination of its two axes' runs); split per axis, about 105 KB (multiply-adds written as
+    rosenna_rt.h's ROSENNA_MADDF; the bound is 128 KB, a sixth of the whole form). Four times the pixels at
     the same ratios (past the whole-field switch, which renders each op in several forms): the same
     nests per op, and hardly more code."""
     size, per_op, _ = _measure(resize_net(tmp_path / "r.onnx", 10, 17, 24))
-    assert size < 100 * 1024, size
+    assert size < 128 * 1024, size
     assert max(n for _, n in per_op) <= NESTS_PER_OP, per_op
     sizes, nests = [], []
     for scale in (2, 4):

@@ -110,16 +110,19 @@ def routine(plan, layers, renderer, routine_name):
         lines.append(f"    /* layer {i}: {layer.k} -> {layer.n}, {layer.act or 'no activation'} */")
         full = npad // (per * TILE) * per * TILE
         if full:
-            lines += [f"    for (int o = 0; o < {full}; o += {per * TILE}) {{",
+            lines += [f"    /* layer {i}: the sums of outputs 0..{full - 1}, {per * TILE} at a time, for the {POINTS} points */",
+                      f"    for (int o = 0; o < {full}; o += {per * TILE}) {{",
                       *_tile(vec, sfx, per, TILE, f"{w} + {woff} + o", npad, src, stride, layer.k, "o", "        ")]
             lines.append("    }")
         if full < npad:  # one vector left
-            lines += ["    {", *_tile(vec, sfx, per, 1, f"{w} + {woff} + {full}", npad, src, stride, layer.k,
+            lines += [f"    /* layer {i}: the sums of outputs {full}..{npad - 1} for the {POINTS} points */",
+                      "    {", *_tile(vec, sfx, per, 1, f"{w} + {woff} + {full}", npad, src, stride, layer.k,
                                        str(full), "        "), "    }"]
         expr = layer.expr if layer.expr is not None else Var("v")
         # a hidden layer's padded columns too (whole vectors; the bias and sums there are 0 and the
         # next layer never reads them)
-        lines += [f"    for (int p = 0; p < {POINTS}; ++p) {{",
+        lines += [f"    /* layer {i}: bias{' and ' + layer.act if layer.act else ''}, each point's outputs */",
+                  f"    for (int p = 0; p < {POINTS}; ++p) {{",
                   f"#pragma omp simd simdlen({per})",  # 512-bit vectors: GCC's tuning prefers 256 bits
                   f"        for (int o = 0; o < {layer.n if last else npad}; ++o) {{",
                   f"            const {t} v = g[p * {npad} + o] + {w}[{boff} + o];",
@@ -134,6 +137,7 @@ def _tile(vec, sfx, per, vectors, wrow, npad, src, stride, k, col, pad):
     the ``k`` inputs, stored to g."""
     acc = [[f"s{p}{v}" for v in range(vectors)] for p in range(POINTS)]
     lines = [f"{pad}{vec} {', '.join(f'{a} = _mm512_setzero_{sfx}()' for row in acc for a in row)};",
+             f"{pad}/* over the {k} inputs: a row of weights times each point's input, into its sums */",
              f"{pad}for (int k = 0; k < {k}; ++k) {{",
              f"{pad}    const {'float' if sfx == 'ps' else 'double'} *wr = {wrow} + k * {npad};",
              f"{pad}    const {vec} {', '.join(f'w{v} = _mm512_load_{sfx}(wr + {v * per})' for v in range(vectors))};"]

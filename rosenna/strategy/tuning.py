@@ -348,7 +348,7 @@ class Tuning:
         "own, <name>_rchain, in the paired row order its A fragments need (one load per tile). The same "
         "numbers reach the tensor cores either way (bit for bit the same results). H100, mlp128, user kernel + "
         "<name>_infer at 16M points: 'paired' 2.50 ns/pt, 'wide' 3.00 (the gather's extra loads), so 'paired' "
-        "(results/measurement-log.md, \"Where the warp routine reads its weights\").", choices=("wide", "paired"))
+        "(results/measurement-log.md, \"Where the warp routine reads its weights (2026-12-05, H100)\").", choices=("wide", "paired"))
 
     point_threads: int = _knob(
         256, "Threads per block of the one-point-per-thread kernels (the point kernel and the narrow FP32 "
