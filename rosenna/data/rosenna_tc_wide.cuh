@@ -29,9 +29,9 @@ __device__ __forceinline__ rosenna_split rosenna_split_a(float a0, float a1, flo
 /* The A fragment of a k8 tile whose row gid starts at s (act[p][LDA]), split. The k index in
    mma.sync's order: columns tig and tig + 4 (each row's four lanes' loads in distinct banks for
    LDA = 4 mod 32); PAIRED: columns 2 tig (a0, a1) and 2 tig + 1 (a2, a3), one 8-byte load per row
-   (conflict-free per half warp for LDA = 8 mod 32), multiplied by B fragments
-   that hold rows 2 tig and 2 tig + 1 (the paired packing of rosenna/emit/cuda/tf32.py): the same
-   products of the k8 tile, summed in another order. */
+   (conflict-free per half warp for LDA = 8 mod 32), for B fragments that hold rows 2 tig and
+   2 tig + 1 (the paired packing of rosenna/emit/cuda/tf32.py): the same products of the k8 tile,
+   summed in another order. */
 template <int LDA, bool PAIRED>
 __device__ __forceinline__ rosenna_split rosenna_tcw_a(const float *s, int tig)
 {
