@@ -501,16 +501,18 @@ def _ptxas_entry(text, kernel):
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
-@pytest.mark.parametrize("model,embed", [("mlp128", True), ("mlp128", False), ("w300", False)],
-                         ids=["embedded", "file-loaded", "512-block"])
+@pytest.mark.parametrize("model,embed", [("mlp128", True), ("mlp128", False), ("w300", False), ("mlp128-kpaired", False)],
+                         ids=["embedded", "file-loaded", "512-block", "paired-k-order"])
 def test_wide_kernel_compiles_without_spills(tmp_path, model, embed):
     from rosenna.generate import generate
 
+    tuning = KPAIRED if model.endswith("-kpaired") else Tuning()  # (wide_k_order "paired")
+    model = model.split("-")[0]
     if model == "mlp128":
         path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
     else:  # 64 points x 16 warps, 8-row stages
         path = custom_model(tmp_path, model, *WIDE_SHAPES[model][:2])
-    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="mw"))
+    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="mw", tuning=tuning))
     proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "mw_kernel.cu", "-o", "k.o"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
