@@ -348,32 +348,35 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
 KPAIRED = Tuning(wide_k_order="paired")
 
 
-@pytest.mark.parametrize("model", ["mlp128", "odd", "w300"])
+@pytest.mark.parametrize("model", ["mlp128", "odd", "w300", "odd-weight"])
 def test_paired_k_order_matches_the_model(layers_of, tmp_path, model):
     """wide_k_order "paired": the A fragments read from columns 2tig, 2tig+1 (x staged permuted)
     against the paired rows: the model's results, within what the fragment order gives (the same
     products; float64 sums here, so they differ only by the sums' order), for 16-byte and
-    compact (w300) fragments; the fragment order's array read this way breaks it. mlp128: the
+    compact (w300; odd-weight: compact ones holding the weights, at every width) fragments; the
+    fragment order's array read this way breaks it. mlp128: the
     array is the warp routine's paired packing (tc_chain.chain_packed) bit for bit, one copy for
     both, and the 8 outputs are onnxruntime's within verify's tolerance."""
+    base = WEIGHT if model.endswith("-weight") else Tuning()
+    tuning, model = base.replace(wide_k_order="paired"), model.split("-")[0]
     if model == "mlp128":
         plan, layers = layers_of("mlp128")
     elif model == "odd":
         plan, layers = _custom(tmp_path, "odd", *ODD)
     else:
         plan, layers = _custom(tmp_path, model, *WIDE_SHAPES[model][:2])
-    layout = tc_wide.WideLayout(layers, KPAIRED)
-    assert layout.shape.paired and layout.shape.lda % 32 == 8 and layout.shape.compact is (model == "w300")
-    packed = tc_wide.wide_packed(layers, KPAIRED)
+    layout = tc_wide.WideLayout(layers, tuning)
+    assert layout.shape.paired and layout.shape.lda % 32 == 8 and layout.shape.compact is (model == "w300" or base is WEIGHT)
+    packed = tc_wide.wide_packed(layers, tuning)
     acts = [act_of(layer) for layer in layers]
     x = np.random.default_rng(7).uniform(-1, 1, size=(37, plan.nx))
     want = evaluate(layers, x)
-    got = _emulate_wide(layers, acts, packed, x, KPAIRED)
+    got = _emulate_wide(layers, acts, packed, x, tuning)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
-    fragment = _emulate_wide(layers, acts, tc_wide.wide_packed(layers), x)
+    fragment = _emulate_wide(layers, acts, tc_wide.wide_packed(layers, base), x, base)
     np.testing.assert_allclose(got, fragment, rtol=1e-12, atol=1e-13)
-    broken = tc_wide.wide_packed(layers)
-    assert not np.allclose(_emulate_wide(layers, acts, broken, x, KPAIRED), want, atol=1e-3)
+    broken = tc_wide.wide_packed(layers, base)
+    assert not np.allclose(_emulate_wide(layers, acts, broken, x, tuning), want, atol=1e-3)
     if model == "mlp128":
         assert np.array_equal(packed.view(np.uint32), tc_chain.chain_packed(layers).view(np.uint32))
         ort = pytest.importorskip("onnxruntime")
