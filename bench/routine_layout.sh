@@ -7,7 +7,13 @@
 #           order (one 16-byte load per fragment);
 #   weight: wide, with wide_compact_from=1 compact_fragments=weight: the wide kernel and the routine
 #           read 8-byte fragments holding the weights themselves, split in the kernel (four
-#           instructions per weight; half the weight stream): mlp128's kernel file under 1.2 MB.
+#           instructions per weight; half the weight stream): mlp128's kernel file under 1.2 MB;
+#   kpaired: wide_k_order=paired (routine_layout at its default): the wide kernel reads its A
+#           fragments in the paired k order (columns 2tig, 2tig+1: one 8-byte shared-memory load per
+#           row) against the routine's paired rows, so both read one <name>_tc_packed with one
+#           16-byte load per fragment (mlp128's kernel file 1.69 MB). The batched kernel's products
+#           reach the tensor cores in another order within each k8 tile: its outputs may differ from
+#           the others' in the last bits (<name>_infer_warp's should not: the same operands).
 # Each, embedded and file-loaded weights, in bench/gen_bench.cu (checks <name>_infer and
 # <name>_infer_warp against the batched kernel on 1,000,003 points within verify's tolerance; times
 # batch / _infer / _infer_warp at 2^20 and 2^24 points); then the batched kernel's and
@@ -16,16 +22,17 @@
 #   bash bench/routine_layout.sh build   # here (nvcc; PYTHON: rosenna's python): build/routine_layout (~12 MB)
 #   bash bench/routine_layout.sh run     # on the GPU machine, from the repository root (carry build/routine_layout)
 set -eu
-G=build/routine_layout
+G=${G:-build/routine_layout}
 #: SASS only (no PTX copy of the embedded weights in the drivers).
 ARCH=${ARCH:--gencode=arch=compute_90,code=sm_90}
 GPU_ARCH=${GPU_ARCH:-sm_90}
-VARIANTS="wide paired weight"
+VARIANTS=${VARIANTS:-"wide paired weight kpaired"}
 tunes() {
     case $1 in
     wide) echo "--tune routine_layout=wide" ;;
     paired) echo "--tune routine_layout=paired" ;;
     weight) echo "--tune routine_layout=wide --tune wide_compact_from=1 --tune compact_fragments=weight" ;;
+    kpaired) echo "--tune wide_k_order=paired" ;;
     esac
 }
 case "${1:-run}" in
@@ -55,13 +62,13 @@ run)
             timeout 60 $G/${v}_$w/gen_bench | tail -4
         done
     done
+    # y.bin: the batched kernel's outputs, then <name>_infer_warp's (as many).
     for w in embedded file; do
-        for v in paired weight; do
-            if cmp -s $G/wide_$w/y.bin $G/${v}_$w/y.bin; then
-                echo "$w weights: batch and <name>_infer_warp outputs bit-identical, wide and $v"
-            else
-                echo "$w weights: outputs DIFFER, wide and $v"
-            fi
+        half=$(( $(stat -c %s $G/wide_$w/y.bin) / 2 ))
+        for v in paired weight kpaired; do
+            cmp -s -n $half $G/wide_$w/y.bin $G/${v}_$w/y.bin && batch=bit-identical || batch=DIFFER
+            cmp -s -i $half $G/wide_$w/y.bin $G/${v}_$w/y.bin && warp=bit-identical || warp=DIFFER
+            echo "$w weights, wide and $v: batch outputs $batch, <name>_infer_warp outputs $warp"
         done
     done
     ;;

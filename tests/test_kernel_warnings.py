@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     # the wide kernel's compact fragments holding the weights, read by the warp routine's gather
     ("mlp128", {"embed": False, "tuning": Tuning(wide_compact_from=1, compact_fragments="weight")},
      ["-DROSENNA_DEVICE_ROUTINE", "-rdc=true"]),
+    # the wide kernel in the paired k order (its A reads, x's staging, its host packing)
+    ("mlp128", {"embed": False, "tuning": Tuning(wide_k_order="paired")}, ["-c"]),
 ])
 def test_kernel_file_compiles_without_warnings(tmp_path, model, options, flags):
     path = zoo.save(model, str(tmp_path / f"{model}.onnx"))

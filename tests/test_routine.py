@@ -118,21 +118,24 @@ def test_emulated_warp_body_matches_the_model(tmp_path, sizes, acts):
 def test_routine_reads_the_staged_kernels_copy(tmp_path, sizes, acts):
     """mlp128 and a 96-wide tanh chain: the one-thread body and the FP32 warp body read the staged
     kernel's <name>_packed (rows 128 floats apart, the biases after the stages), the tensor-core warp
-    body the wide kernel's <name>_tc_packed (the tuning's routine_layout "wide"; "paired": a copy of
-    its own, <name>_rchain), the kernel file holds no copy of its own for them, and both FP32 bodies,
+    body the wide kernel's <name>_tc_packed (the tuning's routine_layout "wide", or its wide_k_order
+    "paired"; else a copy of its own, <name>_rchain), the kernel file holds no copy of its own for them, and both FP32 bodies,
     emulated from the generated calls on that array, give the model (the tensor-core body's
     emulation: tests/test_warp_tc.py)."""
-    _, plan, _ = _plan(tmp_path, "staged", sizes, acts)
-    plan = dataclasses.replace(plan, tuning=plan.tuned.replace(routine_layout="wide"))
-    choice = cuda.choose(plan)
-    assert choice.staged and routine.shared(choice) == {"packed", "tc"}
-    source = cuda.kernel_source(plan, "stamp")
+    _, plan, choice = _plan(tmp_path, "staged", sizes, acts)
+    wide = dataclasses.replace(plan, tuning=plan.tuned.replace(routine_layout="wide"))
+    assert choice.staged and routine.shared(cuda.choose(wide)) == {"packed", "tc"}
+    source = cuda.kernel_source(wide, "stamp")
     assert "staged_rpacked" not in source and "staged_rwarp" not in source and "staged_rchain" not in source
     for name in ("float staged_packed[", "float staged_tc_packed["):
         assert source.count(name) == 1 and source.index(name) < source.index("#if defined(ROSENNA_DEVICE_ROUTINE)")
     paired = dataclasses.replace(plan, tuning=plan.tuned.replace(routine_layout="paired"))
     assert routine.shared(cuda.choose(paired)) == {"packed"}
     assert "staged_rchain" in cuda.kernel_source(paired, "stamp")
+    # The wide kernel in the paired k order: its copy serves the routine whatever routine_layout says.
+    kpaired = dataclasses.replace(plan, tuning=plan.tuned.replace(routine_layout="paired", wide_k_order="paired"))
+    assert routine.shared(cuda.choose(kpaired)) == {"packed", "tc"}
+    assert "staged_rchain" not in cuda.kernel_source(kpaired, "stamp")
     layers, packed = choice.layers, choice.packed().astype(np.float64)
     x = np.random.default_rng(3).uniform(-1, 1, size=(32, plan.nx))
     # The one-thread body, layer by layer.

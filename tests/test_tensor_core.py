@@ -220,9 +220,15 @@ def _emulate_wide(layers, acts, packed, x, tuning=Tuning()):
     stage stream through two buffers (stage g = fragments g * stage4 ..; the buffer that holds it
     flips every stage, and the last stage of a tile prefetches stage 0 for the next one), each
     stage's products summed from zero and added to the accumulators, per-layer epilogues over act,
-    the output MMA by the first points / 16 warps."""
+    the output MMA by the first points / 16 warps. The tuning's wide_k_order "paired": x staged
+    into act permuted within each k8 tile (tc_wide.x_column), the A fragments read from columns
+    2tig, 2tig+1 instead of tig, tig+4."""
     layout = tc_wide.WideLayout(layers, tuning)
     shape = layout.shape
+
+    def a_cols(base):  # the act columns of a0 / a1 and of a2 / a3 of the k8 tile at column base
+        return (base + 2 * tig, base + 2 * tig + 1) if shape.paired else (base + tig, base + tig + 4)
+
     f4 = packed[:4 * layout.frag4].reshape(-1, 4).astype(np.float64)
     points, nx = x.shape
     lane = np.arange(32)
@@ -248,7 +254,8 @@ def _emulate_wide(layers, acts, packed, x, tuning=Tuning()):
         p0, again = tile * shape.points, tile + 1 < tiles
         count = min(shape.points, points - p0)
         act[:, :layout.kp[0]] = 0.0
-        act[:count, :nx] = x[p0:p0 + count]
+        k = np.arange(nx)  # (the kernel's expression of the column, C and Python alike)
+        act[:count, eval(tc_wide.x_column("k", shape.paired))] = x[p0:p0 + count]
         acc = np.zeros((warps, 2, shape.ni, 32, 4))
         for g in range(layout.stages):
             k0 = layout.k0[g]
@@ -258,10 +265,10 @@ def _emulate_wide(layers, acts, packed, x, tuning=Tuning()):
                 wm, wn = warp // shape.wn, warp % shape.wn
                 a = [[None, None] for _ in range(shape.ks)]
                 for kt in range(shape.ks):
-                    col = k0 + kt * 8 + tig
+                    lo, hi = a_cols(k0 + kt * 8)
                     for mi in range(2):
                         r = wm * 32 + mi * 16 + gid
-                        a[kt][mi] = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
+                        a[kt][mi] = np.stack([act[r, lo], act[r + 8, lo], act[r, hi], act[r + 8, hi]], axis=1)
                 for ni in range(shape.ni):
                     for mi in range(2):
                         t = np.zeros((32, 4))
@@ -286,8 +293,8 @@ def _emulate_wide(layers, acts, packed, x, tuning=Tuning()):
             r = warp * 16 + gid
             c = np.zeros((32, 4))
             for kt in range(layout.out_kt):
-                col = kt * 8 + tig
-                a = np.stack([act[r, col], act[r + 8, col], act[r, col + 4], act[r + 8, col + 4]], axis=1)
+                lo, hi = a_cols(kt * 8)
+                a = np.stack([act[r, lo], act[r + 8, lo], act[r, hi], act[r + 8, hi]], axis=1)
                 c += _mma(a, f4[layout.out_frag4 + kt * 32 + lane])
             col = 2 * tig
             bias = packed[layout.bias[-1]:layout.bias[-1] + 8].astype(np.float64)
@@ -336,6 +343,47 @@ def test_emulated_wide_kernel_matches_the_model(layers_of, tmp_path, model):
         broken = packed.copy()
         broken[start:start + paired.size] = wide[:paired.size]
         assert not np.allclose(_emulate_wide(layers, acts, broken, x), want, atol=1e-3)
+
+
+KPAIRED = Tuning(wide_k_order="paired")
+
+
+@pytest.mark.parametrize("model", ["mlp128", "odd", "w300", "odd-weight"])
+def test_paired_k_order_matches_the_model(layers_of, tmp_path, model):
+    """wide_k_order "paired": the A fragments read from columns 2tig, 2tig+1 (x staged permuted)
+    against the paired rows: the model's results, within what the fragment order gives (the same
+    products; float64 sums here, so they differ only by the sums' order), for 16-byte and
+    compact (w300; odd-weight: compact ones holding the weights, at every width) fragments; the
+    fragment order's array read this way breaks it. mlp128: the
+    array is the warp routine's paired packing (tc_chain.chain_packed) bit for bit, one copy for
+    both, and the 8 outputs are onnxruntime's within verify's tolerance."""
+    base = WEIGHT if model.endswith("-weight") else Tuning()
+    tuning, model = base.replace(wide_k_order="paired"), model.split("-")[0]
+    if model == "mlp128":
+        plan, layers = layers_of("mlp128")
+    elif model == "odd":
+        plan, layers = _custom(tmp_path, "odd", *ODD)
+    else:
+        plan, layers = _custom(tmp_path, model, *WIDE_SHAPES[model][:2])
+    layout = tc_wide.WideLayout(layers, tuning)
+    assert layout.shape.paired and layout.shape.lda % 32 == 8 and layout.shape.compact is (model == "w300" or base is WEIGHT)
+    packed = tc_wide.wide_packed(layers, tuning)
+    acts = [act_of(layer) for layer in layers]
+    x = np.random.default_rng(7).uniform(-1, 1, size=(37, plan.nx))
+    want = evaluate(layers, x)
+    got = _emulate_wide(layers, acts, packed, x, tuning)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
+    fragment = _emulate_wide(layers, acts, tc_wide.wide_packed(layers, base), x, base)
+    np.testing.assert_allclose(got, fragment, rtol=1e-12, atol=1e-13)
+    broken = tc_wide.wide_packed(layers, base)
+    assert not np.allclose(_emulate_wide(layers, acts, broken, x, tuning), want, atol=1e-3)
+    if model == "mlp128":
+        assert np.array_equal(packed.view(np.uint32), tc_chain.chain_packed(layers).view(np.uint32))
+        ort = pytest.importorskip("onnxruntime")
+        path = str(tmp_path / "mlp128.onnx")
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        ref = session.run(None, {session.get_inputs()[0].name: x.astype(np.float32)})[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_emulated_wide_kernel_runs_on_across_tiles_of_points(tmp_path):
@@ -425,11 +473,12 @@ def test_wide_stage_table_and_layout(layers_of):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-@pytest.mark.parametrize("model", ["mlp128", "odd", "w300", "odd-weight"])
+@pytest.mark.parametrize("model", ["mlp128", "odd", "w300", "odd-weight", "w300-kpaired"])
 def test_wide_host_packing_in_cpp_equals_numpy(layers_of, tmp_path, model):
     """Bit for bit, the 16-byte fragments, (w300, 384 wide) the compact ones, and compact ones that
-    hold the weights themselves (odd-weight: compact_fragments "weight" at every width)."""
-    tuning = WEIGHT if model.endswith("-weight") else Tuning()
+    hold the weights themselves (odd-weight: compact_fragments "weight" at every width), and compact
+    ones in the paired k order (w300-kpaired: wide_k_order "paired")."""
+    tuning = WEIGHT if model.endswith("-weight") else KPAIRED if model.endswith("-kpaired") else Tuning()
     model = model.split("-")[0]
     if model == "mlp128":
         layers = layers_of("mlp128")[1]
@@ -455,16 +504,18 @@ def _ptxas_entry(text, kernel):
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
-@pytest.mark.parametrize("model,embed", [("mlp128", True), ("mlp128", False), ("w300", False)],
-                         ids=["embedded", "file-loaded", "512-block"])
+@pytest.mark.parametrize("model,embed", [("mlp128", True), ("mlp128", False), ("w300", False), ("mlp128-kpaired", False)],
+                         ids=["embedded", "file-loaded", "512-block", "paired-k-order"])
 def test_wide_kernel_compiles_without_spills(tmp_path, model, embed):
     from rosenna.generate import generate
 
+    tuning = KPAIRED if model.endswith("-kpaired") else Tuning()  # (wide_k_order "paired")
+    model = model.split("-")[0]
     if model == "mlp128":
         path = zoo.save("mlp128", str(tmp_path / "mlp128.onnx"))
     else:  # 64 points x 16 warps, 8-row stages
         path = custom_model(tmp_path, model, *WIDE_SHAPES[model][:2])
-    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="mw"))
+    generate(path, str(tmp_path), Options(lang="c", embed=embed, name="mw", tuning=tuning))
     proc = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-Xptxas", "-v", "-c", "mw_kernel.cu", "-o", "k.o"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

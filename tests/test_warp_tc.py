@@ -34,7 +34,9 @@ def generated(tmp_path_factory):
     other local-sums choice (``odd-other``), both with the other routine_layout (``-paired``,
     or ``-wide`` where the default is paired), and mlp128 reading the wide kernel's compact fragments
     that hold the weights themselves (``mlp128-weight``: wide_compact_from=1, compact_fragments
-    "weight")."""
+    "weight"), and mlp128 whose wide kernel reads the paired k order (``mlp128-kpaired``:
+    wide_k_order "paired", the body reading that kernel's fragments as they are; ``-weight``: its
+    compact fragments that hold the weights)."""
     tmp = tmp_path_factory.mktemp("warp_tc")
     out = {}
     default = Tuning()
@@ -47,7 +49,11 @@ def generated(tmp_path_factory):
             ("odd-other", default.warp_compact, 0 if default.warp_local_sums else 64, default.routine_layout, {}),
             (f"mlp128-{other}", default.warp_compact, default.warp_local_sums, other, {}),
             (f"odd-{other}", default.warp_compact, default.warp_local_sums, other, {}),
-            ("mlp128-weight", default.warp_compact, default.warp_local_sums, "wide", weight)):
+            ("mlp128-weight", default.warp_compact, default.warp_local_sums, "wide", weight),
+            ("mlp128-kpaired", default.warp_compact, default.warp_local_sums, default.routine_layout,
+             {"wide_k_order": "paired"}),
+            ("mlp128-kpaired-weight", default.warp_compact, default.warp_local_sums, default.routine_layout,
+             {"wide_k_order": "paired", **weight})):
         model = name.split("-")[0]
         path = zoo.save(model, str(tmp / f"{model}.onnx")) if model == "mlp128" else custom_model(tmp, model, *ODD)
         _, plan = build_plan(path, Options(lang="c", embed=False))
@@ -73,7 +79,9 @@ def packed_for(body, layers):
     form = "weight" if any(c["weight"] == "true" for c in calls) else "sum"
     compact = calls[0]["compact"] == "true"
     if "_tc_packed" in re.search(r"const float \*bias = (\w+) ", body).group(1):
-        return tc_wide.wide_packed(layers, Tuning(wide_compact_from=1 if compact else 1 << 20, compact_fragments=form))
+        order = "fragment" if calls[1]["gather"] == "true" else "paired"
+        return tc_wide.wide_packed(layers, Tuning(wide_compact_from=1 if compact else 1 << 20, compact_fragments=form,
+                                                  wide_k_order=order))
     return tc_chain.chain_packed(layers, compact, form)
 
 
@@ -152,7 +160,7 @@ def emulate(body, layers, packed, x):
 
 
 @pytest.mark.parametrize("name", ["mlp128", "odd", "mlp128-other", "odd-other", "mlp128-paired", "odd-paired",
-                                  "mlp128-weight"])
+                                  "mlp128-weight", "mlp128-kpaired", "mlp128-kpaired-weight"])
 def test_emulated_warp_body_matches_the_model(generated, name):
     """Every form: inputs in registers with parked groups, or in local memory (odd-other is the
     one the default warp_local_sums does not pick), 16-byte and compact fragments, the wide
@@ -171,12 +179,14 @@ def test_emulated_warp_body_matches_the_model(generated, name):
 
 
 @pytest.mark.parametrize("wide,paired", [("mlp128-wide", "mlp128-paired"), ("odd-wide", "odd-paired"),
-                                         ("mlp128-weight", "mlp128-paired")])
+                                         ("mlp128-weight", "mlp128-paired"), ("mlp128-kpaired", "mlp128-paired"),
+                                         ("mlp128-kpaired-weight", "mlp128-paired")])
 def test_wide_layout_gives_the_paired_bits(generated, wide, paired):
     """routine_layout "wide" (the wide kernel's <name>_tc_packed, gathered; mlp128-weight: its
     compact fragments that hold the weights, split in the body) and "paired" (the body's own
     <name>_rchain): every layer call reads the same four numbers per lane and tile, bit for bit, so
-    the tensor cores see the same operands and the 32 points come out bit-identical. The odd MLP
+    the tensor cores see the same operands and the 32 points come out bit-identical. mlp128-kpaired:
+    the wide kernel's fragments in the paired k order, read as they are (no gather). The odd MLP
     (5-100-120-3) has layers narrower than the wide kernel's padded width (k8 rows 16 n8 tiles apart
     where the layer has 13 or 15, a padded k8 tile the body does not read)."""
     _, layers, body_w, _ = generated[wide]
@@ -189,7 +199,8 @@ def test_wide_layout_gives_the_paired_bits(generated, wide, paired):
     assert len(calls_w) == len(calls_p) == len(layers)
     for i, (cw, cp) in enumerate(zip(calls_w, calls_p)):
         assert [cw[k] for k in ("kt", "nt", "ng", "act", "mt")] == [cp[k] for k in ("kt", "nt", "ng", "act", "mt")]
-        assert cw["gather"] == ("true" if i else "false") and not cp["gather"]  # (layer 0: x's natural order)
+        gathered = i > 0 and "kpaired" not in wide  # (layer 0: x's natural order)
+        assert cw["gather"] == str(gathered).lower() and not cp["gather"]
         kt_n, nt_n, ldt = int(cw["kt"]), int(cw["nt"]), int(cw["ldt"])
         for kt in range(kt_n):
             for nt in range(nt_n):

@@ -26,6 +26,23 @@ __device__ __forceinline__ rosenna_split rosenna_split_a(float a0, float a1, flo
     return s;
 }
 
+/* The A fragment of a k8 tile whose row gid starts at s (act[p][LDA]), split. The k index in
+   mma.sync's order: columns tig and tig + 4 (each row's four lanes' loads in distinct banks for
+   LDA = 4 mod 32); PAIRED: columns 2 tig (a0, a1) and 2 tig + 1 (a2, a3), one 8-byte load per row
+   (conflict-free per half warp for LDA = 8 mod 32), for B fragments that hold rows 2 tig and
+   2 tig + 1 (the paired packing of rosenna/emit/cuda/tf32.py): the same products of the k8 tile,
+   summed in another order. */
+template <int LDA, bool PAIRED>
+__device__ __forceinline__ rosenna_split rosenna_tcw_a(const float *s, int tig)
+{
+    if (PAIRED) {
+        const float2 r0 = *reinterpret_cast<const float2 *>(s + 2 * tig);
+        const float2 r8 = *reinterpret_cast<const float2 *>(s + 8 * LDA + 2 * tig);
+        return rosenna_split_a(r0.x, r8.x, r0.y, r8.y);
+    }
+    return rosenna_split_a(s[tig], s[8 * LDA + tig], s[tig + 4], s[8 * LDA + tig + 4]);
+}
+
 /* rosenna_mma3 with the A fragment already split: the small products first. */
 __device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split &a, const float4 &b)
 {
@@ -44,8 +61,9 @@ __device__ __forceinline__ void rosenna_mma3s(float (&d)[4], const rosenna_split
    into the other buffer: the next layer's first stage at a layer's last, stage 0 for the block's
    next points after the last (again), so the stream stops neither at a layer boundary nor
    between a block's tiles of points. F: all fragments, stage g at F + g * STAGE4. COMPACT: 8-byte
-   fragments (rosenna_tcw_b; rosenna_tcw_w where they hold the weights themselves, WEIGHT). */
-template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA, bool COMPACT, bool WEIGHT = false>
+   fragments (rosenna_tcw_b; rosenna_tcw_w where they hold the weights themselves, WEIGHT). PAIRED: a
+   k8 tile's k index in the paired order (rosenna_tcw_a). */
+template <int STAGES, int THREADS, int WN, int NI, int KS, int LDA, bool COMPACT, bool WEIGHT = false, bool PAIRED = false>
 __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const float *act, float4 *stage,
                                                   const float4 *ROSENNA_RESTRICT F, int g, int k0, int slot, bool again)
 {
@@ -63,9 +81,8 @@ __device__ __forceinline__ void rosenna_tcw_stage(float (&acc)[2][NI][4], const 
     rosenna_split a[KS][2];
 #pragma unroll
     for (int kt = 0; kt < KS; ++kt) {
-        const float *sa = act + (wm * 32 + gid) * LDA + k0 + kt * 8 + tig;
-        a[kt][0] = rosenna_split_a(sa[0], sa[8 * LDA], sa[4], sa[8 * LDA + 4]);
-        a[kt][1] = rosenna_split_a(sa[16 * LDA], sa[24 * LDA], sa[16 * LDA + 4], sa[24 * LDA + 4]);
+        a[kt][0] = rosenna_tcw_a<LDA, PAIRED>(act + (wm * 32 + gid) * LDA + k0 + kt * 8, tig);
+        a[kt][1] = rosenna_tcw_a<LDA, PAIRED>(act + (wm * 32 + 16 + gid) * LDA + k0 + kt * 8, tig);
     }
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
@@ -114,15 +131,15 @@ __device__ __forceinline__ void rosenna_tcw_epilogue(float (&acc)[2][NI][4], flo
 
 /* The output layer for the 16 points of act rows p .. p + 15: KT k8 tiles x one n8 tile, each k8
    tile's products summed from zero and added in fp32 (as rosenna_tcw_stage), fragments F through
-   L1. c: the C fragment (no bias). */
-template <int KT, int LDA>
+   L1. c: the C fragment (no bias). PAIRED: as rosenna_tcw_stage. */
+template <int KT, int LDA, bool PAIRED = false>
 __device__ __forceinline__ void rosenna_tcw_out(float (&c)[4], const float *act, int p, const float4 *ROSENNA_RESTRICT F)
 {
     const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-    const float *sa = act + (p + gid) * LDA + tig;
+    const float *sa = act + (p + gid) * LDA;
 #pragma unroll 4
     for (int kt = 0; kt < KT; ++kt) {
-        const rosenna_split a = rosenna_split_a(sa[kt * 8], sa[kt * 8 + 8 * LDA], sa[kt * 8 + 4], sa[kt * 8 + 8 * LDA + 4]);
+        const rosenna_split a = rosenna_tcw_a<LDA, PAIRED>(sa + kt * 8, tig);
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         rosenna_mma3s(t, a, __ldg(F + kt * 32 + lane));
 #pragma unroll

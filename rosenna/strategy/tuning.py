@@ -286,6 +286,15 @@ class Tuning:
         "instructions): the same operands as 16-byte fragments, so with wide_compact_from=1 the wide kernel computes "
         "what its 16-byte form computes, bit for bit, from half the bytes (and mlp128's kernel file holds 36,036 "
         "fewer literals). Not timed: bench/routine_layout.sh times it.", choices=("sum", "weight"))
+    wide_k_order: str = _knob(
+        "fragment", "The order of the k index within each k8 tile of the wide 3xTF32 kernel's hidden and output layers. "
+        "'fragment': mma.sync's own (a lane's A fragment holds columns tig and tig+4, its B fragment rows tig and "
+        "tig+4). 'paired': columns 2tig and 2tig+1 (one 8-byte shared-memory load per pair; act's row stride "
+        "width + 8 keeps them conflict-free) against rows 2tig and 2tig+1, the order of the staged MLPs' "
+        "tensor-core warp routine, which then reads <name>_tc_packed with one 16-byte load per fragment: the "
+        "kernel file holds the 3xTF32 weights once whatever routine_layout says (mlp128: 72,072 fewer literals). "
+        "The same products summed in another order inside the tensor cores: results may differ in the last bits. "
+        "Not timed yet: bench/routine_layout.sh times both.", choices=("fragment", "paired"))
     wide_persistent: bool = _knob(
         False, "Whether the wide 3xTF32 kernel runs as a persistent grid (each block on from one block of points "
         "to the next) where its fragments are not compact. Off: on the H200 slower at 96, 128 and 512 wide "

@@ -95,10 +95,12 @@ def _compact(choice):
 
 def _reads_wide(choice):
     """Whether the parked warp body reads the wide 3xTF32 kernel's ``<name>_tc_packed`` (the
-    tuning's ``routine_layout`` "wide", the wide kernel beside it), in that kernel's fragment
-    format (16-byte or compact hidden layers; ``warp_compact`` is for the body's own copy)."""
+    tuning's ``routine_layout`` "wide", or its ``wide_k_order`` "paired": that kernel's rows in
+    the body's own order; the wide kernel beside it), in that kernel's fragment format (16-byte or
+    compact hidden layers; ``warp_compact`` is for the body's own copy)."""
+    tuning = choice.strategy.tuning
     return (_warp_kind(choice) == "parked" and choice.tensor is tc_wide.KIND
-            and choice.strategy.tuning.routine_layout == "wide")
+            and (tuning.routine_layout == "wide" or tuning.wide_k_order == "paired"))
 
 
 def _chain_layout(choice):
@@ -119,14 +121,16 @@ def _warp_places(choice):
     if _reads_wide(choice):
         # The wide kernel's fragments: their k8 rows the padded width apart (one n8 tile for the
         # output layer, always 16-byte), gathered into paired rows after the first layer, whose A
-        # fragments come from x in the natural order (rosenna_tc_b).
+        # fragments come from x in the natural order (rosenna_tc_b), unless the wide kernel's k
+        # order is paired already (wide_k_order).
         wide = choice.tensor_layout
+        gather = not wide.shape.paired
         frags = [first * wide.shape.stage4 for first in wide.first] + [wide.out_frag4]
         forms = []
         for i in range(len(layers)):
             compact = wide.shape.compact and i < len(layers) - 1
             stride = wide.shape.width // 8 if i < len(layers) - 1 else 1
-            forms.append(f"{ldg}, {str(compact).lower()}, {str(i > 0).lower()}, {stride}" + (", true" if compact and weight else ""))
+            forms.append(f"{ldg}, {str(compact).lower()}, {str(gather and i > 0).lower()}, {stride}" + (", true" if compact and weight else ""))
         return frags, [b - wide.bias[0] for b in wide.bias], forms, wide.bias[0]
     compact = _compact(choice)
     frags, biases, frag4, _ = tc_chain.chain_offsets(layers, compact)

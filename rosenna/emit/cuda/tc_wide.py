@@ -39,7 +39,8 @@ class WideShape:
     """The block of the wide kernel for a padded width ``width``: ``wm`` x ``wn`` warps, warp (wm,
     wn) owning points 32wm .. +32 and columns ``8 ni`` wn .. +8 ni; stages of ``ks`` k8 tiles
     (8 ks weight rows); act[points][lda] in shared memory (lda = width + 4 puts a warp's A-fragment
-    reads, rows gid and columns tig, in 32 distinct banks for every width here).
+    reads, rows gid and columns tig, in 32 distinct banks for every width here; width + 8 its
+    8-byte reads of columns 2tig, 2tig+1 with ``paired``, 32 distinct banks per half warp).
 
     - width <= 128 (a multiple of 32): 4 x 2 warps, 128 points, 16-row stages, two blocks per SM
       (mlp128: 98 KB of shared memory per block);
@@ -64,6 +65,9 @@ class WideShape:
         self.compact = widest >= tuning.wide_compact_from
         #: What a compact fragment holds (the tuning's ``compact_fragments``: "sum" or "weight").
         self.form = tuning.compact_fragments
+        #: The k order within a k8 tile (the tuning's ``wide_k_order``): "paired" reads columns 2tig,
+        #: 2tig+1 of act against the paired rows of tf32.pack_layer (the warp routine's order).
+        self.paired = tuning.wide_k_order == "paired"
         if widest <= 128:
             self.width, self.wm, self.wn, self.ks, self.min_blocks = _round(widest, 32), 4, 2, 2, 2
         elif widest <= 256:
@@ -74,7 +78,7 @@ class WideShape:
         self.ni = self.width // (8 * self.wn)
         self.points = 32 * self.wm
         self.threads = 32 * self.wm * self.wn
-        self.lda = self.width + 4
+        self.lda = self.width + (8 if self.paired else 4)
         self.stage_rows = 8 * self.ks
         #: One stage of fragments in float4 units: ks x (width / 8) tiles x 32 lanes, 16 bytes per
         #: lane (8 compact).
@@ -138,8 +142,11 @@ def wide_packed(layers, tuning=Tuning()):
             return tf32.pack_compact(w, kp, npad, paired, layout.shape.form)
         return tf32.pack_layer(w, kp, npad, paired)
 
-    parts = [pack(layer.w, kp, width, paired=False) for layer, kp in zip(layers[:-1], layout.kp)]
-    parts.append(tf32.pack_layer(layers[-1].w, 8 * layout.out_kt, 8, paired=False))
+    # Paired k order: every layer's rows paired but the first's, whose input x is staged into act
+    # permuted (x_column) so that the paired reads give the natural order.
+    paired = layout.shape.paired
+    parts = [pack(layer.w, kp, width, paired=paired and i > 0) for i, (layer, kp) in enumerate(zip(layers[:-1], layout.kp))]
+    parts.append(tf32.pack_layer(layers[-1].w, 8 * layout.out_kt, 8, paired=paired and len(layers) > 1))
     frags = np.concatenate(parts)
     assert frags.size == 4 * layout.frag4
     out[:frags.size] = frags
@@ -153,10 +160,12 @@ def host_packing(layers, dest="tc", tuning=Tuning()):
     ``dest`` as for :func:`rosenna.emit.cuda.tc_chain.host_packing`)."""
     layout = WideLayout(layers, tuning)
     shape = layout.shape
-    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, False, dest, shape.compact, shape.form)
+    out = [tf32.host_layer(i, layer, kp // 8, shape.width // 8, first * shape.stage4, bias, shape.paired and i > 0, dest,
+                           shape.compact, shape.form)
            for i, (layer, kp, first, bias) in enumerate(zip(layers, layout.kp, layout.first, layout.bias))]
     last = len(layers) - 1
-    out.append(tf32.host_layer(last, layers[-1], layout.out_kt, 1, layout.out_frag4, layout.bias[-1], False, dest))
+    out.append(tf32.host_layer(last, layers[-1], layout.out_kt, 1, layout.out_frag4, layout.bias[-1], shape.paired and last > 0,
+                               dest))
     return "\n".join(out)
 
 
@@ -164,6 +173,12 @@ def library():
     """``rosenna/data/rosenna_tc_wide.cuh``. It comes after :func:`rosenna.emit.cuda.tf32.device_lib`
     and the stage copy (``rosenna/data/rosenna_cp_async.cuh``)."""
     return fixed.load("rosenna_tc_wide.cuh")
+
+
+def x_column(k, paired):
+    """The column of act that input ``k`` (a C expression) is staged into: itself, or with
+    ``paired`` its place in the paired k order (k8-tile positions 2t and 2t+1 hold t and t + 4)."""
+    return f"(({k} & ~7) | (({k} & 3) << 1) | (({k} >> 2) & 1))" if paired else k
 
 
 def wide_kernel(plan, layers, acts):
@@ -176,7 +191,9 @@ def wide_kernel(plan, layers, acts):
     k0p = layout.kp[0]
     out = layers[-1]
     tparams = f"{layout.stages}, {T}, {shape.wn}, {shape.ni}, {shape.ks}, {lda}, {str(shape.compact).lower()}"
-    if shape.compact and shape.form == "weight":  # (rosenna_tcw_w: the weights themselves)
+    if shape.compact and shape.form == "weight" or shape.paired:  # (rosenna_tcw_w: the weights themselves)
+        tparams += f", {str(shape.compact and shape.form == 'weight').lower()}"
+    if shape.paired:  # (rosenna_tcw_a: the paired k order)
         tparams += ", true"
     lines = ["/* Per stage of the weight stream: its first input row within its layer. A table in the constant bank:",
              "   with k0 computed from g (mlp128) or carried through the loop (a 128-input MLP), ptxas spilled a",
@@ -208,10 +225,14 @@ def wide_kernel(plan, layers, acts):
                 f"        const long p0 = (long)blockIdx.x * {P};",
                 "        const bool again = false;"]),
              f"        /* x into columns 0 .. {k0p - 1}: zeros past {nx} inputs and past the point count (shared memory",
-             "           is not zeroed, and a NaN there times a zero weight would not vanish). */",
+             "           is not zeroed, and a NaN there times a zero weight would not vanish)." + ("" if shape.paired else " */"),
+             *(["           Paired k order: input k at its place in the paired order of its k8 tile (column 2t + 1 holds",
+                "           input t + 4), so that the reads of columns 2tig, 2tig+1 give the first layer's rows tig, tig + 4. */"]
+               if shape.paired else []),
              f"        for (int e = threadIdx.x; e < {P * k0p}; e += {T}) {{",
              f"            const int p = e / {k0p}, k = e % {k0p};",
-             f"            act[p * {lda} + k] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? x[(p0 + p) * {nx} + k] : 0.0f;",
+             f"            act[p * {lda} + {x_column('k', shape.paired)}] = {f'k < {nx} && ' if nx < k0p else ''}p0 + p < n ? "
+             f"x[(p0 + p) * {nx} + k] : 0.0f;",
              "        }"]
     lines += [f"        float acc[2][{shape.ni}][4];",
               "#pragma unroll",
@@ -239,7 +260,8 @@ def wide_kernel(plan, layers, acts):
               f"        if (warp < {P // 16}) {{",
               "            const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;",
               "            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};",
-              f"            rosenna_tcw_out<{layout.out_kt}, {lda}>(c, act, warp * 16, F + {layout.out_frag4});",
+              f"            rosenna_tcw_out<{layout.out_kt}, {lda}{', true' if shape.paired else ''}>(c, act, warp * 16, "
+              f"F + {layout.out_frag4});",
               f"            const float *bias = {n}_tc_packed + {layout.bias[-1]};",
               "            const int col = 2 * tig;",
               "            const long r = p0 + warp * 16 + gid;",
