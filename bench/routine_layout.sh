@@ -14,6 +14,8 @@
 #           16-byte load per fragment (mlp128's kernel file 1.69 MB). The batched kernel's products
 #           reach the tensor cores in another order within each k8 tile: its outputs may differ from
 #           the others' in the last bits (<name>_infer_warp's should not: the same operands).
+#   kweight: kpaired with the compact weight fragments of `weight` (both kernels read 8-byte
+#           fragments that hold the weights, split in the kernel; mlp128's kernel file 1.14 MB).
 # Each, embedded and file-loaded weights, in bench/gen_bench.cu (checks <name>_infer and
 # <name>_infer_warp against the batched kernel on 1,000,003 points within verify's tolerance; times
 # batch / _infer / _infer_warp at 2^20 and 2^24 points); then the batched kernel's and
@@ -26,13 +28,14 @@ G=${G:-build/routine_layout}
 #: SASS only (no PTX copy of the embedded weights in the drivers).
 ARCH=${ARCH:--gencode=arch=compute_90,code=sm_90}
 GPU_ARCH=${GPU_ARCH:-sm_90}
-VARIANTS=${VARIANTS:-"wide paired weight kpaired"}
+VARIANTS=${VARIANTS:-"wide paired weight kpaired kweight"}
 tunes() {
     case $1 in
     wide) echo "--tune routine_layout=wide" ;;
     paired) echo "--tune routine_layout=paired" ;;
     weight) echo "--tune routine_layout=wide --tune wide_compact_from=1 --tune compact_fragments=weight" ;;
     kpaired) echo "--tune wide_k_order=paired" ;;
+    kweight) echo "--tune wide_k_order=paired --tune wide_compact_from=1 --tune compact_fragments=weight" ;;
     esac
 }
 case "${1:-run}" in
@@ -65,7 +68,7 @@ run)
     # y.bin: the batched kernel's outputs, then <name>_infer_warp's (as many).
     for w in embedded file; do
         half=$(( $(stat -c %s $G/wide_$w/y.bin) / 2 ))
-        for v in paired weight kpaired; do
+        for v in ${VARIANTS/wide/}; do
             cmp -s -n $half $G/wide_$w/y.bin $G/${v}_$w/y.bin && batch=bit-identical || batch=DIFFER
             cmp -s -i $half $G/wide_$w/y.bin $G/${v}_$w/y.bin && warp=bit-identical || warp=DIFFER
             echo "$w weights, wide and $v: batch outputs $batch, <name>_infer_warp outputs $warp"
