@@ -488,8 +488,10 @@ static inline void rosenna_pace_record(rosenna_pace *pace, int threads, double s
 
 #pragma omp atomic capture
     slot = pace->recorded[size]++;
-    for (k = 0; k < 3; ++k) /* the first call of a size fills all three; 0 stands for "not timed" */
-        if (slot == 0 || k == slot % 3) {
+    /* the first two calls of a size fill all three slots (the team's first call starts OpenMP's
+       thread pool: it counts only until the second); 0 stands for "not timed" */
+    for (k = 0; k < 3; ++k)
+        if (slot < 2 || k == slot % 3) {
 #pragma omp atomic write
             pace->times[size][k] = seconds > 1e-9 ? seconds : 1e-9;
         }
