@@ -206,11 +206,11 @@ PACE = """
     !$omp end atomic
     team = pace_median(1)
     solo = pace_median(0)
-    if (team == 0) return
+    if (team <= 0) return
     !$omp atomic read
     backoff = pace_backoff
     gap = min(int(max(cap, period), int64), ishft(int(period, int64), max(0, backoff)))
-    if (solo == 0 .or. ((solo < team) .neqv. (mod(calls, gap) == 0))) threads = 1
+    if (solo <= 0 .or. ((solo < team) .neqv. (mod(calls, gap) == 0))) threads = 1
   end function pace_threads
 
   !> The median of the last three times of team size size (0: one thread, 1: the team; 0: none).
@@ -235,7 +235,7 @@ PACE = """
 
     mine = pace_median(size)
     other = pace_median(1 - size)
-    slower = mine /= 0 .and. other /= 0 .and. (mine > other .or. (size == 0 .and. mine == other))
+    slower = mine > 0 .and. other > 0 .and. (mine > other .or. (size == 0 .and. .not. mine < other))
   end function pace_slower
 
   !> Takes the time of a call made with threads threads (pace_threads); a trial that lost backs
