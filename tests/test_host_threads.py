@@ -80,13 +80,13 @@ def test_whole_field_threads_wait_only_at_the_yielding_barrier(whole, tmp_path):
     waits = host.count("rosenna_team_wait(&team, &team_passed, 0);") + 1  # and the master's before the join
     assert waits >= 2 and host.count("rosenna_team_done(&team, &team_passed, 0);") == 1
     assert host.rstrip().endswith("rosenna_team_end(&team);\n    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
-    assert "#pragma omp parallel num_threads(team_size)" in host and "rosenna_pace_threads(&pace, 64)" in host
+    assert "#pragma omp parallel num_threads(team_size)" in host and "rosenna_pace_threads(&pace, 64, 4096)" in host
     fortran = _host((out / "net_model.F90").read_text()).split("end subroutine")[0]
     ends = re.findall(r"!\$omp end (?:do|do simd|single)\b[^\n]*", fortran)
     assert ends and all(line.endswith(" nowait") for line in ends), ends
     assert fortran.count("call team_wait(team, team_passed, 0, .false.)") == waits - 1
     assert fortran.count("call team_wait(team, team_passed, 0, .true.)") == 1
-    assert "!$omp parallel num_threads(team_size)" in fortran and "team_size = pace_threads(64)" in fortran
+    assert "!$omp parallel num_threads(team_size)" in fortran and "team_size = pace_threads(64, 4096)" in fortran
     # the 'omp' form keeps OpenMP's barriers: one construct without nowait per barrier
     spin = _generate(tmp_path, str(out / "convnet.onnx"), host_wait="omp")
     host = _host((tmp_path / "net.c").read_text())
@@ -133,44 +133,106 @@ def test_three_threads_on_two_cores_match_one_thread(whole):
 PACE = r"""#include <stdio.h>
 #include "rosenna_rt.h"
 
-/* the team size rosenna_pace picks, given the times its calls took */
+/* the team size rosenna_pace picks (period 4, cap 32), given the times its calls took: calls
+   0-99 on a busy machine (the team 9 ms, one thread 1 ms; call 50 stalled 20 ms), 100-199 on a
+   free one (the team 0.5 ms) */
 int main(void)
 {
     rosenna_pace pace = ROSENNA_PACE_INIT;
-    int first = rosenna_pace_threads(&pace, 4), second, solo = 0, team = 0;
 
-    rosenna_pace_record(&pace, first, 9e-3);          /* the team: slow (a busy core) */
-    second = rosenna_pace_threads(&pace, 4);
-    rosenna_pace_record(&pace, second, 1e-3);         /* one thread: fast */
-    for (int call = 2; call < 10; ++call) {
-        int threads = rosenna_pace_threads(&pace, 4);
-        solo += threads == 1;
-        rosenna_pace_record(&pace, threads, threads == 1 ? 1e-3 : 9e-3);
+    for (int call = 0; call < 200; ++call) {
+        int threads = rosenna_pace_threads(&pace, 4, 32);
+        putchar(threads == 1 ? '1' : 'T');
+        rosenna_pace_record(&pace, threads, threads > 1 ? (call < 100 ? 9e-3 : 0.5e-3) : call == 50 ? 20e-3 : 1e-3);
     }
-    for (int call = 10; call < 30; ++call) {          /* the core freed: the team fast */
-        int threads = rosenna_pace_threads(&pace, 4);
-        team += call >= 20 && threads > 1;
-        rosenna_pace_record(&pace, threads, threads == 1 ? 1e-3 : 0.5e-3);
+    putchar('\n');
+    pace = (rosenna_pace)ROSENNA_PACE_INIT; /* a free machine: the team's first call 5 ms (its threads start) */
+    for (int call = 0; call < 20; ++call) {
+        int threads = rosenna_pace_threads(&pace, 4, 32);
+        putchar(threads == 1 ? '1' : 'T');
+        rosenna_pace_record(&pace, threads, threads > 1 ? (call == 0 ? 5e-3 : 0.5e-3) : 1e-3);
     }
-    printf("%d %d %d %d\n", first, second, solo, team);
+    putchar('\n');
     return 0;
 }
 """
 
 
+def _pace_expected():
+    """The sizes rosenna_pace should pick in PACE's calls: the team, then one thread; the losing
+    size tried at calls 4, 8, 16, 32 and then every 32 (the gap doubling up to the cap); one
+    stalled call (50) changes nothing (a median of three); the team's first fast trial (128) does
+    not outvote its two slow ones, its second (160) does; then one thread tried at 164, 168, 176, 192."""
+    team = {0, 4, 8, 16, 32, 64, 96, 128} | (set(range(160, 200)) - {164, 168, 176, 192})
+    return "".join("T" if call in team else "1" for call in range(200))
+
+
 @pytest.mark.host
 def test_pace_runs_the_faster_team_size(whole, tmp_path):
-    """rosenna_pace (rosenna_rt.h) with 2 threads: the team first, then one thread; then the faster
-    of the two, the other once every period calls (here 4); it returns to the team once the
-    team's probes are faster."""
+    """rosenna_pace (rosenna_rt.h) with 2 threads picks the faster size by the median of its last
+    three calls, tries the other at a gap that doubles after each lost trial up to the cap, and
+    returns to the team once its trials are faster; a slow first team call (the threads' start)
+    costs the team only until its first trial."""
     _, out = whole
     (tmp_path / "pace.c").write_text(PACE)
-    subprocess.run(["gcc", "-O1", "-fopenmp", "-I", str(out), "pace.c", "-o", "pace"], cwd=tmp_path, check=True)
+    subprocess.run(["gcc", "-O1", "-fopenmp", "-Wall", "-Wextra", "-Werror", "-I", str(out), "pace.c", "-o", "pace"],
+                   cwd=tmp_path, check=True)
     env = dict(os.environ, OMP_NUM_THREADS="2")
     got = subprocess.run([str(tmp_path / "pace")], cwd=tmp_path, env=env, capture_output=True, text=True,
                          check=True).stdout.split()
-    first, second, solo, team = map(int, got)
-    assert (first, second) == (2, 1)
-    assert solo == 6, "calls 2-9: one thread but at calls 4 and 8 (the team's probes)"
-    assert team >= 7, "calls 20-29: the team again, one thread only at the probes"
+    _same_picks(got[0], "C")
+    assert got[1] == "T111" + "TTTT1TTTTTTT1TTT", "a free machine: the team from its first trial on, one thread tried at 8, 16"
 
+
+
+def _same_picks(got, lang):
+    want = _pace_expected()
+    first = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+    assert got == want, f"{lang}: call {first}: {got[first - 3:first + 4]!r}, expected {want[first - 3:first + 4]!r}"
+
+
+F_PACE = """module pace_only
+  use, intrinsic :: iso_fortran_env, only: int64, real64
+  !$ use omp_lib
+  implicit none
+{state}
+contains
+{pace}
+end module pace_only
+
+program main
+  use pace_only
+  implicit none
+  integer :: call, threads
+  real(real64) :: seconds
+  character(len=200) :: picks
+
+  do call = 0, 199
+    threads = pace_threads(4, 32)
+    picks(call + 1:call + 1) = merge('1', 'T', threads == 1)
+    seconds = merge(merge(9e-3_real64, 0.5e-3_real64, call < 100), merge(20e-3_real64, 1e-3_real64, call == 50), &
+                     threads > 1)
+    call pace_record(threads, seconds)
+  end do
+  print '(a)', picks
+end program main
+"""
+
+
+@pytest.mark.host
+def test_fortran_pace_picks_as_c_does(whole, tmp_path):
+    """The Fortran module's pace_threads / pace_record (its state declared as the module declares it)
+    pick the same sizes as rosenna_pace in the same calls."""
+    from rosenna.emit.whole_fortran import PACE as pace
+
+    _, out = whole
+    state = "\n".join(line for line in (out / "net_model.F90").read_text().splitlines()
+                      if re.match(r"  (real\(real64\)|integer(\(int64\))?) :: pace_", line))
+    assert state.count("pace_") == 4, state
+    (tmp_path / "pace.F90").write_text(F_PACE.format(state=state, pace=pace))
+    subprocess.run(["gfortran", "-O1", "-fopenmp", "-std=f2008", "-Wall", "-Werror", "pace.F90", "-o", "pace"],
+                   cwd=tmp_path, check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    got = subprocess.run([str(tmp_path / "pace")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    _same_picks(got, "Fortran")

@@ -82,48 +82,95 @@ static inline void rosenna_team_end(rosenna_team *team)
    the runtime offers (omp_get_max_threads), or one. On a machine where something else holds a
    core, a team's fork, barriers and join wait for a descheduled partner (a scheduler's time
    slice, milliseconds, against a call of a fraction of one), and one thread is faster; on a free
-   machine the team is. Each size's time is a running average (the newest call weighs 3/4); the
-   faster size runs, the other once every `period` calls to refresh its time. The results do not
-   depend on the team size. Concurrent callers share the averages (atomics: a heuristic, not a
-   lock). rosenna_pace_threads returns the size for this call, rosenna_pace_record takes its time. */
+   machine the team is. Each size is judged by the median of its last three calls (one call stalled
+   by the scheduler does not flip the choice); the faster size runs, the other once every `gap`
+   calls to refresh its time: `period` calls, doubled after each such trial that loses, up to `cap`
+   (so on a busy machine the slow team costs about 1/cap of the calls, not 1/period), and back to
+   `period` once the choice changes. The results do not depend on the team size. Concurrent
+   callers share the times (atomics: a heuristic, not a lock). rosenna_pace_threads returns the
+   size for this call, rosenna_pace_record takes its time. */
 typedef struct {
-    double team, solo; /* seconds per call; 0: not timed yet */
-    int calls;
+    double times[2][3]; /* [0]: one thread, [1]: the team; seconds of the last three calls, 0: none */
+    unsigned recorded[2]; /* calls timed of each size (the next slot of times) */
+    unsigned calls;
+    int backoff;        /* the trial gap is period * 2^backoff, at most cap */
 } rosenna_pace;
 
-#define ROSENNA_PACE_INIT {0.0, 0.0, 0}
+#define ROSENNA_PACE_INIT {{{0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}}, {0u, 0u}, 0u, 0}
+#define ROSENNA_PACE_MOST_BACKOFF 30
 
-static inline int rosenna_pace_threads(rosenna_pace *pace, int period)
+static inline double rosenna_pace_median(const double *times)
+{
+    double a, b, c;
+
+#pragma omp atomic read
+    a = times[0];
+#pragma omp atomic read
+    b = times[1];
+#pragma omp atomic read
+    c = times[2];
+    return a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+}
+
+/* Whether size `size` (0: one thread, 1: the team) is the slower by the medians (0 if either is
+   not timed yet). */
+static inline int rosenna_pace_slower(rosenna_pace *pace, int size)
+{
+    const double mine = rosenna_pace_median(pace->times[size]), other = rosenna_pace_median(pace->times[!size]);
+
+    return mine != 0.0 && other != 0.0 && (size == 0 ? mine >= other : mine > other);
+}
+
+static inline int rosenna_pace_threads(rosenna_pace *pace, int period, int cap)
 {
     const int most = omp_get_max_threads();
+    long long gap = period;
     double team, solo;
-    int calls;
+    unsigned calls;
+    int backoff;
 
     if (most < 2 || period < 1 || omp_in_parallel())
         return most;
 #pragma omp atomic capture
     calls = pace->calls++;
-#pragma omp atomic read
-    team = pace->team;
-#pragma omp atomic read
-    solo = pace->solo;
+    team = rosenna_pace_median(pace->times[1]);
+    solo = rosenna_pace_median(pace->times[0]);
     if (team == 0.0)
         return most;
     if (solo == 0.0)
         return 1;
-    return (solo < team) != (calls % period == 0) ? 1 : most;
+#pragma omp atomic read
+    backoff = pace->backoff;
+    gap <<= backoff < 0 ? 0 : backoff;
+    if (gap > cap)
+        gap = cap > period ? cap : period;
+    return (solo < team) != (calls % (unsigned long long)gap == 0) ? 1 : most;
 }
 
 static inline void rosenna_pace_record(rosenna_pace *pace, int threads, double seconds)
 {
-    double *slot = threads == 1 && omp_get_max_threads() > 1 ? &pace->solo : &pace->team;
-    double old;
+    const int size = threads == 1 && omp_get_max_threads() > 1 ? 0 : 1;
+    const int trial = rosenna_pace_slower(pace, size), winner_before = rosenna_pace_slower(pace, !size);
+    unsigned slot, k;
+    int backoff;
 
-#pragma omp atomic read
-    old = *slot;
-    seconds = old == 0.0 ? seconds : 0.25 * old + 0.75 * seconds;
+#pragma omp atomic capture
+    slot = pace->recorded[size]++;
+    /* the first two calls of a size fill all three slots (the team's first call starts OpenMP's
+       thread pool: it counts only until the second); 0 stands for "not timed" */
+    for (k = 0; k < 3; ++k)
+        if (slot < 2 || k == slot % 3) {
 #pragma omp atomic write
-    *slot = seconds;
+            pace->times[size][k] = seconds > 1e-9 ? seconds : 1e-9;
+        }
+    if (trial || winner_before) {
+        /* a trial that lost backs off; a change of the choice starts the trials afresh */
+#pragma omp atomic read
+        backoff = pace->backoff;
+        backoff = rosenna_pace_slower(pace, size) == trial ? (trial && backoff < ROSENNA_PACE_MOST_BACKOFF) + backoff : 0;
+#pragma omp atomic write
+        pace->backoff = backoff;
+    }
 }
 
 static inline double rosenna_pace_clock(void)
@@ -160,10 +207,11 @@ typedef struct {
 
 #define ROSENNA_PACE_INIT {0}
 
-static inline int rosenna_pace_threads(rosenna_pace *pace, int period)
+static inline int rosenna_pace_threads(rosenna_pace *pace, int period, int cap)
 {
     (void)pace;
     (void)period;
+    (void)cap;
     return 1;
 }
 

@@ -280,7 +280,7 @@ def c_source(plan, regions):
                                  "team_size" if period else None))
     if period:  # the team's size chosen by the time calls took (rosenna_host_sync.h's rosenna_pace)
         host = (f"    static rosenna_pace pace = ROSENNA_PACE_INIT;\n"
-                f"    const int team_size = rosenna_pace_threads(&pace, {period});\n"
+                f"    const int team_size = rosenna_pace_threads(&pace, {period}, {plan.tuned.host_pace_cap});\n"
                 f"    const double started = rosenna_pace_clock();\n{host}\n"
                 f"    rosenna_pace_record(&pace, team_size, rosenna_pace_clock() - started);")
     host = "\n".join([host] + fault_check(plan, C, None, flags, 1, 1, index))

@@ -73,8 +73,9 @@ def declarations(plan):
         return [f"  real(rk) :: {name}({size})", f"  !$omp declare target({name})", f"  !$acc declare create({name})"]
 
     out = [line for i, size in enumerate(plan.scratch) for line in declare(buffer_ident(i), size)]
-    if paced(plan):  # pace_threads' state: seconds per call of each team size, calls made
-        out += ["  real(real64) :: pace_team = 0, pace_solo = 0", "  integer :: pace_calls = 0"]
+    if paced(plan):  # pace_threads' state: the last three calls' seconds of each team size, calls made
+        out += ["  real(real64) :: pace_times(3, 0:1) = 0", "  integer(int64) :: pace_calls = 0, pace_recorded(0:1) = 0",
+                "  integer :: pace_backoff = 0"]
     if _batched(plan) and plan.scratch:
         samples = batch_samples(plan)
         out += [f"#if {ANY_MODEL}"] + [line for i, size in enumerate(plan.scratch)
@@ -155,7 +156,7 @@ def subroutine(plan, regions):
     decls = _locals(*names) + ([f"    integer :: {ARRIVED}"] if yields(plan) else [])
     if period:  # the team's size chosen by the time calls took (pace_threads)
         decls += ["    integer :: team_size", "    real(real64) :: started"]
-        host = ([f"    team_size = pace_threads({period})", "    started = pace_clock()"] + host
+        host = ([f"    team_size = pace_threads({period}, {plan.tuned.host_pace_cap})", "    started = pace_clock()"] + host
                 + ["    call pace_record(team_size, pace_clock() - started)"])
     host += fault_check(plan, FORTRAN, None, flags, 1, 2, index)
     device = _locals(sorted(set(used_scalars(plan.field_body)) - set(names[0])),
@@ -184,13 +185,15 @@ def subroutine(plan, regions):
 #: The Fortran form of rosenna_rt.h's rosenna_pace (rosenna_host_sync.h: the reasons there).
 PACE = """
   !> The team size of the host branch of this module's whole-field routine: every thread OpenMP
-  !> offers, or one, whichever the last calls ran faster with (a running average, the newest call
-  !> weighing 3/4), the other once every period calls. With a core held by other work a team waits
-  !> a scheduler's time slice for a descheduled partner at its fork and joins; then one thread is
-  !> faster. The results do not depend on the team size.
-  function pace_threads(period) result(threads)
-    integer, intent(in) :: period
-    integer :: threads, calls
+  !> offers, or one, whichever ran faster by the median of its last three calls, the other once
+  !> every gap calls (period, doubled after each such trial that loses up to cap, period again once
+  !> the choice changes). With a core held by other work a team waits a scheduler's time slice for
+  !> a descheduled partner at its fork and joins; then one thread is faster. The results do not
+  !> depend on the team size.
+  function pace_threads(period, cap) result(threads)
+    integer, intent(in) :: period, cap
+    integer :: threads, backoff
+    integer(int64) :: calls, gap
     real(real64) :: team, solo
 
     threads = 1
@@ -201,33 +204,75 @@ PACE = """
     calls = pace_calls
     pace_calls = pace_calls + 1
     !$omp end atomic
+    team = pace_median(1)
+    solo = pace_median(0)
+    if (team <= 0) return
     !$omp atomic read
-    team = pace_team
-    !$omp atomic read
-    solo = pace_solo
-    if (team == 0) return
-    if (solo == 0 .or. ((solo < team) .neqv. (mod(calls, period) == 0))) threads = 1
+    backoff = pace_backoff
+    gap = min(int(max(cap, period), int64), ishft(int(period, int64), max(0, backoff)))
+    if (solo <= 0 .or. ((solo < team) .neqv. (mod(calls, gap) == 0))) threads = 1
   end function pace_threads
 
-  !> Takes the time of a call made with threads threads (pace_threads).
+  !> The median of the last three times of team size size (0: one thread, 1: the team; 0: none).
+  function pace_median(size) result(median)
+    integer, intent(in) :: size
+    real(real64) :: median, a, b, c
+
+    !$omp atomic read
+    a = pace_times(1, size)
+    !$omp atomic read
+    b = pace_times(2, size)
+    !$omp atomic read
+    c = pace_times(3, size)
+    median = max(min(a, b), min(max(a, b), c))
+  end function pace_median
+
+  !> Whether team size size is the slower by the medians (false while either is not timed).
+  function pace_slower(size) result(slower)
+    integer, intent(in) :: size
+    logical :: slower
+    real(real64) :: mine, other
+
+    mine = pace_median(size)
+    other = pace_median(1 - size)
+    slower = mine > 0 .and. other > 0 .and. (mine > other .or. (size == 0 .and. .not. mine < other))
+  end function pace_slower
+
+  !> Takes the time of a call made with threads threads (pace_threads); a trial that lost backs
+  !> off, a change of the choice starts the trials afresh.
   subroutine pace_record(threads, seconds)
     integer, intent(in) :: threads
     real(real64), intent(in) :: seconds
-    real(real64) :: old
-    integer :: most
+    integer(int64) :: slot
+    integer :: most, size, k, backoff
+    logical :: trial, winner
 
     most = 1
     !$ most = omp_get_max_threads()
-    if (threads == 1 .and. most > 1) then
+    size = 1
+    if (threads == 1 .and. most > 1) size = 0
+    trial = pace_slower(size)
+    winner = pace_slower(1 - size)
+    !$omp atomic capture
+    slot = pace_recorded(size)
+    pace_recorded(size) = pace_recorded(size) + 1
+    !$omp end atomic
+    do k = 1, 3  ! the first two calls of a size fill all three slots (the first starts the threads)
+      if (slot < 2 .or. k == mod(slot, 3_int64) + 1) then
+        !$omp atomic write
+        pace_times(k, size) = max(seconds, 1e-9_real64)  ! 0 stands for "not timed"
+      end if
+    end do
+    if (trial .or. winner) then
       !$omp atomic read
-      old = pace_solo
+      backoff = pace_backoff
+      if (pace_slower(size) .neqv. trial) then
+        backoff = 0
+      else if (trial) then
+        backoff = min(backoff + 1, 30)
+      end if
       !$omp atomic write
-      pace_solo = merge(seconds, 0.25_real64 * old + 0.75_real64 * seconds, old == 0)
-    else
-      !$omp atomic read
-      old = pace_team
-      !$omp atomic write
-      pace_team = merge(seconds, 0.25_real64 * old + 0.75_real64 * seconds, old == 0)
+      pace_backoff = backoff
     end if
   end subroutine pace_record
 

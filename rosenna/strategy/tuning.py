@@ -125,7 +125,15 @@ class Tuning:
         64, "The C whole-field host branch times its calls and runs the faster of a full team and one thread, "
         "the other once every this many calls (rosenna_rt.h's rosenna_pace; 0: always the full team). With a busy "
         "core a team's fork and joins wait a scheduler's time slice for a descheduled partner, and one thread is "
-        "faster. docs/benchmarks-host.md 'Threads that share the machine'.")
+        "faster. Each size is judged by the median of its last three calls. docs/benchmarks-host.md 'Threads that "
+        "share the machine'.")
+    host_pace_cap: int = _knob(
+        4096, "The longest gap between trials of the slower team size: after each trial that loses the gap "
+        "doubles from host_pace up to this many calls, and returns to host_pace once the choice changes. On a "
+        "busy machine a team call costs about 7 one-thread calls (3-conv net, 2 cores); a trial every 64 calls "
+        "cost about 10% of the time, every 4096 well under 1%, while a machine that frees its cores gets the "
+        "team back within about 3 x 4096 calls (about 2.5 s of 200-us calls). docs/benchmarks-host.md 'Threads "
+        "that share the machine'.", minimum=1)
     host_wait_spins: int = _knob(
         1000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
         "in all; an op of the conv nets takes tens of microseconds).")
