@@ -135,8 +135,12 @@ class Tuning:
         "team back within about 3 x 4096 calls (about 2.5 s of 200-us calls). docs/benchmarks-host.md 'Threads "
         "that share the machine'.", minimum=1)
     host_wait_spins: int = _knob(
-        1000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
-        "in all; an op of the conv nets takes tens of microseconds).")
+        20000, "Polls of the barrier's counter before a waiting host thread sleeps (1000: about a microsecond "
+        "in all; an op of the conv nets takes tens of microseconds, so a partner that is running arrives within "
+        "the polls and one that is descheduled is waited for asleep). 2 cores, conv net, 2 threads against 1: "
+        "with no other load 0.82x at 20000 polls, 0.98x at 1000 (the sleeps' wake-ups cost more than the ops), "
+        "0.90x at 100000; with a busy core 1.38x / 1.35x / 1.40x (results/measurement-log.md, \"Polls before a "
+        "host thread sleeps (2026-12-05)\").")
     host_jam: int = _knob(
         12, "Output channels the host whole-field loops sum at once, each input vector loaded once per block of "
         "them: 12 accumulators and the input and weight vectors fit AVX2's 16 vector registers (a 24-channel 1x1 "
