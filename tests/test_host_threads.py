@@ -101,10 +101,10 @@ def test_batch_blocks_are_handed_out_dynamically(tmp_path):
     path = zoo.save("gemm_big", str(tmp_path / "m.onnx"))
     _generate(tmp_path, path)
     c = (tmp_path / "net.c").read_text()
-    assert "#pragma omp for schedule(dynamic) nowait" in c and "rosenna_team_done(&team, &team_passed, 1000);" in c
+    assert "#pragma omp for schedule(dynamic) nowait" in c and f"rosenna_team_done(&team, &team_passed, {Tuning().host_wait_spins});" in c
     assert "schedule(static)" not in c.split("Host path of")[1]
     f = (tmp_path / "net_model.F90").read_text()
-    assert "!$omp do schedule(dynamic)" in f and "!$omp end do nowait" in f and "call team_wait(team, team_passed, 1000, .true.)" in f
+    assert "!$omp do schedule(dynamic)" in f and "!$omp end do nowait" in f and f"call team_wait(team, team_passed, {Tuning().host_wait_spins}, .true.)" in f
 
 
 @pytest.mark.host

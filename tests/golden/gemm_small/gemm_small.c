@@ -296,7 +296,7 @@ int gemm_small_infer_batch(int n, const float *x, float *y, void *stream)
 #pragma omp for schedule(dynamic) nowait
         for (int start = 0; start < n; start += 32)
             gemm_small_infer_block(n - start < 32 ? n - start : 32, x + (long)start * GEMM_SMALL_NX, y + (long)start * GEMM_SMALL_NY);
-        rosenna_team_done(&team, &team_passed, 1000);
+        rosenna_team_done(&team, &team_passed, 20000);
     }
     rosenna_team_end(&team);
     return ROSENNA_STATUS_OK;

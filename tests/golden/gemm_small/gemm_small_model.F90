@@ -149,7 +149,7 @@ contains
         call infer_block(min(32, n - start + 1), x(:, start:), y(:, start:))
       end do
       !$omp end do nowait
-      call team_wait(team, team_passed, 1000, .true.)
+      call team_wait(team, team_passed, 20000, .true.)
       !$omp end parallel
     end if
   end subroutine gemm_small_infer_batch
