@@ -91,8 +91,9 @@ class Tuning:
         "the input (in the host batch path each broadcast weight feeds one vector per half block, each input "
         "vector this many). Every output's sum keeps its order, so any value gives the same bits. x86-64 host "
         "(AVX-512, GCC 12, -ffp-contract=off), 7-96x4-5 Tanh MLP batch: 8 columns 0.77x the time of 4, 12 and "
-        "16 no faster (docs/benchmarks-host.md 'Register blocking of the Gemm'). Not timed on a GPU, where it "
-        "is one thread's accumulators.", minimum=1, maximum=32)
+        "16 no faster (docs/benchmarks-host.md 'Register blocking of the Gemm'). On an H100 the per-point routine "
+        "offloaded by clang-16 and called from a CUDA kernel is as fast with 8 as with 4 (results/measurement-log.md, "
+        "\"Gemm columns in the offloaded per-point routine (2026-12-05, H100)\").", minimum=1, maximum=32)
     host_fma: str = _knob(
         "auto", "How the C library writes each multiply-add of its per-point routine, its SIMD variants, the host "
         "batch path, the whole-field host branch and the host exp and tanh they call. 'auto': rosenna_rt.h's "
