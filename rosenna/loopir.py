@@ -263,6 +263,31 @@ def walk_expr(expr):
 FAULT = "index_fault"
 
 
+def loads(expr):
+    """The buffers ``expr`` loads from."""
+    return {sub.buf for sub in walk_expr(expr) if isinstance(sub, Ref)}
+
+
+def element_of(expr, env, index):
+    """``expr`` with each load of element ``index`` of a buffer in ``env`` replaced by that
+    buffer's expression (``env``: buffer -> expression, None for one that cannot be replaced);
+    None where ``expr`` loads anything else: another element, a run-time offset, a loop variable."""
+    if isinstance(expr, Num):
+        return expr
+    if isinstance(expr, Ref):
+        return env.get(expr.buf) if expr.idx == index and expr.at is None else None
+    if isinstance(expr, Bin):
+        a, b = element_of(expr.a, env, index), element_of(expr.b, env, index)
+        return None if a is None or b is None else Bin(expr.op, a, b)
+    if isinstance(expr, Fn):
+        args = [element_of(arg, env, index) for arg in expr.args]
+        return None if any(a is None for a in args) else Fn(expr.name, tuple(args))
+    if isinstance(expr, Select):
+        parts = [element_of(getattr(expr, k), env, index) for k in ("lhs", "rhs", "a", "b")]
+        return None if any(p is None for p in parts) else Select(*parts, expr.cmp)
+    return None
+
+
 def counts_faults(stmts):
     """Whether the statements count out-of-range indices (use the :data:`FAULT` scalar)."""
     return any(isinstance(sub, Var) and sub.name == FAULT for stmt in walk(stmts) if isinstance(stmt, Assign)

@@ -173,3 +173,30 @@ def test_store_offsets_are_sorted_and_unique():
     for values in (runs, rng.integers(-50, 50, 1000), np.array([7]), np.zeros(0, np.int64)):
         got = parallel._unique(values.astype(np.int64))
         assert np.array_equal(got, np.unique(values)) and got.dtype == np.int64, values[:8]
+
+
+def test_rewrite_keeps_a_run_time_offset():
+    """The whole-field rewriting (substituted indices, renamed loops) keeps a load's and a store's
+    run-time offset, itself rewritten, instead of dropping it to a fixed element."""
+    from rosenna.loopir import Assign, Idx, Loop, Ref
+    from rosenna.strategy.field.rewrite import rewrite
+
+    offset = Ref("index", Idx.of("i"))
+    body = [Loop("i", 4, [Assign(Ref("y", Idx.of("i"), offset), Ref("x", Idx((), 0), offset))])]
+    (loop,) = rewrite(body, {}, fresh=lambda: "j")
+    (store,) = loop.body
+    assert store.target.at == Ref("index", Idx.of("j")) and store.expr.at == Ref("index", Idx.of("j"))
+    assert store.target.idx == Idx.of("j")
+
+
+def test_element_of_takes_only_the_same_element():
+    """element_of replaces loads of the element being computed and refuses any other load: another
+    element, a run-time offset, a loop variable."""
+    from rosenna.loopir import Bin, Idx, Num, Ref, Var, element_of
+
+    i, env = Idx.of("i"), {"a": Bin("*", Num(2.0), Var("v"))}
+    assert element_of(Bin("+", Ref("a", i), Num(1.0)), env, i) == Bin("+", env["a"], Num(1.0))
+    assert element_of(Ref("a", Idx.of("k")), env, i) is None
+    assert element_of(Ref("a", i, Ref("index", i)), env, i) is None
+    assert element_of(Var("i"), env, i) is None
+    assert element_of(Ref("b", i), env, i) is None

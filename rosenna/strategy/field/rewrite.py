@@ -17,10 +17,16 @@ def subst(idx, mapping):
     return out
 
 
+def _moved(ref, mapping, replace):
+    """``ref`` with its index substituted, and its run-time offset (if any) rewritten too."""
+    at = None if ref.at is None else rewrite_expr(ref.at, mapping, replace)
+    return Ref(ref.buf, subst(ref.idx, mapping), at)
+
+
 def rewrite_expr(e, mapping, replace):
     if isinstance(e, Ref):
         found = replace(e)
-        return found if found is not None else Ref(e.buf, subst(e.idx, mapping))
+        return found if found is not None else _moved(e, mapping, replace)
     if isinstance(e, Bin):
         return Bin(e.op, rewrite_expr(e.a, mapping, replace), rewrite_expr(e.b, mapping, replace))
     if isinstance(e, Fn):
@@ -40,7 +46,7 @@ def rewrite(stmts, mapping, replace=lambda ref: None, fresh=None):
             inner = dict(mapping, **{s.var: Idx.of(var)})
             out.append(Loop(var, s.extent, rewrite(s.body, inner, replace, fresh)))
         elif isinstance(s, Assign):
-            target = Ref(s.target.buf, subst(s.target.idx, mapping)) if isinstance(s.target, Ref) else s.target
+            target = _moved(s.target, mapping, replace) if isinstance(s.target, Ref) else s.target
             out.append(Assign(target, rewrite_expr(s.expr, mapping, replace), s.accumulate))
         else:
             out.append(s)

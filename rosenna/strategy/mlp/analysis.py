@@ -20,7 +20,7 @@ import math
 
 from rosenna import ops
 from rosenna.ir import is_rounding
-from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, element_of, loads, walk, walk_expr
 
 #: Activations every MLP kernel applies (narrow FP32, staged FP32, tile, 3xTF32 chain and wide, the
 #: routines, the offload body): each is rendered per layer, with its attributes, from its op
@@ -143,25 +143,6 @@ def value_at(expr, v):
     return None
 
 
-def _substitute(expr, env, index):
-    """``expr`` with every load of an earlier value at element ``index`` replaced by that value's
-    expression (``env``: storage location -> expression); None where it loads anything else."""
-    if isinstance(expr, (Num, Var)):
-        return expr if isinstance(expr, Num) else None
-    if isinstance(expr, Ref):
-        return env.get(expr.buf) if expr.idx == index else None
-    if isinstance(expr, Bin):
-        a, b = _substitute(expr.a, env, index), _substitute(expr.b, env, index)
-        return None if a is None or b is None else Bin(expr.op, a, b)
-    if isinstance(expr, Fn):
-        args = [_substitute(arg, env, index) for arg in expr.args]
-        return None if any(a is None for a in args) else Fn(expr.name, tuple(args))
-    if isinstance(expr, Select):
-        parts = [_substitute(getattr(expr, k), env, index) for k in ("lhs", "rhs", "a", "b")]
-        return None if any(p is None for p in parts) else Select(*parts, expr.cmp)
-    return None
-
-
 def _pointwise(plan, stmts, n, env):
     """``(value name, expression)`` when ``stmts`` (one op's lowered loops) compute n elements each
     from the same element of values in ``env`` and constants; None otherwise."""
@@ -173,12 +154,9 @@ def _pointwise(plan, stmts, n, env):
     assign, index = loop.body[0], Idx(((loop.var, 1),), 0)
     if not isinstance(assign.target, Ref) or assign.target.idx != index:
         return None
-    expr = _substitute(assign.expr, {buf: env.get(_where(plan, buf)) for buf in _loads(assign.expr)}, index)
+    expr = element_of(assign.expr, {buf: env.get(_where(plan, buf)) for buf in loads(assign.expr)}, index)
     return (assign.target.buf, expr) if expr is not None else None
 
-
-def _loads(expr):
-    return {sub.buf for sub in walk_expr(expr) if isinstance(sub, Ref)}
 
 
 def _where(plan, name):
@@ -189,13 +167,13 @@ def _where(plan, name):
 def _gemm_io(plan, stmts, weights):
     """``(input value, output value)`` of a Gemm's loops: the one non-weight value they load and
     the value they store; None when that is not one of each."""
-    loads, stores = set(), set()
+    inputs, stores = set(), set()
     for stmt in walk(stmts):
         if isinstance(stmt, Assign):
-            loads |= {buf for buf in _loads(stmt.expr) if buf not in weights}
+            inputs |= {buf for buf in loads(stmt.expr) if buf not in weights}
             if isinstance(stmt.target, Ref):
                 stores.add(stmt.target.buf)
-    return (loads.pop(), stores.pop()) if len(loads) == 1 and len(stores) == 1 else None
+    return (inputs.pop(), stores.pop()) if len(inputs) == 1 and len(stores) == 1 else None
 
 
 def analyse(plan):

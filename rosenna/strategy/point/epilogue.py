@@ -23,7 +23,7 @@ producer's own buffer and one copy loop moves it: one pass instead of the chain'
 import dataclasses
 import math
 
-from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Num, Ref, Select, Var, walk, walk_expr
+from rosenna.loopir import Assign, Bin, Comment, Fn, Idx, Loop, Ref, Select, Var, element_of, walk, walk_expr
 from rosenna.quoting import comment_text
 
 #: The ops whose store takes an epilogue (the ops with a fused activation, and MatMul).
@@ -43,35 +43,16 @@ def _segments(body):
     return out
 
 
-def _loads(expr):
+def _refs(expr):
     return [e for e in walk_expr(expr) if isinstance(e, Ref)]
 
 
 def _reads(stmt):
     """The buffers one assignment reads (its target too when it accumulates; an indirect index)."""
-    refs = _loads(stmt.expr) + [e for e in walk_expr(stmt.target) if isinstance(e, Ref) and e is not stmt.target]
+    refs = _refs(stmt.expr) + [e for e in walk_expr(stmt.target) if isinstance(e, Ref) and e is not stmt.target]
     if stmt.accumulate and isinstance(stmt.target, Ref):
         refs.append(stmt.target)
     return [ref.buf for ref in refs]
-
-
-def _substitute(expr, env, index):
-    """``expr`` with each load of an ``env`` value at ``index`` replaced by its expression; None
-    where it loads anything else (another index, a weight, another value) or holds a scalar."""
-    if isinstance(expr, Num):
-        return expr
-    if isinstance(expr, Ref):
-        return env.get(expr.buf) if expr.idx == index and expr.at is None else None
-    if isinstance(expr, Bin):
-        a, b = _substitute(expr.a, env, index), _substitute(expr.b, env, index)
-        return None if a is None or b is None else Bin(expr.op, a, b)
-    if isinstance(expr, Fn):
-        args = [_substitute(arg, env, index) for arg in expr.args]
-        return None if any(a is None for a in args) else Fn(expr.name, tuple(args))
-    if isinstance(expr, Select):
-        parts = [_substitute(getattr(expr, k), env, index) for k in ("lhs", "rhs", "a", "b")]
-        return None if any(p is None for p in parts) else Select(*parts, expr.cmp)
-    return None
 
 
 def _pointwise(stmts, size, env):
@@ -91,7 +72,7 @@ def _pointwise(stmts, size, env):
     if extent != size or not isinstance(assign, Assign) or assign.accumulate or not isinstance(assign.target, Ref) \
             or assign.target.at is not None or assign.target.buf in env:
         return None
-    expr = _substitute(assign.expr, env, assign.target.idx)
+    expr = element_of(assign.expr, env, assign.target.idx)
     return (assign.target.buf, expr) if expr is not None else None
 
 
