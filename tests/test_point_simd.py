@@ -208,6 +208,30 @@ def test_file_loaded_mlp_fills_the_512_bit_copy(tmp_path):
     assert got[True].tobytes() == got[False].tobytes(), "the file-loaded build differs from the embedded one"
 
 
+def test_one_layer_512_bit_variant_compiles_without_a_warning(tmp_path):
+    """A one-layer MLP (Gemm 5 -> 3) on an AVX-512 target takes the 512-bit 8-lane variant, whose
+    code has no hidden layer: it compiles under -Wall -Wextra -Werror (compile only: this CPU need
+    not run AVX-512)."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnx
+
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)], "one",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(rng.standard_normal((3, 5)).astype(np.float32), "W"),
+         numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "b")])
+    path = str(tmp_path / "one.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    profile = toolchain.resolve(None, target="icelake", gpu_arch="sm_80")
+    gen.generate(path, str(tmp_path / "g"), gen.Options.from_profile(profile, name="one"))
+    source = (tmp_path / "g" / "one.c").read_text()
+    assert "one_infer_lanes8" in source and "_mm512_" in source
+    subprocess.run(["gcc", "-O2", "-march=icelake-server", "-fopenmp", "-ffp-contract=off", "-Wall", "-Wextra",
+                    "-Werror", "-c", "one.c"], cwd=tmp_path / "g", check=True)
+
+
 def test_no_variant_when_off_or_whole_field(tmp_path):
     path = zoo.save("gemm_small", str(tmp_path / "m.onnx"))
     gen.generate(path, str(tmp_path), gen.Options(name="net", embed=True, tuning=Tuning().replace(point_simd_bytes=0)))

@@ -101,8 +101,9 @@ def routine(plan, layers, renderer, routine_name):
             f"#define ROSENNA_VMADD(a, b, c) _mm512_add_{sfx}(_mm512_mul_{sfx}(a, b), c)\n#endif")
     lines = [f"static void {routine_name}(const {t} *ROSENNA_RESTRICT x, {t} *ROSENNA_RESTRICT y)", "{",
              f"    /* the sums of a layer and its outputs, {POINTS} points, a row of the layer's padded width each */",
-             f"    {t} g[{POINTS * widest}] __attribute__((aligned(64)));",
-             f"    {t} h[2][{POINTS * widest}] __attribute__((aligned(64)));"]
+             f"    {t} g[{POINTS * widest}] __attribute__((aligned(64)));"]
+    if len(layers) > 1:  # the hidden layers' outputs, in turn
+        lines.append(f"    {t} h[2][{POINTS * widest}] __attribute__((aligned(64)));")
     src, stride = "x", plan.nx
     for i, (layer, (woff, boff, npad)) in enumerate(zip(layers, offsets)):
         last = i == len(layers) - 1
