@@ -15,7 +15,10 @@
 #           reach the tensor cores in another order within each k8 tile: its outputs may differ from
 #           the others' in the last bits (<name>_infer_warp's should not: the same operands).
 #   kweight: kpaired with the compact weight fragments of `weight` (both kernels read 8-byte
-#           fragments that hold the weights, split in the kernel; mlp128's kernel file 1.14 MB).
+#           fragments that hold the weights, split in the kernel; mlp128's kernel file 1.14 MB);
+#   literal: the default layouts with every copy written as literals (compile_pack_floats=0), not
+#           packed while the kernel file compiles: the same device data and code, so the same
+#           bits and times as `paired` (VARIANTS="paired literal").
 # Each, embedded and file-loaded weights, in bench/gen_bench.cu (checks <name>_infer and
 # <name>_infer_warp against the batched kernel on 1,000,003 points within verify's tolerance; times
 # batch / _infer / _infer_warp at 2^20 and 2^24 points); then the batched kernel's and
@@ -36,6 +39,7 @@ tunes() {
     weight) echo "--tune routine_layout=wide --tune wide_compact_from=1 --tune compact_fragments=weight" ;;
     kpaired) echo "--tune wide_k_order=paired" ;;
     kweight) echo "--tune wide_k_order=paired --tune wide_compact_from=1 --tune compact_fragments=weight" ;;
+    literal) echo "--tune compile_pack_floats=0" ;;
     esac
 }
 case "${1:-run}" in
@@ -65,13 +69,14 @@ run)
             timeout 60 $G/${v}_$w/gen_bench | tail -4
         done
     done
-    # y.bin: the batched kernel's outputs, then <name>_infer_warp's (as many).
+    # y.bin: the batched kernel's outputs, then <name>_infer_warp's (as many); each variant against the first.
+    first=${VARIANTS%% *}
     for w in embedded file; do
-        half=$(( $(stat -c %s $G/wide_$w/y.bin) / 2 ))
-        for v in ${VARIANTS/wide/}; do
-            cmp -s -n $half $G/wide_$w/y.bin $G/${v}_$w/y.bin && batch=bit-identical || batch=DIFFER
-            cmp -s -i $half $G/wide_$w/y.bin $G/${v}_$w/y.bin && warp=bit-identical || warp=DIFFER
-            echo "$w weights, wide and $v: batch outputs $batch, <name>_infer_warp outputs $warp"
+        half=$(( $(stat -c %s $G/${first}_$w/y.bin) / 2 ))
+        for v in ${VARIANTS#$first}; do
+            cmp -s -n $half $G/${first}_$w/y.bin $G/${v}_$w/y.bin && batch=bit-identical || batch=DIFFER
+            cmp -s -i $half $G/${first}_$w/y.bin $G/${v}_$w/y.bin && warp=bit-identical || warp=DIFFER
+            echo "$w weights, $first and $v: batch outputs $batch, <name>_infer_warp outputs $warp"
         done
     done
     ;;

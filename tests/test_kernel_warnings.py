@@ -41,7 +41,7 @@ def test_kernel_file_compiles_without_warnings(tmp_path, model, options, flags):
         # the one-thread and FP32 warp bodies read the staged kernel's copy (its rows, their biases)
         text = kernel.read_text()
         assert "mlp128_rwarp" not in text and "mlp128_rpacked" not in text
-        assert "rosenna_warp_layer<8, 8, 128, rt_act1>(mlp128_packed + 2048, mlp128_packed + 34944" in text
+        assert "rosenna_warp_layer<8, 8, 128, rt_act1>(mlp128_packed.v + 2048, mlp128_packed.v + 34944" in text
 
 
 def test_compact_packing_brings_its_helper(tmp_path):
@@ -53,7 +53,7 @@ def test_compact_packing_brings_its_helper(tmp_path):
     onnx.save(zoo.mlp("w512", sizes, ["Relu", "Relu", None], seed=5), str(tmp_path / "w512.onnx"))
     gen.generate(str(tmp_path / "w512.onnx"), str(tmp_path / "gen"), gen.Options(lang="c", embed=False))
     text = (tmp_path / "gen" / "w512_kernel.cu").read_text()
-    assert "rosenna_host_compact(v0)" in text and text.count("static inline float rosenna_host_compact(") == 1
+    assert "rosenna_host_compact(v0)" in text and text.count("constexpr float rosenna_host_compact(") == 1
     small = tmp_path / "small"
     gen.generate(zoo.save("mlp128", str(tmp_path / "mlp128.onnx")), str(small), gen.Options(lang="c", embed=False))
     assert "rosenna_host_compact" not in (small / "mlp128_kernel.cu").read_text()

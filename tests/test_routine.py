@@ -127,7 +127,7 @@ def test_routine_reads_the_staged_kernels_copy(tmp_path, sizes, acts):
     assert choice.staged and routine.shared(cuda.choose(wide)) == {"packed", "tc"}
     source = cuda.kernel_source(wide, "stamp")
     assert "staged_rpacked" not in source and "staged_rwarp" not in source and "staged_rchain" not in source
-    for name in ("float staged_packed[", "float staged_tc_packed["):
+    for name in ("> staged_packed ", "> staged_tc_packed "):  # (declared as rosenna_floats<N>)
         assert source.count(name) == 1 and source.index(name) < source.index("#if defined(ROSENNA_DEVICE_ROUTINE)")
     paired = dataclasses.replace(plan, tuning=plan.tuned.replace(routine_layout="paired"))
     assert routine.shared(cuda.choose(paired)) == {"packed"}
@@ -171,7 +171,7 @@ def test_routine_shares_identical_copies(tmp_path):
     path, plan, choice = _plan(tmp_path, "gemm_big")
     assert routine.shared(choice) == {"packed", "tc"}
     source = cuda.kernel_source(plan, "stamp")
-    for name in ("gemm_big_packed[", "gemm_big_tc_packed["):
+    for name in ("> gemm_big_packed ", "> gemm_big_tc_packed "):
         assert source.count(name) == 1 and source.index(name) < source.index("#if defined(ROSENNA_DEVICE_ROUTINE)")
     assert "rpacked" not in source and "rchain" not in source
     generate(path, str(tmp_path / "file"), Options(lang="c", embed=False))

@@ -78,7 +78,7 @@ def packed_for(body, layers):
     calls = calls_of(body)
     form = "weight" if any(c["weight"] == "true" for c in calls) else "sum"
     compact = calls[0]["compact"] == "true"
-    if "_tc_packed" in re.search(r"const float \*bias = (\w+) ", body).group(1):
+    if "_tc_packed" in re.search(r"const float \*bias = (\w+)\.v ", body).group(1):
         order = "fragment" if calls[1]["gather"] == "true" else "paired"
         return tc_wide.wide_packed(layers, Tuning(wide_compact_from=1 if compact else 1 << 20, compact_fragments=form,
                                                   wide_k_order=order))
@@ -110,7 +110,7 @@ def emulate(body, layers, packed, x):
     calls = calls_of(body)
     assert len(calls) == len(layers), body
     passes = int(re.search(r"for \(int pass = 0; pass < (\d+);", body).group(1)) if "int pass" in body else 1
-    bias_at = int(re.search(r"const float \*bias = \w+_(?:rchain|tc_packed) \+ (\d+);", body).group(1))
+    bias_at = int(re.search(r"const float \*bias = \w+_(?:rchain|tc_packed)\.v \+ (\d+);", body).group(1))
     packed = np.asarray(packed, np.float32)
     bias = packed[bias_at:].astype(np.float64)
     lane = np.arange(32)
@@ -193,8 +193,8 @@ def test_wide_layout_gives_the_paired_bits(generated, wide, paired):
     _, _, body_p, _ = generated[paired]
     assert "_tc_packed" in body_w and "_rchain" in body_p and "_rchain" not in body_w
     got_w, got_p = packed_for(body_w, layers), packed_for(body_p, layers)
-    bias_w = int(re.search(r"const float \*bias = \w+ \+ (\d+);", body_w).group(1))
-    bias_p = int(re.search(r"const float \*bias = \w+ \+ (\d+);", body_p).group(1))
+    bias_w = int(re.search(r"const float \*bias = \w+\.v \+ (\d+);", body_w).group(1))
+    bias_p = int(re.search(r"const float \*bias = \w+\.v \+ (\d+);", body_p).group(1))
     calls_w, calls_p = calls_of(body_w), calls_of(body_p)
     assert len(calls_w) == len(calls_p) == len(layers)
     for i, (cw, cp) in enumerate(zip(calls_w, calls_p)):

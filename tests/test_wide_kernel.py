@@ -76,7 +76,7 @@ def test_stage_table_and_layout(tmp_path):
     assert staged.SMEM == 51200
     src = cuda.kernel_source(plan, "stamp")
     assert "mlp128_fs_k0[17] = {0, 0, 16, 32, 48, 64, 80, 96, 112, 0, 16, 32, 48, 64, 80, 96, 112}" in src
-    assert "static __device__ const __align__(16) float mlp128_packed[" in src  # cp.async: never __constant__
+    assert "static __device__ const __align__(16) rosenna_floats<36232> mlp128_packed " in src  # cp.async: never __constant__
 
 
 def _emulate(layers, acts, packed, x, k0=None):

@@ -362,6 +362,14 @@ class Tuning:
     warp_compact: bool = _knob(
         False, "Whether the staged MLPs' tensor-core warp body reads compact 8-byte fragments (half the bytes "
         "through L1, two instructions per weight). Off: slower on the H200 (results/measurement-log.md, \"The warp-routine study\").")
+    compile_pack_floats: int = _knob(
+        81920, "The largest 3xTF32 copy of embedded weights (floats) that <name>_kernel.cu packs while it "
+        "compiles, from its one literal copy (rosenna/emit/cuda/copies.py); a larger copy is written as "
+        "literals. Not a speed knob (the device data is byte for byte the same either way): the compilers "
+        "evaluate the packing under a budget. nvcc 13.0 packed 170,760 floats and refused 302,344 with "
+        "__builtin_bit_cast, packed 72,072 and refused 104,968 in the arithmetic form used without it; 81,920 "
+        "takes mlp128's 72,072 (its kernel file 0.60 MB instead of 2.78 MB) in both. 0: every copy as literals.",
+        minimum=0)
     routine_layout: str = _knob(
         "paired", "Which fragments the staged MLPs' tensor-core warp body reads where the wide 3xTF32 kernel is "
         "beside it. 'wide': that kernel's <name>_tc_packed, in its natural row order (each lane gathers its "

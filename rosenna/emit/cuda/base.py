@@ -1,5 +1,7 @@
 """The interface of a batched kernel kind (the table is :mod:`rosenna.emit.cuda.kinds`)."""
 
+from rosenna.emit.cuda import copies
+
 
 class Kind:
     """One batched kernel. Subclasses override what they use."""
@@ -36,11 +38,9 @@ class Kind:
     def arrays(self, plan, choice):
         """A tensor-core kind's packed copy in the kernel file (``<name>_tc_packed``), under its
         guard: 3xTF32 B fragments (floats) unless the kind says otherwise."""
-        from rosenna.emit.cuda.mlp import array
-        tc = choice.tensor_layout
         return (f"{self.guard}\n/* The tensor-core {self.copy}'s copy: 3xTF32 B fragments per layer, then the "
                 "biases (rosenna/emit/cuda/tf32.py). */\n"
-                + array("__device__ const", f"{plan.name}_tc_packed", tc.packed() if plan.embed else None, tc.size)
+                + copies.copy(plan, choice, "__device__ const", f"{plan.name}_tc_packed", choice.tensor_layout, "tc")
                 + "\n#endif")
 
     def upload_helper(self, code):

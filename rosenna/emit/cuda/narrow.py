@@ -11,6 +11,7 @@ device code is ``rosenna/data/rosenna_narrow.cuh``. On CUDA sm_80+ the tensor-co
 """
 
 from rosenna.emit import fixed
+from rosenna.emit.cuda import copies
 from rosenna.emit.cuda.base import Kind
 from rosenna.emit.cuda.mlp import PackedLayout
 
@@ -33,7 +34,7 @@ class Narrow(Kind):
         n, threads = plan.name, plan.tuned.point_threads
         shared = self.shared(choice)
         ld = 0 if choice.constant else (2 if shared else 1)
-        weights = f"{n}_packed"
+        weights = copies.ref(f"{n}_packed")
         lines = [f"__global__ void __launch_bounds__({threads}) {n}_batch_kernel(int n, const float *ROSENNA_RESTRICT x, "
                  "float *ROSENNA_RESTRICT y)",
                  "{"]
@@ -43,7 +44,7 @@ class Narrow(Kind):
             lines += ["    /* The weights, copied once per block: broadcast 16-byte reads (the second kernel study: 0.279 vs 0.357 ns for gemm_big). */",
                       f"    __shared__ float4 w4[{quads}];",
                       f"    for (int e = threadIdx.x; e < {quads}; e += {threads})",
-                      f"        w4[e] = __ldg(reinterpret_cast<const float4 *>({n}_packed) + e);",
+                      f"        w4[e] = __ldg(reinterpret_cast<const float4 *>({copies.ref(n + '_packed')}) + e);",
                       "    __syncthreads();",
                       "    const float *w = reinterpret_cast<const float *>(w4);",
                       f"    for (long i = (long)blockIdx.x * {threads} + threadIdx.x; i < n; i += (long)gridDim.x * {threads}) {{"]

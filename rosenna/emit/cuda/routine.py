@@ -60,8 +60,8 @@ import numpy as np
 
 from rosenna.emit import fixed
 from rosenna.emit.chain import WarpLayout  # noqa: F401 (defined there: the offload body shares it)
-from rosenna.emit.cuda import dmma, staged, tc_chain, tc_wide, tf32
-from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, array, round_up
+from rosenna.emit.cuda import copies, dmma, staged, tc_chain, tc_wide, tf32
+from rosenna.emit.cuda.mlp import PackedLayout, activation_fn, round_up
 from rosenna.emit.cuda.tf32 import tiles
 
 # The routine's tuning (rosenna.strategy.tuning.Tuning): routine_constant_bytes (packed weights
@@ -287,7 +287,7 @@ def _tc_warp(plan, choice):
     mt = tuning.warp_tiles if parked else 2
     passes = 2 // mt
     ind = "    " * (2 if passes > 1 else 1)
-    chain = f"{n}_tc_packed" if _reads_tc(choice) else f"{n}_rchain"
+    chain = copies.ref(f"{n}_tc_packed" if _reads_tc(choice) else f"{n}_rchain")
     lines = [f"    const float4 *F = reinterpret_cast<const float4 *>({chain});",
              f"    const float *bias = {chain} + {bias_at};",
              "    const int lane = rosenna_lane(), gid = lane / 4, tig = lane % 4;"]
@@ -366,7 +366,8 @@ def _shuffle_warp(plan, choice):
     """The FP32 warp body (rosenna_routine.cuh): two passes of 16 points."""
     n, nx, ny = plan.name, plan.nx, plan.ny
     layout = WarpLayout(choice.layers)
-    layers, (weights, places) = choice.layers, _warp_weights(plan, choice)
+    layers, (array, places) = choice.layers, _warp_weights(plan, choice)
+    weights = copies.ref(array)
     kc0 = layout.offsets[0][1]
     lines = ["    const int lane = rosenna_lane(), py = lane / 16, cx = lane % 16;",
              "#pragma unroll 1",
@@ -399,13 +400,10 @@ def _shuffle_warp(plan, choice):
     return lines
 
 
-def _array(plan, storage, name, layout):
-    """A routine's copy: initialised for embedded weights, else filled by ``<name>_routine_upload``
-    (``__constant__`` stays constant memory; the rest is ``__device__``)."""
-    if plan.embed:
-        return array(storage, name, layout.packed(), layout.size)
-    storage = "__constant__" if storage.startswith("__constant__") else storage.replace(" const", "")
-    return f"static {storage} __align__(16) float {name}[{layout.size}];"
+def _array(plan, choice, storage, name, layout, var=None):
+    """A routine's copy (rosenna/emit/cuda/copies.py): ``var``, the pointer its packing writes, where
+    the copy may be packed while the file compiles (CUDA-only copies: the packing is C++14)."""
+    return copies.copy(plan, choice, storage, name, layout, var)
 
 
 def upload(plan, choice):
@@ -459,17 +457,17 @@ def routine(plan, choice, renderer):
     parts = []
     if not _reads_packed(choice):
         parts += ["/* The one-thread body's copy: per layer W input-major [K][N rounded up to 4], then the bias. */",
-                  _array(plan, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
+                  _array(plan, choice, "__constant__" if constant else "__device__ const", f"{n}_rpacked", dense)]
     kind = _warp_kind(choice)
     if kind in ("chain", "parked") and not _reads_tc(choice):
         parts += [f"{tf32.GUARD}\n/* The warp body's copy: the 3xTF32 chain's fragments, paired rows after the first layer, "
                   "then its biases (tc_chain.py). */",
-                  _array(plan, "__device__ const", f"{n}_rchain", _chain_layout(choice)), "#endif"]
+                  _array(plan, choice, "__device__ const", f"{n}_rchain", _chain_layout(choice), "tc"), "#endif"]
     if kind == "parked" and _warp_weights(plan, choice)[0] == f"{n}_rwarp":
         parts += ["/* The FP32 warp body's copy (HIP, no tensor cores): per layer W [16 KC][16 NC], then its bias "
                   "(emit/chain.py's WarpLayout). */",
                   # (read by the FP32 warp body only: not in a CUDA sm_80+ compile, which says so unless told)
-                  _array(plan, "__device__ const __attribute__((unused))", f"{n}_rwarp", WarpLayout(layers))]
+                  _array(plan, choice, "__device__ const __attribute__((unused))", f"{n}_rwarp", WarpLayout(layers))]
     parts.append("namespace {")
     parts += [activation_fn(f"rt_act{i}", layer, renderer) for i, layer in enumerate(layers)]
     libraries = len(parts)  # rosenna_narrow.cuh and rosenna_lane.cuh go here where the code calls them
@@ -479,7 +477,7 @@ def routine(plan, choice, renderer):
     elif kind == "parked":
         parts += [tf32.GUARD, tf32.device_lib(), fixed.load("rosenna_tc_routine.cuh"), "#endif"]
     parts.append("}  // namespace\n")
-    body = _one_thread(plan, choice, _dense_name(plan, choice), 0 if constant else 1)
+    body = _one_thread(plan, choice, copies.ref(_dense_name(plan, choice)), 0 if constant else 1)
     parts.append(f"/* One point, one thread. */\nstatic __device__ __forceinline__ void {n}_point_thread{sig}\n{{\n"
                  + "\n".join(body) + "\n}\n")
     guard = tf32.GUARD.replace("#if ", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ")

@@ -16,8 +16,8 @@ with ``-DROSENNA_NATIVE_KERNEL`` dropping its OpenMP ``<name>_infer_batch`` and 
 """
 
 from rosenna.emit import c as cemit
-from rosenna.emit.cuda import conv_igemm, kinds, point, routine, staged, whole_field
-from rosenna.emit.cuda.mlp import activation_fn, activation_library, array, chunks
+from rosenna.emit.cuda import conv_igemm, copies, kinds, point, routine, staged, whole_field
+from rosenna.emit.cuda.mlp import activation_fn, activation_library, chunks
 from rosenna.emit.cuda.runtime import CONSTANT_MEMORY, GLOBAL_MEMORY
 from rosenna.emit.lang import C
 from rosenna.emit.render import Renderer, resolver
@@ -89,6 +89,8 @@ def kernel_source(strategy, stamp, constant_limit=None):
 """]
     if activation_library(plan):
         parts.append(f"namespace {{\n{activation_library(plan)}}}  // namespace\n")
+    if copies.has_source(plan, choice):
+        parts.append(copies.source(plan, choice))
     if plan.weights and weights_where is not None:
         parts.append(weights_where + "/* The weights as the per-point routine reads them (the C file's layout). */")
         parts.append(_plan_weights(plan))
@@ -153,6 +155,8 @@ extern "C" int {n}_infer_batch(int n, const {t} *x, {t} *y, void *stream)
     if not plan.embed:
         parts.append(_upload(plan, choice))
     parts.append("#endif /* ROSENNA_DEVICE_ROUTINE */\n")
+    if any("rosenna_floats<" in part for part in parts):  # the MLP copies' struct, before the first
+        parts.insert(1 + bool(activation_library(plan)), copies.library())
     return "\n".join(parts)
 
 
@@ -171,11 +175,15 @@ def _batch_moves(faults):
 
 
 def _packed(plan, choice, what):
-    """``<name>_packed``, the batched kernel's copy of the weights."""
+    """``<name>_packed``, the batched kernel's copy of the weights: a copy of ``<name>_model::packed``
+    where the file has it (rosenna/emit/cuda/copies.py)."""
     # The staged kernel's cp.async reads global memory: never the constant bank.
     storage_class = "__device__ const" if choice.base is staged.KIND else "ROSENNA_CONST"
-    return (f"/* {what}: per layer W input-major [K][NP], then the bias [NP]. */\n"
-            + array(storage_class, f"{plan.name}_packed", choice.packed() if plan.embed else None, choice.packed_size))
+    if copies.has_source(plan, choice):
+        decl = copies.packed_copy(storage_class, plan, choice)
+    else:
+        decl = copies.copy(plan, choice, storage_class, f"{plan.name}_packed", choice.layout)
+    return f"/* {what}: per layer W input-major [K][NP], then the bias [NP]. */\n" + decl
 
 
 def _copies(plan):

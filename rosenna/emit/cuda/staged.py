@@ -144,7 +144,7 @@ def kernel(plan, layers, acts):
              "    extern __shared__ float4 rosenna_smem[];",
              "    float *act = reinterpret_cast<float *>(rosenna_smem);  /* act[k][LDA]: input-major, points contiguous */",
              f"    float4 *stage = rosenna_smem + {WIDTH * LDA // 4};  /* after act: two stages of 8 KB */",
-             f"    const float4 *W = reinterpret_cast<const float4 *>({n}_packed);",
+             f"    const float4 *W = reinterpret_cast<const float4 *>({n}_packed.v);",
              f"    const long p0 = (long)blockIdx.x * {POINTS};",
              "    rosenna_stage_copy<ROSENNA_FS_STAGE4, ROSENNA_FS_THREADS>(stage, W);",
              "    rosenna_stage_commit();",
@@ -167,10 +167,10 @@ def kernel(plan, layers, acts):
     for i, layer in enumerate(layers[:-1]):
         lines += [f"        {'if' if i == 0 else 'else if'} (g == {layout.ends[i]})  /* layer {i} ends: {layer.k} -> {layer.n}, "
                   f"{layer.act or 'no activation'} */",
-                  f"            rosenna_fs_epilogue<{acts[i]}>(acc, act, {n}_packed + {layout.offsets[i][1]});"]
+                  f"            rosenna_fs_epilogue<{acts[i]}>(acc, act, {n}_packed.v + {layout.offsets[i][1]});"]
     lines += ["    }",
               "    __syncthreads();  /* the last epilogue's act is visible to every thread */",
               f"    /* layer {last}: {out.k} -> {out.n}, {out.act or 'no activation'} */",
-              f"    rosenna_fs_out<{out.k}, {out.n}, {onp}, {POINTS}, {acts[last]}>({n}_packed + {ow}, {n}_packed + {ob}, act, y, p0, n);",
+              f"    rosenna_fs_out<{out.k}, {out.n}, {onp}, {POINTS}, {acts[last]}>({n}_packed.v + {ow}, {n}_packed.v + {ob}, act, y, p0, n);",
               "}"]
     return "\n".join(lines)

@@ -82,7 +82,7 @@ def chain_kernel(plan, layers, acts):
              "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
              f"    __shared__ float4 s[{size4}];",
              f"    for (int e = threadIdx.x; e < {size4}; e += {threads})",
-             f"        s[e] = __ldg(reinterpret_cast<const float4 *>({n}_tc_packed) + e);",
+             f"        s[e] = __ldg(reinterpret_cast<const float4 *>({n}_tc_packed.v) + e);",
              "    __syncthreads();",
              f"    const float *bias = reinterpret_cast<const float *>(s + {frag4});",
              "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;",

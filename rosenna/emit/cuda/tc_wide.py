@@ -214,7 +214,7 @@ def wide_kernel(plan, layers, acts):
              "    extern __shared__ float4 rosenna_smem[];",
              "    float *act = reinterpret_cast<float *>(rosenna_smem);  /* point-major, as the A fragments read it */",
              f"    float4 *stage = rosenna_smem + {P * lda // 4};  /* after act: two stages of {shape.stage4 * 16} bytes */",
-             f"    const float4 *F = reinterpret_cast<const float4 *>({n}_tc_packed);",
+             f"    const float4 *F = reinterpret_cast<const float4 *>({n}_tc_packed.v);",
              f"    rosenna_stage_copy<{shape.stage4}, {T}>(stage, F);  /* stage 0 for the block's first points */",
              "    rosenna_stage_commit();",
              "    int slot = 0;  /* the buffer that holds stage g (the other one takes the prefetch) */",
@@ -251,7 +251,7 @@ def wide_kernel(plan, layers, acts):
         lines += [f"            {'if' if i == 0 else 'else if'} (g == {end})  /* layer {i} ends: {layer.k} -> {layer.n}, "
                   f"{layer.act or 'no activation'} */",
                   f"                rosenna_tcw_epilogue<{acts[i]}, {shape.wn}, {shape.ni}, {lda}>(acc, act, "
-                  f"{n}_tc_packed + {layout.bias[i]});"]
+                  f"{n}_tc_packed.v + {layout.bias[i]});"]
     lines.append("        }")
     last = len(layers) - 1
     lines += ["        __syncthreads();  /* a warp's 16 output rows were written by other warps */",
@@ -262,7 +262,7 @@ def wide_kernel(plan, layers, acts):
               "            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};",
               f"            rosenna_tcw_out<{layout.out_kt}, {lda}{', true' if shape.paired else ''}>(c, act, warp * 16, "
               f"F + {layout.out_frag4});",
-              f"            const float *bias = {n}_tc_packed + {layout.bias[-1]};",
+              f"            const float *bias = {n}_tc_packed.v + {layout.bias[-1]};",
               "            const int col = 2 * tig;",
               "            const long r = p0 + warp * 16 + gid;",
               f"            const float b0 = __ldg(bias + col), b1 = __ldg(bias + col + 1);  /* padded to {WIDE_MAX_OUT}: in bounds */",

@@ -41,9 +41,11 @@ def tiles(n):
 
 def tf32(values):
     """Round to TF32 (10-bit mantissa), to nearest, ties away from zero: ``cvt.rna.tf32.f32`` on
-    the bit pattern, as the host packing in C++ does it."""
-    bits = np.asarray(values, np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    the bit pattern, as the host packing in C++ (``rosenna_host_tf32``) does it; infinities and NaN
+    stay as they are."""
+    v = np.asarray(values, np.float32)
+    rounded = ((v.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(v), rounded, v).astype(np.float32)
 
 
 def split(values):
@@ -80,7 +82,8 @@ def pack_layer(w, kp, npad, paired):
     out = []
     for v0, v1 in _lane_values(w, kp, npad, paired):
         b0, b1 = tf32(v0), tf32(v1)
-        out.append(np.stack([b0, b1, tf32(v0 - b0), tf32(v1 - b1)], axis=1))
+        with np.errstate(invalid="ignore"):  # (an infinite weight's rest is NaN, as on the GPU)
+            out.append(np.stack([b0, b1, tf32(v0 - b0), tf32(v1 - b1)], axis=1))
     return np.concatenate(out).reshape(-1)
 
 

@@ -65,7 +65,7 @@ class Tiled(Kind):
             lines.append(f"    /* layer {li}: {layer.k} -> {layer.n}, {layer.act or 'no activation'}; {tm} x {tn} tiles */")
             in_place = "true" if one and not last else "false"
             lines.append(f"    rosenna_tile<{layer.k}, {layer.n}, {npad}, {tm}, {tn}, {acts[li]}, {'true' if last else 'false'}, "
-                         f"{in_place}, {bm}, {threads}, {lda}>({n}_packed + {woff}, {src}, {dst}, y, p0, n);")
+                         f"{in_place}, {bm}, {threads}, {lda}>({n}_packed.v + {woff}, {src}, {dst}, y, p0, n);")
             if not last:
                 lines.append("    __syncthreads();")
             src, dst = dst, src

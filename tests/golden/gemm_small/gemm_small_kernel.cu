@@ -13,13 +13,22 @@
 #undef ROSENNA_CONST
 #define ROSENNA_CONST ROSENNA_CONSTANT_MEMORY
 
+/* The MLP kernels' weight copies (rosenna/emit/cuda/copies.py): each a struct holding one float
+   array, so that an embedded copy can be initialised by a constant expression (a copy of
+   <name>_model::packed, or the result of a packing evaluated while the file compiles: see
+   rosenna_packed.cuh) instead of a second list of literals. The kernels read <copy>.v. */
+template <int N>
+struct rosenna_floats {
+    float v[N];
+};
+
 /* The batched kernel's copy (and the per-point routine's): per layer W input-major [K][NP], then the bias [NP]. */
-static ROSENNA_CONST __align__(16) float gemm_small_packed[24] = {
+static ROSENNA_CONST __align__(16) rosenna_floats<24> gemm_small_packed = {{
     0.24436493f, 0.23365429f, 0.0f, 0.0f, 0.5809718f, -0.9214713f,
     0.0f, 0.0f, 0.09053559f, 0.044637457f, 0.0f, 0.0f,
     -0.3796833f, 0.2577916f, 0.02009756f, 0.0f, 0.41091254f, 0.20798308f,
     0.38658446f, 0.0f, -0.073645405f, -0.016290994f, -0.048211932f, 0.0f
-};
+}};
 #if defined(ROSENNA_DEVICE_ROUTINE)
 namespace {
 __device__ __forceinline__ float rt_act0(float v)
@@ -248,9 +257,9 @@ static __device__ __forceinline__ void gemm_small_point_thread(const float *ROSE
     for (int e = 0; e < 2; ++e)
         h0[e] = x[e];
     float h1[2];  /* layer 0: 2 -> 2, Relu */
-    rosenna_dense<2, 2, 4, 0, rt_act0>(gemm_small_packed + 0, h0, h1);
+    rosenna_dense<2, 2, 4, 0, rt_act0>(gemm_small_packed.v + 0, h0, h1);
     float h2[3];  /* layer 1: 2 -> 3, Relu */
-    rosenna_dense<2, 3, 4, 0, rt_act1>(gemm_small_packed + 12, h1, h2);
+    rosenna_dense<2, 3, 4, 0, rt_act1>(gemm_small_packed.v + 12, h1, h2);
 #pragma unroll
     for (int e = 0; e < 3; ++e)
         y[e] = h2[e];
@@ -354,9 +363,9 @@ __global__ void __launch_bounds__(256) gemm_small_batch_kernel(int n, const floa
         for (int e = 0; e < 2; ++e)
             h0[e] = x[i * 2 + e];
         float h1[2];  /* layer 0: 2 -> 2, Relu */
-        rosenna_dense<2, 2, 4, 0, act0>(gemm_small_packed + 0, h0, h1);
+        rosenna_dense<2, 2, 4, 0, act0>(gemm_small_packed.v + 0, h0, h1);
         float h2[3];  /* layer 1: 2 -> 3, Relu */
-        rosenna_dense<2, 3, 4, 0, act1>(gemm_small_packed + 12, h1, h2);
+        rosenna_dense<2, 3, 4, 0, act1>(gemm_small_packed.v + 12, h1, h2);
 #pragma unroll
         for (int e = 0; e < 3; ++e)
             y[i * 3 + e] = h2[e];
