@@ -140,7 +140,7 @@ def test_routine_reads_the_staged_kernels_copy(tmp_path, sizes, acts):
     x = np.random.default_rng(3).uniform(-1, 1, size=(32, plan.nx))
     # The one-thread body, layer by layer.
     start = source.index("void staged_point_thread")
-    calls = re.findall(r"rosenna_dense_kouter<(\d+), (\d+), (\d+), rt_act(\d+)>\(staged_packed \+ (\d+), staged_packed \+ (\d+), ",
+    calls = re.findall(r"rosenna_dense_kouter<(\d+), (\d+), (\d+), rt_act(\d+)>\(staged_packed\.v \+ (\d+), staged_packed\.v \+ (\d+), ",
                        source[start:source.index("\n}\n", start)])
     assert len(calls) == len(layers)
     h = x
@@ -152,10 +152,10 @@ def test_routine_reads_the_staged_kernels_copy(tmp_path, sizes, acts):
     # The FP32 warp body (HIP, pre-sm_80): its calls' places in the same array.
     start = source.index("void staged_infer_warp_body")
     body = source[start:source.index("\n}\n", start)]
-    places = [tuple(map(int, m)) for m in re.findall(r"rosenna_warp_layer<\d+, \d+, (\d+), rt_act\d+>\(staged_packed \+ (\d+), "
-                                                      r"staged_packed \+ (\d+),", body)]
+    places = [tuple(map(int, m)) for m in re.findall(r"rosenna_warp_layer<\d+, \d+, (\d+), rt_act\d+>\(staged_packed\.v \+ (\d+), "
+                                                      r"staged_packed\.v \+ (\d+),", body)]
     places = [(w, b, ldw) for ldw, w, b in places]
-    out = re.search(r"rosenna_warp_out<\d+, rt_act\d+>\(staged_packed \+ (\d+), staged_packed \+ (\d+),", body)
+    out = re.search(r"rosenna_warp_out<\d+, rt_act\d+>\(staged_packed\.v \+ (\d+), staged_packed\.v \+ (\d+),", body)
     places.append((int(out.group(1)), int(out.group(2)), 8))
     assert len(places) == len(layers)
     np.testing.assert_allclose(emulate_warp(layers, packed, x, places), evaluate(layers, x), rtol=1e-10, atol=1e-6)
