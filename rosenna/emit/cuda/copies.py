@@ -31,8 +31,7 @@ import numpy as np
 
 from rosenna.emit import fixed
 from rosenna.emit.cuda import tf32
-from rosenna.emit.cuda.mlp import PackedLayout, chunks
-from rosenna.emit.lang import C
+from rosenna.emit.cuda.mlp import PackedLayout, float_literals
 
 #: Fact (float format): above this magnitude TF32 rounding may carry a weight to 2^128 (infinity),
 #: which is no constant expression, so such a model's copies are literals.
@@ -50,8 +49,7 @@ def library():
 
 
 def _literals(values):
-    text = ",\n    ".join(", ".join(row) for row in chunks(C.literals(np.asarray(values, np.float32), "single")))
-    return f" = {{{{\n    {text}\n}}}}"
+    return f" = {{{{\n    {float_literals(values)}\n}}}}"
 
 
 def declare(storage, name, size, init=""):
